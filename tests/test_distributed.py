@@ -1,0 +1,74 @@
+"""2-process (gloo) parity: loss and gradients with gathered candidates equal one process on the global batch."""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from unisent.losses import info_nce
+
+pytestmark = pytest.mark.distributed
+
+WORLD, LOCAL, DIM_IN, DIM = 2, 4, 6, 5
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(WORLD * LOCAL, DIM_IN, generator=g) for _ in range(3)]
+    weight = torch.randn(DIM, DIM_IN, generator=g)
+    return inputs, weight
+
+
+def _loss(layer, inputs, **kw):
+    q, p, n = (layer(x) for x in inputs)
+    return info_nce(q, p, hard_negatives=n, temperature=0.1, **kw)
+
+
+def _worker(rank, port, out, kw):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    inputs, weight = _data()
+    layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
+    layer.weight.data.copy_(weight)
+    shard = [x[rank * LOCAL : (rank + 1) * LOCAL] for x in inputs]
+    loss = _loss(layer, shard, **kw)
+    loss.backward()
+    grad = layer.weight.grad.clone()
+    dist.all_reduce(grad)  # what DDP does: average gradients over processes
+    grad /= WORLD
+    losses = [torch.zeros(()) for _ in range(WORLD)]
+    dist.all_gather(losses, loss.detach())
+    if rank == 0:
+        out.put((torch.stack(losses).mean().item(), grad.numpy().copy()))
+    dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}])
+def test_two_processes_equal_one_process_on_global_batch(kw):
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, port, out, kw)) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    dist_loss, dist_grad = out.get(timeout=120)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+
+    inputs, weight = _data()
+    layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
+    layer.weight.data.copy_(weight)
+    loss = _loss(layer, inputs, **kw)
+    loss.backward()
+    assert dist_loss == pytest.approx(loss.item(), rel=1e-5)
+    torch.testing.assert_close(torch.from_numpy(dist_grad), layer.weight.grad, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,34 @@
+"""unisent: training and evaluating sentence embeddings in one Lightning framework."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .encoders import Encoder, EncoderConfig
+
+__version__ = "0.1.0"
+__all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
+
+
+def load(model: str, device: str | None = None) -> Encoder:
+    """Load an encoder for inference from a preset name, a saved encoder directory or a checkpoint.
+
+    Args:
+        model: ``minilm-l6`` (or any preset), a directory written by ``Encoder.save_pretrained`` /
+            ``unisent fit`` (``<log dir>/encoder``), a Hugging Face model directory or hub id, or a
+            Lightning ``.ckpt`` file from ``unisent fit``.
+        device: where to put it (default: CPU).
+    """
+    path = Path(model).expanduser()
+    if path.suffix == ".ckpt":
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+        from .module import UnisentModule
+
+        encoder = UnisentModule.from_checkpoint(path).encoder
+    elif path.is_dir():
+        encoder = Encoder.from_pretrained(path)
+    else:
+        encoder = Encoder(EncoderConfig(model=model))
+    encoder.eval()
+    return encoder.to(device) if device else encoder

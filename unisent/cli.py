@@ -1,0 +1,54 @@
+"""The ``unisent`` command: Lightning's CLI (fit/validate/test/predict) plus unisent's own commands."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+from lightning.pytorch.cli import LightningCLI
+
+from .data import UnisentDataModule
+from .module import UnisentModule
+
+__all__ = ["UnisentCLI", "main"]
+
+TRAINER_DEFAULTS = {
+    "max_epochs": 1,
+    "log_every_n_steps": 10,
+    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "unisent"}},
+}
+
+
+class UnisentCLI(LightningCLI):
+    """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`."""
+
+
+def _lightning(argv: Sequence[str]) -> None:
+    UnisentCLI(
+        UnisentModule,
+        UnisentDataModule,
+        trainer_defaults=TRAINER_DEFAULTS,
+        save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,
+        args=list(argv),
+    )
+
+
+# Commands that are not Lightning's: name -> (module, function). Each function takes argv.
+EXTRA_COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in EXTRA_COMMANDS:
+        import importlib
+
+        module_name, func = EXTRA_COMMANDS[argv[0]]
+        command: Callable[[list[str]], None] = getattr(importlib.import_module(module_name), func)
+        command(argv[1:])
+        return
+    _lightning(argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""The sentence encoder: a Hugging Face backbone, a tokenizer and a pooler."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .loading import load_backbone, load_tokenizer, resolve_model_location
+from .poolers import POOLERS, build_pooler
+from .presets import PRESETS
+
+__all__ = ["Encoder", "EncoderConfig", "pad_batch"]
+
+UNISENT_CONFIG = "unisent_encoder.json"
+POOLER_WEIGHTS = "pooler.pt"
+
+
+@dataclass
+class EncoderConfig:
+    """Which backbone to load and how to pool it.
+
+    Attributes:
+        model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
+            Hugging Face hub id.
+        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``;
+            empty for the preset's default (``cls`` for a plain directory or hub id).
+        max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
+        attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
+        dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
+    """
+
+    model: str = "minilm-l6"
+    pooler: str = ""
+    max_length: int = 0
+    attn_implementation: str = "sdpa"
+    dropout: float | None = None
+
+    def __post_init__(self) -> None:
+        preset = PRESETS.get(self.model)
+        if not self.pooler:
+            self.pooler = preset.pooler if preset else "cls"
+        if self.pooler not in POOLERS:
+            raise ValueError(f"unknown pooler {self.pooler!r}; valid poolers: {', '.join(POOLERS)}")
+        if not self.max_length:
+            self.max_length = preset.max_length if preset else 32
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, length: int | None = None):
+    """Right-pad token id lists into ``(input_ids, attention_mask)`` of shape (batch, length)."""
+    length = length or max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+        attention_mask[row, : len(seq)] = 1
+    return input_ids, attention_mask
+
+
+class Encoder(nn.Module):
+    """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
+
+    Args:
+        config: an :class:`EncoderConfig`.
+    """
+
+    def __init__(self, config: EncoderConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or EncoderConfig()
+        location = resolve_model_location(self.config.model)
+        overrides = {}
+        if self.config.dropout is not None:
+            overrides = {"hidden_dropout_prob": self.config.dropout, "attention_probs_dropout_prob": self.config.dropout}
+        self.backbone = load_backbone(
+            location, attn_implementation=self.config.attn_implementation, config_overrides=overrides
+        )
+        self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
+        self.tokenizer = load_tokenizer(location)
+        self.pooler = build_pooler(self.config.pooler, self.hidden_size)
+        self._saved_pooler = Path(location, POOLER_WEIGHTS)
+        if self._saved_pooler.is_file():
+            self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))
+
+    @property
+    def hidden_size(self) -> int:
+        return self.backbone.config.hidden_size
+
+    @property
+    def pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return 0 if pad is None else pad
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (batch, seq)
+        attention_mask: torch.Tensor,  # (batch, seq)
+        **backbone_kwargs,
+    ) -> torch.Tensor:
+        """Return pooled sentence vectors of shape (batch, hidden)."""
+        out = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=self.pooler.needs_hidden_states,
+            **backbone_kwargs,
+        )
+        return self.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
+
+    # ----------------------------------------------------------------------------------- tokenising
+    def tokenize_ids(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids per text, truncated, with special tokens and without padding."""
+        return self.tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=max_length or self.config.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+
+    # ----------------------------------------------------------------------------------- inference
+    def _batches(self, ids: list[list[int]], batch_size: int) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            yield idx, *pad_batch([ids[i] for i in idx], self.pad_token_id)
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        *,
+        normalize: bool = False,
+        bf16: bool = False,
+        show_progress_bar: bool = False,
+    ) -> torch.Tensor:
+        """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
+
+        Batches are formed from length-sorted sentences (less padding) and put back in order.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("encode takes a list of sentences, not a single string")
+        was_training = self.training
+        self.eval()
+        device = next(self.parameters()).device
+        ids = self.tokenize_ids(sentences)
+        out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+        batches = self._batches(ids, batch_size)
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, total=-(-len(ids) // batch_size), desc="encode", unit="batch")
+        try:
+            with autocast:
+                for idx, input_ids, attention_mask in batches:
+                    emb = self(input_ids.to(device), attention_mask.to(device)).float()
+                    if normalize:
+                        emb = nn.functional.normalize(emb, dim=-1)
+                    out[torch.as_tensor(idx)] = emb.cpu()
+        finally:
+            self.train(was_training)
+        return out
+
+    # ----------------------------------------------------------------------------------- save/load
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write backbone, tokenizer, pooler weights and the encoder settings to ``directory``.
+
+        ``Encoder(EncoderConfig(model=directory))`` loads it back (pooler and max length included).
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        if any(True for _ in self.pooler.parameters()):
+            torch.save(self.pooler.state_dict(), directory / POOLER_WEIGHTS)
+        settings = asdict(self.config) | {"model": str(directory)}
+        (directory / UNISENT_CONFIG).write_text(json.dumps(settings, indent=2) + "\n")
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> Encoder:
+        """Load an encoder saved by :meth:`save_pretrained` (or any model directory, pooled with ``cls``)."""
+        settings_file = Path(directory, UNISENT_CONFIG)
+        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+        settings["model"] = str(directory)
+        return cls(EncoderConfig(**settings))

@@ -1,0 +1,76 @@
+"""InfoNCE with in-batch negatives, optional hard negatives, temperature and a symmetric form."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .distributed import gather_with_grad, label_offset
+
+__all__ = ["info_nce", "cosine_logits"]
+
+
+def cosine_logits(query: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``cos(q_i, c_j) / temperature`` for all pairs: (n_query, dim) x (n_cand, dim) -> (n_query, n_cand).
+
+    Computed in float32 whatever the autocast dtype: logits divided by a small temperature lose
+    too much precision in bf16.
+    """
+    q = F.normalize(query.float(), dim=-1)
+    c = F.normalize(candidates.float(), dim=-1)
+    return q @ c.T / temperature
+
+
+def info_nce(
+    query: torch.Tensor,
+    positives: torch.Tensor,
+    *,
+    hard_negatives: torch.Tensor | None = None,
+    temperature: float = 0.05,
+    hard_negative_weight: float = 0.0,
+    symmetric: bool = False,
+    gather: bool = True,
+) -> torch.Tensor:
+    """Contrastive cross-entropy: row ``i`` of ``query`` must pick its own positive.
+
+    Candidates for every query are all positives of the (global) batch, then all hard negatives of
+    the batch. ``hard_negative_weight`` is added to the logit of each query's *own* hard negative
+    (a log-weight, as in SimCSE's ``hard_negative_weight``). With ``symmetric``, the loss of the
+    positives picking their query (over all queries) is averaged in. Across processes the
+    candidates are gathered with gradients and the queries stay local (see
+    :mod:`unisent.losses.distributed`).
+
+    Args:
+        query: (batch, dim) anchors of this process.
+        positives: (batch, dim) the positive of each anchor.
+        hard_negatives: optional (batch, dim) one hard negative per anchor.
+        temperature: the logits are ``cos / temperature``.
+        hard_negative_weight: added to ``logit(i, negative_i)``; 0 leaves the logits unchanged.
+        symmetric: also the positive -> query direction.
+        gather: gather candidates from all processes (no-op on one process).
+
+    Returns:
+        Scalar mean loss over this process's anchors.
+    """
+    if query.shape != positives.shape:
+        raise ValueError(f"query {tuple(query.shape)} and positives {tuple(positives.shape)} differ in shape")
+    batch = query.shape[0]
+    offset = label_offset(batch) if gather else 0
+    maybe_gather = gather_with_grad if gather else (lambda t: t)
+    all_pos = maybe_gather(positives)
+    labels = torch.arange(batch, device=query.device) + offset
+    logits = cosine_logits(query, all_pos, temperature)  # (batch, global_batch)
+    if hard_negatives is not None:
+        all_neg = maybe_gather(hard_negatives)
+        neg_logits = cosine_logits(query, all_neg, temperature)  # (batch, global_batch)
+        if hard_negative_weight:
+            # (batch, global_batch): the weight sits at each anchor's own negative
+            weight = torch.zeros_like(neg_logits)
+            weight[torch.arange(batch, device=query.device), labels] = hard_negative_weight
+            neg_logits = neg_logits + weight
+        logits = torch.cat([logits, neg_logits], dim=1)
+    loss = F.cross_entropy(logits, labels)
+    if symmetric:
+        all_query = maybe_gather(query)
+        loss = (loss + F.cross_entropy(cosine_logits(positives, all_query, temperature), labels)) / 2
+    return loss

@@ -1,0 +1,132 @@
+"""The one LightningModule: an encoder, any number of weighted objectives, optimiser and schedule."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import OptimizerCallable
+from lightning.pytorch.utilities import rank_zero_info
+
+from .encoders import Encoder, EncoderConfig
+from .objectives import Objective, SimCSE
+from .optim import AdamW, split_weight_decay, warmup_linear_lambda
+
+__all__ = ["UnisentModule", "instantiate"]
+
+CHECKPOINT_KEY = "unisent"
+
+
+def instantiate(spec: dict[str, Any]):
+    """Build an object from ``{"class_path": "pkg.mod.Class", "init_args": {...}}``."""
+    module_name, _, cls_name = spec["class_path"].rpartition(".")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(**spec.get("init_args", {}))
+
+
+class UnisentModule(L.LightningModule):
+    """Trains one shared encoder with a weighted sum of objectives.
+
+    Each training step receives ``{objective name: batch}`` from :class:`~unisent.data.UnisentDataModule`,
+    asks every objective for its named loss terms, logs each as ``train/<objective>/<term>`` and
+    optimises ``sum(objective.weight * objective.total(terms))`` (logged as ``train/loss``).
+
+    Args:
+        encoder: backbone, pooler and max length (:class:`~unisent.encoders.EncoderConfig`).
+        objectives: the objectives, any :class:`~unisent.objectives.Objective` subclass (from YAML
+            with ``class_path``); default: unsupervised SimCSE.
+        optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW`
+            (lr 3e-5, fused).
+        warmup: warm-up steps (>= 1) or fraction of all steps (< 1).
+        schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
+        save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
+            ``unisent.load``).
+    """
+
+    def __init__(
+        self,
+        encoder: EncoderConfig | None = None,
+        objectives: list[Objective] | None = None,
+        optimizer: OptimizerCallable = AdamW,
+        warmup: float = 0.0,
+        schedule: Literal["linear", "constant"] = "linear",
+        save_encoder: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["objectives", "optimizer"])
+        self.encoder_config = encoder or EncoderConfig()
+        self.encoder = Encoder(self.encoder_config)
+        objectives = list(objectives) if objectives is not None else [SimCSE()]
+        if not objectives:
+            raise ValueError("the model needs at least one objective")
+        names = [o.name for o in objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objective names must be unique, got {names}; set `name:` on each")
+        self.objectives = torch.nn.ModuleList(objectives)
+        self.optimizer_factory = optimizer
+        if warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {warmup}")
+        self.warmup = warmup
+        self.schedule = schedule
+        self.save_encoder = save_encoder
+        self.encoder_dir: Path | None = None
+
+    # ------------------------------------------------------------------------------------ training
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        total = torch.zeros((), device=self.device)
+        batch_size = 0
+        for objective in self.objectives:
+            sub = batch.get(objective.name)
+            if sub is None:  # an exhausted loader in "max_size" mode
+                continue
+            terms = objective(self.encoder, sub)
+            for term, value in terms.items():
+                self.log(f"train/{objective.name}/{term}", value.detach(), on_step=True, batch_size=1)
+            total = total + objective.weight * objective.total(terms)
+        self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=max(batch_size, 1))
+        return total
+
+    def configure_optimizers(self):
+        params = split_weight_decay(self.named_parameters())
+        optimizer = self.optimizer_factory(params)
+        total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
+        warmup = int(self.warmup) if self.warmup >= 1 else int(self.warmup * total)
+        lr_lambda = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_train_end(self) -> None:
+        if not self.save_encoder or self.trainer is None or not self.trainer.is_global_zero:
+            return
+        root = Path(self.trainer.log_dir or self.trainer.default_root_dir)
+        self.encoder_dir = self.encoder.save_pretrained(root / "encoder")
+        rank_zero_info(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)")
+
+    # ------------------------------------------------------------------------------------ records
+    def run_config(self) -> dict[str, Any]:
+        """The settings that define this model: encoder and every objective (for logs and cards)."""
+        return {
+            "encoder": asdict(self.encoder_config),
+            "objectives": [o.config() for o in self.objectives],
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CHECKPOINT_KEY] = self.run_config()
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
+        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint."""
+        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+        if CHECKPOINT_KEY not in ckpt:
+            raise ValueError(f"{path} is not a unisent checkpoint (no {CHECKPOINT_KEY!r} entry)")
+        record = ckpt[CHECKPOINT_KEY]
+        module = cls(
+            encoder=EncoderConfig(**record["encoder"]),
+            objectives=[instantiate(spec) for spec in record["objectives"]],
+        )
+        module.load_state_dict(ckpt["state_dict"])
+        return module

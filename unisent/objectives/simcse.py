@@ -1,0 +1,83 @@
+"""SimCSE (Gao et al., 2021): unsupervised dropout views and supervised NLI triples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..encoders.encoder import Encoder
+from ..losses import info_nce
+from .base import Objective, encode_views
+
+__all__ = ["SimCSE"]
+
+CITATION = (
+    "Gao, Yao and Chen. SimCSE: Simple Contrastive Learning of Sentence Embeddings. EMNLP 2021. "
+    "https://aclanthology.org/2021.emnlp-main.552"
+)
+
+
+class SimCSE(Objective):
+    """Contrastive learning of sentence embeddings.
+
+    Unsupervised (default): records ``{"text"}``; the batch is stacked twice and encoded in one
+    forward pass, so the two copies differ only by dropout; the logits are ``cos(z_i, z'_j) / tau``
+    with label ``i``.
+
+    Supervised: records ``{"anchor", "positive", "negative"}`` (NLI premise, entailment,
+    contradiction); the logits of each anchor run over all positives and all hard negatives of the
+    batch. ``hard_negative_weight`` is added to the logit of the anchor's own negative.
+
+    Args:
+        supervised: train on NLI triples instead of single sentences.
+        temperature: tau (0.05 in the paper).
+        hard_negative_weight: log-weight of the own hard negative (supervised only; 0 = off).
+        use_hard_negatives: supervised only; ``False`` trains on (anchor, positive) pairs.
+        symmetric: also the positive -> anchor direction.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+    """
+
+    citation = CITATION
+
+    def __init__(
+        self,
+        supervised: bool = False,
+        temperature: float = 0.05,
+        hard_negative_weight: float = 0.0,
+        use_hard_negatives: bool = True,
+        symmetric: bool = False,
+        weight: float = 1.0,
+        name: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__(weight=weight, name=name or "simcse", max_length=max_length)
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.supervised = supervised
+        self.temperature = temperature
+        self.hard_negative_weight = hard_negative_weight
+        self.use_hard_negatives = use_hard_negatives
+        self.symmetric = symmetric
+        if supervised:
+            keys = ("anchor", "positive", "negative") if use_hard_negatives else ("anchor", "positive")
+        else:
+            keys = ("text",)
+        self.batch_keys = self.text_keys = keys
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if not self.supervised:
+            z1, z2 = encode_views(encoder, batch, ("text",), repeat=2)
+            loss = info_nce(z1, z2, temperature=self.temperature, symmetric=self.symmetric)
+            return {"contrastive": loss}
+        views = encode_views(encoder, batch, self.text_keys)
+        negatives = views[2] if self.use_hard_negatives else None
+        loss = info_nce(
+            views[0],
+            views[1],
+            hard_negatives=negatives,
+            temperature=self.temperature,
+            hard_negative_weight=self.hard_negative_weight,
+            symmetric=self.symmetric,
+        )
+        return {"contrastive": loss}

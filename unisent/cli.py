@@ -23,14 +23,14 @@ class UnisentCLI(LightningCLI):
     """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`."""
 
 
-def _lightning(argv: Sequence[str]) -> None:
+def _lightning(argv: Sequence[str] | None) -> None:
     UnisentCLI(
         UnisentModule,
         UnisentDataModule,
         trainer_defaults=TRAINER_DEFAULTS,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
-        args=list(argv),
+        args=None if argv is None else list(argv),
     )
 
 
@@ -39,13 +39,13 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in EXTRA_COMMANDS:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in EXTRA_COMMANDS:
         import importlib
 
-        module_name, func = EXTRA_COMMANDS[argv[0]]
+        module_name, func = EXTRA_COMMANDS[words[0]]
         command: Callable[[list[str]], None] = getattr(importlib.import_module(module_name), func)
-        command(argv[1:])
+        command(words[1:])
         return
     _lightning(argv)
 

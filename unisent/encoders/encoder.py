@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from .loading import load_backbone, load_tokenizer, resolve_model_location
-from .poolers import POOLERS, build_pooler
+from .poolers import POOLERS, PoolerName, build_pooler
 from .presets import PRESETS
 
 __all__ = ["Encoder", "EncoderConfig", "pad_batch"]
@@ -30,14 +30,14 @@ class EncoderConfig:
         model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
             Hugging Face hub id.
         pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``;
-            empty for the preset's default (``cls`` for a plain directory or hub id).
+            unset for the preset's default (``cls`` for a plain directory or hub id).
         max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
         attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
     """
 
     model: str = "minilm-l6"
-    pooler: str = ""
+    pooler: PoolerName | None = None
     max_length: int = 0
     attn_implementation: str = "sdpa"
     dropout: float | None = None

@@ -6,10 +6,12 @@ pooler names. The table :data:`POOLERS` maps the names users write in YAML to th
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import nn
 
-__all__ = ["POOLERS", "Pooler", "build_pooler", "needs_hidden_states"]
+__all__ = ["POOLERS", "PoolerName", "Pooler", "build_pooler", "needs_hidden_states"]
 
 
 class Pooler(nn.Module):
@@ -103,6 +105,11 @@ POOLERS: dict[str, type[Pooler]] = {
     "max": MaxPooler,
     "avg_first_last": AvgFirstLastPooler,
 }
+
+
+#: The pooler names, as a type: the config parser validates against it and lists the choices.
+PoolerName = Literal["cls", "cls_mlp", "cls_mlp_train_only", "mean", "max", "avg_first_last"]
+assert set(get_args(PoolerName)) == set(POOLERS)
 
 
 def build_pooler(name: str, hidden_size: int) -> Pooler:

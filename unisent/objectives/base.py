@@ -19,7 +19,25 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
-class Objective(nn.Module):
+class _RecordsInitArgs(type(nn.Module)):
+    """Metaclass that stores the constructor arguments of every instance in ``_init_args``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any):
+        obj = super().__call__(*args, **kwargs)
+        params = inspect.signature(cls.__init__).parameters
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        init_args = {}
+        for key, value in list(bound.arguments.items())[1:]:
+            if params[key].kind is inspect.Parameter.VAR_KEYWORD:
+                init_args.update(value)
+            elif params[key].kind is not inspect.Parameter.VAR_POSITIONAL:
+                init_args[key] = value
+        object.__setattr__(obj, "_init_args", init_args)
+        return obj
+
+
+class Objective(nn.Module, metaclass=_RecordsInitArgs):
     """Base class of training objectives.
 
     A subclass declares which record fields it needs (:attr:`batch_keys`) and which of those are
@@ -40,17 +58,6 @@ class Objective(nn.Module):
     batch_keys: tuple[str, ...] = ()
     text_keys: tuple[str, ...] = ()
     citation: str = ""
-
-    def __new__(cls, *args: Any, **kwargs: Any):
-        obj = super().__new__(cls)
-        bound = inspect.signature(cls.__init__).bind_partial(None, *args, **kwargs)
-        bound.apply_defaults()
-        init_args = dict(list(bound.arguments.items())[1:])
-        for key, kind in inspect.signature(cls.__init__).parameters.items():
-            if kind.kind is inspect.Parameter.VAR_KEYWORD and key in init_args:
-                init_args.update(init_args.pop(key))
-        object.__setattr__(obj, "_init_args", init_args)
-        return obj
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()

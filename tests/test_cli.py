@@ -57,13 +57,43 @@ def _fit_args(tmp_path, model_dir, recipe="recipes/quickstart.yaml"):
     ]
 
 
-def test_quickstart_recipe_fits_through_the_cli(tmp_path, tiny_bert_dir):
-    main(_fit_args(tmp_path, tiny_bert_dir))
+def test_fit_selects_by_stsb_dev_and_test_uses_the_best_checkpoint(tmp_path, tiny_bert_dir, capsys):
+    main(_fit_args(tmp_path, tiny_bert_dir) + ["--trainer.val_check_interval", "2", "--trainer.max_steps", "4"])
     run = next((tmp_path / "runs").rglob("metrics.csv")).parent
     metrics = pd.read_csv(run / "metrics.csv")
     assert metrics["train/simcse/contrastive"].notna().any()
+    dev = metrics["val/stsb-dev"].dropna()
+    assert len(dev) == 2 and dev.between(-100, 100).all()  # evaluated at steps 2 and 4
     assert (run / "config.yaml").is_file() and (run / "encoder" / "config.json").is_file()
-    assert list((run / "checkpoints").glob("*.ckpt"))
+    best = run / "checkpoints" / "best.ckpt"
+    assert best.is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    capsys.readouterr()
+    main(["test", "-c", str(run / "config.yaml"), "--ckpt_path", str(best), "--trainer.logger", "false"])
+    out = capsys.readouterr().out
+    assert "test/stsb-test" in out
+
+
+def test_evaluate_command_errors_name_the_problem(tmp_path, capsys):
+    from unisent.commands.evaluate import main as evaluate_main
+
+    with pytest.raises(SystemExit, match="(?s)unknown task.*stsb-test"):
+        evaluate_main(["--model", "minilm-l6", "--tasks", "stsb-tset", "--quiet"])
+    with pytest.raises(SystemExit, match=str(tmp_path / "nowhere")):
+        evaluate_main(["--model", "minilm-l6", "--tasks", "stsb-dev", "--data-dir", str(tmp_path / "nowhere"), "--quiet"])
+    evaluate_main(["--list"])
+    assert "stsb-test" in capsys.readouterr().out
+
+
+def test_evaluate_command_on_a_saved_encoder_writes_json(tmp_path, tiny_bert_dir, capsys):
+    import json
+
+    from unisent.commands.evaluate import main as evaluate_main
+
+    out = tmp_path / "res.json"
+    evaluate_main(["--model", str(tiny_bert_dir), "--tasks", "stsb-dev", "--output", str(out), "--quiet"])
+    assert "| stsb-dev |" in capsys.readouterr().out
+    result = json.loads(out.read_text())["tasks"]["stsb-dev"]
+    assert result["main_metric"] == "spearman" and -100 <= result["score"] <= 100
 
 
 @pytest.mark.slow
@@ -73,8 +103,10 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
 
     args = _fit_args(tmp_path, tiny_bert_dir, str(recipe)) + ["--trainer.precision", "32-true"]
     config = yaml.safe_load(recipe.read_text())
-    for name, source in config["data"]["train"].items():
-        sample = "sentences.txt" if "text" in str(config["model"]["objectives"]) or "supervised: false" in recipe.read_text() else "nli_triples.jsonl"
+    for objective in config["model"]["objectives"]:
+        init = objective.get("init_args", {})
+        name = init.get("name") or "simcse"
+        sample = "nli_triples.jsonl" if init.get("supervised") else "sentences.txt"
         args += [f"--data.train.{name}.path", str(SAMPLE_DIR / sample), f"--data.train.{name}.columns", "{}"]
     main(args)
     assert list((tmp_path / "runs").rglob("metrics.csv"))

@@ -14,13 +14,28 @@ __all__ = ["UnisentCLI", "main"]
 
 TRAINER_DEFAULTS = {
     "max_epochs": 1,
+    "num_sanity_val_steps": 0,
     "log_every_n_steps": 10,
     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "unisent"}},
 }
 
 
 class UnisentCLI(LightningCLI):
-    """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`."""
+    """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`.
+
+    Adds a ``checkpoint:`` section (Lightning's ModelCheckpoint) that by default keeps the best
+    checkpoint by ``val/score`` (the mean main score of ``model.evaluation.val_tasks``) as
+    ``checkpoints/best.ckpt`` and the last one as ``checkpoints/last.ckpt``.
+    """
+
+    def add_arguments_to_parser(self, parser) -> None:
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {"checkpoint.monitor": "val/score", "checkpoint.mode": "max", "checkpoint.filename": "best",
+             "checkpoint.save_last": True, "checkpoint.save_top_k": 1}
+        )
 
 
 def _lightning(argv: Sequence[str] | None) -> None:
@@ -35,7 +50,9 @@ def _lightning(argv: Sequence[str] | None) -> None:
 
 
 # Commands that are not Lightning's: name -> (module, function). Each function takes argv.
-EXTRA_COMMANDS: dict[str, tuple[str, str]] = {}
+EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("unisent.commands.evaluate", "main"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +16,7 @@ from .encoders import Encoder, EncoderConfig
 from .objectives import Objective, SimCSE
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 
-__all__ = ["UnisentModule", "instantiate"]
+__all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
 
 CHECKPOINT_KEY = "unisent"
 
@@ -26,6 +26,36 @@ def instantiate(spec: dict[str, Any]):
     module_name, _, cls_name = spec["class_path"].rpartition(".")
     cls = getattr(importlib.import_module(module_name), cls_name)
     return cls(**spec.get("init_args", {}))
+
+
+@dataclass
+class EvaluationConfig:
+    """Evaluation tasks run by Lightning's validation and test loops.
+
+    ``unisent fit`` runs ``val_tasks`` whenever Lightning validates (``trainer.val_check_interval``:
+    every N training steps, as the papers evaluate STS-B dev every 125 to 250 steps), logs
+    ``val/<task>`` and ``val/score`` (the mean main score, the selection metric that the default
+    checkpoint callback keeps the best of as ``checkpoints/best.ckpt``). ``unisent test`` runs
+    ``test_tasks`` and logs ``test/<task>``.
+
+    Attributes:
+        val_tasks: task names or groups (see ``unisent evaluate --list``); empty = no validation.
+        test_tasks: task names or groups for ``unisent test``.
+        data_dir: root of the evaluation data; default: the bundled sample (STS-B dev and test).
+        batch_size: encoding batch size.
+    """
+
+    val_tasks: list[str] = field(default_factory=lambda: ["stsb-dev"])
+    test_tasks: list[str] = field(default_factory=lambda: ["stsb-test"])
+    data_dir: str | None = None
+    batch_size: int = 128
+
+    def resolved_data_dir(self) -> str:
+        if self.data_dir:
+            return self.data_dir
+        from .data import SAMPLE_DIR
+
+        return str(SAMPLE_DIR)
 
 
 class UnisentModule(L.LightningModule):
@@ -45,6 +75,7 @@ class UnisentModule(L.LightningModule):
         schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
         save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
             ``unisent.load``).
+        evaluation: tasks of the validation and test loops (:class:`EvaluationConfig`).
     """
 
     def __init__(
@@ -55,6 +86,7 @@ class UnisentModule(L.LightningModule):
         warmup: float = 0.0,
         schedule: Literal["linear", "constant"] = "linear",
         save_encoder: bool = True,
+        evaluation: EvaluationConfig | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["objectives", "optimizer"])
@@ -73,6 +105,7 @@ class UnisentModule(L.LightningModule):
         self.warmup = warmup
         self.schedule = schedule
         self.save_encoder = save_encoder
+        self.evaluation = evaluation or EvaluationConfig()
         self.encoder_dir: Path | None = None
 
     # ------------------------------------------------------------------------------------ training
@@ -89,6 +122,39 @@ class UnisentModule(L.LightningModule):
             total = total + objective.weight * objective.total(terms)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=max(batch_size, 1))
         return total
+
+    # ------------------------------------------------------------------------------------ evaluation
+    def run_tasks(self, tasks: list[str], progress: bool = False) -> dict[str, Any]:
+        """Evaluate the encoder on ``tasks`` (on this process) and return unisent.evaluation's results."""
+        from .evaluation import evaluate
+
+        return evaluate(self.encoder, tasks, self.evaluation.resolved_data_dir(),
+                        batch_size=self.evaluation.batch_size, progress=progress)
+
+    def _evaluate_and_log(self, tasks: list[str], prefix: str) -> None:
+        if not tasks:
+            return
+        scores: dict[str, float] = {}
+        if self.trainer.is_global_zero:
+            results = self.run_tasks(tasks)
+            scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
+        scores = self.trainer.strategy.broadcast(scores, src=0)  # every process logs the same values
+        for name, score in scores.items():
+            self.log(f"{prefix}/{name}", score, prog_bar=True, batch_size=1)
+        if scores:
+            self.log(f"{prefix}/score", sum(scores.values()) / len(scores), batch_size=1)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """The validation loop runs over one placeholder batch; the work is in the epoch end."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        """See :meth:`validation_step`."""
+
+    def on_validation_epoch_end(self) -> None:
+        self._evaluate_and_log(self.evaluation.val_tasks, "val")
+
+    def on_test_epoch_end(self) -> None:
+        self._evaluate_and_log(self.evaluation.test_tasks, "test")
 
     def configure_optimizers(self):
         params = split_weight_decay(self.named_parameters())

@@ -104,7 +104,7 @@ class UnisentDataModule(L.LightningDataModule):
         return self.batch_size[name]
 
     def setup(self, stage: str | None = None) -> None:
-        if stage not in (None, "fit") or self.datasets:
+        if stage not in (None, "fit") or self.datasets or not self.train:
             return
         objectives = {o.name: o for o in self.module.objectives}
         unknown = sorted(set(self.train) - set(objectives))
@@ -160,6 +160,16 @@ class UnisentDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def _evaluation_loader(self, tasks: list[str]):
+        # The evaluation tasks read their own files; the loop needs one placeholder batch to run.
+        return DataLoader([0], batch_size=1) if tasks else []
+
+    def val_dataloader(self):
+        return self._evaluation_loader(self.module.evaluation.val_tasks)
+
+    def test_dataloader(self):
+        return self._evaluation_loader(self.module.evaluation.test_tasks)
 
     def train_dataloader(self):
         from lightning.pytorch.utilities import CombinedLoader

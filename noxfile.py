@@ -1,0 +1,37 @@
+"""Sessions: tests, lint, quickstart. Every session installs torch==2.13.0 (the CPU wheel) FIRST:
+a bare `torch` requirement would otherwise pull a multi-GB CUDA build."""
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+TORCH = "torch==2.13.0"
+
+
+def _install(session: nox.Session, extras: str = "dev") -> None:
+    session.install(TORCH)
+    session.install("-e", f".[{extras}]")
+
+
+@nox.session(python=False, name="tests")
+def tests(session: nox.Session) -> None:
+    """The default test run (no slow or GPU tests), in the project's .venv."""
+    session.run("bash", "scripts/test.sh", *session.posargs, external=True)
+
+
+@nox.session(python=False)
+def quickstart(session: nox.Session) -> None:
+    """Train the quickstart recipe, evaluate it and show where the model went."""
+    session.run("bash", "scripts/quickstart.sh", *session.posargs, external=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "unisent", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session(python=False)
+def slow(session: nox.Session) -> None:
+    """Slow tests: every recipe for a few steps on a tiny model."""
+    session.run("bash", "scripts/test.sh", "-m", "slow", *session.posargs, external=True)

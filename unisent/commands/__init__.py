@@ -1,0 +1,1 @@
+"""unisent's own subcommands (the Lightning ones live in unisent.cli)."""

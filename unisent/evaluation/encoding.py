@@ -1,0 +1,140 @@
+"""Encode sentences through any model with ``encode``: each distinct sentence once, long ones first, cached.
+
+The evaluation code only relies on this contract::
+
+    model.encode(sentences: list[str], batch_size: int) -> (n, d) float tensor (or array), rows in order
+    model.encode_gaussian(sentences, batch_size) -> ((n, d) mu, (n, d) var)   # Gaussian models only
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .metrics.similarity import COSINE, Representation, Similarity
+
+__all__ = ["Embedder", "SentenceModel", "to_tensor"]
+
+
+@runtime_checkable
+class SentenceModel(Protocol):
+    """Anything that maps sentences to a (n, d) embedding matrix, rows in input order."""
+
+    def encode(self, sentences: list[str], batch_size: int = 64, **kwargs: Any) -> Any: ...
+
+
+def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
+    """Convert an encoder's output (tensor, array or list of rows) to a float32 CPU tensor (n_rows, d).
+
+    Raises:
+        ValueError: the output is not a matrix with ``n_rows`` rows.
+    """
+    if isinstance(output, (list, tuple)) and output and isinstance(output[0], (Tensor, np.ndarray)):
+        output = torch.stack([torch.as_tensor(row) for row in output])
+    tensor = torch.as_tensor(output).detach().cpu().float()
+    if tensor.ndim != 2 or tensor.shape[0] != n_rows:
+        raise ValueError(f"{source} returned shape {tuple(tensor.shape)} for {n_rows} sentences; want (n, d)")
+    return tensor
+
+
+class Embedder:
+    """Encodes sentence lists for the evaluation tasks, sharing work between tasks of one run.
+
+    Distinct sentences are encoded once (longest first, which keeps padding low in every batch), and
+    their rows are kept in a first-in-first-out cache of ``cache_size`` sentences so that tasks reading
+    the same files (SICK-R and SICK-E, XNLI's English training set) do not encode them again. ``memo``
+    holds other per-model results, such as a probe trained once and tested in several languages.
+
+    Args:
+        model: object with ``encode`` (and ``encode_gaussian`` when ``similarity.gaussian``).
+        batch_size: passed to the model's ``encode``.
+        similarity: the pairwise similarity used by STS and NLI tasks; cosine by default.
+        progress: show a progress bar while encoding large lists.
+        cache_size: most sentences kept in the cache (0 disables it).
+    """
+
+    def __init__(
+        self,
+        model: SentenceModel,
+        batch_size: int = 64,
+        similarity: Similarity | None = None,
+        progress: bool = False,
+        cache_size: int = 100_000,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.model = model
+        self.batch_size = batch_size
+        self.similarity = similarity or COSINE
+        self.progress = progress
+        self.cache_size = cache_size
+        self.memo: dict[Any, Any] = {}
+        self._caches: dict[str, OrderedDict[str, tuple[Tensor, ...]]] = {}
+        if self.similarity.gaussian and not callable(getattr(model, "encode_gaussian", None)):
+            raise TypeError(f"similarity {self.similarity.name!r} needs a model with encode_gaussian()")
+
+    def encode(self, sentences: Sequence[str]) -> Tensor:
+        """Embeddings of ``sentences`` from ``model.encode``, shape (n, d), rows in input order."""
+        return self._encode("encode", sentences)[0]
+
+    def encode_gaussian(self, sentences: Sequence[str]) -> tuple[Tensor, Tensor]:
+        """``(mu, var)`` of ``sentences`` from ``model.encode_gaussian``, each (n, d)."""
+        mu, var = self._encode("encode_gaussian", sentences)
+        return mu, var
+
+    def represent(self, sentences: Sequence[str]) -> Representation:
+        """The representation the configured similarity works on: (n, d) or ``(mu, var)``."""
+        if self.similarity.gaussian:
+            return self.encode_gaussian(sentences)
+        return self.encode(sentences)
+
+    def _call_model(self, method: str, chunk: list[str]) -> tuple[Tensor, ...]:
+        with torch.no_grad():
+            output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
+        if method == "encode":
+            return (to_tensor(output, len(chunk)),)
+        if not isinstance(output, (tuple, list)) or len(output) != 2:
+            raise ValueError("model.encode_gaussian must return a (mu, var) pair")
+        return tuple(to_tensor(part, len(chunk), f"model.{method}") for part in output)
+
+    def _encode(self, method: str, sentences: Sequence[str]) -> tuple[Tensor, ...]:
+        if isinstance(sentences, str):
+            raise TypeError("pass a list of sentences, not a single string")
+        if not sentences:
+            raise ValueError("cannot encode an empty list of sentences")
+        cache = self._caches.setdefault(method, OrderedDict())
+        unique = list(dict.fromkeys(sentences))
+        missing = sorted((s for s in unique if s not in cache), key=len, reverse=True)
+        fresh: dict[str, tuple[Tensor, ...]] = {}
+        chunk_size = max(self.batch_size * 16, 1024)
+        starts = range(0, len(missing), chunk_size)
+        bar = tqdm(total=len(missing), desc="encoding", unit="sent", leave=False, disable=not self.progress)
+        for start in starts:
+            chunk = missing[start : start + chunk_size]
+            parts = self._call_model(method, chunk)
+            for row, sentence in enumerate(chunk):
+                fresh[sentence] = tuple(part[row] for part in parts)
+            bar.update(len(chunk))
+        bar.close()
+        rows = [fresh[s] if s in fresh else cache[s] for s in unique]
+        position = {s: i for i, s in enumerate(unique)}
+        index = torch.tensor([position[s] for s in sentences], dtype=torch.long)
+        result = tuple(torch.stack([r[k] for r in rows])[index] for k in range(len(rows[0])))
+        self._remember(cache, fresh)
+        return result
+
+    def _remember(
+        self, cache: OrderedDict[str, tuple[Tensor, ...]], fresh: dict[str, tuple[Tensor, ...]]
+    ) -> None:
+        if self.cache_size <= 0:
+            return
+        for sentence, row in fresh.items():
+            cache[sentence] = tuple(part.clone() for part in row)
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)

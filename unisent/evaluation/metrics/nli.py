@@ -1,0 +1,124 @@
+"""NLI as a similarity threshold (2-way) and entailment direction (GaussCSE evaluation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from sklearn.metrics import accuracy_score, auc, average_precision_score, precision_recall_curve
+from torch import Tensor
+
+from .similarity import Representation, SimilarityFn
+
+__all__ = [
+    "best_threshold",
+    "direction_accuracy_by_similarity",
+    "direction_accuracy_by_variance",
+    "pr_auc",
+    "threshold_accuracy",
+]
+
+DEFAULT_THRESHOLDS = np.round(np.arange(0, 1001) / 1000, 3)
+
+
+def _scores(x: Sequence[float] | np.ndarray | Tensor) -> np.ndarray:
+    return np.asarray(torch.as_tensor(x).detach().cpu().double())
+
+
+def threshold_accuracy(
+    scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int], threshold: float
+) -> float:
+    """Accuracy of predicting positive (entailment) when ``score >= threshold``.
+
+    Args:
+        scores: (n,) similarity scores.
+        labels: (n,) 1 for entailment, 0 otherwise.
+        threshold: decision threshold.
+
+    Returns:
+        Accuracy in [0, 1].
+    """
+    return float(accuracy_score(np.asarray(labels), (_scores(scores) >= threshold).astype(int)))
+
+
+def best_threshold(
+    scores: Sequence[float] | np.ndarray | Tensor,
+    labels: Sequence[int],
+    thresholds: Sequence[float] | np.ndarray = DEFAULT_THRESHOLDS,
+) -> tuple[float, float]:
+    """The threshold of a grid with the highest accuracy (GaussCSE: 0 to 1 in steps of 0.001).
+
+    Ties go to the smallest threshold.
+
+    Args:
+        scores: (n,) similarity scores (of the dev set).
+        labels: (n,) 1 for entailment, 0 otherwise.
+        thresholds: candidate thresholds.
+
+    Returns:
+        ``(accuracy, threshold)``.
+    """
+    values = _scores(scores)
+    gold = np.asarray(labels).astype(bool)
+    grid = np.asarray(thresholds, dtype=np.float64)
+    predicted = values[None, :] >= grid[:, None]  # (thresholds, n)
+    accuracies = (predicted == gold[None, :]).mean(axis=1)
+    best = int(np.argmax(accuracies))
+    return float(accuracies[best]), float(grid[best])
+
+
+def pr_auc(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int]) -> dict[str, float]:
+    """Area under the precision-recall curve of entailment detection.
+
+    Args:
+        scores: (n,) similarity scores.
+        labels: (n,) 1 for entailment, 0 otherwise.
+
+    Returns:
+        ``pr_auc``: ``sklearn.metrics.auc(recall, precision)`` over ``precision_recall_curve`` (trapezoidal,
+        as GaussCSE's code computes it), and ``average_precision``: ``average_precision_score`` (step-wise).
+        Both in [0, 1].
+    """
+    values, gold = _scores(scores), np.asarray(labels)
+    precision, recall, _ = precision_recall_curve(gold, values)
+    return {
+        "pr_auc": float(auc(recall, precision)),
+        "average_precision": float(average_precision_score(gold, values)),
+    }
+
+
+def direction_accuracy_by_similarity(
+    premise: Representation, hypothesis: Representation, similarity: SimilarityFn
+) -> float:
+    """Fraction of entailment pairs where ``sim(hyp || pre) > sim(pre || hyp)``.
+
+    The premise is predicted as the entailing sentence when the hypothesis is better covered by the
+    premise than the reverse. Ties (always the case for a symmetric similarity) count as errors.
+
+    Args:
+        premise: representations of the premises (n rows).
+        hypothesis: representations of the hypotheses (n rows).
+        similarity: asymmetric similarity, ``similarity(a, b) = sim(a || b)``.
+
+    Returns:
+        Accuracy in [0, 1].
+    """
+    forward = similarity(hypothesis, premise)
+    backward = similarity(premise, hypothesis)
+    return float((forward > backward).double().mean())
+
+
+def direction_accuracy_by_variance(premise_var: Tensor, hypothesis_var: Tensor) -> float:
+    """Fraction of entailment pairs whose premise has the larger variance (sum of log-variances).
+
+    Args:
+        premise_var: (n, d) diagonal variances of the premises.
+        hypothesis_var: (n, d) diagonal variances of the hypotheses.
+
+    Returns:
+        Accuracy in [0, 1].
+    """
+    premise_spread = torch.log(premise_var.double()).sum(dim=-1)
+    hypothesis_spread = torch.log(hypothesis_var.double()).sum(dim=-1)
+    return float((premise_spread > hypothesis_spread).double().mean())

@@ -1,0 +1,186 @@
+"""SentEval-style linear probes on frozen embeddings, with scikit-learn logistic regression.
+
+Protocols:
+
+* no split (MR, CR, SUBJ, MPQA): stratified k-fold cross-validation (10 folds); inside each training
+  fold the inverse regularisation ``C`` is chosen by an inner k-fold cross-validation (5 folds,
+  ``LogisticRegressionCV``; the standardisation is fitted on the whole training fold).
+* train/test (TREC, MRPC, zero-shot transfer without a dev set): ``C`` chosen by k-fold cross-validation
+  on the training set, then one fit on all of it.
+* train/dev/test (SST-2, SICK-E, zero-shot transfer with an English dev set): one fit per ``C`` on
+  train, the best on dev is scored on test, as SentEval's SplitClassifier does.
+
+Features are standardised (fitted on the training data) before the regression so that the same ``C``
+grid suits models whose embeddings have different scales; SentEval itself feeds raw features.
+Sentence pairs use ``[u, v, |u - v|, u * v]`` (``pair_features``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+from sklearn.metrics import accuracy_score, f1_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+from torch import Tensor
+
+__all__ = [
+    "ProbeConfig",
+    "cross_validated_accuracy",
+    "fit_probe",
+    "pair_features",
+    "probe_scores",
+]
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Settings of the logistic-regression probes.
+
+    Attributes:
+        c_grid: candidate values of the inverse L2 regularisation strength ``C``.
+        kfold: outer folds for tasks without a split.
+        inner_kfold: folds used to choose ``C`` where there is no dev set.
+        standardize: standardise features before the regression.
+        max_iter: iteration cap of the lbfgs solver.
+        seed: seed of the fold shuffling and the solver.
+    """
+
+    c_grid: tuple[float, ...] = (2.0**-6, 2.0**-4, 2.0**-2, 1.0, 4.0)
+    kfold: int = 10
+    inner_kfold: int = 5
+    standardize: bool = True
+    max_iter: int = 1000
+    seed: int = 1111
+
+    def __post_init__(self) -> None:
+        if not self.c_grid or any(c <= 0 for c in self.c_grid):
+            raise ValueError(f"c_grid must hold positive values, got {self.c_grid}")
+        if self.kfold < 2 or self.inner_kfold < 2:
+            raise ValueError(f"kfold and inner_kfold must be >= 2, got {self.kfold}, {self.inner_kfold}")
+
+
+def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
+    return np.asarray(torch.as_tensor(x).detach().cpu().float())
+
+
+def pair_features(u: Tensor | np.ndarray, v: Tensor | np.ndarray, kind: str = "full") -> np.ndarray:
+    """Features of sentence pairs for a classifier on frozen embeddings.
+
+    Args:
+        u: (n, d) embeddings of the first sentences.
+        v: (n, d) embeddings of the second sentences.
+        kind: ``"full"`` for ``[u, v, |u - v|, u * v]`` (n, 4d); ``"senteval"`` for SentEval's
+            ``[|u - v|, u * v]`` (n, 2d).
+
+    Returns:
+        The feature matrix.
+    """
+    u, v = _numpy(u), _numpy(v)
+    if kind == "full":
+        return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+    if kind == "senteval":
+        return np.concatenate([np.abs(u - v), u * v], axis=1)
+    raise ValueError(f"kind must be 'full' or 'senteval', got {kind!r}")
+
+
+def _regression(config: ProbeConfig, c: float) -> Pipeline:
+    steps = [StandardScaler()] if config.standardize else []
+    steps.append(LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed))
+    return make_pipeline(*steps)
+
+
+def _regression_cv(config: ProbeConfig) -> Pipeline:
+    folds = StratifiedKFold(config.inner_kfold, shuffle=True, random_state=config.seed)
+    steps = [StandardScaler()] if config.standardize else []
+    steps.append(
+        LogisticRegressionCV(
+            Cs=list(config.c_grid),
+            cv=folds,
+            scoring="accuracy",
+            max_iter=config.max_iter,
+            random_state=config.seed,
+        )
+    )
+    return make_pipeline(*steps)
+
+
+# scikit-learn 1.9 announces changes of LogisticRegressionCV defaults that do not affect an L2 model
+# scored by accuracy (both set explicitly above) and of the layout of its fitted attributes.
+_SKLEARN_TRANSITION = r".*(l1_ratios|use_legacy_attributes|fitted attributes).*"
+
+
+def fit_probe(
+    features: np.ndarray,
+    labels: Sequence,
+    config: ProbeConfig | None = None,
+    dev: tuple[np.ndarray, Sequence] | None = None,
+) -> tuple[ClassifierMixin, dict[str, float]]:
+    """Fit a logistic-regression probe, choosing ``C`` on ``dev`` or by inner cross-validation.
+
+    Args:
+        features: (n, f) training features.
+        labels: (n,) training labels.
+        config: probe settings.
+        dev: optional ``(features, labels)`` of a development set.
+
+    Returns:
+        The fitted classifier and ``{"C": ..., "dev_accuracy": ...}`` (dev accuracy x100, only with ``dev``).
+    """
+    config = config or ProbeConfig()
+    labels = np.asarray(labels)
+    if dev is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_SKLEARN_TRANSITION, category=FutureWarning)
+            model = _regression_cv(config).fit(features, labels)
+        return model, {"C": float(np.ravel(model[-1].C_)[0])}
+    best: tuple[float, float, Pipeline] | None = None
+    for c in config.c_grid:
+        model = _regression(config, c).fit(features, labels)
+        score = accuracy_score(np.asarray(dev[1]), model.predict(dev[0]))
+        if best is None or score > best[0]:
+            best = (score, c, model)
+    assert best is not None
+    return best[2], {"C": best[1], "dev_accuracy": 100.0 * best[0]}
+
+
+def probe_scores(
+    model: ClassifierMixin, features: np.ndarray, labels: Sequence, positive_label: str | None = None
+) -> dict[str, float]:
+    """Accuracy (x100) of a fitted probe, plus binary F1 (x100) of ``positive_label`` when given."""
+    predicted = model.predict(features)
+    labels = np.asarray(labels)
+    scores = {"accuracy": 100.0 * accuracy_score(labels, predicted)}
+    if positive_label is not None:
+        scores["f1"] = 100.0 * f1_score(labels, predicted, pos_label=positive_label)
+    return scores
+
+
+def cross_validated_accuracy(
+    features: np.ndarray, labels: Sequence, config: ProbeConfig | None = None
+) -> dict[str, float]:
+    """Stratified k-fold accuracy of the probe, ``C`` chosen by inner cross-validation in each fold.
+
+    Args:
+        features: (n, f) features.
+        labels: (n,) labels.
+        config: probe settings.
+
+    Returns:
+        ``accuracy`` (mean over folds, x100) and ``accuracy_std``.
+    """
+    config = config or ProbeConfig()
+    labels = np.asarray(labels)
+    folds = StratifiedKFold(config.kfold, shuffle=True, random_state=config.seed)
+    accuracies = []
+    for train, test in folds.split(features, labels):
+        model, _ = fit_probe(features[train], labels[train], config)
+        accuracies.append(100.0 * accuracy_score(labels[test], model.predict(features[test])))
+    return {"accuracy": float(np.mean(accuracies)), "accuracy_std": float(np.std(accuracies))}

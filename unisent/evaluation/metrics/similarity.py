@@ -1,0 +1,182 @@
+"""Pairwise similarity functions, STS correlation, and alignment / uniformity (Wang & Isola 2020).
+
+A *representation* is what a model returns for a batch of sentences: a tensor of shape (n, d) from
+``model.encode`` or a ``(mu, var)`` pair of (n, d) tensors from ``model.encode_gaussian``. A
+similarity function maps two representations with the same number of rows to a tensor of shape (n,).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.stats import pearsonr, spearmanr
+from torch import Tensor
+
+__all__ = [
+    "COSINE",
+    "Representation",
+    "Similarity",
+    "SimilarityFn",
+    "alignment",
+    "cosine_similarity",
+    "dot_similarity",
+    "kl_similarity",
+    "sts_correlation",
+    "sts_spearman",
+    "symmetric_kl_similarity",
+    "uniformity",
+]
+
+Representation = Union[Tensor, tuple[Tensor, ...]]
+SimilarityFn = Callable[[Representation, Representation], Tensor]
+
+
+def cosine_similarity(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise cosine similarity.
+
+    Args:
+        a: (n, d) embeddings.
+        b: (n, d) embeddings.
+
+    Returns:
+        (n,) cosine of each row pair.
+    """
+    return F.cosine_similarity(a.float(), b.float(), dim=-1)
+
+
+def dot_similarity(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise inner product of (n, d) embeddings; returns (n,)."""
+    return (a.float() * b.float()).sum(dim=-1)
+
+
+def _kl_diagonal(mu_p: Tensor, var_p: Tensor, mu_q: Tensor, var_q: Tensor) -> Tensor:
+    # KL(N_p || N_q) per dimension for diagonal Gaussians, shape (n, d).
+    return 0.5 * (torch.log(var_q / var_p) + (var_p + (mu_p - mu_q) ** 2) / var_q - 1.0)
+
+
+def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
+    """Asymmetric Gaussian similarity ``sim(a || b) = 1 / (1 + KL(N_a || N_b))`` (GaussCSE).
+
+    Args:
+        a: ``(mu, var)``, each (n, d), the diagonal Gaussians of the first sentences.
+        b: ``(mu, var)``, each (n, d).
+        reduction: ``"sum"`` sums KL over dimensions before ``1 / (1 + KL)`` (the paper);
+            ``"mean"`` averages ``1 / (1 + KL_d)`` over dimensions (the authors' code).
+
+    Returns:
+        (n,) similarities in (0, 1].
+    """
+    mu_a, var_a = (t.float() for t in a)
+    mu_b, var_b = (t.float() for t in b)
+    kl = _kl_diagonal(mu_a, var_a, mu_b, var_b)
+    if reduction == "sum":
+        return 1.0 / (1.0 + kl.sum(dim=-1))
+    if reduction == "mean":
+        return (1.0 / (1.0 + kl)).mean(dim=-1)
+    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor]) -> Tensor:
+    """Mean of :func:`kl_similarity` in both directions, a symmetric score for STS; returns (n,)."""
+    return 0.5 * (kl_similarity(a, b) + kl_similarity(b, a))
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """A named pairwise similarity and the model method that produces its representations.
+
+    Attributes:
+        name: label used in results (``cosine``, ``kl``...).
+        fn: maps two representations with n rows to (n,) scores. For asymmetric functions
+            ``fn(a, b)`` is ``sim(a || b)``; NLI tasks score ``fn(hypothesis, premise)``.
+        gaussian: if true, tasks call ``model.encode_gaussian`` and pass ``(mu, var)`` pairs to ``fn``;
+            otherwise they call ``model.encode`` and pass (n, d) tensors.
+    """
+
+    name: str
+    fn: SimilarityFn
+    gaussian: bool = False
+
+    def __call__(self, a: Representation, b: Representation) -> Tensor:
+        return self.fn(a, b)
+
+
+COSINE = Similarity("cosine", cosine_similarity)
+
+
+def sts_correlation(
+    predicted: Sequence[float] | np.ndarray | Tensor, gold: Sequence[float]
+) -> dict[str, float]:
+    """Spearman and Pearson correlation (x100) between predicted similarities and gold scores.
+
+    Args:
+        predicted: (n,) system scores.
+        gold: (n,) gold scores.
+
+    Returns:
+        ``{"spearman": ..., "pearson": ...}`` in percent.
+    """
+    predicted = np.asarray(torch.as_tensor(predicted).detach().cpu().double())
+    gold_array = np.asarray(gold, dtype=np.float64)
+    if predicted.shape != gold_array.shape or predicted.ndim != 1:
+        raise ValueError(f"predicted {predicted.shape} and gold {gold_array.shape} must be equal 1-D shapes")
+    predicted = np.nan_to_num(predicted)
+    return {
+        "spearman": 100.0 * float(spearmanr(predicted, gold_array).statistic),
+        "pearson": 100.0 * float(pearsonr(predicted, gold_array).statistic),
+    }
+
+
+def sts_spearman(
+    a: Representation,
+    b: Representation,
+    gold: Sequence[float],
+    similarity: SimilarityFn = cosine_similarity,
+) -> float:
+    """Spearman correlation x100 between ``similarity(a, b)`` and the gold scores.
+
+    Args:
+        a: representations of the first sentences, n rows.
+        b: representations of the second sentences, n rows.
+        gold: (n,) gold scores.
+        similarity: any pairwise similarity; cosine by default.
+
+    Returns:
+        Spearman's rho x100.
+    """
+    return sts_correlation(similarity(a, b), gold)["spearman"]
+
+
+def alignment(x: Tensor, y: Tensor, alpha: float = 2.0) -> float:
+    """Alignment loss ``E ||f(x) - f(y)||^alpha`` over positive pairs of L2-normalised embeddings.
+
+    Args:
+        x: (n, d) embeddings of the first sentence of each positive pair.
+        y: (n, d) embeddings of the second sentence.
+        alpha: exponent (2 in Wang & Isola 2020 and SimCSE).
+
+    Returns:
+        The mean, lower is better.
+    """
+    x, y = F.normalize(x.float(), dim=-1), F.normalize(y.float(), dim=-1)
+    return float((x - y).norm(dim=-1).pow(alpha).mean())
+
+
+def uniformity(x: Tensor, t: float = 2.0) -> float:
+    """Uniformity loss ``log E exp(-t ||f(x) - f(y)||^2)`` over all distinct pairs of L2-normalised rows.
+
+    Args:
+        x: (n, d) embeddings, n >= 2.
+        t: temperature (2 in Wang & Isola 2020).
+
+    Returns:
+        The log-mean, lower is better.
+    """
+    x = F.normalize(x.double(), dim=-1)
+    squared = torch.pdist(x, p=2).pow(2)
+    return float(torch.logsumexp(-t * squared, dim=0) - np.log(squared.numel()))

@@ -8,11 +8,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from unisent.losses import info_nce
+from unisent.losses import gauss_cse_loss, info_nce
 
 pytestmark = pytest.mark.distributed
 
-WORLD, LOCAL, DIM_IN, DIM = 2, 4, 6, 5
+WORLD, LOCAL, DIM_IN, DIM = 2, 4, 6, 4
 
 
 def _data():
@@ -24,6 +24,9 @@ def _data():
 
 def _loss(layer, inputs, **kw):
     q, p, n = (layer(x) for x in inputs)
+    if kw.pop("gauss", False):  # GaussCSE: first half mean, second half variance
+        q, p, n = ((t[:, :2], torch.nn.functional.softplus(t[:, 2:]) + 0.1) for t in (q, p, n))
+        return gauss_cse_loss(q, p, n, sets=("ent", "con", "rev"), temperature=0.5, **kw)
     return info_nce(q, p, hard_negatives=n, temperature=0.1, **kw)
 
 
@@ -34,7 +37,7 @@ def _worker(rank, port, out, kw):
     layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
     layer.weight.data.copy_(weight)
     shard = [x[rank * LOCAL : (rank + 1) * LOCAL] for x in inputs]
-    loss = _loss(layer, shard, **kw)
+    loss = _loss(layer, shard, **dict(kw))
     loss.backward()
     grad = layer.weight.grad.clone()
     dist.all_reduce(grad)  # what DDP does: average gradients over processes
@@ -52,7 +55,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}])
+@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True}],
+                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse"])
 def test_two_processes_equal_one_process_on_global_batch(kw):
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -68,7 +72,7 @@ def test_two_processes_equal_one_process_on_global_batch(kw):
     inputs, weight = _data()
     layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
     layer.weight.data.copy_(weight)
-    loss = _loss(layer, inputs, **kw)
+    loss = _loss(layer, inputs, **dict(kw))
     loss.backward()
     assert dist_loss == pytest.approx(loss.item(), rel=1e-5)
     torch.testing.assert_close(torch.from_numpy(dist_grad), layer.weight.grad, rtol=1e-5, atol=1e-6)

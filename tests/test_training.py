@@ -36,7 +36,7 @@ def _trainer(tmp_path, **kw):
 
 
 def test_two_objectives_train_and_every_term_is_logged(tiny_model_dir, tmp_path):
-    module = _module(tiny_model_dir, warmup=2, optimizer=lambda params: AdamW(params, lr=2e-3))
+    module = _module(tiny_model_dir, warmup_steps=2, optimizer=lambda params: AdamW(params, lr=2e-3))
     trainer = _trainer(tmp_path, max_steps=12)
     trainer.fit(module, datamodule=_data())
     metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv")))
@@ -74,7 +74,7 @@ def test_bf16_mixed_trains_without_nan(tiny_model_dir, tmp_path):
 
 
 def test_any_torch_optimizer_and_schedule(tiny_model_dir, tmp_path):
-    module = _module(tiny_model_dir, optimizer=lambda params: torch.optim.SGD(params, lr=0.1), warmup=0.5)
+    module = _module(tiny_model_dir, optimizer=lambda params: torch.optim.SGD(params, lr=0.1), warmup_ratio=0.5)
     trainer = _trainer(tmp_path, max_steps=4)
     trainer.fit(module, datamodule=_data())
     opt = trainer.optimizers[0]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from .encoders import Encoder, EncoderConfig
 
 __version__ = "0.1.0"
 __all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
 
 
-def load(model: str, device: str | None = None) -> Encoder:
+def load(model: str, device: str | None = None) -> torch.nn.Module:
     """Load an encoder for inference from a preset name, a saved encoder directory or a checkpoint.
 
     Args:
@@ -25,9 +27,12 @@ def load(model: str, device: str | None = None) -> Encoder:
             raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
         from .module import UnisentModule
 
-        encoder = UnisentModule.from_checkpoint(path).encoder
+        encoder = UnisentModule.from_checkpoint(path).inference_model()
     elif path.is_dir():
-        encoder = Encoder.from_pretrained(path)
+        from .objectives.gausscse import GaussianEncoder
+
+        saved = GaussianEncoder if GaussianEncoder.is_saved_in(path) else Encoder
+        encoder = saved.from_pretrained(path)
     else:
         encoder = Encoder(EncoderConfig(model=model))
     encoder.eval()

@@ -52,6 +52,9 @@ def _lightning(argv: Sequence[str] | None) -> None:
 # Commands that are not Lightning's: name -> (module, function). Each function takes argv.
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("unisent.commands.evaluate", "main"),
+    "data": ("unisent.commands.data", "main"),
+    "export": ("unisent.commands.export", "main"),
+    "encode": ("unisent.commands.encode", "main"),
 }
 
 

@@ -43,12 +43,15 @@ class EvaluationConfig:
         test_tasks: task names or groups for ``unisent test``.
         data_dir: root of the evaluation data; default: the bundled sample (STS-B dev and test).
         batch_size: encoding batch size.
+        similarity: ``cosine``, or for Gaussian models ``kl`` (asymmetric, the paper), ``kl_mean``,
+            ``kl_symmetric``.
     """
 
     val_tasks: list[str] = field(default_factory=lambda: ["stsb-dev"])
     test_tasks: list[str] = field(default_factory=lambda: ["stsb-test"])
     data_dir: str | None = None
     batch_size: int = 128
+    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric"] = "cosine"
 
     def resolved_data_dir(self) -> str:
         if self.data_dir:
@@ -71,7 +74,9 @@ class UnisentModule(L.LightningModule):
             with ``class_path``); default: unsupervised SimCSE.
         optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW`
             (lr 3e-5, fused).
-        warmup: warm-up steps (>= 1) or fraction of all steps (< 1).
+        warmup_steps: linear warm-up steps (from 0 to the optimiser's learning rate).
+        warmup_ratio: warm-up as a fraction of all training steps (used when ``warmup_steps`` is 0);
+            1.0 warms up over the whole run (GaussCSE, Appendix A).
         schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
         save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
             ``unisent.load``).
@@ -83,7 +88,8 @@ class UnisentModule(L.LightningModule):
         encoder: EncoderConfig | None = None,
         objectives: list[Objective] | None = None,
         optimizer: OptimizerCallable = AdamW,
-        warmup: float = 0.0,
+        warmup_steps: int = 0,
+        warmup_ratio: float = 0.0,
         schedule: Literal["linear", "constant"] = "linear",
         save_encoder: bool = True,
         evaluation: EvaluationConfig | None = None,
@@ -99,10 +105,14 @@ class UnisentModule(L.LightningModule):
         if len(set(names)) != len(names):
             raise ValueError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
+        for objective in self.objectives:  # objectives with parameters sized by the encoder build them now
+            if hasattr(objective, "setup_for"):
+                objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
-        if warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {warmup}")
-        self.warmup = warmup
+        if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
+            raise ValueError(f"need warmup_steps >= 0 and 0 <= warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}")
+        self.warmup_steps = warmup_steps
+        self.warmup_ratio = warmup_ratio
         self.schedule = schedule
         self.save_encoder = save_encoder
         self.evaluation = evaluation or EvaluationConfig()
@@ -127,9 +137,11 @@ class UnisentModule(L.LightningModule):
     def run_tasks(self, tasks: list[str], progress: bool = False) -> dict[str, Any]:
         """Evaluate the encoder on ``tasks`` (on this process) and return unisent.evaluation's results."""
         from .evaluation import evaluate
+        from .evaluation.similarities import get_similarity
 
-        return evaluate(self.encoder, tasks, self.evaluation.resolved_data_dir(),
-                        batch_size=self.evaluation.batch_size, progress=progress)
+        return evaluate(self.inference_model(), tasks, self.evaluation.resolved_data_dir(),
+                        batch_size=self.evaluation.batch_size, progress=progress,
+                        similarity=get_similarity(self.evaluation.similarity))
 
     def _evaluate_and_log(self, tasks: list[str], prefix: str) -> None:
         if not tasks:
@@ -160,16 +172,26 @@ class UnisentModule(L.LightningModule):
         params = split_weight_decay(self.named_parameters())
         optimizer = self.optimizer_factory(params)
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
-        warmup = int(self.warmup) if self.warmup >= 1 else int(self.warmup * total)
+        warmup = self.warmup_steps or round(self.warmup_ratio * total)
         lr_lambda = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def inference_model(self) -> torch.nn.Module:
+        """What ``unisent.load`` returns for this model: the encoder, or the wrapper an objective
+        provides for its inference head (an objective with ``inference_model(encoder)``, e.g.
+        GaussCSE's mean/variance model)."""
+        for objective in self.objectives:
+            wrap = getattr(objective, "inference_model", None)
+            if wrap is not None:
+                return wrap(self.encoder)
+        return self.encoder
 
     def on_train_end(self) -> None:
         if not self.save_encoder or self.trainer is None or not self.trainer.is_global_zero:
             return
         root = Path(self.trainer.log_dir or self.trainer.default_root_dir)
-        self.encoder_dir = self.encoder.save_pretrained(root / "encoder")
+        self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
         rank_zero_info(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)")
 
     # ------------------------------------------------------------------------------------ records

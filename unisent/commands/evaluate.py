@@ -20,6 +20,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="root of the evaluation data (default: the bundled sample, which has STS-B dev and test)")
     p.add_argument("--output", help="write the results as JSON to this file")
     p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--similarity", default="cosine", choices=("cosine", "kl", "kl_mean", "kl_symmetric"),
+                   help="pairwise similarity for STS/NLI tasks; kl* need a Gaussian model (GaussCSE)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu)")
     p.add_argument("--list", action="store_true", help="list the tasks and groups (marked ok/missing for --data-dir)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -39,7 +41,10 @@ def main(argv: list[str]) -> None:
 
     try:
         model = unisent.load(args.model, device=args.device)
-        results = evaluate(model, args.tasks, args.data_dir, batch_size=args.batch_size, progress=not args.quiet)
+        from ..evaluation.similarities import get_similarity
+
+        results = evaluate(model, args.tasks, args.data_dir, batch_size=args.batch_size, progress=not args.quiet,
+                           similarity=get_similarity(args.similarity))
     except (FileNotFoundError, ValueError, OSError) as err:
         sys.exit(f"unisent evaluate: error: {err}")
     results["config"]["model"] = args.model

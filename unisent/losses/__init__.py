@@ -1,6 +1,17 @@
 """Losses on tensors only: they never take the model as an argument."""
 
 from .distributed import gather_with_grad, label_offset, rank_and_world
+from .gaussian import gauss_cse_loss, gaussian_similarity_matrix, kl_diagonal, kl_matrix
 from .info_nce import cosine_logits, info_nce
 
-__all__ = ["cosine_logits", "gather_with_grad", "info_nce", "label_offset", "rank_and_world"]
+__all__ = [
+    "cosine_logits",
+    "gather_with_grad",
+    "gauss_cse_loss",
+    "gaussian_similarity_matrix",
+    "info_nce",
+    "kl_diagonal",
+    "kl_matrix",
+    "label_offset",
+    "rank_and_world",
+]

@@ -1,0 +1,70 @@
+"""NLI pairs -> (premise, entailment, contradiction) triples, from SNLI, XNLI or SICK layouts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["nli_triples", "read_nli_pairs", "write_jsonl", "NLI_FORMATS"]
+
+NLI_FORMATS = ("snli", "xnli", "sick")
+
+
+def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str = "dev"):
+    """Read labelled pairs with the evaluation readers; labels are normalised to lower case.
+
+    Args:
+        fmt: ``snli`` (a directory with ``s1.<split>``, ``s2.<split>``, ``labels.<split>``), ``xnli``
+            (a ``premise<TAB>hypothesis<TAB>label`` tsv) or ``sick`` (the SICK txt with
+            ``entailment_judgment``).
+        path: directory (snli) or file.
+        split: snli only.
+
+    Returns:
+        ``(premises, hypotheses, labels)``.
+    """
+    from ...evaluation.readers.nli import read_pair_tsv, read_snli
+    from ...evaluation.readers.sts import read_sick_entailment
+
+    if fmt == "snli":
+        pairs = read_snli(path, split)
+    elif fmt == "xnli":
+        pairs = read_pair_tsv(path)
+    elif fmt == "sick":
+        pairs = read_sick_entailment(path)
+    else:
+        raise ValueError(f"unknown NLI format {fmt!r}; valid: {', '.join(NLI_FORMATS)}")
+    return pairs.sentences1, pairs.sentences2, [label.lower() for label in pairs.labels]
+
+
+def nli_triples(premises: Iterable[str], hypotheses: Iterable[str], labels: Iterable[str]) -> list[dict[str, str]]:
+    """Group pairs by premise; each premise with at least one entailed and one contradicting hypothesis
+    gives one triple (the first of each, in file order), as SimCSE built its NLI training set.
+
+    Returns:
+        ``[{"anchor": premise, "positive": entailment, "negative": contradiction}, ...]`` in order of
+        first appearance.
+    """
+    by_premise: dict[str, dict[str, str]] = {}
+    for premise, hypothesis, label in zip(premises, hypotheses, labels):
+        if label in ("entailment", "contradiction") and premise.strip() and hypothesis.strip():
+            by_premise.setdefault(premise, {}).setdefault(label, hypothesis)
+    return [
+        {"anchor": p, "positive": h["entailment"], "negative": h["contradiction"]}
+        for p, h in by_premise.items()
+        if len(h) == 2
+    ]
+
+
+def write_jsonl(records: Iterable[dict], path: str | Path) -> int:
+    """Write records as JSON lines; returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+    return n

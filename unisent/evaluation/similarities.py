@@ -1,0 +1,23 @@
+"""Named similarities for evaluation (``--similarity`` of ``unisent evaluate``, ``model.evaluation``)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from .metrics.similarity import COSINE, Similarity, kl_similarity, symmetric_kl_similarity
+
+__all__ = ["SIMILARITIES", "get_similarity"]
+
+SIMILARITIES: dict[str, Similarity] = {
+    "cosine": COSINE,
+    "kl": Similarity("kl", kl_similarity, gaussian=True),
+    "kl_mean": Similarity("kl_mean", partial(kl_similarity, reduction="mean"), gaussian=True),
+    "kl_symmetric": Similarity("kl_symmetric", symmetric_kl_similarity, gaussian=True),
+}
+
+
+def get_similarity(name: str) -> Similarity:
+    try:
+        return SIMILARITIES[name]
+    except KeyError:
+        raise ValueError(f"unknown similarity {name!r}; valid: {', '.join(SIMILARITIES)}") from None

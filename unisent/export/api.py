@@ -1,0 +1,131 @@
+"""``export_model``: a checkpoint, encoder directory or preset -> a shareable directory with a model card."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .card import read_results, render_card
+from .registry import PROBE_SENTENCES, exporter_for
+from .source import ExportSource, TrainingRecord, load_source
+
+__all__ = ["ExportCheckError", "ExportReport", "export_model"]
+
+#: What :func:`export_model` requires of a directory before ``overwrite`` may replace it.
+EXPORT_MARKERS = ("unisent_encoder.json",)
+
+
+class ExportCheckError(RuntimeError):
+    """The exported files, loaded back, do not reproduce the model's embeddings."""
+
+
+@dataclass
+class ExportReport:
+    """What :func:`export_model` wrote.
+
+    Attributes:
+        out: the export directory.
+        format: the format name.
+        files: the written files, relative to ``out``.
+        max_diff: largest absolute difference of the reloaded export to ``model.encode`` on
+            :data:`~unisent.export.registry.PROBE_SENTENCES` (None if not checked).
+        check: how the export was checked (or why not).
+    """
+
+    out: Path
+    format: str
+    files: list[str]
+    max_diff: float | None
+    check: str
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out} exists and is not empty; choose another --out or pass --overwrite")
+        if not any((out / marker).is_file() for marker in EXPORT_MARKERS):
+            raise FileExistsError(
+                f"refusing to replace {out}: it is not empty and does not look like a unisent export "
+                f"(no {', '.join(EXPORT_MARKERS)})"
+            )
+
+
+def export_model(
+    source: str | os.PathLike | nn.Module | ExportSource,
+    out: str | os.PathLike,
+    format: str = "sentence-transformers",
+    *,
+    results: str | os.PathLike | None = None,
+    training_data: list[str] | None = None,
+    title: str | None = None,
+    overwrite: bool = False,
+    verify: bool = True,
+    atol: float = 1e-4,
+) -> ExportReport:
+    """Export a model to ``out`` in ``format``, with a README.md model card.
+
+    The files are written to a temporary sibling directory, checked (unless ``verify=False``: the
+    export is loaded back as a user would and compared with ``model.encode``), and only then moved
+    to ``out``; a failed export leaves nothing behind.
+
+    Args:
+        source: a ``.ckpt`` of ``unisent fit``, a saved encoder directory, a preset or model id, an
+            in-memory model, or an :class:`ExportSource`.
+        out: the directory to create.
+        format: ``sentence-transformers`` or ``huggingface`` (see
+            :func:`~unisent.export.available_formats`).
+        results: a JSON file of ``unisent evaluate --output`` to list in the card.
+        training_data: lines describing the training data, listed first in the card.
+        title: the card's heading (default: the directory name).
+        overwrite: replace ``out`` if it holds a previous export.
+        verify: check the export by loading it back.
+        atol: the largest absolute difference the check accepts.
+
+    Raises:
+        FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
+        ExportCheckError: the check found different embeddings.
+    """
+    out = Path(out).expanduser()
+    _prepare_out(out, overwrite)
+    results_data: dict[str, Any] | None = read_results(results) if results is not None else None
+    if isinstance(source, ExportSource):
+        src = source
+    elif isinstance(source, nn.Module):
+        src = ExportSource(source.eval(), "in-memory model", type(source).__name__, TrainingRecord(data=list(training_data or [])))
+    else:
+        src = load_source(source, training_data)
+    exporter = exporter_for(src.model, format)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        exporter.write(src.model, tmp)
+        check = exporter.verify(src.model, tmp, PROBE_SENTENCES) if verify else (None, "skipped (--no-verify)")
+        diff = check[0]
+        if diff is not None and not diff <= atol:
+            raise ExportCheckError(
+                f"the exported {format} files do not reproduce the model: {check[1]} differ by up to {diff:.3g} "
+                f"(allowed {atol:g}); nothing was written to {out}"
+            )
+        card = render_card(
+            exporter, src, title=title or out.name, results=results_data,
+            results_name=Path(results).name if results is not None else "", check=check,
+        )
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    return ExportReport(out=out, format=format, files=files, max_diff=check[0], check=check[1])

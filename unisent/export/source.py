@@ -1,0 +1,281 @@
+"""What is being exported: the inference model and what is known about how it was trained.
+
+The record comes from the checkpoint (``UnisentModule.run_config()``, stored under ``"unisent"``,
+plus Lightning's step counter) and, when present, from the ``config.yaml`` that ``unisent fit``
+(LightningCLI) writes next to its ``checkpoints/`` and ``encoder/`` folders: the training data, batch
+size, optimiser and trainer settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+__all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_source"]
+
+RUN_CONFIG = "config.yaml"
+
+
+@dataclass
+class ObjectiveRecord:
+    """One training objective as the model card lists it.
+
+    Attributes:
+        name: the objective's name (its key in ``data.train`` and the logs).
+        class_path: importable class of the objective.
+        init_args: every constructor argument, defaults included.
+        weight: the objective's weight in the total loss.
+        citation: the paper (the objective class's ``citation``; empty if unknown).
+    """
+
+    name: str
+    class_path: str
+    init_args: dict[str, Any]
+    weight: float = 1.0
+    citation: str = ""
+
+
+@dataclass
+class TrainingRecord:
+    """What is known about how a model was trained (everything optional).
+
+    Attributes:
+        base_model: the backbone the run started from (a preset name, hub id or directory).
+        objectives: the training objectives.
+        data: human-readable lines about the training data.
+        settings: ``(label, value)`` rows: batch size, optimiser, schedule, steps, precision, seed.
+        run_config_file: the ``config.yaml`` the record was read from, if any.
+    """
+
+    base_model: str | None = None
+    objectives: list[ObjectiveRecord] = field(default_factory=list)
+    data: list[str] = field(default_factory=list)
+    settings: list[tuple[str, str]] = field(default_factory=list)
+    run_config_file: Path | None = None
+
+
+@dataclass
+class ExportSource:
+    """A model ready to export.
+
+    Attributes:
+        model: the inference model (what ``unisent.load`` returns: an ``Encoder`` or a model type's
+            own wrapper).
+        kind: ``checkpoint``, ``encoder directory`` or ``preset or model id``.
+        name: the source's file or directory name (or the preset / hub id).
+        record: the training record.
+    """
+
+    model: nn.Module
+    kind: str
+    name: str
+    record: TrainingRecord
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _short(value: Any) -> str:
+    return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+
+
+def _objective_from_instance(objective: Any) -> ObjectiveRecord:
+    spec = objective.config()
+    return ObjectiveRecord(
+        name=str(objective.name),
+        class_path=spec["class_path"],
+        init_args=dict(spec.get("init_args", {})),
+        weight=float(getattr(objective, "weight", 1.0)),
+        citation=str(getattr(type(objective), "citation", "") or ""),
+    )
+
+
+def _objective_from_spec(spec: dict[str, Any]) -> ObjectiveRecord:
+    """From ``{"class_path", "init_args"}``: instantiate when possible (name and citation), else read."""
+    from ..module import instantiate
+
+    try:
+        return _objective_from_instance(instantiate(spec))
+    except Exception:  # noqa: BLE001 - the class may be gone or need other packages; keep the raw record
+        class_path = str(spec.get("class_path", "?"))
+        init_args = dict(spec.get("init_args") or {})
+        citation = ""
+        module_name, _, cls_name = class_path.rpartition(".")
+        try:
+            citation = str(getattr(getattr(importlib.import_module(module_name), cls_name), "citation", ""))
+        except Exception:  # noqa: BLE001
+            pass
+        return ObjectiveRecord(
+            name=str(init_args.get("name") or cls_name),
+            class_path=class_path,
+            init_args=init_args,
+            weight=float(init_args.get("weight", 1.0)),
+            citation=citation,
+        )
+
+
+def _find_run_config(candidates: list[Path]) -> Path | None:
+    for directory in candidates:
+        path = directory / RUN_CONFIG
+        if path.is_file():
+            return path
+    return None
+
+
+def _read_run_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _dig(config: dict[str, Any], dotted: str) -> Any:
+    value: Any = config
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _data_lines(train: Any) -> list[str]:
+    """``data.train`` of a run config -> one line per objective."""
+    if not isinstance(train, dict):
+        return []
+    lines = []
+    for name, source in train.items():
+        if isinstance(source, str):
+            lines.append(f"`{name}`: `{source}`")
+            continue
+        if not isinstance(source, dict) or "path" not in source:
+            lines.append(f"`{name}`: {_short(source)}")
+            continue
+        extra = []
+        if source.get("columns"):
+            extra.append(f"columns {_short(source['columns'])}")
+        if source.get("max_records"):
+            extra.append(f"first {source['max_records']} records")
+        lines.append(f"`{name}`: `{source['path']}`" + (f" ({', '.join(extra)})" if extra else ""))
+    return lines
+
+
+def _optimizer_text(spec: Any) -> str | None:
+    if isinstance(spec, dict) and "class_path" in spec:
+        args = spec.get("init_args") or {}
+        shown = ", ".join(f"{k} {v}" for k, v in args.items() if k in ("lr", "weight_decay", "betas", "eps"))
+        return spec["class_path"].rsplit(".", 1)[-1] + (f" ({shown})" if shown else "")
+    return None if spec is None else _short(spec)
+
+
+_SETTINGS = (
+    ("data.batch_size", "batch size (per process)"),
+    ("model.warmup_steps", "warm-up steps"),
+    ("model.warmup_ratio", "warm-up ratio"),
+    ("model.warmup", "warm-up"),
+    ("model.schedule", "learning-rate schedule"),
+    ("trainer.max_epochs", "max epochs"),
+    ("trainer.max_steps", "max steps"),
+    ("trainer.accumulate_grad_batches", "gradient accumulation"),
+    ("trainer.precision", "precision"),
+    ("trainer.devices", "devices"),
+    ("seed_everything", "seed"),
+)
+
+
+def _settings_from_run_config(config: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    optimizer = _optimizer_text(_dig(config, "model.optimizer"))
+    if optimizer:
+        rows.append(("optimizer", optimizer))
+    for dotted, label in _SETTINGS:
+        value = _dig(config, dotted)
+        if value is None or (dotted == "trainer.max_steps" and value == -1):
+            continue
+        rows.append((label, _short(value)))
+    return rows
+
+
+def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: bool) -> None:
+    """Fill ``record`` from a LightningCLI ``config.yaml`` (objectives only when ``objectives``)."""
+    if path is None:
+        return
+    config = _read_run_config(path)
+    if not isinstance(config.get("model"), dict) or not ({"data", "trainer"} & set(config)):
+        return  # not a unisent fit config (an unrelated config.yaml in the parent directory)
+    record.run_config_file = path
+    record.data = _data_lines(_dig(config, "data.train"))
+    record.settings = _settings_from_run_config(config) + record.settings
+    base = _dig(config, "model.encoder.model")
+    if base and not record.base_model:
+        record.base_model = str(base)
+    specs = _dig(config, "model.objectives")
+    if objectives and isinstance(specs, list):
+        record.objectives = [_objective_from_spec(s) for s in specs if isinstance(s, dict)]
+
+
+# ------------------------------------------------------------------------------------------ loading
+def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
+    """Lightning's step and epoch counters, read lazily (``mmap``: no tensor is loaded)."""
+    import torch
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:  # noqa: BLE001 - a legacy (non-zip) file cannot be mapped; the counters are optional
+        return []
+    rows = []
+    if isinstance(ckpt.get("global_step"), int):
+        rows.append(("optimizer steps (at this checkpoint)", str(ckpt["global_step"])))
+    if isinstance(ckpt.get("epoch"), int):
+        rows.append(("epoch (at this checkpoint)", str(ckpt["epoch"])))
+    return rows
+
+
+def load_source(spec: str | Path, training_data: list[str] | None = None) -> ExportSource:
+    """Load what ``spec`` names for export, with its training record.
+
+    Args:
+        spec: a ``.ckpt`` from ``unisent fit``, a directory saved by ``save_pretrained`` (e.g.
+            ``<run>/encoder``), a preset name or a model directory / hub id.
+        training_data: lines describing the training data; they come first in the card, before
+            the files found in the run's ``config.yaml``.
+
+    Raises:
+        FileNotFoundError: the checkpoint or directory does not exist.
+        ValueError: the file is not a unisent checkpoint.
+    """
+    import unisent
+
+    path = Path(spec).expanduser()
+    record = TrainingRecord()
+    if path.suffix == ".ckpt":
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+        from ..module import UnisentModule
+
+        module = UnisentModule.from_checkpoint(path)
+        inference = getattr(module, "inference_model", None)
+        model = inference() if callable(inference) else module.encoder
+        run = module.run_config()
+        record.base_model = str(run.get("encoder", {}).get("model") or "") or None
+        record.objectives = [_objective_from_instance(o) for o in module.objectives]
+        record.settings = _checkpoint_progress(path)
+        _apply_run_config(record, _find_run_config([path.parent, path.parent.parent]), objectives=False)
+        kind = "checkpoint"
+    elif path.is_dir():
+        model = unisent.load(str(path))
+        _apply_run_config(record, _find_run_config([path.parent]), objectives=True)
+        kind = "encoder directory"
+    else:
+        model = unisent.load(str(spec))
+        record.base_model = str(spec)
+        kind = "preset or model id"
+    model.eval()
+    if training_data:
+        record.data = list(training_data) + record.data
+    return ExportSource(model=model, kind=kind, name=path.name or str(spec), record=record)

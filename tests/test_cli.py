@@ -105,8 +105,11 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
     config = yaml.safe_load(recipe.read_text())
     for objective in config["model"]["objectives"]:
         init = objective.get("init_args", {})
-        name = init.get("name") or "simcse"
-        sample = "nli_triples.jsonl" if init.get("supervised") else "sentences.txt"
+        name = init.get("name") or objective["class_path"].rsplit(".", 1)[-1].lower()
+        triples = init.get("supervised") or name == "gausscse"
+        sample = "nli_triples.jsonl" if triples else "sentences.txt"
         args += [f"--data.train.{name}.path", str(SAMPLE_DIR / sample), f"--data.train.{name}.columns", "{}"]
+    args += ["--model.evaluation.val_tasks=[stsb-dev]", "--model.evaluation.test_tasks=[stsb-test]",
+             f"--model.evaluation.data_dir={SAMPLE_DIR}", "--checkpoint.monitor=val/score"]
     main(args)
     assert list((tmp_path / "runs").rglob("metrics.csv"))

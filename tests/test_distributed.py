@@ -55,9 +55,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True}],
-                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse"])
-def test_two_processes_equal_one_process_on_global_batch(kw):
+def _run_two_processes(kw):
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
@@ -69,10 +67,30 @@ def test_two_processes_equal_one_process_on_global_batch(kw):
         p.join(timeout=60)
         assert p.exitcode == 0
 
+    return dist_loss, dist_grad
+
+
+def _one_process(kw):
     inputs, weight = _data()
     layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
     layer.weight.data.copy_(weight)
-    loss = _loss(layer, inputs, **dict(kw))
+    loss = _loss(layer, inputs, **{k: v for k, v in kw.items() if k != "gather"})
     loss.backward()
+    return loss, layer.weight.grad
+
+
+@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True}],
+                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse"])
+def test_two_processes_equal_one_process_on_global_batch(kw):
+    dist_loss, dist_grad = _run_two_processes(kw)
+    loss, grad = _one_process(kw)
     assert dist_loss == pytest.approx(loss.item(), rel=1e-5)
-    torch.testing.assert_close(torch.from_numpy(dist_grad), layer.weight.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.from_numpy(dist_grad), grad, rtol=1e-5, atol=1e-6)
+
+
+def test_without_gathering_the_processes_see_fewer_negatives():
+    """Control: the parity above is not automatic; local-only negatives give another loss and gradient."""
+    dist_loss, dist_grad = _run_two_processes({"gather": False})
+    loss, grad = _one_process({})
+    assert abs(dist_loss - loss.item()) > 1e-3
+    assert not torch.allclose(torch.from_numpy(dist_grad), grad, rtol=1e-3, atol=1e-4)

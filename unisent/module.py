@@ -121,7 +121,6 @@ class UnisentModule(L.LightningModule):
     # ------------------------------------------------------------------------------------ training
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         total = torch.zeros((), device=self.device)
-        batch_size = 0
         for objective in self.objectives:
             sub = batch.get(objective.name)
             if sub is None:  # an exhausted loader in "max_size" mode
@@ -130,7 +129,7 @@ class UnisentModule(L.LightningModule):
             for term, value in terms.items():
                 self.log(f"train/{objective.name}/{term}", value.detach(), on_step=True, batch_size=1)
             total = total + objective.weight * objective.total(terms)
-        self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=max(batch_size, 1))
+        self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         return total
 
     # ------------------------------------------------------------------------------------ evaluation

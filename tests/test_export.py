@@ -38,6 +38,16 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy shared CPU OpenMP's spinning threads
+    make them many times slower; restored after this module."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny3_dir(tiny_bert_dir, tmp_path_factory) -> Path:
     """The tiny BERT with 3 layers: avg_first_last then differs from an average over all layers."""
@@ -90,6 +100,7 @@ def test_every_pooler_round_trips_through_both_formats(pooler, tiny3_dir, tmp_pa
         torch.testing.assert_close(namespace["embed"](SENTENCES), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(unisent.load(str(hf_dir)).encode(SENTENCES), expected, atol=1e-5, rtol=0)
     assert not list(tmp_path.glob(".*partial*"))
+    assert json.loads((hf_dir / "unisent_encoder.json").read_text())["model"] == str(hf_dir)
 
 
 def _write_run_config(run: Path, model_dir: Path) -> None:

@@ -223,7 +223,7 @@ def _separable(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_cross_validated_probe_on_separable_data() -> None:
     features, labels = _separable(80, 4)
-    config = ProbeConfig(c_grid=(1.0, 100.0), kfold=4, inner_kfold=3)
+    config = ProbeConfig(c_grid=(1.0, 100.0), kfold=3, inner_kfold=2)
     result = cross_validated_accuracy(features, labels, config)
     assert result["accuracy"] >= 95.0
     # an uninformative feature gives chance-level accuracy

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> None:
             chunk_size=args.chunk_size, normalize=args.normalize, bf16=args.bf16, on_empty=args.on_empty,
             encoding=args.encoding, device=args.device, progress=not args.quiet,
         )
-    except (FileNotFoundError, ValueError, OSError) as err:
+    except (OSError, ValueError, ImportError) as err:
         sys.exit(f"unisent encode: error: {err}")
     rate = summary.rows / summary.seconds if summary.seconds > 0 else float("inf")
     zeros = f", {summary.empty_rows} empty rows as zero vectors" if summary.empty_rows else ""

@@ -28,14 +28,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
-    from ..export import ExportCheckError, export_model
+    from ..export import ExportCheckError, NoExporterError, export_model
 
     try:
         report = export_model(
             args.source, args.out, args.format, results=args.results, training_data=args.training_data,
             title=args.title, overwrite=args.overwrite, verify=not args.no_verify,
         )
-    except (FileNotFoundError, FileExistsError, ValueError, TypeError, OSError, ExportCheckError) as err:
+    except (OSError, ValueError, ImportError, NoExporterError, ExportCheckError) as err:
         sys.exit(f"unisent export: error: {err}")
     print(f"exported {args.source} as {report.format} to {report.out} ({len(report.files)} files, model card README.md)")
     if report.max_diff is None:

@@ -21,6 +21,7 @@ from .encoder import (  # registers them
 from .registry import (
     PROBE_SENTENCES,
     Exporter,
+    NoExporterError,
     available_formats,
     exporter_for,
     register_exporter,
@@ -49,6 +50,7 @@ __all__ = [
     "ExportReport",
     "ExportSource",
     "Exporter",
+    "NoExporterError",
     "ObjectiveRecord",
     "TrainingRecord",
     "available_formats",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -55,6 +56,16 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
                 f"refusing to replace {out}: it is not empty and does not look like a unisent export "
                 f"(no {', '.join(EXPORT_MARKERS)})"
             )
+
+
+def _retarget_settings(out: Path, tmp: Path) -> None:
+    """``save_pretrained`` records its directory in unisent_encoder.json: the temporary one, now ``out``."""
+    settings_file = out / "unisent_encoder.json"
+    if settings_file.is_file():
+        settings = json.loads(settings_file.read_text(encoding="utf-8"))
+        if settings.get("model") == str(tmp):
+            settings["model"] = str(out)
+            settings_file.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
 def export_model(
@@ -124,6 +135,7 @@ def export_model(
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
+        _retarget_settings(out, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

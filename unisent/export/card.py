@@ -52,6 +52,15 @@ def hub_id(base_model: str | None) -> str | None:
     return base_model
 
 
+def _base_model_text(base_model: str | None) -> str:
+    from ..encoders import PRESETS
+
+    if not base_model:
+        return "not recorded"
+    preset = PRESETS.get(base_model)
+    return f"{base_model} (unisent preset: {preset.note or preset.model})" if preset else base_model
+
+
 def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -121,7 +130,7 @@ def render_card(
         f"{source.kind} `{source.name}`.",
         "",
     ]
-    facts = [("base model", record.base_model or "not recorded"), *exporter.facts(source.model)]
+    facts = [("base model", _base_model_text(record.base_model)), *exporter.facts(source.model)]
     lines += ["## Model", ""] + _table(("", ""), facts) + [""]
 
     lines += ["## Training objectives", ""]

@@ -5,7 +5,7 @@ and ``pooler.pt``), so ``unisent.load(DIR)`` reproduces the embeddings from eith
 
 - ``sentence-transformers`` adds ``modules.json`` and one built-in Sentence Transformers module per
   pooling step, in the classic layout (``sentence_transformers.models.*`` class paths, legacy config
-  keys) that Sentence Transformers 3 to 6 load without ``trust_remote_code``. ``avg_first_last`` is
+  keys) that Sentence Transformers 3 and newer load without ``trust_remote_code`` (tested with 6.2). ``avg_first_last`` is
   a ``WeightedLayerPooling`` with weight 1 on layers 1 and L and 0 on the others (its weighted mean is
   then exactly the average of the two) followed by mean ``Pooling``; the hidden states are switched
   on through ``config_args`` in ``sentence_bert_config.json``, not in ``config.json``.

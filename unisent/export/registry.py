@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import nn
 
-__all__ = ["PROBE_SENTENCES", "Exporter", "available_formats", "exporter_for", "register_exporter", "registered"]
+__all__ = ["PROBE_SENTENCES", "Exporter", "NoExporterError", "available_formats", "exporter_for", "register_exporter", "registered"]
 
 E = TypeVar("E", bound=type["Exporter"])
 
@@ -36,6 +36,10 @@ PROBE_SENTENCES: tuple[str, ...] = (
     "The quick brown fox jumps over the lazy dog, " * 12,
     "Ein Mann spielt Gitarre.",
 )
+
+
+class NoExporterError(TypeError):
+    """No exporter is registered for this model class in this format."""
 
 
 class Exporter(ABC):
@@ -101,14 +105,14 @@ def exporter_for(model: Any, fmt: str) -> Exporter:
 
     Raises:
         ValueError: ``fmt`` is not a registered format.
-        TypeError: no exporter is registered for this model class in this format.
+        NoExporterError: no exporter is registered for this model class in this format.
     """
     if fmt not in _EXPORTERS:
         raise ValueError(f"unknown export format {fmt!r}; formats: {', '.join(available_formats())}")
     table = _EXPORTERS[fmt]
     exporter_cls = table.get(type(model))
     if exporter_cls is None:
-        raise TypeError(
+        raise NoExporterError(
             f"no {fmt!r} exporter is registered for {type(model).__name__} (registered: "
             f"{', '.join(cls.__name__ for cls in table) or 'none'}); a model type adds one with "
             f"unisent.export.register_exporter (see docs/export.md)"

@@ -14,6 +14,7 @@ them to the output, written as ``<output>.partial`` and renamed when complete.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import os
@@ -363,6 +364,10 @@ def encode_file(
         raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
     if batch_size < 1 or chunk_size < 1:
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise EncodeInputError(f"unknown text encoding {encoding!r}") from None
 
     scan = scan_input(input_path, column, encoding)
     if scan.n_empty and on_empty == "error":

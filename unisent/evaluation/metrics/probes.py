@@ -3,7 +3,7 @@
 Protocols:
 
 * no split (MR, CR, SUBJ, MPQA): stratified k-fold cross-validation (10 folds); inside each training
-  fold the inverse regularisation ``C`` is chosen by an inner k-fold cross-validation (5 folds,
+  fold the inverse regularisation ``C`` is chosen by an inner k-fold cross-validation (3 folds,
   ``LogisticRegressionCV``; the standardisation is fitted on the whole training fold).
 * train/test (TREC, MRPC, zero-shot transfer without a dev set): ``C`` chosen by k-fold cross-validation
   on the training set, then one fit on all of it.
@@ -53,9 +53,9 @@ class ProbeConfig:
         seed: seed of the fold shuffling and the solver.
     """
 
-    c_grid: tuple[float, ...] = (2.0**-6, 2.0**-4, 2.0**-2, 1.0, 4.0)
+    c_grid: tuple[float, ...] = (2.0**-8, 2.0**-6, 2.0**-4, 2.0**-2, 1.0)
     kfold: int = 10
-    inner_kfold: int = 5
+    inner_kfold: int = 3
     standardize: bool = True
     max_iter: int = 1000
     seed: int = 1111

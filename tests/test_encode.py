@@ -1,0 +1,145 @@
+"""unisent encode: every input format, row alignment across chunks, empty/undecodable lines, missing files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import unisent
+from unisent.cli import main
+from unisent.data import SAMPLE_DIR
+from unisent.encoders import Encoder, EncoderConfig
+from unisent.export import EncodeInputError, encode_file
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy shared CPU OpenMP's spinning threads
+    make them many times slower; restored after this module."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_bert_dir, tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("encoder")
+    Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=48)).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    return unisent.load(str(model_dir))
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    lines = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()[:40]
+    # varied lengths, so that each chunk is reordered by length, and a comma and a quote for csv
+    return [line if i % 3 else f'{line} {line}, "quoted" {line}' for i, line in enumerate(lines)]
+
+
+def _write_input(path: Path, sentences: list[str]) -> Path:
+    if path.suffix == ".txt":
+        path.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"id": i, "sentence": s}) + "\n" for i, s in enumerate(sentences)))
+    elif path.suffix == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["id", "sentence"])
+            writer.writerows(enumerate(sentences))
+    else:
+        pq.write_table(pa.table({"id": list(range(len(sentences))), "sentence": sentences}), path, row_group_size=7)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".csv", ".parquet"])
+def test_each_input_format_gives_rows_aligned_with_input_lines(suffix, model_dir, model, sentences, tmp_path, capsys):
+    source = _write_input(tmp_path / f"in{suffix}", sentences)
+    out = tmp_path / "emb.npy"
+    column = [] if suffix == ".txt" else ["--column", "sentence"]
+    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
+          "--chunk-size", "7", "--batch-size", "3", *column])
+    assert f"wrote {len(sentences)} x 32 float32 embeddings" in capsys.readouterr().out
+    got = np.load(out, mmap_mode="r")
+    assert got.shape == (len(sentences), 32) and got.dtype == np.float32
+    singles = torch.cat([model.encode([s]) for s in sentences]).numpy()  # each row is its own line's embedding
+    np.testing.assert_allclose(got, singles, atol=1e-5, rtol=0)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_parquet_output_normalized_and_python_api(model, sentences, tmp_path):
+    source = _write_input(tmp_path / "in.txt", sentences[:10])
+    summary = encode_file(model, source, tmp_path / "emb.parquet", chunk_size=4, normalize=True, progress=False)
+    assert (summary.rows, summary.dim, summary.empty_rows) == (10, 32, 0)
+    table = pq.read_table(tmp_path / "emb.parquet")
+    assert table.column("row").to_pylist() == list(range(10))
+    got = np.stack(table.column("embedding").to_numpy(zero_copy_only=False))
+    np.testing.assert_allclose(got, model.encode(sentences[:10], normalize=True).numpy(), atol=1e-5, rtol=0)
+    assert json.loads(table.schema.metadata[b"unisent"])["normalize"] is True
+
+
+def test_empty_line_is_an_error_naming_it_or_a_zero_row(model_dir, model, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a man plays a guitar .\ntwo dogs run .\n\nthe sun sets .\n   \n")
+    out = tmp_path / "emb.npy"
+    with pytest.raises(SystemExit, match=r"line 3 is empty: 2 empty row\(s\) of 5: line 3 \(output row 2\); line 5 "
+                                         r"\(output row 4\).*--on-empty zero"):
+        main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet"])
+    assert not out.exists() and not list(tmp_path.glob("*.partial"))
+
+    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
+          "--on-empty", "zero", "--chunk-size", "2"])
+    got = np.load(out)
+    assert got.shape == (5, 32) and not got[2].any() and not got[4].any()
+    expected = model.encode(["a man plays a guitar .", "two dogs run .", "the sun sets ."]).numpy()
+    np.testing.assert_allclose(got[[0, 1, 3]], expected, atol=1e-5, rtol=0)
+
+
+def test_unreadable_rows_and_missing_files_are_named(model_dir, model, tmp_path):
+    out = tmp_path / "emb.npy"
+    with pytest.raises(SystemExit, match=r"input file '.*nope\.txt' does not exist"):
+        main(["encode", "--model", str(model_dir), "--input", str(tmp_path / "nope.txt"), "--output", str(out)])
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\ncaf\xe9 latin-1\n")
+    with pytest.raises(SystemExit, match=r"bad\.txt line 2 cannot be decoded as utf-8"):
+        main(["encode", "--model", str(model_dir), "--input", str(bad), "--output", str(out), "--quiet"])
+    encode_file(model, bad, out, encoding="latin-1", progress=False)
+    np.testing.assert_allclose(np.load(out)[1], model.encode(["café latin-1"])[0].numpy(), atol=1e-5, rtol=0)
+
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"text": "one"}\n{"sentence": "two"}\n')
+    with pytest.raises(EncodeInputError, match=r"line 2 has no field 'text' \(fields: 'sentence'\)"):
+        encode_file(model, jsonl, out, progress=False)
+    jsonl.write_text('{"text": "one"}\n{"text": 2}\n')
+    with pytest.raises(EncodeInputError, match="line 2: 'text' is int 2, not a string"):
+        encode_file(model, jsonl, out, progress=False)
+    table = tmp_path / "in.csv"
+    table.write_text("id,sentence\n1,one\n")
+    with pytest.raises(EncodeInputError, match=r"no column 'text' in the header \(columns: id, sentence\)"):
+        encode_file(model, table, out, progress=False)
+    with pytest.raises(EncodeInputError, match="unsupported output format '.txt'"):
+        encode_file(model, table, tmp_path / "emb.txt", column="sentence", progress=False)
+
+
+def test_csv_records_with_newlines_and_an_empty_file(model, tmp_path):
+    table = tmp_path / "in.csv"
+    table.write_text('text\n"first line\nsecond line"\nplain one\n')
+    summary = encode_file(model, table, tmp_path / "emb.npy", progress=False)
+    assert summary.rows == 2
+    np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), model.encode(["first line\nsecond line", "plain one"]).numpy(),
+                               atol=1e-5, rtol=0)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert encode_file(model, empty, tmp_path / "none.npy", progress=False).rows == 0
+    assert np.load(tmp_path / "none.npy").shape == (0, 32)

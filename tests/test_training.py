@@ -113,3 +113,15 @@ def test_length_grouped_sampler_groups_lengths_and_covers_everything():
     assert sum(spread) < 0.3 * sum(random_spread)
     sampler.set_epoch(1)
     assert list(sampler) != order
+
+
+def test_predict_embeds_sentences_in_file_order(tiny_model_dir, tmp_path):
+    sentences = ["a man plays a guitar .", "two dogs run on the grass in the park .", "rain ."]
+    path = tmp_path / "s.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    module = _module(tiny_model_dir, objectives=[SimCSE()])
+    data = UnisentDataModule(predict=DataSource(str(path)), predict_batch_size=2)
+    out = _trainer(tmp_path).predict(module, datamodule=data)
+    torch.testing.assert_close(torch.cat(out), module.encoder.encode(sentences), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="needs data.predict"):
+        _trainer(tmp_path).predict(module, datamodule=UnisentDataModule())

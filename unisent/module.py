@@ -161,6 +161,10 @@ class UnisentModule(L.LightningModule):
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """See :meth:`validation_step`."""
 
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        """Embeddings (batch, dim) of ``data.predict``'s sentences, in file order."""
+        return self.inference_model()(**batch["text"]).float()
+
     def on_validation_epoch_end(self) -> None:
         self._evaluate_and_log(self.evaluation.val_tasks, "val")
 

@@ -12,10 +12,16 @@ from typing import Any, Literal
 import lightning as L
 from torch.utils.data import DataLoader
 
+from ..objectives.base import Objective
 from .readers import DataSource, read_records
 from .sampling import LengthGroupedSampler
 
 __all__ = ["UnisentDataModule", "default_cache_dir"]
+
+
+# The record schema of `unisent predict`: one text field, tokenised and padded like training data.
+_PREDICT_SCHEMA = Objective(name="predict")
+_PREDICT_SCHEMA.batch_keys = _PREDICT_SCHEMA.text_keys = ("text",)
 
 
 def default_cache_dir() -> Path:
@@ -60,6 +66,9 @@ class UnisentDataModule(L.LightningDataModule):
         cache_dir: where tokenised data is cached; default ``$UNISENT_CACHE/tokenized`` or
             ``~/.cache/unisent/tokenized``.
         seed: seed of the shuffling.
+        predict: sentences for ``unisent predict`` (field ``text``; a .txt file has one per line),
+            embedded in file order by the model's inference model.
+        predict_batch_size: batch size of prediction.
     """
 
     def __init__(
@@ -71,6 +80,8 @@ class UnisentDataModule(L.LightningDataModule):
         combine_mode: Literal["max_size_cycle", "min_size", "max_size", "sequential"] = "max_size_cycle",
         cache_dir: str | None = None,
         seed: int = 42,
+        predict: DataSource | None = None,
+        predict_batch_size: int = 128,
     ) -> None:
         super().__init__()
         self.train = {k: DataSource(v) if isinstance(v, str) else v for k, v in (train or {}).items()}
@@ -80,6 +91,8 @@ class UnisentDataModule(L.LightningDataModule):
         self.combine_mode = combine_mode
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.seed = seed
+        self.predict = DataSource(predict) if isinstance(predict, str) else predict
+        self.predict_batch_size = predict_batch_size
         self.datasets: dict[str, Any] = {}
         self._module = None
 
@@ -104,6 +117,11 @@ class UnisentDataModule(L.LightningDataModule):
         return self.batch_size[name]
 
     def setup(self, stage: str | None = None) -> None:
+        if stage == "predict":
+            if self.predict is None:
+                raise ValueError("`unisent predict` needs data.predict: a file of sentences (field `text`)")
+            self.datasets["__predict__"] = self.tokenized(self.predict, _PREDICT_SCHEMA)
+            return
         if stage not in (None, "fit") or self.datasets or not self.train:
             return
         objectives = {o.name: o for o in self.module.objectives}
@@ -170,6 +188,12 @@ class UnisentDataModule(L.LightningDataModule):
 
     def test_dataloader(self):
         return self._evaluation_loader(self.module.evaluation.test_tasks)
+
+    def predict_dataloader(self):
+        collate = partial(_PREDICT_SCHEMA.collate, pad_id=self.module.encoder.pad_token_id)
+        return DataLoader(self.datasets["__predict__"].select_columns(["text"]).with_format(None),
+                          batch_size=self.predict_batch_size, shuffle=False, collate_fn=collate,
+                          num_workers=self.num_workers)
 
     def train_dataloader(self):
         from lightning.pytorch.utilities import CombinedLoader

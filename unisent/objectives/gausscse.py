@@ -83,6 +83,10 @@ class GaussianEncoder(nn.Module):
     def config(self):
         return self.encoder.config
 
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Token ids (batch, seq) -> means (batch, hidden)."""
+        return self.head(self.encoder(input_ids, attention_mask))[0]
+
     @torch.inference_mode()
     def encode_gaussian(
         self, sentences: Sequence[str], batch_size: int = 64, *, bf16: bool = False, show_progress_bar: bool = False

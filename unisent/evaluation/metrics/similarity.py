@@ -54,11 +54,6 @@ def dot_similarity(a: Tensor, b: Tensor) -> Tensor:
     return (a.float() * b.float()).sum(dim=-1)
 
 
-def _kl_diagonal(mu_p: Tensor, var_p: Tensor, mu_q: Tensor, var_q: Tensor) -> Tensor:
-    # KL(N_p || N_q) per dimension for diagonal Gaussians, shape (n, d).
-    return 0.5 * (torch.log(var_q / var_p) + (var_p + (mu_p - mu_q) ** 2) / var_q - 1.0)
-
-
 def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
     """Asymmetric Gaussian similarity ``sim(a || b) = 1 / (1 + KL(N_a || N_b))`` (GaussCSE).
 
@@ -71,9 +66,9 @@ def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction:
     Returns:
         (n,) similarities in (0, 1].
     """
-    mu_a, var_a = (t.float() for t in a)
-    mu_b, var_b = (t.float() for t in b)
-    kl = _kl_diagonal(mu_a, var_a, mu_b, var_b)
+    from ...losses.gaussian import kl_diagonal  # the one closed form, shared with the training loss
+
+    kl = kl_diagonal(a[0], a[1], b[0], b[1])  # (n, d), float32
     if reduction == "sum":
         return 1.0 / (1.0 + kl.sum(dim=-1))
     if reduction == "mean":

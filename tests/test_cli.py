@@ -53,6 +53,7 @@ def _fit_args(tmp_path, model_dir, recipe="recipes/quickstart.yaml"):
         "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
         "--trainer.default_root_dir", str(tmp_path),
         "--trainer.enable_progress_bar", "false",
+        "--trainer.log_every_n_steps", "1",
         "--data.batch_size", "8",
     ]
 
@@ -110,6 +111,7 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
         sample = "nli_triples.jsonl" if triples else "sentences.txt"
         args += [f"--data.train.{name}.path", str(SAMPLE_DIR / sample), f"--data.train.{name}.columns", "{}"]
     args += ["--model.evaluation.val_tasks=[stsb-dev]", "--model.evaluation.test_tasks=[stsb-test]",
-             f"--model.evaluation.data_dir={SAMPLE_DIR}", "--checkpoint.monitor=val/score"]
+             f"--model.evaluation.data_dir={SAMPLE_DIR}", "--checkpoint.monitor=val/score",
+             "--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null"]
     main(args)
     assert list((tmp_path / "runs").rglob("metrics.csv"))

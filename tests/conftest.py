@@ -54,6 +54,16 @@ def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy shared CPU OpenMP's spinning threads
+    make them many times slower; restored after the module (use with ``pytest.mark.usefixtures``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -65,6 +65,8 @@ def test_fit_selects_by_stsb_dev_and_test_uses_the_best_checkpoint(tmp_path, tin
     assert metrics["train/simcse/contrastive"].notna().any()
     dev = metrics["val/stsb-dev"].dropna()
     assert len(dev) == 2 and dev.between(-100, 100).all()  # evaluated at steps 2 and 4
+    assert (metrics["val/stsb-dev/spearman"].dropna().to_numpy() == dev.to_numpy()).all()
+    assert metrics["val/stsb-dev/pearson"].notna().sum() == 2
     assert (run / "config.yaml").is_file() and (run / "encoder" / "config.json").is_file()
     best = run / "checkpoints" / "best.ckpt"
     assert best.is_file() and (run / "checkpoints" / "last.ckpt").is_file()

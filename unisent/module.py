@@ -146,12 +146,17 @@ class UnisentModule(L.LightningModule):
         if not tasks:
             return
         scores: dict[str, float] = {}
+        details: dict[str, float] = {}
         if self.trainer.is_global_zero:
             results = self.run_tasks(tasks)
             scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
-        scores = self.trainer.strategy.broadcast(scores, src=0)  # every process logs the same values
-        for name, score in scores.items():
+            details = {f"{name}/{metric}": float(value) for name, r in results["tasks"].items()
+                       for metric, value in r["metrics"].items()}
+        scores, details = self.trainer.strategy.broadcast((scores, details if scores else {}), src=0)
+        for name, score in scores.items():  # every process logs the same values
             self.log(f"{prefix}/{name}", score, prog_bar=True, batch_size=1)
+        for key, value in details.items():  # e.g. val/snli-nli/pr_auc, GaussCSE's selection metric
+            self.log(f"{prefix}/{key}", value, batch_size=1)
         if scores:
             self.log(f"{prefix}/score", sum(scores.values()) / len(scores), batch_size=1)
 

@@ -125,3 +125,24 @@ def test_predict_embeds_sentences_in_file_order(tiny_model_dir, tmp_path):
     torch.testing.assert_close(torch.cat(out), module.encoder.encode(sentences), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="needs data.predict"):
         _trainer(tmp_path).predict(module, datamodule=UnisentDataModule())
+
+
+def test_weight_schedule_switches_objectives_on_and_off_at_the_listed_steps(tiny_model_dir, tmp_path):
+    module = _module(tiny_model_dir, weight_schedule={"sup": [[0, 0.0], [3, 0.5], [5, 0.0]], "unsup": [[4, 2.0]]})
+    assert [module.objective_weight(module.objectives[1], s) for s in range(7)] == [0, 0, 0, 0.5, 0.5, 0, 0]
+    trainer = _trainer(tmp_path, max_steps=6)
+    trainer.fit(module, datamodule=_data())
+    metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv"))).set_index("step")
+    assert metrics["train/sup/weight"].dropna().tolist() == [0, 0, 0, 0.5, 0.5, 0]
+    assert metrics["train/unsup/weight"].dropna().tolist() == [1, 1, 1, 1, 2, 2]
+    # a switched-off objective is not computed at all
+    assert metrics["train/sup/contrastive"].dropna().index.tolist() == [3, 4]
+    total = 2.0 * metrics["train/unsup/contrastive"] + 0.5 * metrics["train/sup/contrastive"].fillna(0)
+    assert abs(total.loc[4] - metrics["train/loss"].loc[4]) < 1e-4
+
+
+def test_weight_schedule_errors_name_the_entry(tiny_model_dir):
+    with pytest.raises(ValueError, match="weight_schedule names 'bitext'"):
+        _module(tiny_model_dir, weight_schedule={"bitext": [[0, 1.0]]})
+    with pytest.raises(ValueError, match=r"weight_schedule.sup\[1\]"):
+        _module(tiny_model_dir, weight_schedule={"sup": [[0, 1.0], [5]]})

@@ -61,6 +61,23 @@ class EvaluationConfig:
         return str(SAMPLE_DIR)
 
 
+def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
+    unknown = sorted(set(schedule) - set(names))
+    if unknown:
+        raise ValueError(f"model.weight_schedule names {', '.join(map(repr, unknown))}, but the objectives are: {', '.join(names)}")
+    checked = {}
+    for name, entries in schedule.items():
+        pairs = []
+        for i, entry in enumerate(entries):
+            if len(entry) != 2 or float(entry[0]) < 0 or float(entry[1]) < 0:
+                raise ValueError(f"model.weight_schedule.{name}[{i}] must be [step >= 0, weight >= 0], got {entry!r}")
+            pairs.append((int(entry[0]), float(entry[1])))
+        if [p[0] for p in pairs] != sorted(p[0] for p in pairs):
+            raise ValueError(f"model.weight_schedule.{name}: steps must increase, got {[p[0] for p in pairs]}")
+        checked[name] = pairs
+    return checked
+
+
 class UnisentModule(L.LightningModule):
     """Trains one shared encoder with a weighted sum of objectives.
 
@@ -81,6 +98,12 @@ class UnisentModule(L.LightningModule):
         save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
             ``unisent.load``).
         evaluation: tasks of the validation and test loops (:class:`EvaluationConfig`).
+        weight_schedule: ``{objective name: [[step, weight], ...]}``: from each listed optimiser
+            step on, the objective's weight is the listed one (before the first entry it is the
+            objective's own ``weight``). A weight of 0 skips the objective's forward pass. This
+            expresses staged training in one run, e.g. CMLM's S3 ("CMLM, then CMLM + bitext
+            retrieval"): ``{bitext: [[0, 0.0], [100000, 0.2]]}``. Under DDP, an objective with its
+            own parameters that is switched off needs ``strategy: ddp_find_unused_parameters_true``.
     """
 
     def __init__(
@@ -93,6 +116,7 @@ class UnisentModule(L.LightningModule):
         schedule: Literal["linear", "constant"] = "linear",
         save_encoder: bool = True,
         evaluation: EvaluationConfig | None = None,
+        weight_schedule: dict[str, list[tuple[int, float]]] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["objectives", "optimizer"])
@@ -117,18 +141,37 @@ class UnisentModule(L.LightningModule):
         self.save_encoder = save_encoder
         self.evaluation = evaluation or EvaluationConfig()
         self.encoder_dir: Path | None = None
+        self.weight_schedule = _check_schedule(weight_schedule or {}, names)
+        self._logged_terms: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------------------------ training
+    def objective_weight(self, objective: Objective, step: int) -> float:
+        """The weight of ``objective`` at optimiser step ``step`` (see ``weight_schedule``)."""
+        weight = objective.weight
+        for start, value in self.weight_schedule.get(objective.name, ()):
+            if step >= start:
+                weight = value
+        return weight
+
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         total = torch.zeros((), device=self.device)
         for objective in self.objectives:
             sub = batch.get(objective.name)
             if sub is None:  # an exhausted loader in "max_size" mode
                 continue
+            weight = self.objective_weight(objective, self.global_step)
+            if self.weight_schedule:
+                self.log(f"train/{objective.name}/weight", weight, on_step=True, batch_size=1)
+            if weight == 0:
+                # Lightning would repeat the last logged value of a metric not logged this step
+                for term in self._logged_terms.get(objective.name, ()):
+                    self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
+                continue
             terms = objective(self.encoder, sub)
+            self._logged_terms[objective.name] = tuple(terms)
             for term, value in terms.items():
                 self.log(f"train/{objective.name}/{term}", value.detach(), on_step=True, batch_size=1)
-            total = total + objective.weight * objective.total(terms)
+            total = total + weight * objective.total(terms)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         return total
 

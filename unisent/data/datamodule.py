@@ -40,6 +40,7 @@ def _fingerprint(source: DataSource, objective, tokenizer, max_length: int) -> s
         "on_error": source.on_error,
         "keys": list(objective.batch_keys),
         "text_keys": list(objective.text_keys),
+        "optional_keys": list(objective.optional_keys),
         "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__],
         "max_length": max_length,
     }
@@ -133,6 +134,9 @@ class UnisentDataModule(L.LightningDataModule):
             raise ValueError(f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train")
         for name, source in self.train.items():
             self.datasets[name] = self.tokenized(source, objectives[name])
+            # objectives whose state depends on the data (EASE's entity vocabulary) build it now,
+            # before the optimiser exists and before a resumed checkpoint is loaded
+            self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
     def tokenized(self, source: DataSource, objective):
         """Read, validate and tokenise ``source`` for ``objective``, through the Arrow cache."""
@@ -144,7 +148,7 @@ class UnisentDataModule(L.LightningDataModule):
         if cache.is_file():
             return Dataset.from_file(str(cache))
         cache.parent.mkdir(parents=True, exist_ok=True)
-        columns = read_records(source, objective.batch_keys, objective.text_keys)
+        columns = read_records(source, objective.batch_keys, objective.text_keys, objective.optional_keys)
         disable_progress_bars()
         text_keys = list(objective.text_keys)
 

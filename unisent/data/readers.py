@@ -127,8 +127,11 @@ def read_records(
     source: DataSource | str,
     required: Sequence[str],
     text_keys: Sequence[str] = (),
+    optional: Sequence[str] = (),
 ) -> dict[str, list[Any]]:
     """Read and validate a file into columns ``{field: [values]}`` holding only ``required`` fields.
+
+    Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
 
     Raises:
         FileNotFoundError: the path does not exist.
@@ -146,7 +149,9 @@ def read_records(
     for where, record in _iter_source(path):
         if source.columns and isinstance(record, dict):
             record = {source.columns.get(k, k): v for k, v in record.items()}
-        problem = _check(record, required, text_keys)
+        if optional and isinstance(record, dict):
+            record = {**{k: None for k in optional}, **record}
+        problem = _check(record, [k for k in required if k not in optional], text_keys)
         if problem is not None:
             n_problems += 1
             if len(problems) < MAX_LISTED:

@@ -1,11 +1,12 @@
 """Losses on tensors only: they never take the model as an argument."""
 
-from .distributed import gather_with_grad, label_offset, rank_and_world
+from .distributed import gather_no_grad, gather_with_grad, label_offset, rank_and_world
 from .gaussian import gauss_cse_loss, gaussian_similarity_matrix, kl_diagonal, kl_matrix
 from .info_nce import cosine_logits, info_nce
 
 __all__ = [
     "cosine_logits",
+    "gather_no_grad",
     "gather_with_grad",
     "gauss_cse_loss",
     "gaussian_similarity_matrix",

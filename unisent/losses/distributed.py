@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__all__ = ["gather_with_grad", "rank_and_world", "label_offset"]
+__all__ = ["gather_with_grad", "gather_no_grad", "rank_and_world", "label_offset"]
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -34,6 +34,16 @@ def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     from torch.distributed._functional_collectives import all_gather_tensor_autograd
 
     return all_gather_tensor_autograd(tensor.contiguous(), gather_dim=0, group=dist.group.WORLD)
+
+
+def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
+    """Like :func:`gather_with_grad` for tensors that need no gradient (ids, masks); a no-op on one process."""
+    _, world = rank_and_world()
+    if world == 1:
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(world)]
+    dist.all_gather(parts, tensor.contiguous())
+    return torch.cat(parts)
 
 
 def label_offset(local_batch: int) -> int:

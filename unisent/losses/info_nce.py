@@ -30,6 +30,7 @@ def info_nce(
     hard_negative_weight: float = 0.0,
     symmetric: bool = False,
     gather: bool = True,
+    exclude: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Contrastive cross-entropy: row ``i`` of ``query`` must pick its own positive.
 
@@ -48,6 +49,10 @@ def info_nce(
         hard_negative_weight: added to ``logit(i, negative_i)``; 0 leaves the logits unchanged.
         symmetric: also the positive -> query direction.
         gather: gather candidates from all processes (no-op on one process).
+        exclude: optional bool (batch, n_candidates) over the gathered candidates (all positives,
+            then all hard negatives): ``True`` removes a candidate from a query's softmax (a missing
+            hard negative, or a false negative such as the same entity linked by two sentences).
+            A query's own positive is never removed. Only the query -> positive direction uses it.
 
     Returns:
         Scalar mean loss over this process's anchors.
@@ -69,6 +74,12 @@ def info_nce(
             weight[torch.arange(batch, device=query.device), labels] = hard_negative_weight
             neg_logits = neg_logits + weight
         logits = torch.cat([logits, neg_logits], dim=1)
+    if exclude is not None:
+        if exclude.shape != logits.shape:
+            raise ValueError(f"exclude has shape {tuple(exclude.shape)}, the logits {tuple(logits.shape)}")
+        exclude = exclude.clone()
+        exclude[torch.arange(batch, device=query.device), labels] = False
+        logits = logits.masked_fill(exclude, float("-inf"))
     loss = F.cross_entropy(logits, labels)
     if symmetric:
         all_query = maybe_gather(query)

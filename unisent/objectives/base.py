@@ -40,9 +40,9 @@ class _RecordsInitArgs(type(nn.Module)):
 class Objective(nn.Module, metaclass=_RecordsInitArgs):
     """Base class of training objectives.
 
-    A subclass declares which record fields it needs (:attr:`batch_keys`) and which of those are
-    text to tokenise (:attr:`text_keys`), and implements :meth:`forward`, which returns a dict of
-    named loss terms. The training module sums ``weight * sum(term_weights[k] * terms[k])`` over
+    A subclass declares which record fields it needs (:attr:`batch_keys`), which of those are
+    text to tokenise (:attr:`text_keys`) and which may be null (:attr:`optional_keys`), and
+    implements :meth:`forward`, which returns a dict of named loss terms. The training module sums ``weight * sum(term_weights[k] * terms[k])`` over
     objectives and logs every term as ``train/<name>/<term>``.
 
     A subclass may live in any package; it is used from YAML with ``class_path``. Constructor
@@ -57,6 +57,7 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
     batch_keys: tuple[str, ...] = ()
     text_keys: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()
     citation: str = ""
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
@@ -87,6 +88,12 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
             values = [f[key] for f in features]
             batch[key] = torch.as_tensor(values) if isinstance(values[0], (int, float, bool)) else values
         return batch
+
+    def setup_data(self, dataset) -> Any:
+        """Called once per ``fit`` with this objective's tokenised training set (a ``datasets.Dataset``)
+        before the optimiser is built; may build state from the data (e.g. an entity vocabulary) and
+        may return a filtered dataset to train on instead (``None`` keeps it)."""
+        return None
 
     # -------------------------------------------------------------------------------- model side
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:  # pragma: no cover

@@ -1,0 +1,339 @@
+"""EASE (Nishikawa et al., 2022): contrastive learning between sentences and their hyperlinked entities."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..encoders.encoder import Encoder
+from ..losses import gather_no_grad, info_nce
+from .base import Objective, encode_views
+
+__all__ = ["EASE", "read_entity_titles", "read_wikipedia2vec"]
+
+CITATION = (
+    "Nishikawa, Ri, Yamada, Tsuruoka and Echizen. EASE: Entity-Aware Contrastive Learning of Sentence "
+    "Embedding. NAACL 2022. https://aclanthology.org/2022.naacl-main.284"
+)
+
+PAD = "<pad>"
+
+
+def read_entity_titles(path: str | Path) -> dict[str, str]:
+    """``{entity id: Wikipedia title}`` from a tsv ``id<TAB>title[<TAB>...]`` (a header line
+    starting with ``id`` is skipped), as ``unisent data ease-*`` writes it (``entities.tsv``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"entity title file {str(path)!r} does not exist")
+    titles: dict[str, str] = {}
+    with path.open(encoding="utf-8", newline="") as fh:
+        for line_no, row in enumerate(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+            if line_no == 1 and row and row[0] == "id":
+                continue
+            if len(row) < 2 or not row[0] or not row[1]:
+                raise ValueError(f"{path}:{line_no}: expected `id<TAB>title`, got {row!r}")
+            titles[row[0]] = row[1]
+    return titles
+
+
+def _vector(values: Sequence[str], where: str, dim: int | None) -> np.ndarray:
+    try:
+        vector = np.asarray(values, dtype=np.float32)
+    except ValueError as err:
+        raise ValueError(f"{where}: the vector is not numeric ({err})") from None
+    if dim is not None and vector.shape[0] != dim:
+        raise ValueError(f"{where}: vector of size {vector.shape[0]}, expected {dim}")
+    return vector
+
+
+def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tuple[dict[str, np.ndarray], int]:
+    """Entity vectors of a Wikipedia2Vec model: ``({title: vector}, dim)``.
+
+    Reads the text formats of ``wikipedia2vec save_text`` (``default``: ``ENTITY/Title<TAB>v1 v2 ...``;
+    ``word2vec``: a ``count dim`` header, then ``ENTITY/Title_With_Underscores v1 ...``; ``glove``:
+    the same without header) by streaming the file, and the binary model (``.pkl``) through the
+    ``wikipedia2vec`` package when it is installed. Word vectors are skipped. With ``titles``, only
+    those entities are kept (a full English model has millions).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Wikipedia2Vec file {str(path)!r} does not exist")
+    if path.suffix == ".pkl":
+        try:
+            from wikipedia2vec import Wikipedia2Vec
+        except ImportError:
+            raise ImportError(
+                f"{path} is a binary Wikipedia2Vec model: `pip install wikipedia2vec` to read it, or convert it "
+                "with `wikipedia2vec save_text MODEL OUT.txt`"
+            ) from None
+        model = Wikipedia2Vec.load(str(path))
+        wanted = titles if titles is not None else [e.title for e in model.dictionary.entities()]
+        vectors = {}
+        for title in wanted:
+            entity = model.get_entity(title)
+            if entity is not None:
+                vectors[title] = np.asarray(model.get_vector(entity), dtype=np.float32)
+        return vectors, int(model.syn0.shape[1])
+    vectors: dict[str, np.ndarray] = {}
+    dim: int | None = None
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            line = line.rstrip("\n")
+            if line_no == 1:
+                head = line.split(" ")
+                if len(head) == 2 and all(h.isdigit() for h in head):  # word2vec header
+                    dim = int(head[1])
+                    continue
+            if not line.startswith("ENTITY/"):
+                continue
+            if "\t" in line:  # default format: titles keep their spaces
+                name, _, rest = line.partition("\t")
+                values = rest.split(" ")
+                title = name[len("ENTITY/"):]
+            else:  # word2vec / glove: spaces in titles became underscores
+                parts = line.split(" ")
+                if dim is None:
+                    dim = _infer_dim(parts)
+                name, values = " ".join(parts[: len(parts) - dim]), parts[len(parts) - dim:]
+                title = name[len("ENTITY/"):].replace("_", " ")
+            if titles is not None and title not in titles:
+                if dim is None:
+                    dim = len(values)
+                continue
+            vector = _vector(values, f"{path}:{line_no}", dim)
+            dim = vector.shape[0]
+            vectors[title] = vector
+    if dim is None:
+        raise ValueError(f"{path}: no ENTITY/ vectors found; is it a Wikipedia2Vec text file?")
+    return vectors, dim
+
+
+def _infer_dim(parts: list[str]) -> int:
+    n = 0
+    for token in reversed(parts):
+        try:
+            float(token)
+        except ValueError:
+            break
+        n += 1
+    return n
+
+
+class EASE(Objective):
+    """Entity contrastive learning plus SimCSE's dropout contrastive loss (EASE, eq. 2 and 4).
+
+    Records: ``{"text": sentence, "entity": entity id, "hard_negative": entity id or null}`` (as
+    written by ``unisent data ease-wikipedia`` / ``ease-fewrel``; extra fields such as ``language``
+    are ignored). Entity ids are Wikidata ids in the paper, so that one entity table is shared by
+    all languages of a multilingual run.
+
+    The sentences are encoded twice in one forward pass (two dropout views). The first view ``s_i``
+    is contrasted with the projected entity vectors ``W e_j`` of every positive entity of the
+    (global) batch and every hard-negative entity (eq. 2): logits ``cos(s_i, W e_j) / tau_e``,
+    label ``i``. The entity vectors are gathered across processes like every other candidate (the
+    authors' code gathers only the sentences). The SimCSE term (eq. 3) uses both views with
+    ``cos / tau``. The loss is ``entity_weight * entity + simcse_weight * contrastive`` (eq. 4,
+    lambda = 0.01).
+
+    The entity table (``entity_table``, index 0 = padding for a missing hard negative) is built
+    from the training data when ``fit`` starts: entities linked as positives at least
+    ``min_count`` times, plus every hard negative of the kept records; records with a rarer
+    positive entity are dropped and counted. Its rows are Wikipedia2Vec vectors when
+    ``wikipedia2vec`` is given (looked up by title through ``entity_titles``; entities missing
+    from the file ~ U(-0.05, 0.05), as the authors' code does), else torch's N(0, 1). The
+    vocabulary is saved in the checkpoint (module extra state) and the table is resized to the
+    checkpoint's when one is loaded.
+
+    Args:
+        entity_weight: lambda of eq. 4 (0.01 in the paper).
+        entity_temperature: tau of the entity term, a DIVISOR of the cosine as in the authors'
+            code: the paper's tau = 100 (monolingual) and 10 (multilingual) give logits cos/100.
+        temperature: tau of the SimCSE term (0.05).
+        simcse_weight: weight of the SimCSE term; 0 is the "w/o SimCSE" ablation (one view only).
+        use_hard_negatives: ``False`` is the "w/o hard negatives" ablation (field not needed).
+        projection: ``linear_tanh`` (``tanh(W e)``, the authors' code, default) or ``linear``
+            (``W e``, as the paper writes it).
+        entity_dim: size of the entity vectors (768 in the paper; must match the Wikipedia2Vec file).
+        wikipedia2vec: optional Wikipedia2Vec model (text or ``.pkl``) to initialise the table; none
+            is the "w/o Wikipedia2Vec" ablation.
+        entity_titles: tsv ``id<TAB>title`` mapping entity ids to the Wikipedia titles of the
+            Wikipedia2Vec file (``entities.tsv`` of the data pipeline); without it, ids are titles.
+        min_count: minimum number of records linking an entity as positive.
+        mask_duplicate_entities: remove from a sentence's softmax the other records of the batch
+            that link the same entity (false negatives); off in the paper.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+    """
+
+    citation = CITATION
+    text_keys = ("text",)
+
+    def __init__(
+        self,
+        entity_weight: float = 0.01,
+        entity_temperature: float = 100.0,
+        temperature: float = 0.05,
+        simcse_weight: float = 1.0,
+        use_hard_negatives: bool = True,
+        projection: Literal["linear", "linear_tanh"] = "linear_tanh",
+        entity_dim: int = 768,
+        wikipedia2vec: str | None = None,
+        entity_titles: str | None = None,
+        min_count: int = 1,
+        mask_duplicate_entities: bool = False,
+        weight: float = 1.0,
+        name: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__(weight=weight, name=name or "ease", max_length=max_length)
+        if entity_temperature <= 0 or temperature <= 0:
+            raise ValueError(f"temperatures must be positive, got {entity_temperature} and {temperature}")
+        if projection not in ("linear", "linear_tanh"):
+            raise ValueError(f"projection must be 'linear' or 'linear_tanh', got {projection!r}")
+        if entity_weight < 0 or simcse_weight < 0 or min_count < 1 or entity_dim < 1:
+            raise ValueError("need entity_weight >= 0, simcse_weight >= 0, min_count >= 1 and entity_dim >= 1")
+        self.entity_temperature = entity_temperature
+        self.temperature = temperature
+        self.simcse_weight = simcse_weight
+        self.use_hard_negatives = use_hard_negatives
+        self.projection_kind = projection
+        self.entity_dim = entity_dim
+        self.wikipedia2vec = wikipedia2vec
+        self.entity_titles = entity_titles
+        self.min_count = min_count
+        self.mask_duplicate_entities = mask_duplicate_entities
+        self.term_weights = {"entity": entity_weight, "contrastive": simcse_weight}
+        self.batch_keys = ("text", "entity", "hard_negative") if use_hard_negatives else ("text", "entity")
+        self.optional_keys = ("hard_negative",) if use_hard_negatives else ()
+        self.projection: nn.Module | None = None
+        self.entity_table: nn.Embedding | None = None
+        self.entities: list[str] = []
+        self._index: dict[str, int] = {}
+        self.register_load_state_dict_pre_hook(EASE._resize_to_checkpoint)
+
+    # ---------------------------------------------------------------------------------- entity table
+    def setup_for(self, encoder: Encoder) -> None:
+        """Create the projection ``W`` for ``encoder`` (called before the optimiser is built)."""
+        if self.projection is None:
+            linear = nn.Linear(self.entity_dim, encoder.hidden_size)
+            self.projection = nn.Sequential(linear, nn.Tanh()) if self.projection_kind == "linear_tanh" else nn.Sequential(linear)
+
+    def _set_vocabulary(self, entities: list[str]) -> None:
+        self.entities = list(entities)
+        self._index = {e: i for i, e in enumerate(self.entities)}
+
+    def build_vocabulary(self, positives: Sequence[str], negatives: Sequence[str | None] = ()) -> list[bool]:
+        """Build the entity vocabulary and table; returns which records (by position) are kept."""
+        counts = Counter(positives)
+        kept = {e for e, c in counts.items() if c >= self.min_count}
+        keep = [e in kept for e in positives]
+        vocab = sorted(kept, key=lambda e: (-counts[e], e))
+        extra = sorted({n for n, k in zip(negatives, keep) if k and n is not None and n not in kept})
+        self._set_vocabulary([PAD, *vocab, *extra])
+        self.entity_table = nn.Embedding(len(self.entities), self.entity_dim, padding_idx=0)
+        if self.wikipedia2vec:
+            self._init_from_wikipedia2vec()
+        with torch.no_grad():
+            self.entity_table.weight[0].zero_()
+        return keep
+
+    def _init_from_wikipedia2vec(self) -> None:
+        titles = read_entity_titles(self.entity_titles) if self.entity_titles else {}
+        wanted = {titles.get(e, e) for e in self.entities[1:]}
+        vectors, dim = read_wikipedia2vec(self.wikipedia2vec, wanted)
+        if dim != self.entity_dim:
+            raise ValueError(f"{self.wikipedia2vec} has {dim}-dimensional vectors; set the objective's entity_dim: {dim}")
+        weight = torch.empty(len(self.entities), dim).uniform_(-0.05, 0.05)
+        found = 0
+        for i, entity in enumerate(self.entities[1:], start=1):
+            vector = vectors.get(titles.get(entity, entity))
+            if vector is not None:
+                weight[i] = torch.from_numpy(vector)
+                found += 1
+        with torch.no_grad():
+            self.entity_table.weight.copy_(weight)
+        self.init_report = {"entities": len(self.entities) - 1, "from_wikipedia2vec": found}
+        if found == 0:
+            warnings.warn(
+                f"none of the {len(self.entities) - 1} entities was found in {self.wikipedia2vec}; "
+                "do the entity ids need `entity_titles` to map them to Wikipedia titles?", stacklevel=2)
+
+    def setup_data(self, dataset):
+        """Build the entity vocabulary and table from the training records (see the class doc)."""
+        positives = dataset["entity"]
+        negatives = dataset["hard_negative"] if self.use_hard_negatives else []
+        keep = self.build_vocabulary(positives, negatives)
+        dropped = len(keep) - sum(keep)
+        from lightning.pytorch.utilities import rank_zero_info
+
+        rank_zero_info(f"EASE: {len(self.entities) - 1} entities ({dropped} of {len(keep)} records dropped: "
+                       f"positive entity linked fewer than min_count={self.min_count} times)")
+        if dropped:
+            return dataset.select([i for i, k in enumerate(keep) if k])
+        return None
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"entities": self.entities}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self._set_vocabulary(state["entities"])
+
+    @staticmethod
+    def _resize_to_checkpoint(module: EASE, state_dict, prefix, *args) -> None:
+        # the table's size is known from the data only; a checkpoint brings its own
+        weight = state_dict.get(prefix + "entity_table.weight")
+        if weight is not None and (module.entity_table is None or module.entity_table.weight.shape != weight.shape):
+            module.entity_table = nn.Embedding(weight.shape[0], weight.shape[1], padding_idx=0)
+
+    def entity_ids(self, entities: Sequence[str | None]) -> torch.Tensor:
+        """Indices of entity ids in the table (0 for ``None``); an id not in the vocabulary is an error."""
+        try:
+            return torch.tensor([0 if e is None else self._index[e] for e in entities], dtype=torch.long)
+        except KeyError as err:
+            raise KeyError(f"entity {err.args[0]!r} is not in the EASE entity vocabulary "
+                           f"({len(self.entities) - 1} entities built from the training data)") from None
+
+    # ---------------------------------------------------------------------------------- training
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+        batch = super().collate(features, pad_id)
+        batch["entity"] = self.entity_ids(batch["entity"])
+        if self.use_hard_negatives:
+            batch["hard_negative"] = self.entity_ids(batch["hard_negative"])
+        return batch
+
+    def project(self, index: torch.Tensor) -> torch.Tensor:
+        """``W e`` (or ``tanh(W e)``) of entity indices: (batch,) -> (batch, sentence dim)."""
+        return self.projection(self.entity_table(index))
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if self.entity_table is None:
+            raise RuntimeError("the EASE entity table is built from the training data when fit starts "
+                               "(or call build_vocabulary)")
+        self.setup_for(encoder)
+        views = encode_views(encoder, batch, ("text",), repeat=2 if self.simcse_weight > 0 else 1)
+        sentences = views[0]
+        positive = batch["entity"]
+        negative = batch["hard_negative"] if self.use_hard_negatives else None
+        candidates = gather_no_grad(positive)
+        if negative is not None:
+            candidates = torch.cat([candidates, gather_no_grad(negative)])
+        exclude = (candidates == 0).expand(len(positive), -1)  # missing hard negatives
+        if self.mask_duplicate_entities:
+            exclude = exclude | (candidates[None, :] == positive[:, None])
+        terms = {
+            "entity": info_nce(
+                sentences, self.project(positive),
+                hard_negatives=self.project(negative) if negative is not None else None,
+                temperature=self.entity_temperature, exclude=exclude,
+            )
+        }
+        if self.simcse_weight > 0:
+            terms["contrastive"] = info_nce(views[0], views[1], temperature=self.temperature)
+        return terms

@@ -242,3 +242,27 @@ def test_a_model_type_registers_its_own_exporter(tmp_path):
     finally:
         export_registry._EXPORTERS.pop("two-heads-test", None)
     shutil.rmtree(tmp_path / "out")
+
+
+@pytest.mark.parametrize("pooler,mean_activation", [("cls", "none"), ("cls_mlp", "tanh")])
+def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_activation, tiny_bert_dir, tmp_path):
+    from unisent.objectives import GaussianEncoder, GaussianHead
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler=pooler, max_length=24))
+    torch.manual_seed(3)
+    model = GaussianEncoder(encoder, GaussianHead(encoder.hidden_size, mean_activation=mean_activation)).eval()
+    mu, var = model.encode_gaussian(SENTENCES)
+    report = export_model(model, tmp_path / "gauss", "sentence-transformers")
+    out = report.out
+    types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
+    assert types == (["Transformer", "Pooling", "Dense", "Dense"] if pooler == "cls_mlp" else ["Transformer", "Pooling", "Dense"])
+    torch.testing.assert_close(_st_encode(out, SENTENCES), mu, atol=1e-5, rtol=0)  # the means
+    loaded = unisent.load(str(out))
+    assert isinstance(loaded, GaussianEncoder)
+    mu2, var2 = loaded.encode_gaussian(SENTENCES)
+    torch.testing.assert_close(mu2, mu, atol=1e-5, rtol=0)
+    torch.testing.assert_close(var2, var, atol=1e-5, rtol=0)
+    # the asymmetric KL similarity of the export is the original's
+    torch.testing.assert_close(loaded.similarity(SENTENCES, SENTENCES[:2]), model.similarity(SENTENCES, SENTENCES[:2]))
+    card = (out / "README.md").read_text()
+    assert "gaussian-embeddings" in card and "encode_gaussian" in card and "Dense (mean)" in card

@@ -18,6 +18,7 @@ from .encoder import (  # registers them
     EncoderSentenceTransformersExporter,
     hf_usage_code,
 )
+from .gaussian import GaussianSentenceTransformersExporter  # registers it
 from .registry import (
     PROBE_SENTENCES,
     Exporter,
@@ -49,6 +50,7 @@ __all__ = [
     "ExportCheckError",
     "ExportReport",
     "ExportSource",
+    "GaussianSentenceTransformersExporter",
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",

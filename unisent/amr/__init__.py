@@ -1,0 +1,64 @@
+"""AMR for sentence embeddings (Cai et al., 2022): linearisation, vocabulary extension, parsers and
+translators as pluggable steps."""
+
+from .linearize import (
+    AMRError,
+    LinearizedAMR,
+    PenmanBlock,
+    iter_penman_blocks,
+    linearize,
+    linearize_blocks,
+    linearize_file,
+    linearize_string,
+    linearize_tokens,
+    parse_metadata,
+)
+from .parsing import (
+    AmrlibParser,
+    AMRParser,
+    MarianTranslator,
+    NotInLookupError,
+    PreParsedAMR,
+    PreTranslated,
+    Translator,
+)
+from .vocab import (
+    count_symbols,
+    count_symbols_in_file,
+    extend_vocabulary,
+    is_frame,
+    is_relation,
+    read_counts,
+    read_symbols,
+    readable_form,
+    select_symbols,
+)
+
+__all__ = [
+    "AMRError",
+    "AMRParser",
+    "AmrlibParser",
+    "LinearizedAMR",
+    "MarianTranslator",
+    "NotInLookupError",
+    "PenmanBlock",
+    "PreParsedAMR",
+    "PreTranslated",
+    "Translator",
+    "count_symbols",
+    "count_symbols_in_file",
+    "extend_vocabulary",
+    "is_frame",
+    "is_relation",
+    "iter_penman_blocks",
+    "linearize",
+    "linearize_blocks",
+    "linearize_file",
+    "linearize_string",
+    "linearize_tokens",
+    "parse_metadata",
+    "read_counts",
+    "read_symbols",
+    "readable_form",
+    "select_symbols",
+]

@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "BUILDER_MODULES"]
 
-BUILDER_MODULES = ("nli",)
+BUILDER_MODULES = ("nli", "ease", "amr")
 
 
 def build_parser() -> argparse.ArgumentParser:

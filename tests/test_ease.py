@@ -110,6 +110,28 @@ def test_duplicate_entities_can_be_masked_and_the_temperature_divides():
     assert abs(terms["entity"].item() - (2 * math.log(4) + math.log(5)) / 3) < 0.01
 
 
+def test_masking_also_drops_the_other_entities_of_the_same_sentence():
+    torch.manual_seed(0)
+    encoder = ToyEncoder()
+    objective = EASE(entity_dim=4, entity_temperature=0.5, mask_duplicate_entities=True, use_hard_negatives=False)
+    objective.setup_for(encoder)
+    objective.build_vocabulary(["Q1", "Q2", "Q3"])
+    # rows 0 and 1 are one sentence (padded differently would not matter) with two linked entities
+    ids = torch.tensor([[1, 2, 3, 0], [1, 2, 3, 0], [4, 5, 6, 7]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0], [1, 1, 1, 1]])
+    batch = {"text": {"input_ids": ids, "attention_mask": mask}, "entity": objective.entity_ids(["Q1", "Q2", "Q3"])}
+    terms = objective(encoder, batch)
+    with torch.no_grad():
+        s = encoder(ids, mask).numpy()
+        pos = objective.project(batch["entity"]).numpy()
+    same = [[c in (0, 1) and i in (0, 1) for c in range(6)] for i in range(3)]
+    expected = _hand_entity_loss(s, pos, None, 0.5, [False] * 3, same=same)
+    assert terms["entity"].item() == pytest.approx(expected, rel=1e-5)
+    unmasked = EASE(entity_dim=4, entity_temperature=0.5, use_hard_negatives=False)
+    unmasked.projection, unmasked.entity_table, unmasked._index = objective.projection, objective.entity_table, objective._index
+    assert unmasked(encoder, batch)["entity"].item() > terms["entity"].item() + 1e-3
+
+
 def test_ablations_change_what_is_computed():
     encoder = ToyEncoder()
     no_simcse = EASE(simcse_weight=0.0, entity_dim=4)

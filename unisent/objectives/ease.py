@@ -127,6 +127,13 @@ def _infer_dim(parts: list[str]) -> int:
     return n
 
 
+def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """An int64 hash per row of token ids (padding ignored): equal sentences get equal keys on every
+    process, whatever their padded length."""
+    weights = torch.randint(1, 2**62, (ids.shape[1],), generator=torch.Generator().manual_seed(0)).to(ids.device)
+    return (ids * mask * weights).sum(-1)
+
+
 class EASE(Objective):
     """Entity contrastive learning plus SimCSE's dropout contrastive loss (EASE, eq. 2 and 4).
 
@@ -167,8 +174,9 @@ class EASE(Objective):
         entity_titles: tsv ``id<TAB>title`` mapping entity ids to the Wikipedia titles of the
             Wikipedia2Vec file (``entities.tsv`` of the data pipeline); without it, ids are titles.
         min_count: minimum number of records linking an entity as positive.
-        mask_duplicate_entities: remove from a sentence's softmax the other records of the batch
-            that link the same entity (false negatives); off in the paper.
+        mask_duplicate_entities: remove false negatives from a sentence's softmax: the positive
+            entities of other records that are the same entity or come from the same sentence (a
+            sentence with several links gives several records); off in the paper.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
@@ -327,6 +335,10 @@ class EASE(Objective):
         exclude = (candidates == 0).expand(len(positive), -1)  # missing hard negatives
         if self.mask_duplicate_entities:
             exclude = exclude | (candidates[None, :] == positive[:, None])
+            # the entity of another record of the same sentence is not a negative either
+            key = _sentence_keys(batch["text"]["input_ids"], batch["text"]["attention_mask"])
+            same_text = key[:, None] == gather_no_grad(key)[None, :]
+            exclude = exclude | torch.cat([same_text, torch.zeros_like(exclude[:, same_text.shape[1]:])], dim=1)
         terms = {
             "entity": info_nce(
                 sentences, self.project(positive),

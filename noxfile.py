@@ -35,3 +35,12 @@ def lint(session: nox.Session) -> None:
 def slow(session: nox.Session) -> None:
     """Slow tests: every recipe for a few steps on a tiny model."""
     session.run("bash", "scripts/test.sh", "-m", "slow", *session.posargs, external=True)
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """Throughput against sentence-transformers (training and encode); writes docs/benchmarks.md.
+    Run it on an otherwise idle machine: other jobs on the CPU distort the timings."""
+    session.run("bash", "scripts/setup.sh", external=True)
+    session.run(".venv/bin/pip", "install", "-q", "torch==2.13.0", "-e", ".[dev,bench]", external=True)
+    session.run(".venv/bin/python", "benchmarks/throughput.py", *session.posargs, external=True)

@@ -151,7 +151,11 @@ def child_train_unisent(args) -> dict:
 def child_train_st(args) -> dict:
     import torch
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
 
@@ -320,7 +324,7 @@ def write_markdown(args, results: dict, peak: float, scale: dict | None, path: P
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
         f"device `{args.device}`, {args.threads} threads",
-        f"- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: the bundled STS-B train sentences",
+        "- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: the bundled STS-B train sentences",
         f"- batch {args.batch}, max length {args.max_length}, precision `{args.precision}`, "
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",
         f"- measured matmul peak: {peak / 1e9:,.1f} GFLOP/s",

@@ -313,3 +313,33 @@ def test_two_processes_equal_one_process_for_both_terms(mask_duplicates):
             np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
     # the entity table receives gradient from the other process's sentences only if it is gathered
     assert np.abs(distributed["entity"][1][1]).sum() > 0
+
+
+@pytest.mark.slow
+def test_wikipedia2vec_trained_on_the_dump_sample_initialises_the_table(tmp_path):
+    """End to end: Wikipedia2Vec trained on the 3-page dump, EASE records built from the same dump."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from unisent.commands.data import main as data_main
+
+    pytest.importorskip("wikipedia2vec")
+    dump = Path(__file__).parent / "fixtures" / "ease" / "enwiki-pages-articles-sample.xml.bz2"
+    cli = str(Path(sys.executable).parent / "wikipedia2vec")
+    subprocess.run([cli, "train", str(dump), "w2v.pkl", "--dim-size", "32", "--iteration", "1",
+                    "--min-entity-count", "1", "--min-word-count", "1"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([cli, "save-text", "w2v.pkl", "w2v.txt"], cwd=tmp_path, check=True, capture_output=True)
+    data_main(["ease-wikipedia", "--input", str(dump), "--output", str(tmp_path / "ease"), "--min-link-count", "0"])
+    records = [json.loads(line) for line in (tmp_path / "ease" / "records.jsonl").read_text().splitlines()]
+    binary, dim = read_wikipedia2vec(tmp_path / "w2v.pkl")
+    text, _ = read_wikipedia2vec(tmp_path / "w2v.txt")
+    assert dim == 32 and set(text) == set(binary) and len(binary) > 100
+    for source in ("w2v.pkl", "w2v.txt"):
+        objective = EASE(entity_dim=32, wikipedia2vec=str(tmp_path / source), entity_titles=str(tmp_path / "ease" / "entities.tsv"))
+        objective.build_vocabulary([r["entity"] for r in records], [r["hard_negative"] for r in records])
+        report = objective.init_report
+        assert report["from_wikipedia2vec"] >= 0.8 * report["entities"], report  # the same dump's entities
+        entity = next(e for e in objective.entities[1:] if e in binary)
+        np.testing.assert_allclose(objective.entity_table.weight[objective.entities.index(entity)].detach().numpy(),
+                                   binary[entity], atol=5e-4)  # save-text keeps 3 decimals

@@ -29,9 +29,14 @@ def load(model: str, device: str | None = None) -> torch.nn.Module:
 
         encoder = UnisentModule.from_checkpoint(path).inference_model()
     elif path.is_dir():
+        from .amr.retrofit import RetrofittedEncoder
+        from .objectives.cmlm import ProjectionEncoder
         from .objectives.gausscse import GaussianEncoder
+        from .postprocess import PCREncoder
 
-        saved = GaussianEncoder if GaussianEncoder.is_saved_in(path) else Encoder
+        # PCR first: it wraps the others; a retrofitted model holds two encoders in sub-directories
+        wrappers = (PCREncoder, RetrofittedEncoder, GaussianEncoder, ProjectionEncoder)
+        saved = next((w for w in wrappers if w.is_saved_in(path)), Encoder)
         encoder = saved.from_pretrained(path)
     else:
         encoder = Encoder(EncoderConfig(model=model))

@@ -61,6 +61,11 @@ class EvaluationConfig:
         return str(SAMPLE_DIR)
 
 
+# the module's hyperparameters hold these config dataclasses: let checkpoints load with
+# torch.load(weights_only=True), as Lightning does when resuming (`fit(ckpt_path=...)`)
+torch.serialization.add_safe_globals([EncoderConfig, EvaluationConfig])
+
+
 def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
     unknown = sorted(set(schedule) - set(names))
     if unknown:
@@ -192,6 +197,7 @@ class UnisentModule(L.LightningModule):
         details: dict[str, float] = {}
         if self.trainer.is_global_zero:
             results = self.run_tasks(tasks)
+            self._log_results_table(prefix, results)
             scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
             details = {f"{name}/{metric}": float(value) for name, r in results["tasks"].items()
                        for metric, value in r["metrics"].items()}
@@ -202,6 +208,18 @@ class UnisentModule(L.LightningModule):
             self.log(f"{prefix}/{key}", value, batch_size=1)
         if scores:
             self.log(f"{prefix}/score", sum(scores.values()) / len(scores), batch_size=1)
+
+    def _log_results_table(self, prefix: str, results: dict[str, Any]) -> None:
+        """Log the evaluation as a table (task, metric, score) to Weights & Biases, as ``<prefix>/results``."""
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers = [logger for logger in self.loggers if isinstance(logger, WandbLogger)]
+        if not loggers:
+            return
+        rows = [[task, metric, float(value)] for task, r in results["tasks"].items()
+                for metric, value in r["metrics"].items() if isinstance(value, (int, float))]
+        for logger in loggers:
+            logger.log_table(key=f"{prefix}/results", columns=["task", "metric", "score"], data=rows, step=self.global_step)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         """The validation loop runs over one placeholder batch; the work is in the epoch end."""
@@ -239,9 +257,11 @@ class UnisentModule(L.LightningModule):
         return self.encoder
 
     def on_train_end(self) -> None:
-        if not self.save_encoder or self.trainer is None or not self.trainer.is_global_zero:
+        if not self.save_encoder or self.trainer is None:
             return
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir)
+        root = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: on every process
+        if not self.trainer.is_global_zero:
+            return
         self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
         rank_zero_info(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)")
 

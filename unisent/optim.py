@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["AdamW", "warmup_linear_lambda", "split_weight_decay"]
+__all__ = ["AdamW", "Lamb", "warmup_linear_lambda", "split_weight_decay"]
 
 
 class AdamW(torch.optim.AdamW):
@@ -30,6 +30,98 @@ class AdamW(torch.optim.AdamW):
         if fused is None:
             fused = _fused_supported(params)
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes",
+    Algorithm 2): Adam's direction with decoupled weight decay, rescaled per parameter tensor by a
+    trust ratio. CMLM trains with it (lr 1e-3, betas 0.9 / 0.999; Yang et al. 2021, Sec. 3).
+
+    For each parameter ``p`` with gradient ``g`` at step ``t``::
+
+        m = beta1 m + (1 - beta1) g            v = beta2 v + (1 - beta2) g^2
+        m_hat = m / (1 - beta1^t)              v_hat = v / (1 - beta2^t)      (if bias_correction)
+        u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p
+        trust = ||p|| / ||u||   (1 if either norm is 0; clipped to max_trust_ratio if set)
+        p = p - lr * trust * u
+
+    ``weight_decay`` is read per parameter group, so the no-decay group of
+    :func:`split_weight_decay` (biases, LayerNorm) gets none. With ``adapt_no_decay=False`` the
+    parameters of a group whose weight decay is 0 also skip the trust ratio (``trust = 1``: plain
+    Adam), as TensorFlow Addons' LAMB does for the parameters excluded from weight decay.
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (the paper: 1e-3).
+        betas: (beta1, beta2).
+        eps: added to ``sqrt(v_hat)``.
+        weight_decay: decoupled weight decay (BERT's 0.01).
+        bias_correction: divide the moments by ``1 - beta^t`` (Algorithm 2 does).
+        adapt_no_decay: apply the trust ratio in groups with ``weight_decay == 0`` too.
+        max_trust_ratio: clip the trust ratio from above (None = no clipping, as in the paper).
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        bias_correction: bool = True,
+        adapt_no_decay: bool = True,
+        max_trust_ratio: float | None = None,
+    ) -> None:
+        if lr <= 0 or eps < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"invalid LAMB settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        if max_trust_ratio is not None and max_trust_ratio <= 0:
+            raise ValueError(f"max_trust_ratio must be positive, got {max_trust_ratio}")
+        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
+                    "bias_correction": bias_correction, "adapt_no_decay": adapt_no_decay,
+                    "max_trust_ratio": max_trust_ratio}
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            decay = group["weight_decay"]
+            adapt = group["adapt_no_decay"] or decay != 0
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Lamb does not support sparse gradients")
+                grad = p.grad.float()
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                state["step"] += 1
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                m_hat, v_hat = m, v
+                if group["bias_correction"]:
+                    m_hat = m / (1 - beta1 ** state["step"])
+                    v_hat = v / (1 - beta2 ** state["step"])
+                param = p.float()
+                update = m_hat / (v_hat.sqrt() + group["eps"])
+                if decay:
+                    update = update + decay * param
+                trust = 1.0
+                if adapt:
+                    w_norm, u_norm = param.norm(), update.norm()
+                    trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                    if group["max_trust_ratio"] is not None:
+                        trust = trust.clamp(max=group["max_trust_ratio"])
+                p.copy_((param - group["lr"] * trust * update).to(p.dtype))
+        return loss
 
 
 def _fused_supported(params: list) -> bool:

@@ -1,5 +1,6 @@
 """AMR for sentence embeddings (Cai et al., 2022): linearisation, vocabulary extension, parsers and
-translators as pluggable steps."""
+translators as pluggable steps, and retrofitting (``RetrofittedEncoder``, loaded on first use so that
+``python -m unisent.amr.retrofit`` runs cleanly)."""
 
 from .linearize import (
     AMRError,
@@ -34,7 +35,23 @@ from .vocab import (
     select_symbols,
 )
 
+_RETROFIT = ("COMBINATIONS", "MissingGraphError", "RetrofittedEncoder", "combine", "is_penman")
+
+
+def __getattr__(name: str):
+    if name in _RETROFIT:
+        from . import retrofit
+
+        return getattr(retrofit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "COMBINATIONS",
+    "MissingGraphError",
+    "RetrofittedEncoder",
+    "combine",
+    "is_penman",
     "AMRError",
     "AMRParser",
     "AmrlibParser",

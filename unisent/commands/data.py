@@ -14,7 +14,7 @@ import sys
 
 __all__ = ["main", "BUILDER_MODULES"]
 
-BUILDER_MODULES = ("nli", "ease", "amr")
+BUILDER_MODULES = ("nli", "ease", "amr", "amr_nli", "cmlm")
 
 
 def build_parser() -> argparse.ArgumentParser:

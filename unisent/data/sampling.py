@@ -1,13 +1,35 @@
-"""Length-grouped sampling: batches of sentences of similar length, so less padding."""
+"""Training samplers: deterministic, shardable, resumable; optional length grouping (less padding)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DistributedSampler, Sampler
 
-__all__ = ["LengthGroupedSampler"]
+__all__ = ["LengthGroupedSampler", "ResumableSampler", "length_grouped_order"]
+
+# passes over the data within one epoch (a shorter loader cycled by Lightning's CombinedLoader) get
+# seeds this far apart, so that they never collide with the seeds of other epochs
+_PASS_STRIDE = 1_000_003
+
+
+def length_grouped_order(lengths: torch.Tensor, group: int, mega: int, generator: torch.Generator) -> torch.Tensor:
+    """A permutation of ``range(len(lengths))`` whose consecutive runs of ``group`` have similar lengths.
+
+    Shuffle all indices, cut them into mega-batches of ``mega``, sort each mega-batch by length
+    (longest first), cut it into groups and shuffle the order of the full groups; partial groups
+    come last.
+    """
+    perm = torch.randperm(len(lengths), generator=generator)
+    groups = []
+    for chunk in perm.split(mega):
+        order = torch.argsort(lengths[chunk], descending=True, stable=True)
+        groups.extend(chunk[order].split(group))
+    full = [g for g in groups if len(g) == group]
+    partial = [g for g in groups if len(g) != group]
+    shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()] + partial
+    return torch.cat(shuffled) if shuffled else torch.empty(0, dtype=torch.long)
 
 
 class LengthGroupedSampler(Sampler[int]):
@@ -21,8 +43,9 @@ class LengthGroupedSampler(Sampler[int]):
     is no longer a cue for telling them apart. This is usually harmless and sometimes helps; it
     changes the negative distribution, so keep it off when reproducing a paper's numbers exactly.
 
-    Under DDP, Lightning wraps this sampler and gives each process every ``world_size``-th index;
-    neighbouring indices have similar lengths, so each process's batches stay homogeneous.
+    The training loaders of :class:`~unisent.data.UnisentDataModule` use :class:`ResumableSampler`
+    (``lengths=...``), which orders the data the same way, shards it across processes and can
+    resume mid-epoch; this class is the plain single-process sampler.
 
     Args:
         lengths: token length of each example.
@@ -46,12 +69,113 @@ class LengthGroupedSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed + self.epoch)
-        perm = torch.randperm(len(self.lengths), generator=g)
-        batches = []
-        for mega in perm.split(self.mega):
-            order = torch.argsort(self.lengths[mega], descending=True, stable=True)
-            batches.extend(mega[order].split(self.batch_size))
-        full = [b for b in batches if len(b) == self.batch_size]
-        partial = [b for b in batches if len(b) != self.batch_size]
-        shuffled = [full[i] for i in torch.randperm(len(full), generator=g).tolist()] + partial
-        return iter(torch.cat(shuffled).tolist() if shuffled else [])
+        return iter(length_grouped_order(self.lengths, self.batch_size, self.mega, g).tolist())
+
+
+class ResumableSampler(DistributedSampler):
+    """The training sampler: a deterministic order per (seed, epoch, pass), sharded, resumable.
+
+    * **Deterministic.** The order of a pass over the data depends only on ``seed``, the epoch
+      (:meth:`set_epoch`, called by Lightning) and the pass number within the epoch (a shorter
+      loader that Lightning's ``CombinedLoader`` cycles starts a new pass each time), never on the
+      global random state: data order and dropout draw from separate streams.
+    * **Sharded.** The order is cut into global batches of ``batch_size * num_replicas``; process
+      ``rank`` takes its contiguous slice of each, so every process gets the same number of full
+      batches (contrastive losses gather equal-sized batches). It subclasses ``DistributedSampler``
+      so that Lightning uses it as is under DDP/FSDP instead of wrapping it.
+    * **Resumable.** :meth:`set_position` makes the next pass start at a given batch, skipping the
+      batches already trained on by index arithmetic: nothing before the position is read,
+      tokenised or collated. :class:`~unisent.data.UnisentDataModule` stores the position in every
+      checkpoint and sets it on resume.
+    * **Length grouping** (``lengths``): the global batches are formed as by
+      :class:`LengthGroupedSampler` (with the global batch size), so each process's batch is a
+      slice of a length-homogeneous global batch.
+
+    Incomplete global batches are dropped (as ``drop_last=True``).
+
+    Args:
+        num_samples: size of the dataset.
+        batch_size: per-process batch size.
+        seed: base seed of the order.
+        shuffle: ``False`` keeps the dataset order (sharded the same way).
+        lengths: token length of each example, to group batches by length.
+        mega_batch_factor: with ``lengths``: how many global batches are sorted together.
+        num_replicas: number of processes (world size).
+        rank: this process's global rank.
+    """
+
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        lengths: Sequence[int] | None = None,
+        mega_batch_factor: int = 50,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        # DistributedSampler.__init__ is not called: it needs a process group and a dataset
+        if batch_size < 1 or num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"need batch_size >= 1 and 0 <= rank < num_replicas, got {batch_size}, {rank}, {num_replicas}")
+        if lengths is not None and len(lengths) != num_samples:
+            raise ValueError(f"got {len(lengths)} lengths for {num_samples} samples")
+        self.dataset_size = num_samples
+        self.batch_size = batch_size
+        self.seed = seed
+        self.shuffle = shuffle
+        self.lengths = torch.as_tensor(list(lengths)) if lengths is not None else None
+        self.mega_batch_factor = mega_batch_factor
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.drop_last = True
+        self.epoch = 0
+        self._pass = 0  # the pass that the next __iter__ starts
+        self._start = 0  # the batch that the next __iter__ starts at (set by set_position)
+        self.num_samples = self.num_batches * batch_size  # DistributedSampler's attribute: per process
+        self.total_size = self.num_samples * num_replicas
+
+    @property
+    def num_batches(self) -> int:
+        """Full batches per process and pass."""
+        return self.dataset_size // (self.batch_size * self.num_replicas)
+
+    def __len__(self) -> int:
+        return self.num_batches * self.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` (from pass 0, batch 0); a no-op when already in ``epoch`` (on resume,
+        Lightning sets the epoch that :meth:`set_position` set already)."""
+        if epoch != self.epoch:
+            self.epoch, self._pass, self._start = epoch, 0, 0
+
+    def set_position(self, epoch: int, pass_: int = 0, batch: int = 0) -> None:
+        """Make the next pass over the data ``pass_`` of ``epoch``, starting at its batch ``batch``."""
+        if not 0 <= batch <= self.num_batches:
+            raise ValueError(f"batch {batch} is outside a pass of {self.num_batches} batches")
+        self.epoch, self._pass, self._start = epoch, pass_, batch
+
+    def generator(self, epoch: int, pass_: int) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed + epoch + _PASS_STRIDE * pass_)
+
+    def global_order(self, epoch: int, pass_: int = 0) -> torch.Tensor:
+        """All indices in the order of pass ``pass_`` of ``epoch``, before sharding."""
+        n = self.dataset_size
+        if not self.shuffle:
+            return torch.arange(n)
+        g = self.generator(epoch, pass_)
+        if self.lengths is None:
+            return torch.randperm(n, generator=g)
+        group = self.batch_size * self.num_replicas
+        return length_grouped_order(self.lengths, group, group * self.mega_batch_factor, g)
+
+    def batches(self, epoch: int, pass_: int = 0) -> torch.Tensor:
+        """This process's batches of a pass: (num_batches, batch_size) indices."""
+        order = self.global_order(epoch, pass_)[: self.num_batches * self.batch_size * self.num_replicas]
+        return order.view(self.num_batches, self.num_replicas, self.batch_size)[:, self.rank]
+
+    def __iter__(self) -> Iterator[int]:
+        epoch, pass_, start = self.epoch, self._pass, self._start
+        self._pass, self._start = pass_ + 1, 0
+        return iter(self.batches(epoch, pass_)[start:].reshape(-1).tolist())

@@ -28,6 +28,7 @@ from .registry import (
     register_exporter,
     registered,
 )
+from .retrofit import RetrofittedSentenceTransformersExporter  # registers it
 from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_source
 from .streaming import (
     SUPPORTED_INPUTS,
@@ -54,6 +55,7 @@ __all__ = [
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",
+    "RetrofittedSentenceTransformersExporter",
     "TrainingRecord",
     "available_formats",
     "encode_file",

@@ -18,7 +18,7 @@ from .source import ExportSource, TrainingRecord, load_source
 __all__ = ["ExportCheckError", "ExportReport", "export_model"]
 
 #: What :func:`export_model` requires of a directory before ``overwrite`` may replace it.
-EXPORT_MARKERS = ("unisent_encoder.json",)
+EXPORT_MARKERS = ("unisent_encoder.json", "retrofit.json")
 
 
 class ExportCheckError(RuntimeError):
@@ -59,12 +59,15 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def _retarget_settings(out: Path, tmp: Path) -> None:
-    """``save_pretrained`` records its directory in unisent_encoder.json: the temporary one, now ``out``."""
-    settings_file = out / "unisent_encoder.json"
-    if settings_file.is_file():
+    """``save_pretrained`` records its directory in unisent_encoder.json: the temporary one, now ``out``
+    (also in sub-directories, e.g. the two encoders of a retrofitted model)."""
+    for settings_file in [out / "unisent_encoder.json", *sorted(out.glob("*/unisent_encoder.json"))]:
+        if not settings_file.is_file():
+            continue
         settings = json.loads(settings_file.read_text(encoding="utf-8"))
-        if settings.get("model") == str(tmp):
-            settings["model"] = str(out)
+        recorded = str(settings.get("model", ""))
+        if recorded == str(tmp) or recorded.startswith(str(tmp) + os.sep):
+            settings["model"] = str(out) + recorded[len(str(tmp)):]
             settings_file.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 

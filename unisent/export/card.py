@@ -138,7 +138,7 @@ def render_card(
         for obj in record.objectives:
             lines.append(f"### `{obj.name}`: `{obj.class_path}` (weight {obj.weight:g})")
             lines.append("")
-            settings = ", ".join(f"`{k}={json.dumps(v, default=str)}`" for k, v in obj.init_args.items())
+            settings = ", ".join(f"`{k}={_setting(v)}`" for k, v in obj.init_args.items())
             lines.append(f"Settings: {settings or 'defaults'}.")
             lines.append("")
             lines.append(f"Citation: {obj.citation or 'none recorded by the objective class'}")
@@ -171,3 +171,11 @@ def render_card(
     if citations:
         lines += ["## Citation", ""] + [f"- {c}" for c in dict.fromkeys(citations)] + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _setting(value) -> str:
+    """A setting for the card; long lists (e.g. an AMR vocabulary of thousands of symbols) are summarised."""
+    if isinstance(value, (list, tuple)) and len(value) > 12:
+        head = ", ".join(json.dumps(v, default=str) for v in value[:3])
+        return f"[{head}, ... ({len(value):,} items)]"
+    return json.dumps(value, default=str)

@@ -20,7 +20,13 @@ import torch
 from torch import nn
 
 from ..objectives.gausscse import GaussianEncoder
-from .encoder import EncoderSentenceTransformersExporter, _common_facts, _max_abs_diff, _st_modules, _write_json
+from .encoder import (
+    EncoderSentenceTransformersExporter,
+    _common_facts,
+    _max_abs_diff,
+    _st_modules,
+    _write_json,
+)
 from .registry import register_exporter
 
 __all__ = ["GaussianSentenceTransformersExporter"]
@@ -106,7 +112,7 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
             return diff, how
         st = SentenceTransformer(str(out), device="cpu")
         got = torch.as_tensor(st.encode(list(sentences), convert_to_numpy=True))
-        return max(diff, _max_abs_diff(got, mu)), how + f" and `SentenceTransformer(DIR).encode` (means)"
+        return max(diff, _max_abs_diff(got, mu)), how + " and `SentenceTransformer(DIR).encode` (means)"
 
 
 def _read_modules(out: Path) -> list[dict]:

@@ -3,8 +3,10 @@
 from .distributed import gather_no_grad, gather_with_grad, label_offset, rank_and_world
 from .gaussian import gauss_cse_loss, gaussian_similarity_matrix, kl_diagonal, kl_matrix
 from .info_nce import cosine_logits, info_nce
+from .margin import additive_margin_softmax, margin_logits
 
 __all__ = [
+    "additive_margin_softmax",
     "cosine_logits",
     "gather_no_grad",
     "gather_with_grad",
@@ -14,5 +16,6 @@ __all__ = [
     "kl_diagonal",
     "kl_matrix",
     "label_offset",
+    "margin_logits",
     "rank_and_world",
 ]

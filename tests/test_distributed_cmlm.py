@@ -1,0 +1,92 @@
+"""2-process (gloo) parity of the bitext retrieval loss: gathered candidates equal one process on the global batch."""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from unisent.losses import additive_margin_softmax
+
+pytestmark = pytest.mark.distributed
+
+WORLD, LOCAL, DIM_IN, DIM = 2, 4, 6, 4
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(WORLD * LOCAL, DIM_IN, generator=g) for _ in range(2)]
+    weight = torch.randn(DIM, DIM_IN, generator=g)
+    return inputs, weight
+
+
+def _loss(layer, inputs, **kw):
+    source, target = (layer(x) for x in inputs)
+    return additive_margin_softmax(source, target, margin=0.3, **kw)
+
+
+def _worker(rank, port, out, kw):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    inputs, weight = _data()
+    layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
+    layer.weight.data.copy_(weight)
+    shard = [x[rank * LOCAL : (rank + 1) * LOCAL] for x in inputs]
+    loss = _loss(layer, shard, **dict(kw))
+    loss.backward()
+    grad = layer.weight.grad.clone()
+    dist.all_reduce(grad)  # what DDP does: average gradients over processes
+    grad /= WORLD
+    losses = [torch.zeros(()) for _ in range(WORLD)]
+    dist.all_gather(losses, loss.detach())
+    if rank == 0:
+        out.put((torch.stack(losses).mean().item(), grad.numpy().copy()))
+    dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_two_processes(kw):
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, port, out, kw)) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    dist_loss, dist_grad = out.get(timeout=120)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return dist_loss, dist_grad
+
+
+def _one_process(kw):
+    inputs, weight = _data()
+    layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
+    layer.weight.data.copy_(weight)
+    loss = _loss(layer, inputs, **{k: v for k, v in kw.items() if k != "gather"})
+    loss.backward()
+    return loss, layer.weight.grad
+
+
+@pytest.mark.parametrize("kw", [{}, {"normalize": True, "scale": 10.0}, {"bidirectional": False}],
+                         ids=["inner_product", "scaled_cosine", "one_direction"])
+def test_bitext_loss_two_processes_equal_one_process_on_global_batch(kw):
+    dist_loss, dist_grad = _run_two_processes(kw)
+    loss, grad = _one_process(kw)
+    assert dist_loss == pytest.approx(loss.item(), rel=1e-5)
+    torch.testing.assert_close(torch.from_numpy(dist_grad), grad, rtol=1e-5, atol=1e-6)
+
+
+def test_bitext_loss_without_gathering_differs():
+    """Control: local-only candidates give another loss and gradient, so the parity above is not automatic."""
+    dist_loss, dist_grad = _run_two_processes({"gather": False})
+    loss, grad = _one_process({})
+    assert abs(dist_loss - loss.item()) > 1e-3
+    assert not torch.allclose(torch.from_numpy(dist_grad), grad, rtol=1e-3, atol=1e-4)

@@ -1,0 +1,306 @@
+"""Fault-tolerant training: a run killed with SIGKILL and resumed with ``--ckpt_path last`` ends with
+exactly the weights of an uninterrupted run (data position, random states, optimiser, schedule)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+import yaml
+
+from unisent.data import SAMPLE_DIR, DataSource, ResumableSampler, UnisentDataModule
+from unisent.encoders import EncoderConfig
+from unisent.module import EvaluationConfig, UnisentModule
+from unisent.objectives import SimCSE
+from unisent.optim import AdamW
+from unisent.resume import RNG_KEY, AtomicCheckpointIO, UnisentCheckpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------ sampler
+def test_resumable_sampler_is_deterministic_sharded_and_skips_by_index():
+    sampler = ResumableSampler(103, 4, seed=3)
+    assert len(sampler) == 100 and sampler.num_batches == 25
+    first = list(sampler)
+    assert len(set(first)) == 100 and list(ResumableSampler(103, 4, seed=3)) == first
+    assert list(sampler) != first  # the next pass (a cycled loader) has another order
+    sampler.set_epoch(1)
+    epoch1 = list(sampler)
+    assert epoch1 != first
+    sampler.set_position(1, 0, 7)
+    assert list(sampler) == epoch1[7 * 4 :]  # resumed at batch 7: the rest of the same pass
+    sampler.set_position(2, 0, 3)
+    sampler.set_epoch(2)  # Lightning sets the epoch that the resume set already: no reset
+    assert list(sampler) == ResumableSampler(103, 4, seed=3).batches(2)[3:].reshape(-1).tolist()
+    # two processes: disjoint halves of each global batch, same number of batches
+    shards = [ResumableSampler(103, 4, seed=3, num_replicas=2, rank=r) for r in (0, 1)]
+    a, b = (list(s) for s in shards)
+    assert len(a) == len(b) == 48 and not set(a) & set(b)
+    assert a[:4] + b[:4] == ResumableSampler(103, 8, seed=3).global_order(0)[:8].tolist()
+
+
+def test_resumable_sampler_groups_lengths_per_global_batch():
+    lengths = torch.randint(3, 60, (960,)).tolist()
+    shards = [ResumableSampler(960, 8, lengths=lengths, mega_batch_factor=10, num_replicas=2, rank=r) for r in (0, 1)]
+    batches = [s.batches(0) for s in shards]
+    spread = [max(lengths[i] for i in b.tolist()) - min(lengths[i] for i in b.tolist()) for b in batches[0]]
+    assert sum(spread) < 0.3 * 56 * len(spread)
+    covered = torch.cat([b.reshape(-1) for b in batches])
+    assert len(set(covered.tolist())) == 960
+
+
+def test_datamodule_positions_follow_the_combine_mode():
+    dm = UnisentDataModule(combine_mode="max_size_cycle")
+    dm.samplers = {"long": ResumableSampler(100, 10), "short": ResumableSampler(30, 10)}
+    assert dm.positions(7) == {"long": {"pass": 0, "batch": 7}, "short": {"pass": 2, "batch": 1}}
+    dm.combine_mode = "max_size"
+    assert dm.positions(7)["short"] == {"pass": 0, "batch": 3}
+    dm.combine_mode = "sequential"
+    assert dm.positions(12) == {"long": {"pass": 0, "batch": 10}, "short": {"pass": 0, "batch": 2}}
+
+
+# ------------------------------------------------------------------------------------------ files
+def test_checkpoints_are_written_to_a_temporary_file_and_renamed(tmp_path, monkeypatch):
+    replaced = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        replaced.append((Path(src), Path(dst)))
+        assert Path(src).parent == Path(dst).parent and Path(src).is_file()
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"w": torch.ones(3)}, tmp_path / "ckpts" / "last.ckpt")
+    assert replaced and replaced[0][1] == tmp_path / "ckpts" / "last.ckpt"
+    assert torch.equal(torch.load(tmp_path / "ckpts" / "last.ckpt")["w"], torch.ones(3))
+    assert [p.name for p in (tmp_path / "ckpts").iterdir()] == ["last.ckpt"]
+    # a temporary file left by a killed writer (a dead pid on this host) is removed, others are kept
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / "ckpts" / f".last.ckpt.{dead.stdout.strip()}@{socket.gethostname()}.tmp"
+    live = tmp_path / "ckpts" / f".last.ckpt.{os.getpid()}@{socket.gethostname()}.tmp"
+    stale.write_bytes(b"partial")
+    live.write_bytes(b"in progress")
+    assert AtomicCheckpointIO.remove_stale_temporaries(tmp_path / "ckpts") == [stale]
+    assert live.is_file() and not stale.exists()
+
+
+def test_ckpt_path_last_points_the_logger_at_the_newest_run(tmp_path):
+    from jsonargparse import Namespace
+
+    from unisent.cli import _continue_last_run
+
+    def config(logger_args, ckpt_path="last"):
+        logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(**logger_args))
+        return Namespace(ckpt_path=ckpt_path, checkpoint=Namespace(dirpath=None), trainer=Namespace(logger=logger))
+
+    fresh = config({"save_dir": str(tmp_path), "name": "run", "version": None})
+    _continue_last_run(fresh)  # nothing to resume: Lightning starts from scratch
+    assert fresh.trainer.logger.init_args.version is None
+    for version, age in (("version_0", 100), ("version_1", 10), ("version_2", None)):
+        run = tmp_path / "run" / version
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "metrics.csv").write_text("step\n1\n")
+        if age is not None:
+            last = run / "checkpoints" / "last.ckpt"
+            last.write_bytes(b"x")
+            os.utime(last, (time.time() - age, time.time() - age))
+    resumed = config({"save_dir": str(tmp_path), "name": "run", "version": None})
+    _continue_last_run(resumed)
+    assert resumed.trainer.logger.init_args.version == 1  # the newest last.ckpt, not the newest directory
+    assert (tmp_path / "run/version_1/metrics-0.csv").is_file() and not (tmp_path / "run/version_1/metrics.csv").exists()
+    pinned = config({"save_dir": str(tmp_path), "name": "run", "version": 0})
+    _continue_last_run(pinned)
+    assert pinned.trainer.logger.init_args.version == 0
+    other = config({"save_dir": str(tmp_path), "name": "run", "version": None}, ckpt_path=None)
+    _continue_last_run(other)
+    assert other.trainer.logger.init_args.version is None
+
+
+# ------------------------------------------------------------------------------------------ in process
+class _Crash(L.Callback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise RuntimeError("simulated crash")
+
+
+class _LateRestore(L.pytorch.strategies.SingleDeviceStrategy):
+    """Reads the checkpoint after its setup, as FSDP and DeepSpeed do (the loaders exist by then)."""
+
+    @property
+    def restore_checkpoint_after_setup(self) -> bool:
+        return True
+
+
+def _fit(model_dir, root, max_steps=8, callbacks=(), ckpt_path=None, strategy="auto", num_workers=0):
+    L.seed_everything(5)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"),
+        objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5)],
+        optimizer=lambda params: AdamW(params, lr=1e-3), warmup_steps=2, evaluation=EvaluationConfig(val_tasks=[]),
+    )
+    data = UnisentDataModule(train={"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt"), max_records=48),
+                                    "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=32)},
+                             batch_size=8, seed=11, num_workers=num_workers)
+    checkpoint = UnisentCheckpoint(dirpath=root / "ckpt", every_n_train_steps=2, save_last=True, monitor=None)
+    trainer = L.Trainer(
+        default_root_dir=root, max_steps=max_steps, max_epochs=100, deterministic=True, strategy=strategy,
+        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        **({"accelerator": "cpu"} if strategy == "auto" else {}),
+        callbacks=[checkpoint, *callbacks],
+    )
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    return module, trainer
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("late", [False, True], ids=["restore-before-setup", "restore-after-setup"])
+def test_crash_and_resume_in_process_matches_an_uninterrupted_run(tiny_bert_dir, tmp_path, late):
+    # a worker process draws indices from the sampler as soon as the loader's iterator exists: with a
+    # strategy that reads the checkpoint after building it, the iterator must be restarted
+    workers = 1 if late else 0
+    strategy = _LateRestore(device=torch.device("cpu")) if late else "auto"
+    reference, _ = _fit(tiny_bert_dir, tmp_path / "ref", strategy=strategy, num_workers=workers)
+    strategy = _LateRestore(device=torch.device("cpu")) if late else "auto"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _fit(tiny_bert_dir, tmp_path / "run", callbacks=[_Crash(step=5)], strategy=strategy, num_workers=workers)
+    last = torch.load(tmp_path / "run" / "ckpt" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 4 and RNG_KEY in last
+    # 48 records / 8 = 6 batches per epoch: step 4 is mid-epoch; the 4-batch loader is in its 2nd pass
+    assert last["UnisentDataModule"]["positions"] == {"unsup": {"pass": 0, "batch": 4}, "sup": {"pass": 1, "batch": 0}}
+    strategy = _LateRestore(device=torch.device("cpu")) if late else "auto"
+    resumed, trainer = _fit(tiny_bert_dir, tmp_path / "run", ckpt_path="last", strategy=strategy, num_workers=workers)
+    assert trainer.global_step == 8
+    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+# ------------------------------------------------------------------------------------------ SIGKILL
+_HELPER = '''
+import time
+import lightning as L
+
+class SlowSteps(L.Callback):
+    """Makes a run slow enough to be killed from outside mid-run."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        self.delay = delay
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        time.sleep(self.delay)
+'''
+
+
+def _config(tmp_path, model_dir) -> Path:
+    # unsupervised SimCSE (dropout: the random state matters) + supervised SimCSE on a shorter,
+    # cycled loader; 160 / 16 = 10 batches per epoch, 12 steps: the kill is mid-epoch, the resumed
+    # run crosses an epoch boundary; validation every 3 steps selects best.ckpt
+    config = {
+        "seed_everything": 7,
+        "model": {
+            "encoder": {"model": str(model_dir), "pooler": "cls_mlp_train_only", "max_length": 32},
+            "objectives": [
+                {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "unsup"}},
+                {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "sup", "supervised": True, "weight": 0.5}},
+            ],
+            "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
+            "warmup_steps": 2,
+        },
+        "data": {
+            "train": {"unsup": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 160},
+                      "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64}},
+            "batch_size": 16,
+        },
+        "trainer": {
+            "max_steps": 12, "max_epochs": 100, "val_check_interval": 3, "check_val_every_n_epoch": None,
+            "deterministic": True, "accelerator": "cpu", "enable_progress_bar": False,
+            "enable_model_summary": False, "log_every_n_steps": 1,
+        },
+        "checkpoint": {"every_n_train_steps": 2},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _command(config: Path, save_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "unisent.cli", "fit", "-c", str(config),
+            "--trainer.logger.class_path=lightning.pytorch.loggers.CSVLogger",
+            "--trainer.logger.init_args.name=run", f"--trainer.logger.init_args.save_dir={save_dir}", *extra]
+
+
+def _step_of(path: Path) -> int:
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
+    except (OSError, EOFError, RuntimeError, KeyError):
+        return -1
+
+
+def test_sigkill_mid_run_then_ckpt_path_last_reproduces_the_uninterrupted_weights(tiny_bert_dir, tmp_path):
+    _kill_and_resume(tiny_bert_dir, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_sigkill_and_resume_with_two_ddp_processes(tiny_bert_dir, tmp_path):
+    """Two gloo processes (per-process random states, sharded data order); 8 x 2 = the same global batch."""
+    _kill_and_resume(tiny_bert_dir, tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp_find_unused_parameters_true",
+                     "--data.batch_size=8")
+
+
+def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str) -> None:
+    config = _config(tmp_path, tiny_bert_dir)
+    (tmp_path / "slow_steps.py").write_text(textwrap.dedent(_HELPER))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    kw = {"env": env, "cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    start = time.monotonic()
+    reference = subprocess.Popen(_command(config, tmp_path / "ref", *extra), **kw)
+    victim = subprocess.Popen(_command(config, tmp_path / "run", '--trainer.callbacks+={"class_path": "slow_steps.SlowSteps"}', *extra),
+                              start_new_session=True, **kw)
+    last = tmp_path / "run" / "run" / "version_0" / "checkpoints" / "last.ckpt"
+    while victim.poll() is None and _step_of(last) < 4 and time.monotonic() - start < 240:
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)  # the run and, under DDP, the processes it started
+    out = victim.communicate()[0]
+    assert victim.returncode == -signal.SIGKILL, out[-3000:]
+    killed_at = _step_of(last)
+    assert 4 <= killed_at < 12 and killed_at % 10, f"resuming from step {killed_at}"  # mid-run, mid-epoch
+    assert not (last.parent.parent / "encoder").exists()  # the run did not finish
+
+    resumed = subprocess.run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra), **kw)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert f"Restoring states from the checkpoint path at {last}" in resumed.stdout
+    out = reference.communicate()[0]
+    assert reference.returncode == 0, out[-3000:]
+
+    ref_dir = tmp_path / "ref" / "run" / "version_0"
+    a = torch.load(ref_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    b = torch.load(last, map_location="cpu", weights_only=True)
+    assert a["global_step"] == b["global_step"] == 12
+    for name, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][name]), name
+    for k, state in a["optimizer_states"][0]["state"].items():
+        for key, value in state.items():
+            assert torch.equal(value, b["optimizer_states"][0]["state"][k][key]), (k, key)
+    assert a["lr_schedulers"] == b["lr_schedulers"]
+    from safetensors.torch import load_file
+
+    ea, eb = load_file(ref_dir / "encoder" / "model.safetensors"), load_file(last.parent.parent / "encoder" / "model.safetensors")
+    assert all(torch.equal(ea[k], eb[k]) for k in ea)
+    # the interrupted attempt's metrics are kept next to the resumed ones
+    assert (last.parent.parent / "metrics-0.csv").is_file() and (last.parent.parent / "metrics.csv").is_file()

@@ -1,0 +1,263 @@
+"""NLI triples (or pairs, or sentences) -> records with every AMR form: ``unisent data amr-nli``.
+
+Algorithm 1 of Cai et al. (2022) replaces each training sentence, at every step, by its text, the AMR
+graph of the sentence or the AMR graph of its translation into another language. Parsing and
+translating are far too slow for a training step, so this builder computes every form once::
+
+    {"anchor": "A man plays.", "positive": ..., "negative": ...}
+    ->
+    {"anchor": "A man plays.", "anchor_graph": "( play-01 :ARG0 ( man ) )",
+     "anchor_graph_de": "( play-01 :ARG0 ( man ) )", ..., "positive": ..., "positive_graph": ..., ...}
+
+and :class:`unisent.objectives.AMRSimCSE` draws among them per example and per step. Graphs are
+linearised with :func:`unisent.amr.linearize`. A sentence the parser (or translator) fails on gets a
+null graph, counted in the summary (``on_missing="error"`` stops instead); the objective then falls
+back to another form. A parser (a lookup) may also return graphs that are linearised already; they
+are kept as they are. Other fields of the input records are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from .nli import write_jsonl
+
+__all__ = ["SLOTS", "amr_nli_records", "read_slot_records", "register"]
+
+#: The sentence fields a record may have, in this order (``nli-triples`` writes all three).
+SLOTS = ("anchor", "positive", "negative")
+
+
+def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """Read a jsonl of NLI triples, pairs or single sentences; returns ``(records, slots)``.
+
+    The slots are the fields of :data:`SLOTS` present in the first record; every record must have them
+    as non-empty strings (an error names the line and field).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file {str(path)!r} does not exist")
+    records: list[dict[str, Any]] = []
+    slots: tuple[str, ...] = ()
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object")
+            if not records:
+                slots = tuple(s for s in SLOTS if s in record)
+                if not slots:
+                    raise ValueError(f"{path}:{lineno}: no sentence field ({', '.join(SLOTS)}) in {sorted(record)}")
+            for slot in slots:
+                value = record.get(slot)
+                if not isinstance(value, str) or not value.strip():
+                    raise ValueError(f"{path}:{lineno}: field {slot!r} must be a non-empty string, got {value!r}")
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no records")
+    return records, slots
+
+
+def _graphs(
+    parser, sentences: list[str], lang: str, on_missing: str, linearize_kwargs: dict, failures: Counter, what: str
+) -> list[str | None]:
+    """Parse and linearise; a batch that fails is retried sentence by sentence to isolate failures."""
+    from ...amr.linearize import linearize
+    from ...amr.retrofit import is_penman
+
+    def one(graph: str) -> str:  # a lookup may hold linearised graphs already: kept as they are
+        return linearize(graph, **linearize_kwargs) if is_penman(graph) else " ".join(graph.split())
+
+    if not sentences:
+        return []
+    try:
+        return [one(g) for g in parser.parse(sentences, lang)]
+    except Exception:  # noqa: BLE001 - parsers raise many kinds; retried one by one below
+        pass
+    out: list[str | None] = []
+    for sentence in sentences:
+        try:
+            out.append(one(parser.parse([sentence], lang)[0]))
+        except Exception as err:  # noqa: BLE001
+            if on_missing == "error":
+                raise ValueError(f"{what}: could not parse/linearise {sentence!r} ({lang}): {err}") from err
+            failures[f"graph ({lang})"] += 1
+            out.append(None)
+    return out
+
+
+def _translations(
+    translator, sentences: list[str], lang: str, on_missing: str, failures: Counter
+) -> list[str | None]:
+    if not sentences:
+        return []
+    try:
+        return list(translator.translate(sentences, lang))
+    except Exception:  # noqa: BLE001
+        pass
+    out: list[str | None] = []
+    for sentence in sentences:
+        try:
+            out.append(translator.translate([sentence], lang)[0])
+        except Exception as err:  # noqa: BLE001
+            if on_missing == "error":
+                raise ValueError(f"could not translate {sentence!r} into {lang}: {err}") from err
+            failures[f"translation ({lang})"] += 1
+            out.append(None)
+    return out
+
+
+def amr_nli_records(
+    records: Iterable[dict[str, Any]],
+    parser,
+    *,
+    slots: Sequence[str] = SLOTS,
+    languages: Sequence[str] = (),
+    translator=None,
+    source_language: str = "en",
+    on_missing: Literal["null", "error"] = "null",
+    parentheses: bool = True,
+    drop_wiki: bool = True,
+    chunk_size: int = 4096,
+    failures: Counter | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Add every AMR form to each record (see the module docstring).
+
+    Args:
+        records: dicts with the ``slots`` fields (sentences in ``source_language``).
+        parser: an :class:`unisent.amr.AMRParser` (``parse(sentences, lang) -> PENMAN``), e.g.
+            :class:`unisent.amr.PreParsedAMR` over pre-parsed files.
+        slots: the sentence fields (``anchor``, ``positive``, ``negative`` or a subset).
+        languages: target languages besides the source language; for each, ``slot_graph_xx`` =
+            ``linearize(parse(translate(sentence, xx), xx))``. Needs ``translator``.
+        translator: an :class:`unisent.amr.Translator` (e.g. :class:`unisent.amr.PreTranslated`).
+        source_language: the records' language; ``slot_graph`` is the graph of the sentence itself.
+        on_missing: ``null`` (a failed parse or translation gives a null graph, counted in
+            ``failures``) or ``error`` (raise).
+        parentheses, drop_wiki: linearisation settings (:func:`unisent.amr.linearize`).
+        chunk_size: records per parsing round (each distinct sentence of a chunk is parsed once).
+        failures: a Counter that receives ``{"graph (xx)": n, "translation (xx)": n}``.
+
+    Yields:
+        The input records (a copy) with ``slot_graph`` and ``slot_graph_xx`` fields added.
+    """
+    languages = [lang for lang in languages if lang != source_language]
+    if languages and translator is None:
+        raise ValueError(f"graphs of translations into {', '.join(languages)} need a translator")
+    if on_missing not in ("null", "error"):
+        raise ValueError(f"on_missing must be 'null' or 'error', got {on_missing!r}")
+    failures = failures if failures is not None else Counter()
+    kwargs = {"parentheses": parentheses, "drop_wiki": drop_wiki}
+    chunk: list[dict[str, Any]] = []
+
+    def flush(chunk: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        sentences = list(dict.fromkeys(r[s] for r in chunk for s in slots))
+        forms = {"graph": dict(zip(sentences, _graphs(parser, sentences, source_language, on_missing, kwargs,
+                                                      failures, "parser")))}
+        for lang in languages:
+            translated = _translations(translator, sentences, lang, on_missing, failures)
+            present = [t for t in dict.fromkeys(translated) if t is not None]
+            parsed = dict(zip(present, _graphs(parser, present, lang, on_missing, kwargs, failures, "parser")))
+            forms[f"graph_{lang}"] = {s: (parsed[t] if t is not None else None) for s, t in zip(sentences, translated)}
+        for record in chunk:
+            out = dict(record)
+            for slot in slots:
+                for form, table in forms.items():
+                    out[f"{slot}_{form}"] = table[record[slot]]
+            yield out
+
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= chunk_size:
+            yield from flush(chunk)
+            chunk = []
+    if chunk:
+        yield from flush(chunk)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def _parser_from_args(args: argparse.Namespace):
+    from ...amr.parsing import AmrlibParser, PreParsedAMR
+
+    if args.parser_lookup and args.amrlib:
+        raise ValueError("give either --parser-lookup or --amrlib, not both")
+    if args.parser_lookup:
+        return PreParsedAMR(args.parser_lookup)
+    if args.amrlib:
+        return AmrlibParser(args.amrlib_model, languages=[args.source_language, *args.languages])
+    raise ValueError("no parser: give --parser-lookup FILE... (pre-parsed PENMAN/jsonl) or --amrlib")
+
+
+def _translator_from_args(args: argparse.Namespace):
+    from ...amr.parsing import MarianTranslator, PreTranslated
+
+    if not args.languages:
+        return None
+    if args.translations and args.marian:
+        raise ValueError("give either --translations or --marian, not both")
+    if args.translations:
+        return PreTranslated(args.translations, source_lang=args.source_language)
+    if args.marian:
+        models = {}
+        for item in args.marian:
+            lang, sep, directory = item.partition("=")
+            if not sep or not lang or not directory:
+                raise ValueError(f"--marian takes LANG=DIR, got {item!r}")
+            models[lang] = directory
+        return MarianTranslator(models, source_lang=args.source_language)
+    raise ValueError(f"--languages {' '.join(args.languages)} need --translations FILE... or --marian LANG=DIR...")
+
+
+def _run(args: argparse.Namespace) -> None:
+    records, slots = read_slot_records(args.input)
+    parser = _parser_from_args(args)
+    translator = _translator_from_args(args)
+    failures: Counter = Counter()
+    out = amr_nli_records(
+        records, parser, slots=slots, languages=args.languages, translator=translator,
+        source_language=args.source_language, on_missing="error" if args.strict else "null",
+        parentheses=not args.no_parentheses, drop_wiki=not args.keep_wiki, failures=failures,
+    )
+    n = write_jsonl(out, args.output)
+    forms = ", ".join(f"{s}_graph" + "".join(f", {s}_graph_{lang}" for lang in args.languages) for s in slots)
+    print(f"{n} records ({', '.join(slots)}) with {forms} -> {args.output}")
+    for what, count in sorted(failures.items()):
+        print(f"  {count} null {what}: the objective falls back to another form for them")
+
+
+def register(sub) -> None:
+    """Add ``unisent data amr-nli``."""
+    p = sub.add_parser(
+        "amr-nli",
+        help="NLI triples/pairs/sentences -> records with their AMR graphs (and graphs of translations)",
+        description="Add the linearised AMR graph of every sentence (slot_graph) and of its translation into each "
+        "--languages entry (slot_graph_xx) to jsonl records with anchor[/positive[/negative]] fields, as "
+        "`unisent data nli-triples` writes them; the AMRSimCSE objective draws among the forms (Algorithm 1 "
+        "of Cai et al. 2022). Sentences the parser fails on get a null graph unless --strict.",
+    )
+    p.add_argument("--input", required=True, help="jsonl with anchor[, positive[, negative]] fields")
+    p.add_argument("--output", required=True, help="jsonl to write")
+    p.add_argument("--parser-lookup", nargs="+", metavar="FILE",
+                   help="pre-parsed graphs: PENMAN files with # ::snt, or jsonl with text + penman fields")
+    p.add_argument("--amrlib", action="store_true", help="parse with amrlib (pip install 'unisent[amr]')")
+    p.add_argument("--amrlib-model", default=None, help="amrlib parse model directory (default: amrlib's model_stog)")
+    p.add_argument("--languages", nargs="*", default=[], metavar="LANG",
+                   help="also the graphs of translations into these languages (e.g. de es it zh fr ar)")
+    p.add_argument("--translations", nargs="+", metavar="FILE",
+                   help="pre-computed translations: jsonl of {text, lang, translation}")
+    p.add_argument("--marian", nargs="+", metavar="LANG=DIR", help="OPUS-MT (MarianMT) model directories per language")
+    p.add_argument("--source-language", default="en", help="language of the input sentences (default: en)")
+    p.add_argument("--no-parentheses", action="store_true", help="linearise without the ( ) depth markers")
+    p.add_argument("--keep-wiki", action="store_true", help="keep :wiki branches (dropped by default)")
+    p.add_argument("--strict", action="store_true", help="stop at the first sentence that cannot be parsed or translated")
+    p.set_defaults(run=_run)

@@ -1,0 +1,333 @@
+"""AMR embeddings (Cai et al., 2022): SimCSE's contrastive loss over a per-step mix of texts and AMR graphs.
+
+Algorithm 1 of the paper, "Learning AMR Embeddings": for every sentence of a mini-batch draw a
+language ``l``; if ``l`` is not English the sentence is replaced by the AMR graph of its translation
+into ``l``; otherwise, with probability 0.5, by the graph of the English sentence, else it stays text.
+The model is then optimised with the supervised SimCSE loss (eq. 1) on the mixed triples.
+
+Parsing and translation are expensive, so they happen once, before training
+(``unisent data amr-nli``): every record carries every form of every sentence, linearised::
+
+    {"anchor": text, "anchor_graph": "( ... )", "anchor_graph_de": "( ... )", ...,
+     "positive": ..., "positive_graph": ..., "negative": ..., "negative_graph": ..., ...}
+
+The datamodule tokenises all forms once (Arrow cache); the DRAW happens in :meth:`AMRSimCSE.collate`,
+per example and per step, and only the chosen forms are padded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+
+from ..encoders.encoder import Encoder, pad_batch
+from ..losses import info_nce, rank_and_world
+from .base import Objective, encode_views
+
+__all__ = ["AMRSimCSE", "PAPER_LANGUAGES", "read_amr_symbols"]
+
+CITATION = (
+    "Cai, Li, Ho, Bing and Lam. Retrofitting Multilingual Sentence Embeddings with Abstract Meaning "
+    "Representation. EMNLP 2022. https://aclanthology.org/2022.emnlp-main.433"
+)
+
+#: The languages of the paper's AMR encoder (Sec. 6.2): English, German, Spanish, Italian, Chinese,
+#: French and Arabic.
+PAPER_LANGUAGES = ("en", "de", "es", "it", "zh", "fr", "ar")
+
+Form = Literal["draw", "text", "graph"]
+_SLOTS = {"triples": ("anchor", "positive", "negative"), "pairs": ("anchor", "positive"), "self": ("anchor", "positive")}
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+def read_amr_symbols(
+    counts: str | Sequence[str] | None = None, lists: str | Sequence[str] | None = None, min_count: int = 5
+) -> list[str]:
+    """The vocabulary extension of the paper: names with ``count >= min_count`` in the count files
+    (``NAME<TAB>COUNT``, e.g. MSE-AMR's ``predicates.txt``), most frequent first, then every name of
+    the plain lists (e.g. ``additions.txt``); repeats are dropped, the order is kept."""
+    from ..amr.vocab import read_counts, read_symbols, select_symbols
+
+    symbols: list[str] = []
+    for path in _as_list(counts):
+        symbols += select_symbols(read_counts(path), min_count)
+    for path in _as_list(lists):
+        symbols += read_symbols(path)
+    return list(dict.fromkeys(symbols))
+
+
+class AMRSimCSE(Objective):
+    """Supervised SimCSE on NLI triples whose sentences are drawn as text or AMR graphs (Algorithm 1).
+
+    Modes (``mode``):
+
+    * ``triples`` (the paper): records ``(anchor, positive, negative)`` = (premise, entailment,
+      contradiction), each slot with its forms; logits over all positives and all hard negatives.
+    * ``pairs``: ``(anchor, positive)`` without a hard negative (in-batch negatives only).
+    * ``self``: one sentence per record (``anchor`` and its forms); the two views are two forms of the
+      same sentence (the authors' unsupervised data pairs text and graph of one sentence in all four
+      combinations). With ``forms: {anchor: text, positive: graph}`` it is text-graph alignment.
+
+    Forms of a record slot ``s`` (as ``unisent data amr-nli`` writes them): ``s`` (the text),
+    ``s_graph`` (the linearised graph of the English sentence), ``s_graph_xx`` (the graph of the
+    translation into ``xx``, for every language of ``languages`` but ``source_language``).
+
+    The draw (``forms[view] == "draw"``, the default), per example and per view, at every step:
+    ``l ~ languages`` (weights ``language_weights``, uniform by default); ``l != source_language`` ->
+    ``s_graph_l``; else ``s_graph`` with probability ``graph_probability`` (0.5), otherwise the text.
+    So the text is used with probability ``w_en * (1 - p)``, the English graph ``w_en * p`` and the
+    graph of language ``l`` ``w_l`` (``w`` normalised). ``forms[view] = "text"`` or ``"graph"`` fixes
+    a view's form instead.
+
+    Missing forms: graph fields are optional (null where the parser or translator failed). A drawn
+    form that is missing falls back to the English graph (for a translated graph) and then to the
+    text, which is always present. The forms actually used are returned in the batch (``forms``).
+
+    Vocabulary: :meth:`setup_for` extends the encoder's tokenizer and embeddings (before the optimiser
+    and before the data is tokenised) with the frame and relation names of ``symbol_counts`` seen at
+    least ``min_count`` times plus the names of ``symbol_lists`` (see
+    :func:`unisent.amr.extend_vocabulary`), and records the list in ``symbols``, so that a checkpoint
+    rebuilds the same vocabulary without the files. When ``symbols`` is given the files are not read.
+
+    Args:
+        mode: ``triples``, ``pairs`` or ``self`` (see above).
+        languages: the language set of Algorithm 1 (default ``["en"]``: text and English graphs only);
+            the paper's is :data:`PAPER_LANGUAGES`.
+        language_weights: sampling weights of ``languages`` (default uniform; normalised).
+        graph_probability: probability of the graph when the source language is drawn (0.5; 1.0 is
+            the paper's variant #4, "without English sentences").
+        source_language: the language of the texts (``en``).
+        forms: ``{view: draw | text | graph}`` per view (``anchor``, ``positive``, ``negative``); unset
+            views draw.
+        temperature: tau (0.05).
+        hard_negative_weight: SimCSE's log-weight of the own hard negative (0 = off).
+        symmetric: also the positive -> anchor direction.
+        symbol_counts: count file(s) ``NAME<TAB>COUNT`` for the vocabulary extension.
+        symbol_lists: plain list file(s), one name per line, always added.
+        min_count: threshold on the counts (5 in the paper).
+        symbols: the exact names to add (recorded by :meth:`setup_for`; ``[]`` = no extension).
+        seed: seed of the draw (default: ``torch.initial_seed()``, i.e. ``seed_everything``); mixed with
+            the process rank and the dataloader worker.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`; ``max_length`` applies to
+            texts and graphs (graphs are longer than their sentences).
+    """
+
+    citation = CITATION
+
+    def __init__(
+        self,
+        mode: Literal["triples", "pairs", "self"] = "triples",
+        languages: list[str] | None = None,
+        language_weights: list[float] | None = None,
+        graph_probability: float = 0.5,
+        source_language: str = "en",
+        forms: dict[str, Form] | None = None,
+        temperature: float = 0.05,
+        hard_negative_weight: float = 0.0,
+        symmetric: bool = False,
+        symbol_counts: str | list[str] | None = None,
+        symbol_lists: str | list[str] | None = None,
+        min_count: int = 5,
+        symbols: list[str] | None = None,
+        seed: int | None = None,
+        weight: float = 1.0,
+        name: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__(weight=weight, name=name or "amr", max_length=max_length)
+        if mode not in _SLOTS:
+            raise ValueError(f"mode must be one of {', '.join(_SLOTS)}, got {mode!r}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        if not 0.0 <= graph_probability <= 1.0:
+            raise ValueError(f"graph_probability must be in [0, 1], got {graph_probability}")
+        self.languages = list(languages) if languages else [source_language]
+        if len(set(self.languages)) != len(self.languages):
+            raise ValueError(f"languages must be distinct, got {self.languages}")
+        weights = [1.0] * len(self.languages) if language_weights is None else [float(w) for w in language_weights]
+        if len(weights) != len(self.languages) or any(w < 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError(
+                f"language_weights must give one non-negative weight per language ({self.languages}) with a "
+                f"positive sum, got {language_weights}"
+            )
+        self.language_weights = torch.tensor(weights, dtype=torch.float64) / sum(weights)
+        self.mode = mode
+        self.graph_probability = float(graph_probability)
+        self.source_language = source_language
+        self.views = _SLOTS[mode]
+        forms = dict(forms or {})
+        unknown = sorted(set(forms) - set(self.views))
+        if unknown or any(f not in ("draw", "text", "graph") for f in forms.values()):
+            raise ValueError(f"forms maps views ({', '.join(self.views)}) to draw, text or graph; got {forms}")
+        self.forms = {view: forms.get(view, "draw") for view in self.views}
+        # the record slot each view reads: in `self` mode both views are forms of the anchor
+        self.slot_of = {view: ("anchor" if mode == "self" else view) for view in self.views}
+        self.temperature = temperature
+        self.hard_negative_weight = hard_negative_weight
+        self.symmetric = symmetric
+        self.symbol_counts = symbol_counts
+        self.symbol_lists = symbol_lists
+        self.min_count = min_count
+        self.symbols = list(symbols) if symbols is not None else None
+        self.added_symbols: list[str] = []
+        self.seed = seed
+        self._draw_state: dict[str, Any] = {}
+
+        text_keys: list[str] = []
+        optional: list[str] = []
+        for view in self.views:
+            slot = self.slot_of[view]
+            for form in self.possible_forms(view):
+                key = self.key(slot, form)
+                if key not in text_keys:
+                    text_keys.append(key)
+                if form != "text" and key not in optional:
+                    optional.append(key)
+        self.batch_keys = self.text_keys = tuple(text_keys)
+        self.optional_keys = tuple(optional)
+
+    # ------------------------------------------------------------------------------------ forms
+    @staticmethod
+    def key(slot: str, form: str) -> str:
+        """The record field of a form: ``text`` -> ``slot``; ``graph`` -> ``slot_graph``;
+        ``graph_de`` -> ``slot_graph_de``."""
+        return slot if form == "text" else f"{slot}_{form}"
+
+    def _probabilities(self) -> dict[str, float]:
+        """The form distribution of a drawn view."""
+        probs: dict[str, float] = {}
+        for lang, w in zip(self.languages, self.language_weights.tolist()):
+            if lang == self.source_language:
+                probs["text"] = probs.get("text", 0.0) + w * (1.0 - self.graph_probability)
+                probs["graph"] = probs.get("graph", 0.0) + w * self.graph_probability
+            else:
+                probs[f"graph_{lang}"] = w
+        return probs
+
+    def form_probabilities(self, view: str = "anchor") -> dict[str, float]:
+        """``{form: probability}`` of a view: ``text``, ``graph`` (English), ``graph_xx``."""
+        setting = self.forms[view]
+        if setting != "draw":
+            return {setting: 1.0}
+        return {form: p for form, p in self._probabilities().items() if p > 0}
+
+    def possible_forms(self, view: str) -> list[str]:
+        """The forms a view can take (text always: it is the fallback)."""
+        forms = ["text"] + [f for f in self.form_probabilities(view) if f != "text"]
+        return forms
+
+    def _generator(self) -> torch.Generator:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        worker = info.id if info is not None else -1
+        key = (os.getpid(), worker)
+        if self._draw_state.get("key") != key:
+            base = self.seed if self.seed is not None else torch.initial_seed()
+            generator = torch.Generator()
+            generator.manual_seed(hash((int(base), rank_and_world()[0], worker)) % (2**63))
+            self._draw_state = {"key": key, "generator": generator}
+        return self._draw_state["generator"]
+
+    def draw(self, n: int, view: str = "anchor", generator: torch.Generator | None = None) -> list[str]:
+        """Algorithm 1 for ``n`` sentences of ``view``: a language per sentence, then text or graph for
+        the source language. Returns form names (``text``, ``graph``, ``graph_xx``)."""
+        setting = self.forms[view]
+        if setting != "draw":
+            return [setting] * n
+        generator = generator if generator is not None else self._generator()
+        langs = torch.multinomial(self.language_weights, n, replacement=True, generator=generator).tolist()
+        q = torch.rand(n, generator=generator, dtype=torch.float64).tolist()
+        out = []
+        for lang_index, u in zip(langs, q):
+            lang = self.languages[lang_index]
+            if lang != self.source_language:
+                out.append(f"graph_{lang}")
+            else:
+                out.append("graph" if u < self.graph_probability else "text")
+        return out
+
+    @staticmethod
+    def fallback(form: str) -> str | None:
+        """The next form to try when ``form`` is missing: ``graph_xx`` -> ``graph`` -> ``text``."""
+        if form.startswith("graph_"):
+            return "graph"
+        if form == "graph":
+            return "text"
+        return None
+
+    # ------------------------------------------------------------------------------------ data side
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+        """Draw one form per view and example, then pad only the chosen token ids (all views to one
+        length, so that :func:`encode_views` stacks them). ``batch["forms"]`` = ``{view: [form used]}``."""
+        generator = self._generator()
+        chosen: dict[str, list[list[int]]] = {}
+        used: dict[str, list[str]] = {}
+        for view in self.views:
+            slot = self.slot_of[view]
+            sequences, names = [], []
+            for feature, form in zip(features, self.draw(len(features), view, generator)):
+                while feature.get(self.key(slot, form)) is None:
+                    nxt = self.fallback(form)
+                    if nxt is None:
+                        raise ValueError(f"a record has no text in field {slot!r}")
+                    form = nxt
+                sequences.append(feature[self.key(slot, form)])
+                names.append(form)
+            chosen[view], used[view] = sequences, names
+        length = max(len(s) for sequences in chosen.values() for s in sequences)
+        batch: dict[str, Any] = {}
+        for view, sequences in chosen.items():
+            ids, mask = pad_batch(sequences, pad_id, length)
+            batch[view] = {"input_ids": ids, "attention_mask": mask}
+        batch["forms"] = used
+        return batch
+
+    def __getstate__(self) -> dict[str, Any]:  # dataloader workers (spawn) get a fresh draw state
+        state = self.__dict__.copy()
+        state["_draw_state"] = {}
+        return state
+
+    # ------------------------------------------------------------------------------------ vocabulary
+    def read_symbols(self) -> list[str]:
+        """The names to add, from ``symbol_counts`` (threshold ``min_count``) and ``symbol_lists``."""
+        return read_amr_symbols(self.symbol_counts, self.symbol_lists, self.min_count)
+
+    def setup_for(self, encoder: Encoder) -> None:
+        """Extend ``encoder``'s vocabulary with the AMR names (called by the training module before the
+        optimiser is built and before the data is tokenised); records the list in ``symbols``."""
+        if self.symbols is None:
+            self.symbols = self.read_symbols()
+            if not self.symbols:
+                from lightning.pytorch.utilities import rank_zero_warn
+
+                rank_zero_warn("AMRSimCSE: no AMR vocabulary (symbol_counts / symbol_lists / symbols): frame and "
+                               "relation names are split into subwords")
+        self._init_args["symbols"] = list(self.symbols)
+        if self.symbols:
+            from ..amr.vocab import extend_vocabulary
+
+            self.added_symbols += extend_vocabulary(encoder, self.symbols)
+
+    # ------------------------------------------------------------------------------------ model side
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        views = encode_views(encoder, batch, self.views)
+        loss = info_nce(
+            views[0],
+            views[1],
+            hard_negatives=views[2] if len(views) == 3 else None,
+            temperature=self.temperature,
+            hard_negative_weight=self.hard_negative_weight,
+            symmetric=self.symmetric,
+        )
+        return {"contrastive": loss}

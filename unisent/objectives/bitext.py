@@ -1,0 +1,63 @@
+"""Bitext retrieval (BR): translation pairs ranked with a bidirectional additive margin softmax."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..encoders.encoder import Encoder
+from ..losses.margin import additive_margin_softmax
+from .base import Objective, encode_views
+
+__all__ = ["BitextRetrieval"]
+
+CITATION = (
+    "Yang, Zhang, Cer, Darve and Kurzweil. Universal Sentence Representation Learning with Conditional Masked "
+    "Language Model. EMNLP 2021 (bitext retrieval, Sec. 4.2); Yang et al. Improving Multilingual Sentence "
+    "Embedding using Bi-directional Dual Encoder with Additive Margin Softmax. IJCAI 2019."
+)
+
+
+class BitextRetrieval(Objective):
+    """Each source must retrieve its translation among the batch's targets, and vice versa.
+
+    Records ``{"source", "target"}`` (``unisent data bitext`` builds them). Both fields are encoded in
+    one forward pass over the stacked views with the encoder's pooled vector (the paper: the same
+    sentence vector as CMLM's ``v``); the loss is
+    :func:`~unisent.losses.additive_margin_softmax` (``L_s + L_t``), with the other sentences of the
+    global batch as negatives. In CMLM's multitask training the total is
+    ``L_cmlm + alpha L_br`` with ``alpha = 0.2``: set ``weight: 0.2`` (and switch stages with
+    ``model.weight_schedule``).
+
+    Args:
+        margin: additive margin m (0.3 in the paper).
+        scale: multiplies the logits (1 = the paper's inner products).
+        normalize: compare L2-normalised vectors (AM-softmax's cosine form) instead of inner products.
+        bidirectional: ``L_s + L_t`` (the paper) or ``L_s`` only.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+    """
+
+    batch_keys = text_keys = ("source", "target")
+    citation = CITATION
+
+    def __init__(
+        self,
+        margin: float = 0.3,
+        scale: float = 1.0,
+        normalize: bool = False,
+        bidirectional: bool = True,
+        weight: float = 1.0,
+        name: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__(weight=weight, name=name or "bitext", max_length=max_length)
+        if margin < 0 or scale <= 0:
+            raise ValueError(f"need margin >= 0 and scale > 0, got margin={margin}, scale={scale}")
+        self.margin, self.scale, self.normalize, self.bidirectional = margin, scale, normalize, bidirectional
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        source, target = encode_views(encoder, batch, self.text_keys)
+        loss = additive_margin_softmax(source, target, margin=self.margin, scale=self.scale,
+                                       normalize=self.normalize, bidirectional=self.bidirectional)
+        return {"retrieval": loss}

@@ -1,0 +1,496 @@
+"""CMLM (Yang et al., 2021): masked language modelling of a sentence conditioned on its neighbour's vector.
+
+The pieces, each usable on its own:
+
+* :func:`mask_tokens`: BERT masking (80% ``[MASK]``, 10% random token, 10% unchanged) at a given
+  ratio, vectorised, never touching special tokens or padding;
+* :class:`SentenceProjection`: the 3-layer MLP ``P`` that maps the sentence vector ``v`` to ``N``
+  vectors, one of them ``v`` itself;
+* :class:`MaskedLMHead`: transform + vocabulary projection tied to the input embeddings, loaded
+  from the checkpoint's own MLM head when it has one;
+* :class:`CMLM`: the objective; :class:`ProjectionEncoder`: the "proj" variant's inference model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..encoders.encoder import Encoder
+from ..encoders.loading import resolve_model_location
+from .base import Objective
+
+__all__ = ["CMLM", "MaskedLMHead", "ProjectionEncoder", "SentenceProjection", "mask_tokens"]
+
+CITATION = (
+    "Yang, Zhang, Cer, Darve and Kurzweil (Yang et al.). Universal Sentence Representation Learning with "
+    "Conditional Masked Language Model. EMNLP 2021. https://aclanthology.org/2021.emnlp-main.502"
+)
+PROJECTION_FILE = "cmlm_projection.pt"
+PROJECTION_CONFIG = "cmlm_projection.json"
+
+
+# ------------------------------------------------------------------------------------------ masking
+def mask_tokens(
+    input_ids: torch.Tensor,  # (batch, seq)
+    attention_mask: torch.Tensor,  # (batch, seq)
+    *,
+    special_ids: torch.Tensor,  # (n_special,)
+    mask_token_id: int,
+    replacement_ids: torch.Tensor,  # (n_replacement,)
+    ratio: float = 0.3125,
+    mask_prob: float = 0.8,
+    random_prob: float = 0.1,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT-style masking of a padded batch, without Python loops over tokens.
+
+    Candidates are the real tokens (``attention_mask == 1``) that are not special tokens. In each
+    row, ``k = floor(ratio * n + u)`` of its ``n`` candidates are chosen uniformly (``u ~ U(0, 1)``:
+    stochastic rounding, so the expected masked fraction is exactly ``ratio``), at least one when
+    the row has a candidate. Each chosen token becomes ``[MASK]`` with probability ``mask_prob``, a
+    token drawn uniformly from ``replacement_ids`` with probability ``random_prob``, and stays
+    unchanged otherwise.
+
+    Args:
+        input_ids, attention_mask: the padded batch.
+        special_ids: ids never masked ([CLS], [SEP], [PAD], [MASK], ...).
+        mask_token_id: the ``[MASK]`` id.
+        replacement_ids: ids random replacements are drawn from (the vocabulary minus specials).
+        ratio: fraction of candidates to predict (the paper: 80 of 256 tokens = 0.3125).
+        mask_prob, random_prob: the 80/10/10 split.
+        generator: optional torch generator (default: the global RNG).
+
+    Returns:
+        ``(masked_ids, targets)``: the corrupted ids (batch, seq) and a bool (batch, seq) that is
+        ``True`` at the positions to predict.
+    """
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"mask ratio must be in (0, 1], got {ratio}")
+    if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
+        raise ValueError(f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}")
+    device = input_ids.device
+
+    def rand(*shape):
+        where = generator.device if generator is not None else device
+        return torch.rand(*shape, generator=generator, device=where).to(device)
+
+    candidates = attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(device))  # (batch, seq)
+    n = candidates.sum(1)  # (batch,)
+    k = torch.floor(ratio * n + rand(n.shape[0])).long()
+    k = torch.minimum(torch.where(n > 0, k.clamp_min(1), k), n)
+    scores = rand(*input_ids.shape).masked_fill(~candidates, 2.0)  # non-candidates sort last
+    ranks = scores.argsort(dim=1).argsort(dim=1)
+    targets = (ranks < k.unsqueeze(1)) & candidates
+    action = rand(*input_ids.shape)
+    to_mask = targets & (action < mask_prob)
+    to_random = targets & (action >= mask_prob) & (action < mask_prob + random_prob)
+    replacement_ids = replacement_ids.to(device)
+    pick = (rand(*input_ids.shape) * len(replacement_ids)).long().clamp_max(len(replacement_ids) - 1)
+    masked = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
+    masked = torch.where(to_random, replacement_ids[pick], masked)
+    return masked, targets
+
+
+# ------------------------------------------------------------------------------------------ modules
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+class SentenceProjection(nn.Module):
+    """``P``: a sentence vector (batch, d) -> N vectors (batch, N, d).
+
+    A 3-layer MLP ``d -> hidden -> hidden -> k * d`` with ``k = N - 1`` when the identity is one of
+    the projections (the paper: "one of the projections being the identity mapping"; ``v`` is then
+    the first of the N vectors), else ``k = N``.
+
+    Args:
+        hidden_size: d.
+        num_projections: N (15 in the paper).
+        mlp_size: width of the two hidden layers; 0 = d.
+        activation: between the layers (``gelu``, ``relu`` or ``tanh``; the paper does not say).
+        identity: make ``v`` itself one of the N vectors.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_projections: int = 15,
+        mlp_size: int = 0,
+        activation: Literal["gelu", "relu", "tanh"] = "gelu",
+        identity: bool = True,
+    ) -> None:
+        super().__init__()
+        if num_projections < 1:
+            raise ValueError(f"num_projections must be >= 1, got {num_projections}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(_ACTIVATIONS)}")
+        self.settings = {"hidden_size": hidden_size, "num_projections": num_projections, "mlp_size": mlp_size,
+                         "activation": activation, "identity": identity}
+        self.identity = identity
+        self.num_projections = num_projections
+        learned = num_projections - int(identity)
+        width = mlp_size or hidden_size
+        self.mlp = None
+        if learned:
+            act = _ACTIVATIONS[activation]
+            self.mlp = nn.Sequential(
+                nn.Linear(hidden_size, width), act(), nn.Linear(width, width), act(), nn.Linear(width, learned * hidden_size)
+            )
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        """(batch, d) -> (batch, N, d); with ``identity`` the first vector is ``v``."""
+        parts = [v.unsqueeze(1)] if self.identity else []
+        if self.mlp is not None:
+            parts.append(self.mlp(v).view(v.shape[0], -1, v.shape[1]))
+        return torch.cat(parts, dim=1)
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's MLM head: dense + activation + LayerNorm, then the vocabulary projection.
+
+    The projection matrix is the encoder's input embedding matrix (passed to :meth:`forward`, so it
+    stays tied without sharing a parameter between modules); only the output bias is the head's own.
+    """
+
+    def __init__(self, hidden_size: int, vocab_size: int, activation: str = "gelu", layer_norm_eps: float = 1e-12,
+                 init_std: float = 0.02) -> None:
+        super().__init__()
+        from transformers.activations import ACT2FN
+
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = ACT2FN[activation] if isinstance(activation, str) else activation
+        self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        nn.init.normal_(self.dense.weight, std=init_std)
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, hidden: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+        """(n, d) states and the (vocab, d) embedding matrix -> (n, vocab) logits."""
+        h = self.layer_norm(self.activation(self.dense(hidden)))
+        return F.linear(h, embeddings, self.bias)
+
+
+def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
+    """The MLM head weights of the checkpoint at ``location`` (BERT ``cls.predictions.*`` or
+    RoBERTa/XLM-R ``lm_head.*``), as a state dict of :class:`MaskedLMHead`; ``None`` when the
+    checkpoint has no MLM head (e.g. a ``BertModel`` or sentence-transformers export)."""
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # "Some weights were not initialized" is what we test for
+    hf_logging.disable_progress_bar()
+    try:
+        mlm, info = AutoModelForMaskedLM.from_pretrained(location, output_loading_info=True)
+    except (OSError, ValueError, KeyError):
+        return None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    if hasattr(mlm, "cls") and hasattr(mlm.cls, "predictions"):
+        prefix, head = "cls.predictions.", mlm.cls.predictions
+        dense, norm, dense_key = head.transform.dense, head.transform.LayerNorm, "transform.dense.weight"
+    elif hasattr(mlm, "lm_head") and hasattr(mlm.lm_head, "dense") and hasattr(mlm.lm_head, "layer_norm"):
+        prefix, head = "lm_head.", mlm.lm_head
+        dense, norm, dense_key = head.dense, head.layer_norm, "dense.weight"
+    else:
+        return None
+    missing = set(info.get("missing_keys", ()))
+    if prefix + dense_key in missing:  # the checkpoint has no MLM head: transformers initialised one
+        return None
+    loaded_bias = getattr(head, "bias", None) is not None and prefix + "bias" not in missing
+    bias = head.bias if loaded_bias else head.decoder.bias
+    return {
+        "dense.weight": dense.weight.detach().clone(), "dense.bias": dense.bias.detach().clone(),
+        "layer_norm.weight": norm.weight.detach().clone(), "layer_norm.bias": norm.bias.detach().clone(),
+        "bias": bias.detach().clone(),
+    }
+
+
+class ProjectionEncoder(nn.Module):
+    """Inference model of CMLM's "proj" variant: the sentence vector is the mean of the N projections.
+
+    ``unisent.load`` returns it for a directory it saved (or a checkpoint of ``CMLM(proj=True)``).
+    """
+
+    def __init__(self, encoder: Encoder, projection: SentenceProjection) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.projection = projection
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Token ids (batch, seq) -> mean of the projections (batch, d)."""
+        return self.projection(self.encoder(input_ids, attention_mask)).mean(dim=1)
+
+    @torch.inference_mode()
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
+        """Float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
+        pooled = self.encoder.encode(sentences, batch_size, **kw)
+        was_training = self.projection.training
+        self.projection.eval()
+        device = next(self.projection.parameters(), pooled).device
+        try:
+            out = torch.cat([self.projection(c.to(device)).mean(dim=1).float().cpu() for c in pooled.split(4096)])
+        finally:
+            self.projection.train(was_training)
+        return F.normalize(out, dim=-1) if normalize else out
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        directory = self.encoder.save_pretrained(directory)
+        torch.save(self.projection.state_dict(), directory / PROJECTION_FILE)
+        (directory / PROJECTION_CONFIG).write_text(json.dumps(self.projection.settings, indent=2) + "\n")
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> ProjectionEncoder:
+        directory = Path(directory)
+        projection = SentenceProjection(**json.loads((directory / PROJECTION_CONFIG).read_text()))
+        projection.load_state_dict(torch.load(directory / PROJECTION_FILE, map_location="cpu", weights_only=True))
+        return cls(Encoder.from_pretrained(directory), projection)
+
+    @staticmethod
+    def is_saved_in(directory: str | os.PathLike) -> bool:
+        return Path(directory, PROJECTION_FILE).is_file()
+
+
+# ------------------------------------------------------------------------------------------ objective
+class CMLM(Objective):
+    """Conditional masked language modelling on pairs of consecutive sentences.
+
+    Records ``{"s1", "s2"}``. Per example, the order is swapped with probability ``swap_prob`` (torch
+    RNG). The first sentence goes through the shared encoder and its pooler -> ``v`` (the paper: mean
+    pooling); :class:`SentenceProjection` maps ``v`` to N vectors. The second sentence is masked
+    (:func:`mask_tokens`), its token embeddings are prefixed with the N vectors (attention mask
+    extended by N ones) and the SAME backbone encodes the sequence (``inputs_embeds``); an MLM head
+    predicts the masked tokens, gathered before the vocabulary projection (only masked positions
+    are projected to the vocabulary). At inference only ``s1 -> v`` is kept.
+
+    Position ids of the second pass (``positions``): ``own`` (default) gives the second sentence
+    the positions it has when encoded alone (0, 1, ...) and all N prefix vectors position 0 (the
+    [CLS] slot: a sentence-level input); ``continuous`` numbers the whole sequence 0 .. N + L - 1
+    (what a model does with a plain concatenated input; needs N + L <= max positions). The paper does
+    not say which.
+
+    Terms: ``mlm`` (cross-entropy over the masked tokens) and ``accuracy`` (masked-token accuracy,
+    detached, for the logs: ``train/<name>/accuracy``); ``term_weights = {"accuracy": 0.0}`` keeps
+    it out of the loss.
+
+    Args:
+        num_projections: N (15 in the paper; Table 7 tries 1, 5, 10, 15, 20).
+        identity: ``v`` itself is one of the N vectors (the paper).
+        projection_size: width of P's hidden layers (0 = hidden size).
+        projection_activation: P's activation.
+        mask_ratio: fraction of s2's tokens to predict (paper: 80 of 256 = 0.3125).
+        mask_prob, random_prob: of the predicted tokens, the share replaced by [MASK] / by a random
+            token (the rest stays unchanged): BERT's 0.8 / 0.1.
+        swap_prob: probability of swapping s1 and s2 (paper: 0.5).
+        positions: ``own`` or ``continuous`` (see above).
+        skip: the "skip" variant of Table 7: the N projected vectors are also concatenated to the
+            sequence output of every masked token of s2 (``[h; v_p1; ...; v_pN]``, (N+1) d) and a
+            linear layer (initialised to pass ``h`` through) maps it back to d before the MLM head.
+        proj: the "proj" variant of Table 7: the sentence vector is the mean of the N projections,
+            at inference too (:meth:`inference_model` returns a :class:`ProjectionEncoder`).
+        head_init: ``auto`` loads the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa
+            ``lm_head``) when it has one, else builds a fresh one; ``fresh`` always builds a fresh one.
+            The vocabulary projection is always tied to the input embeddings.
+        hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective` (``max_length``
+            truncates each sentence; the paper: 256).
+    """
+
+    batch_keys = text_keys = ("s1", "s2")
+    citation = CITATION
+
+    def __init__(
+        self,
+        num_projections: int = 15,
+        identity: bool = True,
+        projection_size: int = 0,
+        projection_activation: Literal["gelu", "relu", "tanh"] = "gelu",
+        mask_ratio: float = 0.3125,
+        mask_prob: float = 0.8,
+        random_prob: float = 0.1,
+        swap_prob: float = 0.5,
+        positions: Literal["own", "continuous"] = "own",
+        skip: bool = False,
+        proj: bool = False,
+        head_init: Literal["auto", "fresh"] = "auto",
+        hidden_size: int = 0,
+        weight: float = 1.0,
+        name: str | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__(weight=weight, name=name or "cmlm", max_length=max_length)
+        if not 0.0 < mask_ratio <= 1.0:
+            raise ValueError(f"mask_ratio must be in (0, 1], got {mask_ratio}")
+        if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
+            raise ValueError(f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}")
+        if not 0.0 <= swap_prob <= 1.0:
+            raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
+        if positions not in ("own", "continuous"):
+            raise ValueError(f"positions must be 'own' or 'continuous', got {positions!r}")
+        if head_init not in ("auto", "fresh"):
+            raise ValueError(f"head_init must be 'auto' or 'fresh', got {head_init!r}")
+        if num_projections < 1:
+            raise ValueError(f"num_projections must be >= 1, got {num_projections}")
+        self.projection_settings = {"num_projections": num_projections, "mlp_size": projection_size,
+                                    "activation": projection_activation, "identity": identity}
+        self.mask_ratio, self.mask_prob, self.random_prob = mask_ratio, mask_prob, random_prob
+        self.swap_prob = swap_prob
+        self.positions = positions
+        self.skip, self.proj = skip, proj
+        self.head_init = head_init
+        self.projection: SentenceProjection | None = None
+        self.head: MaskedLMHead | None = None
+        self.skip_layer: nn.Linear | None = None
+        self.term_weights = {"accuracy": 0.0}
+        self.mlm_head_source = ""  # "pretrained" or "fresh", set by setup_for
+        if not proj:
+            # only the "proj" variant changes the inference model; without it, this objective must not
+            # mask another objective's inference head (UnisentModule uses the first it finds)
+            self.inference_model = None
+        self._vocab: dict[str, Any] = {}
+        if hidden_size:
+            self.projection = SentenceProjection(hidden_size, **self.projection_settings)
+
+    # ------------------------------------------------------------------------------- parameters
+    def setup_for(self, encoder: Encoder) -> None:
+        """Build P, the MLM head (and the skip layer) for ``encoder``; called by the training module
+        before the optimiser is built."""
+        d = encoder.hidden_size
+        if self.projection is None:
+            self.projection = SentenceProjection(d, **self.projection_settings)
+            self._init_args["hidden_size"] = d
+        if self.head is None:
+            config = encoder.backbone.config
+            embeddings = encoder.backbone.get_input_embeddings().weight
+            self.head = MaskedLMHead(d, embeddings.shape[0], getattr(config, "hidden_act", "gelu"),
+                                     getattr(config, "layer_norm_eps", 1e-12), getattr(config, "initializer_range", 0.02))
+            state = None
+            if self.head_init == "auto":
+                state = _pretrained_mlm_head(resolve_model_location(encoder.config.model))
+                if state is not None and state["bias"].shape[0] != embeddings.shape[0]:
+                    warnings.warn(f"the MLM head of {encoder.config.model!r} has {state['bias'].shape[0]} outputs, "
+                                  f"the embeddings {embeddings.shape[0]} rows: using a fresh head", stacklevel=2)
+                    state = None
+            if state is not None:
+                self.head.load_state_dict(state)
+            self.mlm_head_source = "pretrained" if state is not None else "fresh"
+            self.head.to(embeddings.device)
+        if self.skip and self.skip_layer is None:
+            n = self.projection.num_projections
+            self.skip_layer = nn.Linear((n + 1) * d, d)
+            with torch.no_grad():  # start as the plain path: h passes through, the projections add 0
+                self.skip_layer.weight.zero_()
+                self.skip_layer.weight[:, :d].copy_(torch.eye(d))
+                self.skip_layer.bias.zero_()
+        self.projection.to(encoder.backbone.device)
+        tok = encoder.tokenizer
+        if tok.mask_token_id is None:
+            raise ValueError(f"CMLM needs a tokenizer with a mask token; {encoder.config.model!r} has none")
+        special = sorted(set(tok.all_special_ids))
+        vocab = encoder.backbone.get_input_embeddings().weight.shape[0]
+        allowed = torch.ones(vocab, dtype=torch.bool)
+        allowed[[i for i in special if i < vocab]] = False
+        self._vocab = {"special": torch.tensor(special, dtype=torch.long), "mask": tok.mask_token_id,
+                       "replacement": allowed.nonzero().squeeze(1)}
+        params = inspect.signature(type(encoder.backbone).forward).parameters
+        self._backbone_takes = {k for k in ("position_ids", "token_type_ids") if k in params}
+
+    # ------------------------------------------------------------------------------- steps
+    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`mask_tokens` with this objective's settings and the encoder's vocabulary."""
+        if self._vocab["special"].device != input_ids.device:  # moved once, not at every step
+            self._vocab = {k: v.to(input_ids.device) if torch.is_tensor(v) else v for k, v in self._vocab.items()}
+        return mask_tokens(
+            input_ids, attention_mask, special_ids=self._vocab["special"], mask_token_id=self._vocab["mask"],
+            replacement_ids=self._vocab["replacement"], ratio=self.mask_ratio, mask_prob=self.mask_prob,
+            random_prob=self.random_prob, generator=generator,
+        )
+
+    def masked_lm(
+        self,
+        encoder: Encoder,
+        first: dict[str, torch.Tensor],
+        masked_second: dict[str, torch.Tensor],
+        targets: torch.Tensor,  # (batch, seq) bool
+        labels: torch.Tensor,  # (batch, seq) the original ids of the second sentence
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss and accuracy of predicting ``labels[targets]`` from the masked second sentence given
+        the first one: ``(mean cross-entropy, accuracy)`` over the masked tokens."""
+        if self.head is None:
+            self.setup_for(encoder)
+        v = encoder(first["input_ids"], first["attention_mask"])  # (batch, d)
+        vp = self.projection(v)  # (batch, N, d)
+        if not targets.any():  # nothing to predict (e.g. only special tokens): a zero loss on the graph
+            zero = vp.sum() * 0.0
+            return zero, zero.detach()
+        logits = self._predict(encoder, vp, masked_second["input_ids"], masked_second["attention_mask"], targets)
+        gold = labels[targets]  # (n_masked,)
+        loss = F.cross_entropy(logits.float(), gold)
+        accuracy = (logits.detach().argmax(-1) == gold).float().mean()
+        return loss, accuracy
+
+    def _predict(self, encoder: Encoder, vp: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor,
+                 targets: torch.Tensor) -> torch.Tensor:
+        backbone = encoder.backbone
+        batch, n, _ = vp.shape
+        length = ids.shape[1]
+        tokens = backbone.get_input_embeddings()(ids)  # (batch, L, d)
+        embeds = torch.cat([vp.to(tokens.dtype), tokens], dim=1)  # (batch, N + L, d)
+        attention = torch.cat([mask.new_ones(batch, n), mask], dim=1)
+        offset = getattr(backbone.embeddings, "padding_idx", -1) + 1 if hasattr(backbone, "embeddings") else 0
+        if self.positions == "own":
+            positions = torch.cat([torch.zeros(n, dtype=torch.long), torch.arange(length)])
+        else:
+            positions = torch.arange(n + length)
+        kwargs = {}
+        if "position_ids" in self._backbone_takes:
+            kwargs["position_ids"] = (positions + offset).to(ids.device).unsqueeze(0).expand(batch, -1)
+        if "token_type_ids" in self._backbone_takes:
+            kwargs["token_type_ids"] = torch.zeros_like(attention)
+        out = backbone(inputs_embeds=embeds, attention_mask=attention, **kwargs)
+        hidden = out.last_hidden_state[:, n:][targets]  # (n_masked, d): gathered before the vocabulary
+        if self.skip_layer is not None:
+            rows = targets.nonzero()[:, 0]
+            hidden = self.skip_layer(torch.cat([hidden, vp[rows].flatten(1).to(hidden.dtype)], dim=-1))
+        return self.head(hidden, backbone.get_input_embeddings().weight)  # (n_masked, vocab)
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if self.head is None:
+            self.setup_for(encoder)
+        s1, s2 = batch["s1"], batch["s2"]
+        swap = (torch.rand(s1["input_ids"].shape[0]) < self.swap_prob).to(s1["input_ids"].device).unsqueeze(1)
+        first = {k: torch.where(swap, s2[k], s1[k]) for k in ("input_ids", "attention_mask")}
+        second = {k: torch.where(swap, s1[k], s2[k]) for k in ("input_ids", "attention_mask")}
+        masked_ids, targets = self.mask(second["input_ids"], second["attention_mask"])
+        loss, accuracy = self.masked_lm(
+            encoder, first, {"input_ids": masked_ids, "attention_mask": second["attention_mask"]}, targets,
+            second["input_ids"],
+        )
+        return {"mlm": loss, "accuracy": accuracy}
+
+    # ------------------------------------------------------------------------------- inference
+    def inference_model(self, encoder: Encoder) -> ProjectionEncoder:  # replaced by None unless proj
+        if self.projection is None:
+            self.setup_for(encoder)
+        return ProjectionEncoder(encoder, self.projection)

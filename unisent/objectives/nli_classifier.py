@@ -1,0 +1,112 @@
+"""NLI fine-tuning with a softmax classifier on ``[u, v, |u - v|, u * v]`` (SBERT; CMLM Sec. 4.3)."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..encoders.encoder import Encoder
+from .base import Objective, encode_views
+
+__all__ = ["NLIClassifier", "NLI_LABELS", "label_id"]
+
+#: Label ids, in the order of MNLI/XNLI on the Hugging Face hub.
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+_ALIASES = {"contradictory": "contradiction"}
+
+CITATION = (
+    "Yang et al. Universal Sentence Representation Learning with Conditional Masked Language Model. EMNLP 2021 "
+    "(cross-lingual NLI fine-tuning, Sec. 4.3); Reimers and Gurevych. Sentence-BERT. EMNLP 2019."
+)
+
+
+def label_id(value: Any, where: str = "") -> int:
+    """Map an NLI label to 0 (entailment), 1 (neutral) or 2 (contradiction).
+
+    Accepts the names (any case; XNLI's ``contradictory`` too), ints 0-2 and their strings.
+
+    Raises:
+        ValueError: anything else; the message names ``where`` (the record) and the value.
+    """
+    if isinstance(value, bool):
+        value = None  # True/False are ints in Python, never a valid label
+    elif isinstance(value, numbers.Integral) and 0 <= value < len(NLI_LABELS):
+        return int(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        text = _ALIASES.get(text, text)
+        if text in NLI_LABELS:
+            return NLI_LABELS.index(text)
+        if text in ("0", "1", "2"):
+            return int(text)
+    place = f"{where}: " if where else ""
+    raise ValueError(f"{place}field 'label' is {value!r}; expected one of {', '.join(NLI_LABELS)} or 0-2")
+
+
+class NLIClassifier(Objective):
+    """3-way NLI classification with the encoder updated (cross-lingual when premise and hypothesis are
+    in different languages, as in the paper).
+
+    Records ``{"premise", "hypothesis", "label"}``; ``label`` is ``entailment``/``neutral``/
+    ``contradiction`` or 0-2 (``unisent data nli-pairs`` writes such records). Premises and
+    hypotheses are encoded in one forward pass (stacked views); ``Linear(4d -> 3)`` on
+    ``[u, v, |u - v|, u * v]``; cross-entropy. Labels are checked for the whole training set when
+    ``fit`` starts (:meth:`setup_data`), with the record number in the error.
+
+    Terms: ``classification`` and ``accuracy`` (detached; ``term_weights`` keeps it out of the loss).
+
+    Args:
+        hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+    """
+
+    batch_keys = ("premise", "hypothesis", "label")
+    text_keys = ("premise", "hypothesis")
+    citation = CITATION
+
+    def __init__(self, hidden_size: int = 0, weight: float = 1.0, name: str | None = None,
+                 max_length: int | None = None) -> None:
+        super().__init__(weight=weight, name=name or "nli", max_length=max_length)
+        self.classifier = nn.Linear(4 * hidden_size, len(NLI_LABELS)) if hidden_size else None
+        self.term_weights = {"accuracy": 0.0}
+
+    def setup_for(self, encoder: Encoder) -> None:
+        """Create the classifier for ``encoder`` (called before the optimiser is built)."""
+        if self.classifier is None:
+            self.classifier = nn.Linear(4 * encoder.hidden_size, len(NLI_LABELS)).to(encoder.backbone.device)
+            self._init_args["hidden_size"] = encoder.hidden_size
+
+    def setup_data(self, dataset) -> None:
+        for i, value in enumerate(dataset["label"], 1):
+            label_id(value, f"training record {i}")
+        return None
+
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+        batch = super().collate(features, pad_id)
+        batch["label"] = self.labels(batch["label"])
+        return batch
+
+    @staticmethod
+    def labels(values: Sequence[Any] | torch.Tensor) -> torch.Tensor:
+        """Label names or ids -> a (batch,) long tensor of ids."""
+        if isinstance(values, torch.Tensor):
+            values = values.tolist()
+        return torch.tensor([label_id(v, f"batch row {i}") for i, v in enumerate(values)], dtype=torch.long)
+
+    def logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """(batch, d) premise and hypothesis vectors -> (batch, 3) logits."""
+        return self.classifier(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        self.setup_for(encoder)
+        u, v = encode_views(encoder, batch, self.text_keys)
+        labels = batch["label"]
+        labels = (labels if isinstance(labels, torch.Tensor) and labels.dtype == torch.long else self.labels(labels)).to(u.device)
+        logits = self.logits(u, v).float()
+        return {"classification": F.cross_entropy(logits, labels),
+                "accuracy": (logits.detach().argmax(-1) == labels).float().mean()}

@@ -1,0 +1,260 @@
+"""Fault-tolerant training: atomic checkpoints, resume points every N steps, random states.
+
+``unisent fit`` uses :class:`UnisentCheckpoint` for its ``checkpoint:`` section. A checkpoint holds
+what an exact resumption needs: the weights and every objective's state (EASE's entity vocabulary
+is in the state dict), the optimiser and LR scheduler, Lightning's loop counters, the position of
+every training loader (:meth:`unisent.data.UnisentDataModule.state_dict`) and the random states of
+every process (this module). ``unisent fit ... --ckpt_path last`` continues a killed run and ends
+with the same weights as an uninterrupted one (``tests/test_resume.py``; see docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import socket
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+__all__ = ["RNG_KEY", "AtomicCheckpointIO", "UnisentCheckpoint", "latest_run", "rng_states", "set_rng_states"]
+
+#: where the random states of all processes are stored in a checkpoint
+RNG_KEY = "unisent_rng_states"
+
+
+# ---------------------------------------------------------------------------------------- random states
+def rng_states() -> dict[str, Any]:
+    """This process's random states: Python, NumPy, torch CPU and (when in use) every CUDA device,
+    as tensors and plain values (a checkpoint must load with ``torch.load(weights_only=True)``)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["torch.cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Restore what :func:`rng_states` returned."""
+    random.setstate(states["python"])
+    n = states["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    torch.set_rng_state(states["torch"])
+    if "torch.cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["torch.cuda"])
+
+
+def _all_processes(trainer, obj: Any) -> list[Any]:
+    """``obj`` of every process, by global rank (collective: every process must call it)."""
+    dist = torch.distributed
+    if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+        out: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(out, obj)
+        return out
+    return [obj]
+
+
+def _in_signal_handler() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_slurm_sigusr_handler_fn":
+            return True
+        frame = frame.f_back
+    return False
+
+
+# ---------------------------------------------------------------------------------------- atomic files
+_TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")  # .<name>.<pid>@<host>.tmp
+
+
+def _temporary_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}@{socket.gethostname()}.tmp")
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. platforms that cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write each checkpoint to a temporary file in its own directory, fsync it, then rename it.
+
+    A reader (or a resumed run) sees the previous complete checkpoint or the new complete one, never
+    a partial file, whatever kills the writer. Lightning's own save already writes through a
+    temporary file, but fsspec creates that file with ``tempfile.mkstemp()`` in the system temp
+    directory: when that is another file system than the checkpoints (a local ``/tmp``, checkpoints
+    on a shared disk, the usual cluster layout) the final "rename" is a copy into the destination,
+    which a kill can interrupt half-way. Here the rename never crosses file systems. Remote paths
+    (``s3://``, ``gs://`` ...) go through Lightning's implementation.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        from fsspec.implementations.local import LocalFileSystem
+
+        if storage_options is not None or not isinstance(get_filesystem(path), LocalFileSystem):
+            return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary_name(target)
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_directory(target.parent)
+
+    @staticmethod
+    def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+        """Delete temporary files that killed writers of this host left in ``directory``."""
+        removed = []
+        host = socket.gethostname()
+        for tmp in Path(directory).glob(".*.tmp"):
+            match = _TEMPORARY.match(tmp.name)
+            if match is None or match.group(2) != host or _alive(int(match.group(1))):
+                continue
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+        return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------------------------- the callback
+class UnisentCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` with what exact, fault-tolerant resumption needs.
+
+    Every argument is ``ModelCheckpoint``'s, except that ``every_n_train_steps`` writes **resume
+    points**: ``last.ckpt`` every N optimiser steps whatever the monitored metric, while the top-k
+    (``best.ckpt`` by ``val/score``) is still chosen when validation ends, on fresh scores. (Lightning's
+    own ``every_n_train_steps`` would rank checkpoints at those steps by the score of an earlier
+    validation, or postpone them to the next validation, ``last.ckpt`` included.) It needs
+    ``save_last: true``.
+
+    It also
+
+    * writes every file atomically (:class:`AtomicCheckpointIO`, installed when the strategy uses
+      Lightning's default ``TorchCheckpointIO``);
+    * stores the random states of every process in each checkpoint and restores them just before
+      the first training step of a resumed run (dropout masks continue as if uninterrupted);
+    * restarts the training iterator at the restored data position under strategies that load the
+      checkpoint after building the loaders (FSDP, DeepSpeed).
+
+    Args:
+        every_n_train_steps: write ``last.ckpt`` every N optimiser steps (0 or ``None``: only when
+            Lightning's rules save, i.e. after validation or at the end of an epoch).
+        **kwargs: the arguments of ``lightning.pytorch.callbacks.ModelCheckpoint``.
+    """
+
+    def __init__(self, *, every_n_train_steps: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        n = every_n_train_steps or 0
+        if n < 0:
+            raise ValueError(f"every_n_train_steps must be >= 0, got {n}")
+        if n and self.save_last is not True:
+            raise ValueError("checkpoint.every_n_train_steps writes resume points as last.ckpt: it needs "
+                             f"checkpoint.save_last: true (got {self.save_last!r})")
+        if n and self.save_weights_only:
+            raise ValueError("checkpoint.every_n_train_steps writes resume points, which need the optimiser and "
+                             "loop states: it cannot be combined with save_weights_only")
+        self.every_n_train_steps = n
+        self._resume_step_saved = -1
+        self._rng_to_restore: list[dict[str, Any]] | None = None
+
+    # ---------------------------------------------------------------- files
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        strategy = trainer.strategy
+        if type(strategy.checkpoint_io) is TorchCheckpointIO:
+            strategy.checkpoint_io = AtomicCheckpointIO()
+        if trainer.is_global_zero and self.dirpath and os.path.isdir(self.dirpath):
+            AtomicCheckpointIO.remove_stale_temporaries(self.dirpath)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        n, step = self.every_n_train_steps, trainer.global_step
+        if not n or step == 0 or step % n or step == self._resume_step_saved:
+            return  # (with gradient accumulation, several batches end at the same step: save once)
+        if trainer.fast_dev_run or trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        self._resume_step_saved = step
+        # not a top-k save: keep Lightning's bookkeeping of the last top-k step as it was, or the
+        # validation of this same step would skip ranking its fresh score
+        before = self._last_global_step_saved
+        self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        self._last_global_step_saved = before
+
+    # ---------------------------------------------------------------- random states
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        if _in_signal_handler():
+            # Lightning's SLURM requeue handler saves at an arbitrary point of a step, on each process
+            # at its own moment: a collective here could pair with another one and hang
+            checkpoint[RNG_KEY] = [rng_states()]
+            return
+        checkpoint[RNG_KEY] = _all_processes(trainer, rng_states())
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self._rng_to_restore = checkpoint.get(RNG_KEY)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        restart = getattr(trainer.datamodule, "restart_position", None)
+        if restart is not None and restart():
+            # the strategy read the checkpoint after the loaders' iterator was made: make a new one
+            # (now at the restored position) before the first batch is taken from it
+            iter(trainer.fit_loop._data_fetcher)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        # restored here, as late as possible: anything that ran between reading the checkpoint and
+        # the first step (building the model and loaders, the fetch of this batch) used the random
+        # state of the new process, as the interrupted run did before its step
+        if self._rng_to_restore is None:
+            return
+        states, self._rng_to_restore = self._rng_to_restore, None
+        if len(states) != trainer.world_size:
+            warnings.warn(f"the checkpoint holds the random states of {len(states)} processes, this run has "
+                          f"{trainer.world_size}: dropout will not continue exactly as before", stacklevel=2)
+        set_rng_states(states[trainer.global_rank % len(states)])
+
+
+# ---------------------------------------------------------------------------------------- run discovery
+def latest_run(root: str | Path) -> Path | None:
+    """The run directory under ``root`` (``root/<run>/checkpoints/last*.ckpt``) whose last
+    checkpoint is the newest, or ``None``."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    found = [(ckpt.stat().st_mtime, ckpt.parent.parent) for ckpt in root.glob("*/checkpoints/last*.ckpt")
+             if ckpt.is_file()]
+    return max(found, key=lambda pair: pair[0])[1] if found else None

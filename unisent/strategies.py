@@ -1,0 +1,64 @@
+"""Distributed strategies that YAML can configure (see recipes/trainers/ and docs/scaling.md)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal
+
+from lightning.pytorch.strategies import FSDPStrategy
+
+__all__ = ["EncoderFSDP", "TRANSFORMER_LAYERS"]
+
+#: transformer layer classes of the backbones unisent's presets use (BERT, RoBERTa, XLM-R families)
+TRANSFORMER_LAYERS = [
+    "transformers.models.bert.modeling_bert.BertLayer",
+    "transformers.models.roberta.modeling_roberta.RobertaLayer",
+    "transformers.models.xlm_roberta.modeling_xlm_roberta.XLMRobertaLayer",
+]
+
+
+def _import(path: str) -> type:
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"layer class {path!r} cannot be imported: {err}") from err
+
+
+class EncoderFSDP(FSDPStrategy):
+    """Lightning's FSDP with every transformer layer as one shard unit, set up from class paths.
+
+    ``FSDPStrategy``'s ``auto_wrap_policy`` takes a set of classes, which a YAML file cannot express
+    (LightningCLI drops the argument); this names them by import path instead.
+
+    Args:
+        layer_classes: import paths of the layer classes that become FSDP units (default: BERT,
+            RoBERTa and XLM-R layers; add your backbone's).
+        activation_checkpointing: recompute each layer's activations in the backward pass (less
+            memory, about a third more compute).
+        sharding_strategy: ``FULL_SHARD`` (parameters, gradients, optimiser state), ``SHARD_GRAD_OP``
+            (gradients and optimiser state), ``HYBRID_SHARD`` (full sharding within a node, replicas
+            across nodes), ``NO_SHARD``.
+        state_dict_type: ``full`` gathers each checkpoint into one file (what ``unisent.load`` and
+            ``--ckpt_path`` read); ``sharded`` writes a directory per checkpoint, faster for very large
+            models.
+        **kwargs: other arguments of ``lightning.pytorch.strategies.FSDPStrategy``.
+    """
+
+    def __init__(
+        self,
+        layer_classes: list[str] | None = None,
+        activation_checkpointing: bool = False,
+        sharding_strategy: Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"] = "FULL_SHARD",
+        state_dict_type: Literal["full", "sharded"] = "full",
+        **kwargs: Any,
+    ) -> None:
+        self.layer_classes = list(layer_classes if layer_classes is not None else TRANSFORMER_LAYERS)
+        classes = {_import(path) for path in self.layer_classes}
+        super().__init__(
+            auto_wrap_policy=classes,
+            activation_checkpointing_policy=classes if activation_checkpointing else None,
+            sharding_strategy=sharding_strategy,
+            state_dict_type=state_dict_type,
+            **kwargs,
+        )

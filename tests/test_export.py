@@ -266,3 +266,28 @@ def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_a
     torch.testing.assert_close(loaded.similarity(SENTENCES, SENTENCES[:2]), model.similarity(SENTENCES, SENTENCES[:2]))
     card = (out / "README.md").read_text()
     assert "gaussian-embeddings" in card and "encode_gaussian" in card and "Dense (mean)" in card
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_pcr_model_exports_one_language_as_a_dense_and_keeps_all(center, tiny_bert_dir, tmp_path):
+    from unisent.postprocess import PCREncoder, PrincipalComponentRemoval
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=24)).eval()
+    sentences = (SAMPLE_DIR / "sentences.txt").read_text().splitlines()
+    pcr = PrincipalComponentRemoval(k=2, center=center).fit({"en": encoder.encode(sentences[:60]),
+                                                             "de": encoder.encode(sentences[60:120])})
+    model = PCREncoder(encoder, pcr, default_language="de").eval()
+    with pytest.raises(ValueError, match="default_language"):
+        export_model(PCREncoder(encoder, pcr), tmp_path / "ambiguous", "sentence-transformers")
+    out = export_model(model, tmp_path / "pcr", "sentence-transformers").out
+    types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
+    assert types == ["Transformer", "Pooling", "Dense"]
+    expected_de = model.encode(SENTENCES, language="de")
+    torch.testing.assert_close(_st_encode(out, SENTENCES), expected_de, atol=1e-5, rtol=0)
+    assert not torch.allclose(expected_de, encoder.encode(SENTENCES), atol=1e-3)  # the PCR did something
+    loaded = unisent.load(str(out))
+    assert isinstance(loaded, PCREncoder) and loaded.pcr.languages == ["de", "en"]
+    for language in ("de", "en"):
+        torch.testing.assert_close(loaded.encode(SENTENCES, language=language), model.encode(SENTENCES, language=language),
+                                   atol=1e-5, rtol=0)
+    assert "Dense (PCR)" in (out / "README.md").read_text()

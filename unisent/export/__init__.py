@@ -19,6 +19,7 @@ from .encoder import (  # registers them
     hf_usage_code,
 )
 from .gaussian import GaussianSentenceTransformersExporter  # registers it
+from .pcr import PCRSentenceTransformersExporter  # registers it
 from .registry import (
     PROBE_SENTENCES,
     Exporter,
@@ -52,6 +53,7 @@ __all__ = [
     "ExportReport",
     "ExportSource",
     "GaussianSentenceTransformersExporter",
+    "PCRSentenceTransformersExporter",
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",

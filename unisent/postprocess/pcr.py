@@ -214,7 +214,12 @@ class PCREncoder(nn.Module):
 
         directory = Path(directory)
         state = json.loads((directory / PCR_FILE).read_text(encoding="utf-8"))
-        inner = load(str(directory / INNER_DIR))
+        if state.get("inner") == ".":  # a sentence-transformers export: the encoder's files sit beside pcr.json
+            from ..encoders import Encoder
+
+            inner = Encoder.from_pretrained(directory)
+        else:
+            inner = load(str(directory / INNER_DIR))
         return cls(inner, PrincipalComponentRemoval.from_state(state), state.get("default_language"))
 
     @staticmethod

@@ -20,7 +20,13 @@ from torch import nn
 
 from ..encoders import Encoder
 from ..postprocess.pcr import PCR_FILE, PCREncoder
-from .encoder import EncoderSentenceTransformersExporter, _common_facts, _max_abs_diff, _st_modules, _write_json
+from .encoder import (
+    EncoderSentenceTransformersExporter,
+    _common_facts,
+    _max_abs_diff,
+    _st_modules,
+    _write_json,
+)
 from .registry import register_exporter
 
 __all__ = ["PCRSentenceTransformersExporter"]

@@ -16,7 +16,7 @@ from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .poolers import POOLERS, PoolerName, build_pooler
 from .presets import PRESETS
 
-__all__ = ["Encoder", "EncoderConfig", "pad_batch"]
+__all__ = ["Encoder", "EncoderConfig", "EncoderWrapper", "pad_batch"]
 
 UNISENT_CONFIG = "unisent_encoder.json"
 POOLER_WEIGHTS = "pooler.pt"
@@ -195,3 +195,32 @@ class Encoder(nn.Module):
         settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
         settings["model"] = str(directory)
         return cls(EncoderConfig(**settings))
+
+
+class EncoderWrapper(nn.Module):
+    """Base of inference models that put a head on top of an :class:`Encoder` (GaussCSE's
+    ``GaussianEncoder``, CMLM's ``ProjectionEncoder``, ``PCREncoder``): exposes the wrapped encoder's
+    ``config`` and ``tokenizer`` and runs the head over pooled vectors."""
+
+    encoder: nn.Module
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer
+
+    @staticmethod
+    @torch.inference_mode()
+    def map_head(head: nn.Module, pooled: torch.Tensor, fn, chunk: int = 4096) -> list:
+        """``[fn(c) for c in pooled.split(chunk)]`` with each chunk on ``head``'s device and ``head`` in
+        eval mode (its mode is restored afterwards)."""
+        was_training = head.training
+        head.eval()
+        device = next(head.parameters(), pooled).device
+        try:
+            return [fn(c.to(device)) for c in pooled.split(chunk)]
+        finally:
+            head.train(was_training)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..encoders.encoder import Encoder
+from ..encoders.encoder import Encoder, EncoderWrapper
 from ..encoders.loading import resolve_model_location
 from .base import Objective
 
@@ -217,7 +217,7 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     }
 
 
-class ProjectionEncoder(nn.Module):
+class ProjectionEncoder(EncoderWrapper):
     """Inference model of CMLM's "proj" variant: the sentence vector is the mean of the N projections.
 
     ``unisent.load`` returns it for a directory it saved (or a checkpoint of ``CMLM(proj=True)``).
@@ -228,14 +228,6 @@ class ProjectionEncoder(nn.Module):
         self.encoder = encoder
         self.projection = projection
 
-    @property
-    def config(self):
-        return self.encoder.config
-
-    @property
-    def tokenizer(self):
-        return self.encoder.tokenizer
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Token ids (batch, seq) -> mean of the projections (batch, d)."""
         return self.projection(self.encoder(input_ids, attention_mask)).mean(dim=1)
@@ -244,13 +236,7 @@ class ProjectionEncoder(nn.Module):
     def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
         """Float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
         pooled = self.encoder.encode(sentences, batch_size, **kw)
-        was_training = self.projection.training
-        self.projection.eval()
-        device = next(self.projection.parameters(), pooled).device
-        try:
-            out = torch.cat([self.projection(c.to(device)).mean(dim=1).float().cpu() for c in pooled.split(4096)])
-        finally:
-            self.projection.train(was_training)
+        out = torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
         return F.normalize(out, dim=-1) if normalize else out
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:

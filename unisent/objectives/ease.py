@@ -130,7 +130,9 @@ def _infer_dim(parts: list[str]) -> int:
 def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """An int64 hash per row of token ids (padding ignored): equal sentences get equal keys on every
     process, whatever their padded length."""
-    weights = torch.randint(1, 2**62, (ids.shape[1],), generator=torch.Generator().manual_seed(0)).to(ids.device)
+    # position weights of a 64-bit LCG (wrapping arithmetic): fixed, no RNG, and the same prefix
+    # whatever the padded length, so keys agree across processes
+    weights = torch.arange(1, ids.shape[1] + 1, device=ids.device) * 6364136223846793005 + 1442695040888963407
     return (ids * mask * weights).sum(-1)
 
 

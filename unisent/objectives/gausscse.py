@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..encoders.encoder import Encoder
+from ..encoders.encoder import Encoder, EncoderWrapper
 from ..losses.gaussian import GAUSS_SETS, gauss_cse_loss, gaussian_similarity_matrix
 from .base import Objective, encode_views
 
@@ -68,7 +68,7 @@ class GaussianHead(nn.Module):
         return mu, var + self.settings["var_floor"]
 
 
-class GaussianEncoder(nn.Module):
+class GaussianEncoder(EncoderWrapper):
     """Inference model of GaussCSE: ``encode`` gives the means, ``encode_gaussian`` (means, variances).
 
     ``unisent.load`` returns it for a GaussCSE checkpoint or a directory it saved.
@@ -79,10 +79,6 @@ class GaussianEncoder(nn.Module):
         self.encoder = encoder
         self.head = head
 
-    @property
-    def config(self):
-        return self.encoder.config
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Token ids (batch, seq) -> means (batch, hidden)."""
         return self.head(self.encoder(input_ids, attention_mask))[0]
@@ -92,14 +88,8 @@ class GaussianEncoder(nn.Module):
         self, sentences: Sequence[str], batch_size: int = 64, *, bf16: bool = False, show_progress_bar: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order."""
-        was_training = self.head.training
-        self.head.eval()
-        device = next(self.head.parameters()).device
         pooled = self.encoder.encode(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
-        try:
-            mu, var = zip(*(self.head(chunk.to(device)) for chunk in pooled.split(4096)))
-        finally:
-            self.head.train(was_training)
+        mu, var = zip(*self.map_head(self.head, pooled, self.head))
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
 
     def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:

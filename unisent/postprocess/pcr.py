@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..encoders.encoder import EncoderWrapper
+
 __all__ = ["INNER_DIR", "PCR_FILE", "PCREncoder", "PrincipalComponentRemoval", "fit_pcr"]
 
 PCR_FILE = "pcr.json"
@@ -143,7 +145,7 @@ class PrincipalComponentRemoval:
         return f"PrincipalComponentRemoval(k={self.k}, center={self.center}, languages={self.languages})"
 
 
-class PCREncoder(nn.Module):
+class PCREncoder(EncoderWrapper):
     """A sentence encoder whose embeddings go through a per-language :class:`PrincipalComponentRemoval`.
 
     ``encode(sentences, language="de")`` embeds with the wrapped model, then removes German's
@@ -166,14 +168,6 @@ class PCREncoder(nn.Module):
         self.encoder = encoder
         self.pcr = pcr
         self.default_language = default_language
-
-    @property
-    def config(self):
-        return self.encoder.config
-
-    @property
-    def tokenizer(self):
-        return self.encoder.tokenizer
 
     def _language(self, language: str | Sequence[str] | None) -> str | Sequence[str]:
         if language is not None:

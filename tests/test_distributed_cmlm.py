@@ -43,6 +43,7 @@ def _worker(rank, port, out, kw):
     dist.all_gather(losses, loss.detach())
     if rank == 0:
         out.put((torch.stack(losses).mean().item(), grad.numpy().copy()))
+    dist.barrier()  # neither process tears down gloo while the other still uses it
     dist.destroy_process_group()
 
 

@@ -288,6 +288,7 @@ def _parity_worker(rank, port, queue, mask_duplicates):
         result[name] = (value.item() / WORLD, [(g / WORLD).numpy().copy() for g in grads])
     if rank == 0:
         queue.put(result)
+    dist.barrier()  # neither process tears down gloo while the other still uses it
     dist.destroy_process_group()
 
 

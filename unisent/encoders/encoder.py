@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .loading import load_backbone, load_tokenizer, resolve_model_location
+from .packed import packed_forward, supports_packing
 from .poolers import POOLERS, PoolerName, build_pooler
 from .presets import PRESETS
 
@@ -34,6 +35,8 @@ class EncoderConfig:
         max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
         attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
+        unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
+            result, computed on real tokens only. Used for BERT-family backbones; others ignore it.
     """
 
     model: str = "minilm-l6"
@@ -41,6 +44,7 @@ class EncoderConfig:
     max_length: int = 0
     attn_implementation: str = "sdpa"
     dropout: float | None = None
+    unpad: bool = True
 
     def __post_init__(self) -> None:
         preset = PRESETS.get(self.model)
@@ -86,6 +90,7 @@ class Encoder(nn.Module):
         )
         self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
         self.tokenizer = load_tokenizer(location)
+        self.packs = self.config.unpad and supports_packing(self.backbone)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
@@ -107,6 +112,12 @@ class Encoder(nn.Module):
         **backbone_kwargs,
     ) -> torch.Tensor:
         """Return pooled sentence vectors of shape (batch, hidden)."""
+        if self.packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
+            last, states = packed_forward(
+                self.backbone, input_ids, attention_mask, output_hidden_states=self.pooler.needs_hidden_states,
+                **backbone_kwargs,
+            )
+            return self.pooler(last, attention_mask, states)
         out = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -114,6 +125,12 @@ class Encoder(nn.Module):
             **backbone_kwargs,
         )
         return self.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
+
+    def _checkpointing(self) -> bool:
+        flag = "is_activation_checkpointing" if hasattr(type(self.backbone), "is_activation_checkpointing") else (
+            "is_gradient_checkpointing"
+        )
+        return self.training and bool(getattr(self.backbone, flag, False))
 
     # ----------------------------------------------------------------------------------- tokenising
     def tokenize_ids(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:

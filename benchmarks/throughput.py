@@ -1,6 +1,7 @@
 """Throughput of unisent against sentence-transformers: SimCSE training and ``encode``.
 
-Same model (the packaged all-MiniLM-L6-v2), same sentences (the bundled STS-B train sentences), same
+Same model (the packaged all-MiniLM-L6-v2), same sentences (STS-B train from ../shared/data, or the
+bundled copy of 1,024 of them), same
 batch size and max length, same precision. Each measurement runs in a fresh child process; the two
 systems run in turn, ``--repeats`` times, in one process tree. Each child reports sentences per
 second after ``--warmup`` steps, the final loss, its peak RSS, and the FLOP rate it achieved against
@@ -18,9 +19,10 @@ the machine's measured matmul peak.
     python benchmarks/throughput.py --scaling          # also throughput vs batch size / max length
     python benchmarks/throughput.py --device cuda --precision bf16-mixed   # on a GPU
 
-FLOPs are counted analytically: a BERT forward costs ``2 * P * T + 4 * L * S * T * d`` for ``P``
-non-embedding parameters, ``T`` tokens processed (padded), ``L`` layers, sequence length ``S`` and
-width ``d``; training costs three forwards.
+FLOPs are counted analytically and only for useful work (model FLOP utilisation): a BERT forward
+costs ``2 * P * T + 4 * L * S * T * d`` for ``P`` non-embedding parameters, ``T`` real (non-padding)
+tokens, ``L`` layers, mean real length ``S`` and width ``d``; training costs three forwards. Work
+spent on padding is not counted, so a system that computes on padding shows a lower utilisation.
 """
 
 from __future__ import annotations
@@ -47,10 +49,28 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+#: STS-B train (SentEval tab-separated layout, sentences in columns 6 and 7) when ../shared/data has it
+STSB_TRAIN = ROOT.parent / "shared" / "data" / "sts" / "stsbenchmark" / "sts-train.csv"
+
+
+def _sentence_source() -> str:
+    return "STS-B train (../shared/data), distinct sentences shuffled with seed 0" if STSB_TRAIN.is_file() else (
+        "the bundled 1,024 STS-B train sentences")
+
+
 def _sentences(n: int | None = None) -> list[str]:
+    """Distinct STS-B train sentences, shuffled (seed 0); the bundled copy where ../shared is absent.
+    Repeated only when more than exist are asked for."""
+    import random
+
     from unisent.data import SAMPLE_DIR
 
-    lines = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    if STSB_TRAIN.is_file():
+        rows = [line.rstrip("\n").split("\t") for line in STSB_TRAIN.read_text(encoding="utf-8").splitlines()]
+        lines = list(dict.fromkeys(text.strip() for row in rows if len(row) >= 7 for text in row[5:7] if text.strip()))
+        random.Random(0).shuffle(lines)
+    else:
+        lines = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
     while n and len(lines) < n:
         lines = lines + lines
     return lines[:n] if n else lines
@@ -67,10 +87,10 @@ def matmul_peak(device: str, dtype: str) -> float:
     import torch
 
     dt = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16}[dtype]
-    n = 2048 if device == "cpu" else 8192
+    n = 8192 if device == "cuda" else 2048 if dt == torch.float32 else 1024  # CPU bf16 may be very slow
     a = torch.randn(n, n, device=device, dtype=dt)
     b = torch.randn(n, n, device=device, dtype=dt)
-    for _ in range(2):
+    for _ in range(1 if device == "cpu" else 2):
         a @ b
     reps = 3 if device == "cpu" else 50
     if device == "cuda":
@@ -110,6 +130,53 @@ class _Clock:
 
 
 # ----------------------------------------------------------------------------------- children
+def _objective(name: str, workdir: Path, records: int):
+    """(objective, training file) for the objective-cost table; the data are the bundled samples."""
+    from unisent import objectives as O
+    from unisent.data import SAMPLE_DIR
+
+    if name == "simcse-unsup":
+        path = workdir / "sentences.txt"
+        path.write_text("\n".join(_sentences(records)) + "\n")
+        return O.SimCSE(temperature=0.05), path
+    if name == "simcse-sup":
+        return O.SimCSE(supervised=True, temperature=0.05), SAMPLE_DIR / "nli_triples.jsonl"
+    if name == "ease":
+        return O.EASE(entity_weight=0.01, entity_temperature=100.0, temperature=0.05, entity_dim=768,
+                      entity_titles=str(SAMPLE_DIR / "ease_fewrel_entities.tsv")), SAMPLE_DIR / "ease_fewrel.jsonl"
+    if name == "cmlm":
+        return O.CMLM(num_projections=15, mask_ratio=0.3125, swap_prob=0.5), SAMPLE_DIR / "cmlm_pairs.jsonl"
+    if name == "bitext":
+        return O.BitextRetrieval(margin=0.3, scale=1.0, normalize=False), SAMPLE_DIR / "bitext_xnli_dev_deu_eng.jsonl"
+    if name == "gausscse":
+        return O.GaussCSE(sets=["ent", "rev", "con"], temperature=0.05), SAMPLE_DIR / "nli_triples.jsonl"
+    if name == "nli-classifier":  # premise/hypothesis/label records made from the bundled SNLI triples
+        path = workdir / "nli.jsonl"
+        with path.open("w") as out:
+            for line in (SAMPLE_DIR / "nli_triples.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                out.write(json.dumps({"premise": r["anchor"], "hypothesis": r["positive"], "label": "entailment"}) + "\n")
+                out.write(json.dumps({"premise": r["anchor"], "hypothesis": r["negative"], "label": "contradiction"}) + "\n")
+        return O.NLIClassifier(), path
+    if name == "amr":
+        return O.AMRSimCSE(mode="self", forms={"anchor": "text", "positive": "graph"}, temperature=0.05,
+                           symbol_counts=str(SAMPLE_DIR / "amr_predicates.tsv"),
+                           symbol_lists=str(SAMPLE_DIR / "amr_additions.txt"), min_count=5), \
+            SAMPLE_DIR / "amr_little_prince.jsonl"
+    raise ValueError(f"unknown objective {name!r}; one of {', '.join(OBJECTIVES)}")
+
+
+#: the objective-cost table's rows (``--objectives``); ``simcse-unsup`` is the reference
+OBJECTIVES = ("simcse-unsup", "simcse-sup", "ease", "cmlm", "bitext", "gausscse", "nli-classifier", "amr")
+
+
+def _real_tokens(batch) -> int:
+    """Real tokens in a (nested) batch: the sum of every attention mask in it."""
+    if isinstance(batch, dict):
+        return sum(int(v.sum()) if k == "attention_mask" else _real_tokens(v) for k, v in batch.items())
+    return 0
+
+
 def child_train_unisent(args) -> dict:
     import lightning as L
     import torch
@@ -117,35 +184,35 @@ def child_train_unisent(args) -> dict:
     from unisent.data import DataSource, UnisentDataModule
     from unisent.encoders import EncoderConfig
     from unisent.module import EvaluationConfig, UnisentModule
-    from unisent.objectives import SimCSE
     from unisent.optim import AdamW
 
     torch.manual_seed(0)
-    path = Path(args.workdir) / "sentences.txt"
-    path.write_text("\n".join(_sentences(args.batch * (args.steps + args.warmup + 1))) + "\n")
+    objective, path = _objective(args.objective, Path(args.workdir), args.batch * (args.steps + args.warmup + 1))
     module = UnisentModule(
-        encoder=EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length),
-        objectives=[SimCSE(temperature=0.05)], optimizer=lambda p: AdamW(p, lr=3e-5),
+        encoder=EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length, unpad=not args.no_unpad),
+        objectives=[objective], optimizer=lambda p: AdamW(p, lr=3e-5),
         schedule="constant", save_encoder=False, evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
     )
     clock = _Clock(args.warmup, args.device)
     tokens = []
+    views = 2 if args.objective in ("simcse-unsup", "ease") else 1  # dropout views stacked from one input
 
     class Timer(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            tokens.append(batch["simcse"]["text"]["input_ids"].numel() * 2)  # two stacked views
+            tokens.append(_real_tokens(batch) * views)
             clock.tick(float(outputs["loss"]))
 
-    trainer = L.Trainer(max_steps=args.warmup + args.steps, precision=args.precision, accelerator=args.device,
-                        devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[Timer()], limit_val_batches=0, num_sanity_val_steps=0)
-    data = UnisentDataModule(train={"simcse": DataSource(str(path))}, batch_size=args.batch,
-                             cache_dir=str(Path(args.workdir) / "cache"))
+    trainer = L.Trainer(max_steps=args.warmup + args.steps, max_epochs=-1, precision=args.precision,
+                        accelerator=args.device, devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[Timer()],
+                        limit_val_batches=0, num_sanity_val_steps=0)
+    data = UnisentDataModule(train={objective.name: DataSource(str(path))}, batch_size=args.batch,
+                             length_grouped=args.length_grouped, cache_dir=str(Path(args.workdir) / "cache"))
     trainer.fit(module, datamodule=data)
     timed_tokens = sum(tokens[args.warmup:])
-    seq = timed_tokens / (2 * args.batch * args.steps)
+    seq = timed_tokens / (views * args.batch * args.steps)
     flops = 3 * _flops_per_token(module.encoder.backbone, seq) * timed_tokens
-    return _report(args, clock, flops)
+    return _report(args, clock, flops) | {"tokens_per_step": timed_tokens / args.steps}
 
 
 def child_train_st(args) -> dict:
@@ -167,10 +234,12 @@ def child_train_st(args) -> dict:
     clock = _Clock(args.warmup, args.device)
     tokens = []
 
-    def count_tokens(module, inputs, kwargs):  # tokens the backbone processes, padded
+    pad_id = model.tokenizer.pad_token_id
+
+    def count_tokens(module, inputs, kwargs):  # real (non-padding) tokens the backbone is given
         ids = kwargs.get("input_ids", inputs[0] if inputs else None)
         if ids is not None and len(clock.times) >= args.warmup:
-            tokens.append(ids.numel())
+            tokens.append(int((ids != pad_id).sum()))
 
     # sentence-transformers calls the backbone's `forward` directly (no module hooks), its embeddings are called
     model[0].auto_model.embeddings.register_forward_pre_hook(count_tokens, with_kwargs=True)
@@ -209,13 +278,14 @@ def child_encode_unisent(args) -> dict:
     import unisent
     from unisent.encoders import EncoderConfig
 
-    model = unisent.Encoder(EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length)).eval()
+    model = unisent.Encoder(EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length,
+                                          unpad=not args.no_unpad)).eval()
     model.to(args.device)
     sentences = _encode_sentences(args)
     bf16 = args.precision == "bf16-mixed"
-    model.encode(sentences[: args.batch * 2], batch_size=args.batch, bf16=bf16)  # warm-up
+    model.encode(sentences[: args.batch * 2], batch_size=args.batch, bf16=bf16, workers=args.workers or None)  # warm-up
     start = time.perf_counter()
-    out = model.encode(sentences, batch_size=args.batch, bf16=bf16)
+    out = model.encode(sentences, batch_size=args.batch, bf16=bf16, workers=args.workers or None)
     if args.device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
@@ -269,8 +339,10 @@ def _run_child(kind: str, args, **overrides) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         cmd = [sys.executable, __file__, "--child", kind, "--workdir", workdir]
         settings = {**vars(args), **overrides}
-        for key in ("batch", "max_length", "steps", "warmup", "precision", "device", "encode_n", "threads"):
+        for key in ("batch", "max_length", "steps", "warmup", "precision", "device", "encode_n", "threads", "objective",
+                    "workers"):
             cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
+        cmd += [f"--{key.replace('_', '-')}" for key in ("no_unpad", "length_grouped") if settings[key]]
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if done.returncode != 0:
             raise RuntimeError(f"{kind} failed:\n{done.stderr[-4000:]}")
@@ -282,16 +354,42 @@ def _median(runs: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+#: systems compared per task: name -> (child, settings it overrides)
+SYSTEMS = {"unisent": ("unisent", {}), "st": ("st", {})}
+ABLATIONS = {"unisent-padded": ("unisent", {"no_unpad": True}),
+             "unisent-grouped": ("unisent", {"length_grouped": True}),
+             "unisent-one-worker": ("unisent", {"workers": 1})}
+
+
 def compare(args) -> dict:
+    systems = SYSTEMS | (ABLATIONS if args.ablations else {})
     results: dict = {}
     for task in ("train", "encode"):
-        runs = {"unisent": [], "st": []}
+        runs = {name: [] for name in systems}
         for rep in range(args.repeats):
-            for system in ("unisent", "st") if rep % 2 == 0 else ("st", "unisent"):  # alternate the order
-                runs[system].append(_run_child(f"{task}-{system}", args))
-                print(f"{task} {system} run {rep + 1}: {runs[system][-1]['sentences_per_s']:.1f} sentences/s", flush=True)
-        results[task] = runs
+            order = list(systems) if rep % 2 == 0 else list(reversed(systems))  # alternate the order
+            for name in order:
+                child, overrides = systems[name]
+                if (task == "encode" and overrides.get("length_grouped")) or (task == "train" and "workers" in overrides):
+                    continue  # encode always sorts by length; workers are an encode setting
+                runs[name].append(_run_child(f"{task}-{child}", args, **overrides))
+                print(f"{task} {name} run {rep + 1}: {runs[name][-1]['sentences_per_s']:.1f} sentences/s", flush=True)
+        results[task] = {name: r for name, r in runs.items() if r}
     return results
+
+
+def objective_costs(args) -> list[dict]:
+    """Seconds per optimiser step of each objective at the same batch size, against SimCSE's."""
+    rows = []
+    for name in OBJECTIVES:
+        runs = [_run_child("train-unisent", args, objective=name, steps=args.objective_steps, warmup=2)
+                for _ in range(args.objective_repeats)]
+        step = statistics.median(r["seconds"] / args.objective_steps for r in runs)
+        rows.append({"objective": name, "seconds_per_step": step, "runs": runs,
+                     "tokens_per_step": statistics.median(r["tokens_per_step"] for r in runs),
+                     "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs)})
+        print(f"objective {name}: {step:.2f} s/step", flush=True)
+    return rows
 
 
 def scaling(args) -> dict:
@@ -311,50 +409,89 @@ def _fmt(x, digits=1):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
-def write_markdown(args, results: dict, peak: float, scale: dict | None, path: Path) -> str:
+NAMES = {"unisent": "unisent", "st": "sentence-transformers", "unisent-padded": "unisent, padded forward (`unpad: false`)",
+         "unisent-grouped": "unisent, length-grouped batches",
+         "unisent-one-worker": "unisent, `encode(workers=1)`"}
+START, END = "<!-- throughput.py: results start -->", "<!-- throughput.py: results end -->"
+
+
+def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs: list | None,
+                     bf16: dict | None) -> str:
     import platform
 
     import torch
 
+    peak = peaks[args.precision]
     lines = [
-        "# Benchmarks: unisent against sentence-transformers",
-        "",
-        "Written by `python benchmarks/throughput.py` (`nox -s bench`); numbers are medians over "
-        f"{args.repeats} runs per system, each in a fresh process, the systems alternating.",
+        f"Medians over {args.repeats} runs per system, each in a fresh process, the systems alternating.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
         f"device `{args.device}`, {args.threads} threads",
-        "- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: the bundled STS-B train sentences",
+        f"- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: {_sentence_source()}",
         f"- batch {args.batch}, max length {args.max_length}, precision `{args.precision}`, "
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",
-        f"- measured matmul peak: {peak / 1e9:,.1f} GFLOP/s",
+        "- measured matmul peak: " + ", ".join(f"`{k}` {v / 1e9:,.1f} GFLOP/s" for k, v in peaks.items()),
         "",
-        "| task | system | sentences/s | ratio (unisent / st) | final loss | achieved GFLOP/s | % of matmul peak | peak RSS MB |",
+        "| task | system | sentences/s | ratio to sentence-transformers | final loss | useful GFLOP/s | % of matmul peak | peak RSS MB |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for task, runs in results.items():
-        u, s = _median(runs["unisent"], "sentences_per_s"), _median(runs["st"], "sentences_per_s")
-        for name, system in (("unisent", "unisent"), ("sentence-transformers", "st")):
-            flops = _median(runs[system], "achieved_flops")
+        base = _median(runs["st"], "sentences_per_s")
+        for system, values in runs.items():
+            rate, flops = _median(values, "sentences_per_s"), _median(values, "achieved_flops")
             lines.append(
-                f"| {task} | {name} | {_fmt(_median(runs[system], 'sentences_per_s'))} | "
-                f"{_fmt(u / s, 2) if system == 'unisent' else ''} | {_fmt(_median(runs[system], 'final_loss'), 3)} | "
-                f"{_fmt(flops / 1e9 if flops else None)} | {_fmt(100 * flops / peak if flops else None)} | "
-                f"{_fmt(_median(runs[system], 'peak_rss_mb'), 0)} |"
+                f"| {task} | {NAMES.get(system, system)} | {_fmt(rate)} | {_fmt(rate / base, 2)} | "
+                f"{_fmt(_median(values, 'final_loss'), 4)} | {_fmt(flops / 1e9 if flops else None)} | "
+                f"{_fmt(100 * flops / peak if flops else None)} | {_fmt(_median(values, 'peak_rss_mb'), 0)} |"
             )
-    lines += ["", "All runs (sentences/s):", ""]
+    lines += ["", "Every run (sentences/s):", ""]
     for task, runs in results.items():
         for system, values in runs.items():
-            lines.append(f"- {task} {system}: " + ", ".join(f"{r['sentences_per_s']:.1f}" for r in values))
+            lines.append(f"- {task}, {NAMES.get(system, system)}: " + ", ".join(f"{r['sentences_per_s']:.1f}" for r in values))
+    if bf16:
+        lines += ["", "### bf16 on this machine", "",
+                  f"`encode` of {bf16['n']} sentences under bf16 (the sentence-transformers model cast to bf16, "
+                  "unisent under bf16 autocast), one run each:", "",
+                  "| system | sentences/s (bf16) | sentences/s (fp32, above) |", "|---|---:|---:|"]
+        for system in ("unisent", "st"):
+            lines.append(f"| {NAMES[system]} | {_fmt(bf16[system]['sentences_per_s'], 2)} | "
+                         f"{_fmt(_median(results['encode'][system], 'sentences_per_s'))} |")
+    if costs:
+        ref = costs[0]["seconds_per_step"]
+        lines += ["", "### Cost of each objective relative to SimCSE", "",
+                  f"unisent training, batch {args.batch} records, max length {args.max_length}, "
+                  f"{args.objective_steps} timed steps after 2 warm-up steps, the bundled samples as data "
+                  "(their sentence lengths differ: compare tokens per step).", "",
+                  "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |",
+                  "|---|---:|---:|---:|---:|"]
+        for row in costs:
+            lines.append(f"| `{row['objective']}` | {_fmt(row['seconds_per_step'], 2)} | "
+                         f"{_fmt(row['seconds_per_step'] / ref, 2)} | {_fmt(row['tokens_per_step'], 0)} | "
+                         f"{_fmt(row['peak_rss_mb'], 0)} |")
     if scale:
-        lines += ["", "## Scaling (unisent SimCSE training)", "",
-                  "| batch | max length | sentences/s | achieved GFLOP/s | peak RSS MB |", "|---:|---:|---:|---:|---:|"]
+        lines += ["", "### Scaling (unisent unsupervised SimCSE training)", "",
+                  "| batch | max length | sentences/s | useful GFLOP/s | peak RSS MB |", "|---:|---:|---:|---:|---:|"]
         for row in scale["batch"] + scale["length"]:
             lines.append(f"| {row['batch']} | {row['max_length']} | {_fmt(row['sentences_per_s'])} | "
                          f"{_fmt(row['achieved_flops'] / 1e9)} | {_fmt(row['peak_rss_mb'], 0)} |")
-    text = "\n".join(lines) + "\n"
-    path.write_text(text)
-    return text
+    return "\n".join(lines)
+
+
+def write_markdown(text: str, path: Path) -> None:
+    """Put ``text`` between the result markers of ``path`` (the prose around them is kept)."""
+    block = f"{START}\n{text}\n{END}"
+    old = path.read_text() if path.is_file() else ""
+    if START in old and END in old:
+        new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
+    else:
+        new = "# Benchmarks: unisent against sentence-transformers\n\n" + block + "\n"
+    path.write_text(new)
+
+
+def bf16_check(args) -> dict:
+    n = 128
+    return {"n": n, **{system: _run_child(f"encode-{system}", args, precision="bf16-mixed", encode_n=n)
+                       for system in ("unisent", "st")}}
 
 
 def main() -> None:
@@ -370,6 +507,17 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=0, help="unisent encode worker threads (0: its default)")
+    parser.add_argument("--objective", default="simcse-unsup", choices=OBJECTIVES, help="unisent training child")
+    parser.add_argument("--no-unpad", action="store_true", help="unisent: the Hugging Face padded forward")
+    parser.add_argument("--length-grouped", action="store_true", help="unisent: length-grouped batches")
+    parser.add_argument("--ablations", action="store_true",
+                        help="also unisent training without unpadding and with length-grouped batches")
+    parser.add_argument("--objectives", action="store_true", help="also the cost of each objective vs SimCSE")
+    parser.add_argument("--objective-steps", type=int, default=6)
+    parser.add_argument("--objective-repeats", type=int, default=1)
+    parser.add_argument("--bf16-check", action="store_true", help="also encode 128 sentences in bf16 (both systems)")
+    parser.add_argument("--all", action="store_true", help="--ablations --objectives --bf16-check --scaling")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--scaling-steps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2 timed steps, 1 repeat, no docs")
@@ -382,17 +530,23 @@ def main() -> None:
     if args.child:
         print(json.dumps(CHILDREN[args.child](args)))
         return
+    if args.all:
+        args.ablations = args.objectives = args.bf16_check = args.scaling = True
     if args.quick:
+        args.objective_steps = 2
         args.steps, args.warmup, args.repeats, args.encode_n = 2, 1, 1, 256
-    peak = matmul_peak(args.device, args.precision)
+    peaks = {precision: matmul_peak(args.device, precision) for precision in ("32-true", "bf16-mixed")}
     results = compare(args)
+    bf16 = bf16_check(args) if args.bf16_check else None
+    costs = objective_costs(args) if args.objectives else None
     scale = scaling(args) if args.scaling else None
     if args.json:
-        Path(args.json).write_text(json.dumps({"peak": peak, "results": results, "scaling": scale}, indent=1))
+        Path(args.json).write_text(json.dumps({"peaks": peaks, "results": results, "bf16": bf16,
+                                               "objectives": costs, "scaling": scale}, indent=1))
+    text = results_markdown(args, results, peaks, scale, costs, bf16)
+    print(text)
     if not args.quick:
-        print(write_markdown(args, results, peak, scale, Path(args.output)))
-    else:
-        print(json.dumps({"peak": peak, "results": results}, indent=1))
+        write_markdown(text, Path(args.output))
 
 
 if __name__ == "__main__":

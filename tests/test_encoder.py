@@ -67,3 +67,38 @@ def test_presets_fill_defaults():
     cfg = EncoderConfig(model="bert-base-uncased")
     assert (cfg.pooler, cfg.max_length) == ("cls_mlp_train_only", 32)
     assert EncoderConfig(model="xlm-roberta-base").pooler == "mean"
+
+
+def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_bert_dir):
+    from unisent.data import SAMPLE_DIR
+
+    sentences = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()[:70]
+    enc = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean"))
+    before = torch.get_num_threads()
+    single = enc.encode(sentences, batch_size=8, workers=1)
+    for workers in (2, 3):
+        torch.testing.assert_close(enc.encode(sentences, batch_size=8, workers=workers), single, atol=1e-5, rtol=1e-5)
+        assert torch.get_num_threads() == before
+    torch.testing.assert_close(enc.encode(sentences, batch_size=8, workers=2, normalize=True),
+                               torch.nn.functional.normalize(single, dim=-1), atol=1e-5, rtol=1e-5)
+    bf16 = enc.encode(sentences, batch_size=8, workers=2, bf16=True)  # autocast is per thread: set in the worker
+    assert bf16.dtype == torch.float32 and not torch.equal(bf16, single)
+    torch.testing.assert_close(bf16, single, atol=0.1, rtol=0.1)
+    assert enc.training  # the encoder's mode is restored too
+
+
+def test_ordered_map_keeps_order_and_reads_ahead_boundedly():
+    from unisent.encoders.encoder import _ordered_map
+
+    read = []
+
+    def items():
+        for i in range(50):
+            read.append(i)
+            yield i
+
+    out = []
+    for result in _ordered_map(lambda x: x * x, items(), workers=3):
+        out.append(result)
+        assert len(read) - len(out) <= 6  # at most 2 * workers items in flight
+    assert out == [i * i for i in range(50)]

@@ -80,6 +80,7 @@ def test_packed_without_padding_and_with_a_single_token_row(tiny_bert_dir):
     encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")).eval()
     ids = encoder.tokenize_ids(["a cat sat on the mat", "a dog sat on the rug"])
     ids.append(ids[0][:1])  # a row with one real token, the rest padding
+    assert len(ids[0]) == len(ids[1])  # the first two rows have no padding: the gather-free path
     for rows in (ids[:2], ids):
         input_ids, attention_mask = pad_batch(rows, encoder.pad_token_id)
         with torch.no_grad():

@@ -71,24 +71,30 @@ def packed_forward(
     keep = attention_mask.bool()
     index = keep.reshape(-1).nonzero().squeeze(1)  # (tokens,) positions of real tokens in batch*seq
     embeddings = backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, seq, hidden)
-    hidden = embeddings.reshape(batch * seq, -1).index_select(0, index)  # (tokens, hidden)
-    key_mask = keep[:, None, None, :]  # (batch, 1, 1, seq): attend to real keys only
+    if index.numel() == batch * seq:  # no padding (e.g. a length-sorted batch): nothing to gather or mask
+        index, key_mask = None, None
+        hidden = embeddings.reshape(batch * seq, -1)
+    else:
+        hidden = embeddings.reshape(batch * seq, -1).index_select(0, index)  # (tokens, hidden)
+        key_mask = keep[:, None, None, :]  # (batch, 1, 1, seq): attend to real keys only
 
     def pad(x: torch.Tensor) -> torch.Tensor:  # (tokens, dim) -> (batch, seq, dim), zeros at padding
+        if index is None:
+            return x.view(batch, seq, -1)
         return x.new_zeros(batch * seq, x.shape[-1]).index_copy(0, index, x).view(batch, seq, -1)
 
     states = [embeddings.masked_fill(~keep[..., None], 0.0)] if output_hidden_states else None
     for layer in backbone.encoder.layer:
-        hidden = _packed_layer(layer, hidden, pad, index, key_mask)
+        hidden = _packed_layer(layer, hidden, pad, index, key_mask, batch, seq)
         if states is not None:
             states.append(pad(hidden))
     last = states[-1] if states is not None else pad(hidden)
     return last, (tuple(states) if states is not None else None)
 
 
-def _packed_layer(layer: nn.Module, hidden: torch.Tensor, pad, index: torch.Tensor, key_mask: torch.Tensor):
+def _packed_layer(layer: nn.Module, hidden: torch.Tensor, pad, index: torch.Tensor | None,
+                  key_mask: torch.Tensor | None, batch: int, seq: int):
     attn = layer.attention.self
-    batch, _, _, seq = key_mask.shape
     head_dim = attn.attention_head_size
 
     def heads(x: torch.Tensor) -> torch.Tensor:  # (tokens, hidden) -> (batch, heads, seq, head_dim)
@@ -98,6 +104,8 @@ def _packed_layer(layer: nn.Module, hidden: torch.Tensor, pad, index: torch.Tens
         heads(attn.query(hidden)), heads(attn.key(hidden)), heads(attn.value(hidden)),
         attn_mask=key_mask, dropout_p=attn.dropout.p if attn.training else 0.0, scale=attn.scaling,
     )  # (batch, heads, seq, head_dim)
-    context = context.transpose(1, 2).reshape(batch * seq, -1).index_select(0, index)  # (tokens, hidden)
+    context = context.transpose(1, 2).reshape(batch * seq, -1)
+    if index is not None:
+        context = context.index_select(0, index)  # (tokens, hidden)
     attended = layer.attention.output(context, hidden)  # dense -> dropout -> LayerNorm(+ residual)
     return layer.output(layer.intermediate(attended), attended)

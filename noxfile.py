@@ -39,8 +39,11 @@ def slow(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
-    """Throughput against sentence-transformers (training and encode); writes docs/benchmarks.md.
-    Run it on an otherwise idle machine: other jobs on the CPU distort the timings."""
+    """Throughput against sentence-transformers (training and encode, ablations, bf16, the cost of
+    each objective, scaling); writes docs/benchmarks.md (about 30 minutes on 2 CPU cores). Run it on an
+    otherwise idle machine: other jobs on the CPU distort the timings. `nox -s bench -- --quick` is a
+    smoke run; any other arguments go to benchmarks/throughput.py instead of `--all`."""
     session.run("bash", "scripts/setup.sh", external=True)
     session.run(".venv/bin/pip", "install", "-q", "torch==2.13.0", "-e", ".[dev,bench]", external=True)
-    session.run(".venv/bin/python", "benchmarks/throughput.py", *session.posargs, external=True)
+    args = session.posargs or ["--all", "--json", "docs/benchmarks.json"]
+    session.run(".venv/bin/python", "benchmarks/throughput.py", *args, external=True)

@@ -110,6 +110,12 @@ def _flops_per_token(model, seq: float) -> float:
     return 2 * params + 4 * config.num_hidden_layers * seq * config.hidden_size
 
 
+def _encode_flops(model, lengths: list[int]) -> float:
+    """Useful FLOPs of one forward over sentences of these real lengths."""
+    tokens = sum(lengths)
+    return _flops_per_token(model, tokens / len(lengths)) * tokens
+
+
 class _Clock:
     """Step times after warm-up (host-side; on CUDA synchronised)."""
 
@@ -289,8 +295,9 @@ def child_encode_unisent(args) -> dict:
     if args.device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    lengths = [len(ids) for ids in model.tokenize_ids(sentences)]
     return {"sentences_per_s": len(sentences) / seconds, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(),
-            "checksum": float(out[:8].sum())}
+            "achieved_flops": _encode_flops(model.backbone, lengths) / seconds, "checksum": float(out[:8].sum())}
 
 
 def child_encode_st(args) -> dict:
@@ -308,8 +315,33 @@ def child_encode_st(args) -> dict:
     if args.device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    lengths = [len(ids) for ids in model.tokenizer(sentences, truncation=True, max_length=args.max_length)["input_ids"]]
     return {"sentences_per_s": len(sentences) / seconds, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(),
+            "achieved_flops": _encode_flops(model[0].auto_model, lengths) / seconds,
             "checksum": float(out[:8].float().sum())}
+
+
+def child_tokenize(args) -> dict:
+    """The training data's tokenisation: the first run tokenises and writes the Arrow cache, the next
+    one (a new DataModule, as in a second run) reads it."""
+    from types import SimpleNamespace
+
+    from unisent.data import DataSource, UnisentDataModule
+    from unisent.encoders import Encoder, EncoderConfig
+    from unisent.objectives import SimCSE
+
+    sentences = _sentences()
+    path = Path(args.workdir) / "sentences.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    model = SimpleNamespace(encoder=Encoder(EncoderConfig(model=_model_path(), max_length=args.max_length)),
+                            objectives=[SimCSE()])
+    seconds = []
+    for _ in range(2):
+        data = UnisentDataModule(train={"simcse": DataSource(str(path))}, cache_dir=str(Path(args.workdir) / "cache"))
+        start = time.perf_counter()
+        dataset = data.attach(model).tokenized(data.train["simcse"], model.objectives[0])
+        seconds.append(time.perf_counter() - start)
+    return {"sentences": len(dataset), "first_s": seconds[0], "cached_s": seconds[1]}
 
 
 def _report(args, clock: _Clock, flops: float) -> dict:
@@ -318,6 +350,7 @@ def _report(args, clock: _Clock, flops: float) -> dict:
         "sentences_per_s": args.batch * args.steps / seconds,
         "seconds": seconds,
         "final_loss": statistics.mean(clock.losses[-5:]) if clock.losses else None,
+        "mean_loss": statistics.mean(clock.losses[args.warmup:]) if len(clock.losses) > args.warmup else None,
         "achieved_flops": flops / seconds,
         "peak_rss_mb": _peak_rss_mb(),
     }
@@ -330,7 +363,7 @@ def _report(args, clock: _Clock, flops: float) -> dict:
 
 CHILDREN = {
     "train-unisent": child_train_unisent, "train-st": child_train_st,
-    "encode-unisent": child_encode_unisent, "encode-st": child_encode_st,
+    "encode-unisent": child_encode_unisent, "encode-st": child_encode_st, "tokenize": child_tokenize,
 }
 
 
@@ -395,11 +428,11 @@ def objective_costs(args) -> list[dict]:
 def scaling(args) -> dict:
     out = {"batch": [], "length": []}
     for batch in (16, 32, 64, 128, 256, 512):
-        r = _run_child("train-unisent", args, batch=batch, steps=args.scaling_steps, warmup=1)
+        r = _run_child("train-unisent", args, batch=batch, steps=args.scaling_steps, warmup=2)
         out["batch"].append({"batch": batch, "max_length": args.max_length, **r})
         print(f"scaling batch {batch}: {r['sentences_per_s']:.1f}", flush=True)
     for length in (32, 64, 128, 256):
-        r = _run_child("train-unisent", args, max_length=length, steps=args.scaling_steps, warmup=1)
+        r = _run_child("train-unisent", args, max_length=length, steps=args.scaling_steps, warmup=2)
         out["length"].append({"batch": args.batch, "max_length": length, **r})
         print(f"scaling length {length}: {r['sentences_per_s']:.1f}", flush=True)
     return out
@@ -416,7 +449,7 @@ START, END = "<!-- throughput.py: results start -->", "<!-- throughput.py: resul
 
 
 def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs: list | None,
-                     bf16: dict | None) -> str:
+                     bf16: dict | None, tokenize: dict | None = None) -> str:
     import platform
 
     import torch
@@ -432,8 +465,8 @@ def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",
         "- measured matmul peak: " + ", ".join(f"`{k}` {v / 1e9:,.1f} GFLOP/s" for k, v in peaks.items()),
         "",
-        "| task | system | sentences/s | ratio to sentence-transformers | final loss | useful GFLOP/s | % of matmul peak | peak RSS MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| task | system | sentences/s | ratio to sentence-transformers | mean loss (timed steps) | final loss | useful GFLOP/s | % of matmul peak | peak RSS MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for task, runs in results.items():
         base = _median(runs["st"], "sentences_per_s")
@@ -441,7 +474,8 @@ def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs
             rate, flops = _median(values, "sentences_per_s"), _median(values, "achieved_flops")
             lines.append(
                 f"| {task} | {NAMES.get(system, system)} | {_fmt(rate)} | {_fmt(rate / base, 2)} | "
-                f"{_fmt(_median(values, 'final_loss'), 4)} | {_fmt(flops / 1e9 if flops else None)} | "
+                f"{_fmt(_median(values, 'mean_loss'), 4)} | {_fmt(_median(values, 'final_loss'), 4)} | "
+                f"{_fmt(flops / 1e9 if flops else None)} | "
                 f"{_fmt(100 * flops / peak if flops else None)} | {_fmt(_median(values, 'peak_rss_mb'), 0)} |"
             )
     lines += ["", "Every run (sentences/s):", ""]
@@ -456,6 +490,11 @@ def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs
         for system in ("unisent", "st"):
             lines.append(f"| {NAMES[system]} | {_fmt(bf16[system]['sentences_per_s'], 2)} | "
                          f"{_fmt(_median(results['encode'][system], 'sentences_per_s'))} |")
+    if tokenize:
+        lines += ["", "### Tokenisation cache", "",
+                  f"Tokenising the {tokenize['sentences']:,} training sentences for SimCSE: "
+                  f"{tokenize['first_s']:.2f} s the first time (read, validate, tokenise, write Arrow), "
+                  f"{tokenize['cached_s']:.3f} s from the Arrow cache in the next run."]
     if costs:
         ref = costs[0]["seconds_per_step"]
         lines += ["", "### Cost of each objective relative to SimCSE", "",
@@ -514,12 +553,12 @@ def main() -> None:
     parser.add_argument("--ablations", action="store_true",
                         help="also unisent training without unpadding and with length-grouped batches")
     parser.add_argument("--objectives", action="store_true", help="also the cost of each objective vs SimCSE")
-    parser.add_argument("--objective-steps", type=int, default=6)
+    parser.add_argument("--objective-steps", type=int, default=8)
     parser.add_argument("--objective-repeats", type=int, default=1)
     parser.add_argument("--bf16-check", action="store_true", help="also encode 128 sentences in bf16 (both systems)")
     parser.add_argument("--all", action="store_true", help="--ablations --objectives --bf16-check --scaling")
     parser.add_argument("--scaling", action="store_true")
-    parser.add_argument("--scaling-steps", type=int, default=3)
+    parser.add_argument("--scaling-steps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 timed steps, 1 repeat, no docs")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--json", default=None, help="also write the raw results here")
@@ -533,17 +572,18 @@ def main() -> None:
     if args.all:
         args.ablations = args.objectives = args.bf16_check = args.scaling = True
     if args.quick:
-        args.objective_steps = 2
+        args.objective_steps = args.scaling_steps = 2
         args.steps, args.warmup, args.repeats, args.encode_n = 2, 1, 1, 256
     peaks = {precision: matmul_peak(args.device, precision) for precision in ("32-true", "bf16-mixed")}
     results = compare(args)
     bf16 = bf16_check(args) if args.bf16_check else None
     costs = objective_costs(args) if args.objectives else None
+    tokenize = _run_child("tokenize", args) if args.objectives else None
     scale = scaling(args) if args.scaling else None
     if args.json:
         Path(args.json).write_text(json.dumps({"peaks": peaks, "results": results, "bf16": bf16,
-                                               "objectives": costs, "scaling": scale}, indent=1))
-    text = results_markdown(args, results, peaks, scale, costs, bf16)
+                                               "objectives": costs, "tokenize": tokenize, "scaling": scale}, indent=1))
+    text = results_markdown(args, results, peaks, scale, costs, bf16, tokenize)
     print(text)
     if not args.quick:
         write_markdown(text, Path(args.output))

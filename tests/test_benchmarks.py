@@ -1,0 +1,51 @@
+"""The benchmark harness's bookkeeping (its timings are measured by running it, not here)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("throughput", ROOT / "benchmarks" / "throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_write_markdown_replaces_only_the_results_block(tmp_path):
+    harness = _harness()
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# Title\n\nprose before\n\n{harness.START}\nold table\n{harness.END}\n\nprose after\n")
+    harness.write_markdown("new table", page)
+    text = page.read_text()
+    assert "old table" not in text and "new table" in text
+    assert text.startswith("# Title\n\nprose before\n\n") and text.endswith(f"{harness.END}\n\nprose after\n")
+    fresh = tmp_path / "fresh.md"
+    harness.write_markdown("first", fresh)
+    assert harness.START in fresh.read_text() and "first" in fresh.read_text()
+
+
+def test_real_tokens_counts_every_attention_mask_of_a_nested_batch():
+    harness = _harness()
+    batch = {"cmlm": {"s1": {"input_ids": torch.ones(2, 4), "attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])},
+                      "s2": {"input_ids": torch.ones(2, 2), "attention_mask": torch.tensor([[1, 1], [1, 0]])},
+                      "label": torch.tensor([0, 1])}}
+    assert harness._real_tokens(batch) == 8
+
+
+def test_useful_flops_follow_the_formula(tiny_bert_dir):
+    from transformers import AutoModel
+
+    harness = _harness()
+    model = AutoModel.from_pretrained(tiny_bert_dir)
+    config = model.config
+    embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+    params = sum(p.numel() for p in model.parameters()) - embeddings
+    lengths = [3, 5, 4]
+    expected = (2 * params + 4 * config.num_hidden_layers * 4.0 * config.hidden_size) * 12
+    assert harness._encode_flops(model, lengths) == expected

@@ -387,27 +387,25 @@ def _median(runs: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-#: systems compared per task: name -> (child, settings it overrides)
-SYSTEMS = {"unisent": ("unisent", {}), "st": ("st", {})}
-ABLATIONS = {"unisent-padded": ("unisent", {"no_unpad": True}),
-             "unisent-grouped": ("unisent", {"length_grouped": True}),
-             "unisent-one-worker": ("unisent", {"workers": 1})}
+#: systems compared: name -> (child, settings it overrides, tasks it runs for)
+SYSTEMS = {"unisent": ("unisent", {}, ("train", "encode")), "st": ("st", {}, ("train", "encode"))}
+ABLATIONS = {"unisent-padded": ("unisent", {"no_unpad": True}, ("train", "encode")),
+             "unisent-grouped": ("unisent", {"length_grouped": True}, ("train",)),  # encode sorts by length anyway
+             "unisent-one-worker": ("unisent", {"workers": 1}, ("encode",))}
 
 
 def compare(args) -> dict:
     systems = SYSTEMS | (ABLATIONS if args.ablations else {})
     results: dict = {}
     for task in ("train", "encode"):
-        runs = {name: [] for name in systems}
+        names = [name for name, (_, _, tasks) in systems.items() if task in tasks]
+        runs = {name: [] for name in names}
         for rep in range(args.repeats):
-            order = list(systems) if rep % 2 == 0 else list(reversed(systems))  # alternate the order
-            for name in order:
-                child, overrides = systems[name]
-                if (task == "encode" and overrides.get("length_grouped")) or (task == "train" and "workers" in overrides):
-                    continue  # encode always sorts by length; workers are an encode setting
+            for name in names if rep % 2 == 0 else reversed(names):  # alternate the order
+                child, overrides, _ = systems[name]
                 runs[name].append(_run_child(f"{task}-{child}", args, **overrides))
                 print(f"{task} {name} run {rep + 1}: {runs[name][-1]['sentences_per_s']:.1f} sentences/s", flush=True)
-        results[task] = {name: r for name, r in runs.items() if r}
+        results[task] = runs
     return results
 
 

@@ -198,12 +198,10 @@ class Encoder(nn.Module):
                 return idx, emb.cpu()
 
         try:
-            if workers > 1:
-                torch.set_num_threads(max(1, threads // workers))
             for idx, emb in _ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
                 out[torch.as_tensor(idx)] = emb
         finally:
-            torch.set_num_threads(threads)
+            torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
             self.train(was_training)
         return out
 

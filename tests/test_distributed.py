@@ -1,14 +1,11 @@
 """2-process (gloo) parity: loss and gradients with gathered candidates equal one process on the global batch."""
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from unisent.losses import gauss_cse_loss, info_nce
+from unisent.testing import run_distributed
 
 pytestmark = pytest.mark.distributed
 
@@ -30,9 +27,7 @@ def _loss(layer, inputs, **kw):
     return info_nce(q, p, hard_negatives=n, temperature=0.1, **kw)
 
 
-def _worker(rank, port, out, kw):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+def _worker(rank, world, kw):
     inputs, weight = _data()
     layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
     layer.weight.data.copy_(weight)
@@ -41,34 +36,14 @@ def _worker(rank, port, out, kw):
     loss.backward()
     grad = layer.weight.grad.clone()
     dist.all_reduce(grad)  # what DDP does: average gradients over processes
-    grad /= WORLD
-    losses = [torch.zeros(()) for _ in range(WORLD)]
+    grad /= world
+    losses = [torch.zeros(()) for _ in range(world)]
     dist.all_gather(losses, loss.detach())
-    if rank == 0:
-        out.put((torch.stack(losses).mean().item(), grad.numpy().copy()))
-    dist.barrier()  # neither process tears down gloo while the other still uses it
-    dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return torch.stack(losses).mean().item(), grad.numpy().copy()
 
 
 def _run_two_processes(kw):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, out, kw)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    dist_loss, dist_grad = out.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-
-    return dist_loss, dist_grad
+    return run_distributed(_worker, kw, world_size=WORLD)
 
 
 def _one_process(kw):
@@ -95,3 +70,14 @@ def test_without_gathering_the_processes_see_fewer_negatives():
     loss, grad = _one_process({})
     assert abs(dist_loss - loss.item()) > 1e-3
     assert not torch.allclose(torch.from_numpy(dist_grad), grad, rtol=1e-3, atol=1e-4)
+
+
+def _fails_on_rank_one(rank, world):
+    if rank == 1:
+        raise ValueError("boom on rank one")
+    return rank
+
+
+def test_run_distributed_reports_the_failing_process():
+    with pytest.raises(RuntimeError, match="(?s)process 1 failed.*ValueError: boom on rank one"):
+        run_distributed(_fails_on_rank_one, world_size=WORLD, timeout=60)

@@ -1,14 +1,11 @@
 """2-process (gloo) parity of the bitext retrieval loss: gathered candidates equal one process on the global batch."""
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from unisent.losses import additive_margin_softmax
+from unisent.testing import run_distributed
 
 pytestmark = pytest.mark.distributed
 
@@ -27,9 +24,7 @@ def _loss(layer, inputs, **kw):
     return additive_margin_softmax(source, target, margin=0.3, **kw)
 
 
-def _worker(rank, port, out, kw):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+def _worker(rank, world, kw):
     inputs, weight = _data()
     layer = torch.nn.Linear(DIM_IN, DIM, bias=False)
     layer.weight.data.copy_(weight)
@@ -38,33 +33,14 @@ def _worker(rank, port, out, kw):
     loss.backward()
     grad = layer.weight.grad.clone()
     dist.all_reduce(grad)  # what DDP does: average gradients over processes
-    grad /= WORLD
-    losses = [torch.zeros(()) for _ in range(WORLD)]
+    grad /= world
+    losses = [torch.zeros(()) for _ in range(world)]
     dist.all_gather(losses, loss.detach())
-    if rank == 0:
-        out.put((torch.stack(losses).mean().item(), grad.numpy().copy()))
-    dist.barrier()  # neither process tears down gloo while the other still uses it
-    dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return torch.stack(losses).mean().item(), grad.numpy().copy()
 
 
 def _run_two_processes(kw):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, out, kw)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    dist_loss, dist_grad = out.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return dist_loss, dist_grad
+    return run_distributed(_worker, kw, world_size=WORLD)
 
 
 def _one_process(kw):

@@ -2,8 +2,6 @@
 
 import json
 import math
-import os
-import socket
 
 import lightning as L
 import numpy as np
@@ -11,7 +9,6 @@ import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
 from unisent.encoders import EncoderConfig
@@ -19,6 +16,7 @@ from unisent.module import UnisentModule
 from unisent.objectives import EASE
 from unisent.objectives.ease import read_wikipedia2vec
 from unisent.optim import AdamW
+from unisent.testing import run_distributed
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -276,37 +274,21 @@ def _terms_and_grads(encoder, objective, rows):
     return out
 
 
-def _parity_worker(rank, port, queue, mask_duplicates):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+def _parity_worker(rank, world, mask_duplicates):
     encoder, objective = _parity_objective(mask_duplicates)
     result = {}
     for name, (value, grads) in _terms_and_grads(encoder, objective, range(rank * LOCAL, (rank + 1) * LOCAL)).items():
         dist.all_reduce(value)
         for g in grads:
             dist.all_reduce(g)  # DDP averages the gradients of the processes
-        result[name] = (value.item() / WORLD, [(g / WORLD).numpy().copy() for g in grads])
-    if rank == 0:
-        queue.put(result)
-    dist.barrier()  # neither process tears down gloo while the other still uses it
-    dist.destroy_process_group()
+        result[name] = (value.item() / world, [(g / world).numpy().copy() for g in grads])
+    return result
 
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("mask_duplicates", [False, True])
 def test_two_processes_equal_one_process_for_both_terms(mask_duplicates):
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [ctx.Process(target=_parity_worker, args=(r, port, queue, mask_duplicates)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    distributed = queue.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    distributed = run_distributed(_parity_worker, mask_duplicates, world_size=WORLD)
     single = _terms_and_grads(*_parity_objective(mask_duplicates), range(WORLD * LOCAL))
     assert set(distributed) == set(single) == {"entity", "contrastive"}
     for name in single:

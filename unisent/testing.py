@@ -1,0 +1,82 @@
+"""Testing helpers for objectives: run a function in several CPU processes joined by gloo.
+
+A loss that gathers candidates across processes should give, on N processes with a shard each, the
+loss and (averaged) gradients of one process on the global batch. :func:`run_distributed` runs the
+distributed side of such a check::
+
+    def worker(rank, world_size, data):          # module level: spawned processes import it
+        loss = my_loss(data[rank::world_size])
+        loss.backward()
+        ...
+        return loss.item()                      # rank 0's return value comes back
+
+    from unisent.testing import run_distributed
+    value = run_distributed(worker, data, world_size=2)
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_distributed"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(fn: Callable, rank: int, world_size: int, port: int, out, args: tuple) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    try:
+        result = fn(rank, world_size, *args)
+    except BaseException:
+        out.put((rank, False, traceback.format_exc()))
+        raise
+    out.put((rank, True, result if rank == 0 else None))
+    dist.barrier()  # no process tears down gloo while another still uses it
+    dist.destroy_process_group()
+
+
+def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: float = 120.0) -> Any:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` spawned processes that share a gloo
+    process group; return what rank 0 returned. ``fn`` must be defined at module level (the spawned
+    processes import it) and return picklable values. A failure in any process is raised here with
+    that process's traceback."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_entry, args=(fn, rank, world_size, port, out, args)) for rank in range(world_size)]
+    for p in procs:
+        p.start()
+    result = None
+    try:
+        for _ in range(world_size):
+            try:
+                rank, ok, value = out.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"no result from the {world_size} processes within {timeout:.0f} s") from None
+            if not ok:
+                raise RuntimeError(f"process {rank} failed:\n{value}")
+            if rank == 0:
+                result = value
+        for p in procs:
+            p.join(timeout=60)
+            if p.exitcode != 0:
+                raise RuntimeError(f"a process exited with code {p.exitcode}")
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+    return result

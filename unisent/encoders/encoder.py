@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -252,9 +253,37 @@ def _ordered_map(fn, items: Iterable, workers: int, per_thread: int = 1) -> Iter
 class EncoderWrapper(nn.Module):
     """Base of inference models that put a head on top of an :class:`Encoder` (GaussCSE's
     ``GaussianEncoder``, CMLM's ``ProjectionEncoder``, ``PCREncoder``): exposes the wrapped encoder's
-    ``config`` and ``tokenizer`` and runs the head over pooled vectors."""
+    ``config`` and ``tokenizer`` and runs the head over pooled vectors.
+
+    A subclass whose head is an ``nn.Module`` with a ``settings`` dict (its constructor arguments)
+    sets ``head_attr``, ``head_class`` and ``head_stem``, and gets saving and loading: the encoder's
+    files, plus ``<head_stem>.pt`` (the head's weights) and ``<head_stem>.json`` (its settings)
+    beside them. Its constructor takes ``(encoder, head)``. Other layouts override the three methods.
+    """
 
     encoder: nn.Module
+    #: attribute holding the head, the head's class, and the name of its files (without suffix)
+    head_attr: ClassVar[str] = "head"
+    head_class: ClassVar[type[nn.Module]]
+    head_stem: ClassVar[str]
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        directory = self.encoder.save_pretrained(directory)
+        head = getattr(self, self.head_attr)
+        torch.save(head.state_dict(), directory / f"{self.head_stem}.pt")
+        (directory / f"{self.head_stem}.json").write_text(json.dumps(head.settings, indent=2) + "\n")
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> EncoderWrapper:
+        directory = Path(directory)
+        head = cls.head_class(**json.loads((directory / f"{cls.head_stem}.json").read_text()))
+        head.load_state_dict(torch.load(directory / f"{cls.head_stem}.pt", map_location="cpu", weights_only=True))
+        return cls(Encoder.from_pretrained(directory), head)
+
+    @classmethod
+    def is_saved_in(cls, directory: str | os.PathLike) -> bool:
+        return Path(directory, f"{cls.head_stem}.pt").is_file()
 
     @property
     def config(self):

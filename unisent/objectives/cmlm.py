@@ -14,11 +14,8 @@ The pieces, each usable on its own:
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -35,8 +32,6 @@ CITATION = (
     "Yang, Zhang, Cer, Darve and Kurzweil (Yang et al.). Universal Sentence Representation Learning with "
     "Conditional Masked Language Model. EMNLP 2021. https://aclanthology.org/2021.emnlp-main.502"
 )
-PROJECTION_FILE = "cmlm_projection.pt"
-PROJECTION_CONFIG = "cmlm_projection.json"
 
 
 # ------------------------------------------------------------------------------------------ masking
@@ -220,8 +215,13 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
 class ProjectionEncoder(EncoderWrapper):
     """Inference model of CMLM's "proj" variant: the sentence vector is the mean of the N projections.
 
-    ``unisent.load`` returns it for a directory it saved (or a checkpoint of ``CMLM(proj=True)``).
+    ``unisent.load`` returns it for a directory it saved (the projection is in
+    ``cmlm_projection.pt`` / ``.json`` beside the encoder's files) or a checkpoint of ``CMLM(proj=True)``.
     """
+
+    head_attr = "projection"
+    head_class = SentenceProjection
+    head_stem = "cmlm_projection"
 
     def __init__(self, encoder: Encoder, projection: SentenceProjection) -> None:
         super().__init__()
@@ -238,23 +238,6 @@ class ProjectionEncoder(EncoderWrapper):
         pooled = self.encoder.encode(sentences, batch_size, **kw)
         out = torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
         return F.normalize(out, dim=-1) if normalize else out
-
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        directory = self.encoder.save_pretrained(directory)
-        torch.save(self.projection.state_dict(), directory / PROJECTION_FILE)
-        (directory / PROJECTION_CONFIG).write_text(json.dumps(self.projection.settings, indent=2) + "\n")
-        return directory
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> ProjectionEncoder:
-        directory = Path(directory)
-        projection = SentenceProjection(**json.loads((directory / PROJECTION_CONFIG).read_text()))
-        projection.load_state_dict(torch.load(directory / PROJECTION_FILE, map_location="cpu", weights_only=True))
-        return cls(Encoder.from_pretrained(directory), projection)
-
-    @staticmethod
-    def is_saved_in(directory: str | os.PathLike) -> bool:
-        return Path(directory, PROJECTION_FILE).is_file()
 
 
 # ------------------------------------------------------------------------------------------ objective

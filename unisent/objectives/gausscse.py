@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -22,8 +19,6 @@ CITATION = (
     "Yoda, Tsukagoshi, Sasano and Takeda. Sentence Representations via Gaussian Embedding. EACL 2024 "
     "(arXiv:2305.12990)."
 )
-HEAD_FILE = "gaussian_head.pt"
-HEAD_CONFIG = "gaussian_head.json"
 
 
 class GaussianHead(nn.Module):
@@ -71,8 +66,12 @@ class GaussianHead(nn.Module):
 class GaussianEncoder(EncoderWrapper):
     """Inference model of GaussCSE: ``encode`` gives the means, ``encode_gaussian`` (means, variances).
 
-    ``unisent.load`` returns it for a GaussCSE checkpoint or a directory it saved.
+    ``unisent.load`` returns it for a GaussCSE checkpoint or a directory it saved (the head is in
+    ``gaussian_head.pt`` / ``.json`` beside the encoder's files).
     """
+
+    head_class = GaussianHead
+    head_stem = "gaussian_head"
 
     def __init__(self, encoder: Encoder, head: GaussianHead) -> None:
         super().__init__()
@@ -102,23 +101,6 @@ class GaussianEncoder(EncoderWrapper):
         larger than ``sim(b_j || a_i)``."""
         (mu_a, var_a), (mu_b, var_b) = self.encode_gaussian(a), self.encode_gaussian(b)
         return gaussian_similarity_matrix(mu_a, var_a, mu_b, var_b, reduction)
-
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        directory = self.encoder.save_pretrained(directory)
-        torch.save(self.head.state_dict(), directory / HEAD_FILE)
-        (directory / HEAD_CONFIG).write_text(json.dumps(self.head.settings, indent=2) + "\n")
-        return directory
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> GaussianEncoder:
-        directory = Path(directory)
-        head = GaussianHead(**json.loads((directory / HEAD_CONFIG).read_text()))
-        head.load_state_dict(torch.load(directory / HEAD_FILE, map_location="cpu", weights_only=True))
-        return cls(Encoder.from_pretrained(directory), head)
-
-    @staticmethod
-    def is_saved_in(directory: str | os.PathLike) -> bool:
-        return Path(directory, HEAD_FILE).is_file()
 
 
 class GaussCSE(Objective):

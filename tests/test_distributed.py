@@ -1,10 +1,11 @@
-"""2-process (gloo) parity: loss and gradients with gathered candidates equal one process on the global batch."""
+"""2-process (gloo) parity: loss and gradients with gathered candidates equal one process on the global batch
+(InfoNCE, GaussCSE, CMLM's bitext retrieval loss)."""
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from unisent.losses import gauss_cse_loss, info_nce
+from unisent.losses import additive_margin_softmax, gauss_cse_loss, info_nce
 from unisent.testing import run_distributed
 
 pytestmark = pytest.mark.distributed
@@ -21,6 +22,8 @@ def _data():
 
 def _loss(layer, inputs, **kw):
     q, p, n = (layer(x) for x in inputs)
+    if kw.pop("bitext", False):  # source = q, target = p
+        return additive_margin_softmax(q, p, margin=0.3, **kw)
     if kw.pop("gauss", False):  # GaussCSE: first half mean, second half variance
         q, p, n = ((t[:, :2], torch.nn.functional.softplus(t[:, 2:]) + 0.1) for t in (q, p, n))
         return gauss_cse_loss(q, p, n, sets=("ent", "con", "rev"), temperature=0.5, **kw)
@@ -55,8 +58,11 @@ def _one_process(kw):
     return loss, layer.weight.grad
 
 
-@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True}],
-                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse"])
+@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True},
+                                {"bitext": True}, {"bitext": True, "normalize": True, "scale": 10.0},
+                                {"bitext": True, "bidirectional": False}],
+                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse",
+                              "bitext_inner_product", "bitext_scaled_cosine", "bitext_one_direction"])
 def test_two_processes_equal_one_process_on_global_batch(kw):
     dist_loss, dist_grad = _run_two_processes(kw)
     loss, grad = _one_process(kw)
@@ -64,10 +70,11 @@ def test_two_processes_equal_one_process_on_global_batch(kw):
     torch.testing.assert_close(torch.from_numpy(dist_grad), grad, rtol=1e-5, atol=1e-6)
 
 
-def test_without_gathering_the_processes_see_fewer_negatives():
+@pytest.mark.parametrize("kw", [{}, {"bitext": True}], ids=["info_nce", "bitext"])
+def test_without_gathering_the_processes_see_fewer_negatives(kw):
     """Control: the parity above is not automatic; local-only negatives give another loss and gradient."""
-    dist_loss, dist_grad = _run_two_processes({"gather": False})
-    loss, grad = _one_process({})
+    dist_loss, dist_grad = _run_two_processes({**kw, "gather": False})
+    loss, grad = _one_process(kw)
     assert abs(dist_loss - loss.item()) > 1e-3
     assert not torch.allclose(torch.from_numpy(dist_grad), grad, rtol=1e-3, atol=1e-4)
 

@@ -22,12 +22,12 @@ Any object with the method fits (the protocols are ``runtime_checkable``); no ba
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..jsonl import json_lines
 from .linearize import iter_penman_blocks
 
 __all__ = [
@@ -78,16 +78,6 @@ def _as_paths(sources: PathLike | Sequence[PathLike]) -> list[Path]:
     return paths
 
 
-def _read_jsonl(path: Path):
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield lineno, json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{lineno}: not a JSON object ({err})") from err
-
-
 def _field(record: dict, keys: Sequence[str], path: Path, lineno: int) -> str:
     for key in keys:
         if isinstance(record.get(key), str):
@@ -124,7 +114,7 @@ class PreParsedAMR:
         self.origin = ", ".join(map(str, paths))
         for path in paths:
             if path.suffix == ".jsonl":
-                for lineno, record in _read_jsonl(path):
+                for lineno, record in json_lines(path):
                     text = _field(record, TEXT_KEYS, path, lineno)
                     self.graphs.setdefault(_key(text), _field(record, GRAPH_KEYS, path, lineno))
             else:
@@ -176,7 +166,7 @@ class PreTranslated:
         paths = _as_paths(sources)
         self.origin = ", ".join(map(str, paths))
         for path in paths:
-            for lineno, record in _read_jsonl(path):
+            for lineno, record in json_lines(path):
                 text = _field(record, ("text",), path, lineno)
                 lang = _field(record, ("lang",), path, lineno)
                 translation = _field(record, ("translation",), path, lineno)

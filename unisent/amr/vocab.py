@@ -22,7 +22,6 @@ and :func:`count_symbols_in_file` (a PENMAN file or the jsonl of ``unisent data 
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import re
 from collections import Counter
@@ -33,6 +32,7 @@ import penman
 import torch
 from penman.exceptions import PenmanError
 
+from ..jsonl import json_lines
 from .linearize import AMRError, _as_tree, _error, _walk, iter_penman_blocks
 
 __all__ = [
@@ -99,14 +99,11 @@ def count_symbols_in_file(
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
     if path.suffix == ".jsonl":
         graphs = []
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-                if not isinstance(record.get("graph"), str):
-                    raise ValueError(f"{path}:{lineno}: no string field 'graph' in {sorted(record)}")
-                graphs.append(record["graph"])
+        for lineno, record in json_lines(path):
+            if not isinstance(record, dict) or not isinstance(record.get("graph"), str):
+                found = sorted(record) if isinstance(record, dict) else type(record).__name__
+                raise ValueError(f"{path}:{lineno}: no string field 'graph' in {found}")
+            graphs.append(record["graph"])
         return count_symbols(graphs)
     counts: Counter[str] = Counter()
     for block in iter_penman_blocks(path.read_text(encoding="utf-8"), str(path)):

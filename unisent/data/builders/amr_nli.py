@@ -19,12 +19,12 @@ are kept as they are. Other fields of the input records are kept.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from ...jsonl import json_lines
 from .nli import write_jsonl
 
 __all__ = ["SLOTS", "amr_nli_records", "read_slot_records", "register"]
@@ -44,25 +44,18 @@ def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str
         raise FileNotFoundError(f"input file {str(path)!r} does not exist")
     records: list[dict[str, Any]] = []
     slots: tuple[str, ...] = ()
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object")
-            if not records:
-                slots = tuple(s for s in SLOTS if s in record)
-                if not slots:
-                    raise ValueError(f"{path}:{lineno}: no sentence field ({', '.join(SLOTS)}) in {sorted(record)}")
-            for slot in slots:
-                value = record.get(slot)
-                if not isinstance(value, str) or not value.strip():
-                    raise ValueError(f"{path}:{lineno}: field {slot!r} must be a non-empty string, got {value!r}")
-            records.append(record)
+    for lineno, record in json_lines(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object")
+        if not records:
+            slots = tuple(s for s in SLOTS if s in record)
+            if not slots:
+                raise ValueError(f"{path}:{lineno}: no sentence field ({', '.join(SLOTS)}) in {sorted(record)}")
+        for slot in slots:
+            value = record.get(slot)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{path}:{lineno}: field {slot!r} must be a non-empty string, got {value!r}")
+        records.append(record)
     if not records:
         raise ValueError(f"{path}: no records")
     return records, slots

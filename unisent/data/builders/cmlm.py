@@ -11,12 +11,12 @@ Sub-commands of ``unisent data``:
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from ...jsonl import json_lines
 from .nli import NLI_FORMATS, read_nli_pairs, write_jsonl
 
 __all__ = [
@@ -48,9 +48,9 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
         raise FileNotFoundError(f"{path} does not exist")
     if fmt == "auto":
         fmt = "jsonl" if path.suffix.lower() in (".jsonl", ".json") else "txt"
-    with path.open(encoding="utf-8") as fh:
-        if fmt == "txt":
-            document: list[str] = []
+    if fmt == "txt":
+        document: list[str] = []
+        with path.open(encoding="utf-8") as fh:
             for line in fh:
                 sentence = line.strip()
                 if sentence:
@@ -58,20 +58,14 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
                 elif document:
                     yield document
                     document = []
-            if document:
-                yield document
-            return
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}: line {lineno}: not valid JSON ({err.msg})") from err
-            sentences = record.get("sentences") if isinstance(record, dict) else None
-            if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
-                raise ValueError(f"{path}: line {lineno}: expected an object with 'sentences': a list of strings")
-            yield [s.strip() for s in sentences if s.strip()]
+        if document:
+            yield document
+        return
+    for lineno, record in json_lines(path):
+        sentences = record.get("sentences") if isinstance(record, dict) else None
+        if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            raise ValueError(f"{path}: line {lineno}: expected an object with 'sentences': a list of strings")
+        yield [s.strip() for s in sentences if s.strip()]
 
 
 def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Iterator[dict[str, str]]:

@@ -427,3 +427,26 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
     # a second export replaces the first; the sub-directories record their final place
     export_model(model, out, "sentence-transformers", overwrite=True)
     assert json.loads((out / "amr" / "unisent_encoder.json").read_text())["model"] == str(out / "amr")
+
+
+def test_a_failing_batch_is_retried_sentence_by_sentence():
+    from collections import Counter
+
+    from unisent.data.builders.amr_nli import _translations
+
+    class Translator:
+        calls = 0
+
+        def translate(self, sentences, lang):
+            Translator.calls += 1
+            if any("bad" in s for s in sentences):
+                raise RuntimeError("cannot translate")
+            return [f"{lang}:{s}" for s in sentences]
+
+    failures = Counter()
+    out = _translations(Translator(), ["one", "a bad one", "two"], "de", "null", failures)
+    assert out == ["de:one", None, "de:two"] and failures == Counter({"translation (de)": 1})
+    assert Translator.calls == 4  # the batch, then each sentence alone
+    assert _translations(Translator(), [], "de", "null", failures) == []
+    with pytest.raises(ValueError, match="could not translate 'a bad one' into de: cannot translate"):
+        _translations(Translator(), ["one", "a bad one"], "de", "error", Counter())

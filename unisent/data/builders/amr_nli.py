@@ -71,41 +71,39 @@ def _graphs(
     def one(graph: str) -> str:  # a lookup may hold linearised graphs already: kept as they are
         return linearize(graph, **linearize_kwargs) if is_penman(graph) else " ".join(graph.split())
 
-    if not sentences:
-        return []
-    try:
-        return [one(g) for g in parser.parse(sentences, lang)]
-    except Exception:  # noqa: BLE001 - parsers raise many kinds; retried one by one below
-        pass
-    out: list[str | None] = []
-    for sentence in sentences:
-        try:
-            out.append(one(parser.parse([sentence], lang)[0]))
-        except Exception as err:  # noqa: BLE001
-            if on_missing == "error":
-                raise ValueError(f"{what}: could not parse/linearise {sentence!r} ({lang}): {err}") from err
-            failures[f"graph ({lang})"] += 1
-            out.append(None)
-    return out
+    return _batch_or_each(
+        lambda batch: [one(g) for g in parser.parse(batch, lang)], sentences, on_missing, failures,
+        f"graph ({lang})", lambda sentence: f"{what}: could not parse/linearise {sentence!r} ({lang})",
+    )
 
 
 def _translations(
     translator, sentences: list[str], lang: str, on_missing: str, failures: Counter
 ) -> list[str | None]:
+    return _batch_or_each(
+        lambda batch: list(translator.translate(batch, lang)), sentences, on_missing, failures,
+        f"translation ({lang})", lambda sentence: f"could not translate {sentence!r} into {lang}",
+    )
+
+
+def _batch_or_each(run, sentences: list[str], on_missing: str, failures: Counter, kind: str, describe):
+    """``run(sentences)``; if the batch fails, each sentence alone so that one failure loses only
+    itself: ``None`` in its place and counted under ``kind`` (or an error when ``on_missing`` is
+    ``error``)."""
     if not sentences:
         return []
     try:
-        return list(translator.translate(sentences, lang))
-    except Exception:  # noqa: BLE001
+        return run(sentences)
+    except Exception:  # noqa: BLE001 - parsers and translators raise many kinds; retried one by one
         pass
     out: list[str | None] = []
     for sentence in sentences:
         try:
-            out.append(translator.translate([sentence], lang)[0])
+            out.append(run([sentence])[0])
         except Exception as err:  # noqa: BLE001
             if on_missing == "error":
-                raise ValueError(f"could not translate {sentence!r} into {lang}: {err}") from err
-            failures[f"translation ({lang})"] += 1
+                raise ValueError(f"{describe(sentence)}: {err}") from err
+            failures[kind] += 1
             out.append(None)
     return out
 

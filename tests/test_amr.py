@@ -420,7 +420,7 @@ def test_marian_translator(tiny_marian_dir, tmp_path):
 def test_counting_symbols_in_a_jsonl_names_the_bad_line(tmp_path):
     graphs = tmp_path / "graphs.jsonl"
     graphs.write_text('{"graph": "( want-01 :ARG0 ( boy ) )"}\n\n{"graph": "( go-02 \n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"graphs.jsonl:3: not valid JSON"):
+    with pytest.raises(ValueError, match=r"graphs.jsonl:line 3: not valid JSON"):
         count_symbols_in_file(graphs)
     graphs.write_text('{"graph": "( want-01 :ARG0 ( boy ) )"}\n["not", "an object"]\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"graphs.jsonl:2: no string field 'graph' in list"):

@@ -134,3 +134,92 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
              "--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null"]
     main(args)
     assert list((tmp_path / "runs").rglob("metrics.csv"))
+
+
+# ------------------------------------------------------------------- one CLI system (jsonargparse)
+def test_help_lists_every_command_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from unisent.cli import main; main(['--help']); "
+            "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    listed = [line.split()[0] for line in done.stdout.split("commands:\n")[1].split("\n\n")[0].splitlines()]
+    assert listed == ["fit", "validate", "test", "predict", "evaluate", "export", "encode", "data", "sweep"]
+    assert "HEAVY []" in done.stdout
+
+
+def test_version_and_unknown_command(capsys):
+    from importlib.metadata import version
+
+    main(["--version"])
+    assert capsys.readouterr().out.strip() == f"unisent {version('unisent')}"
+    with pytest.raises(SystemExit) as exit_:
+        main(["encdoe"])
+    assert exit_.value.code == 2
+    assert "unknown command 'encdoe'" in capsys.readouterr().err
+
+
+def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch):
+    from unisent.commands import _cli
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["encode", "--model", "m", "--input", "in.txt", "--output", "o.npy", "--batch-size", "8",
+              "--on-empty", "zero", "--normalize", "--print_config"])
+    assert exit_.value.code in (0, None)
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config == {"model": "m", "input": "in.txt", "output": "o.npy", "column": "text", "batch_size": 8,
+                      "chunk_size": 8192, "normalize": True, "bf16": False, "on_empty": "zero", "encoding": "utf-8",
+                      "device": None, "quiet": False}
+    saved = tmp_path / "encode.yaml"
+    saved.write_text(yaml.safe_dump(config))
+    seen = {}  # the values that reach the command function; the command line overrides the file
+    monkeypatch.setattr(_cli, "call", lambda function, values, prog: seen.update(values, prog=prog))
+    main(["encode", "--config", str(saved), "--batch_size=16", "--no-normalize"])
+    assert seen == {**config, "batch_size": 16, "normalize": False, "prog": "unisent encode"}
+
+
+def test_config_errors_are_one_line_with_the_key_and_file(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: m\ninput: i\noutput: o\nbatch_sise: 3\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["encode", "--config", str(bad)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "batch_sise" in err and str(bad) in err
+    assert err.startswith("unisent encode: error:") and "usage:" not in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "src", "--format", "onnx", "--out", str(tmp_path / "x")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "format" in err and "onnx" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["data", "nli-triples", "--input", "x", "--output", "y"])  # --format is required
+    assert exit_.value.code == 2 and "format" in capsys.readouterr().err
+
+
+def test_export_positional_lists_and_negated_flags(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "runs/x/best.ckpt", "--format", "huggingface", "--out", "o", "--training-data", "a",
+              "--training-data", "b", "c", "--no-verify", "--overwrite", "--print_config"])
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["source"] == "runs/x/best.ckpt" and config["training_data"] == ["a", "b", "c"]
+    assert config["verify"] is False and config["overwrite"] is True
+    with pytest.raises(SystemExit):
+        main(["data", "amr-linearize", "--input", "a.txt", "b.txt", "--output", "o.jsonl", "--no-parentheses",
+              "--keep-wiki", "--print_config"])
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["input"] == ["a.txt", "b.txt"] and config["parentheses"] is False and config["keep_wiki"] is True
+
+
+def test_every_command_has_help_and_print_config(capsys):
+    from unisent.commands.data import builders
+
+    for words in (["evaluate"], ["export"], ["encode"], ["data"], *(["data", name] for name in builders())):
+        with pytest.raises(SystemExit) as exit_:
+            main([*words, "--help"])
+        assert exit_.value.code in (0, None), words
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: unisent {' '.join(words)}"), words
+        if words != ["data"]:
+            assert "--config" in out and "--print_config" in out, words

@@ -153,11 +153,12 @@ def test_order_is_swapped_for_about_half_of_the_examples(tiny_bert_dir):
     seen = []
     forward = encoder.forward
     encoder.forward = lambda ids, mask, **kw: seen.append(ids.clone()) or forward(ids, mask, **kw)
-    terms = objective(encoder, {"s1": s1, "s2": s2})
+    out = objective(encoder, {"s1": s1, "s2": s2})
     first = seen[0]
     from_s2 = (first[:, 1] == 20).float().mean().item()
     assert 0.42 < from_s2 < 0.58
-    assert set(terms) == {"mlm", "accuracy"} and objective.total(terms) == terms["mlm"]  # accuracy is not in the loss
+    assert set(out.terms) == {"mlm"} and set(out.metrics) == {"accuracy"}  # accuracy is a metric, not in the loss
+    assert objective.total(out) == out.terms["mlm"]
     objective.swap_prob = 0.0
     seen.clear()
     objective(encoder, {"s1": s1, "s2": s2})
@@ -372,13 +373,14 @@ def test_nli_classifier_one_stacked_forward_on_cross_lingual_pairs(tiny_bert_dir
     calls = []
     forward = encoder.forward
     encoder.forward = lambda ids, mask, **kw: calls.append(ids.shape) or forward(ids, mask, **kw)
-    terms = objective(encoder, batch)
+    out = objective(encoder, batch)
     assert len(calls) == 1 and calls[0][0] == 18
     u, v = forward(batch["premise"]["input_ids"], batch["premise"]["attention_mask"]), \
         forward(batch["hypothesis"]["input_ids"], batch["hypothesis"]["attention_mask"])
-    assert terms["classification"].item() == pytest.approx(
+    assert out.terms["classification"].item() == pytest.approx(
         torch.nn.functional.cross_entropy(objective.logits(u, v), batch["label"]).item(), rel=1e-4, abs=1e-5)
-    assert objective.total(terms) is not None and objective.term_weights["accuracy"] == 0.0
+    assert set(out.metrics) == {"accuracy"} and 0 <= out.metrics["accuracy"] <= 1
+    assert objective.total(out) == out.terms["classification"]  # the accuracy never enters the loss
 
 
 def test_nli_pairs_refuses_misaligned_translations(tmp_path):

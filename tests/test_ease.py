@@ -11,10 +11,10 @@ import torch
 import torch.distributed as dist
 
 from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.data.entities import read_wikipedia2vec
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule
 from unisent.objectives import EASE
-from unisent.objectives.ease import read_wikipedia2vec
 from unisent.optim import AdamW
 from unisent.testing import run_distributed
 

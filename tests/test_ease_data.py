@@ -270,7 +270,7 @@ def test_errors_name_file_and_line(tmp_path):
 def test_missing_dependency_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "pysbd", None)
     with pytest.raises(ImportError, match=r"pip install 'unisent\[ease\]'"):
-        ease._Splitter("en")
+        ease.SentenceSplitter("en")
 
 
 # --------------------------------------------------------------------------- FewRel
@@ -345,3 +345,66 @@ def test_bundled_fewrel_sample():
     assert all(set(r) == {"text", "entity", "hard_negative", "language", "page"} for r in records)
     size = (SAMPLE_DIR / "ease_fewrel.jsonl").stat().st_size + (SAMPLE_DIR / "ease_fewrel_entities.tsv").stat().st_size
     assert size < 1_100_000
+
+
+# --------------------------------------------------------------------------- package layout and readers
+
+
+def test_dump_reader_skips_pages_and_names_malformed_xml(tmp_path):
+    from unisent.data.builders.ease.dump import iter_dump
+
+    events = list(iter_dump(DUMP))
+    assert events[0][0] == "namespaces" and events[0][1]["Category"] == 14 and "" not in events[0][1]
+    pages = [value for kind, value in events[1:]]
+    assert [(p.title, p.ns, p.redirect) for p in pages] == [
+        ("AccessibleComputing", 0, "Computer accessibility"), ("Computer accessibility", 0, None),
+        ("Accessibility", 0, None)]
+    assert pages[1].text.startswith("{{") and "[[" in pages[1].text
+    # resuming: the pages done are counted but not read
+    assert [kind for kind, _ in iter_dump(DUMP, skip=2)] == ["namespaces", "skipped", "skipped", "page"]
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><siteinfo><namespaces>'
+                   '<namespace key="0" /></namespaces></siteinfo>\n<page><title>A</title><ns>0</ns>\n'
+                   "<revision><text>x</revision></page></mediawiki>")
+    with pytest.raises(ValueError, match=r"dump .*bad.xml, line 3, column \d+: malformed XML"):
+        list(iter_dump(bad))
+
+
+def test_killed_writes_leave_no_temporary_files(full, tmp_path, monkeypatch):
+    from unisent.data.builders.ease import steps
+
+    out = tmp_path / "k"
+    shutil.copytree(full, out)
+    (out / "counts.tsv").unlink()
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steps, "read_redirects", boom)  # dies in the count step
+    with pytest.raises(KeyboardInterrupt):
+        steps.count_step(out, log=lambda *a: None)
+    assert not (out / "counts.tsv").exists() and not list(out.glob(".*.tmp"))
+    (out / ".records.jsonl.x1.tmp").write_text("half")  # what a kill -9 during a write leaves
+    assert ".records.jsonl.x1.tmp" in steps.remove_outputs(out, steps.RECORD_FILES)
+    assert not (out / ".records.jsonl.x1.tmp").exists() and not (out / "records.jsonl").exists()
+
+
+def test_entity_titles_reader_and_its_old_import_path(tmp_path):
+    import unisent.objectives.ease as objective_module
+    from unisent.data import entities
+
+    assert objective_module.read_entity_titles is entities.read_entity_titles
+    assert objective_module.read_wikipedia2vec is entities.read_wikipedia2vec
+    path = tmp_path / "entities.tsv"
+    path.write_text('id\ttitle\tcount\nQ1\tUniverse\t3\nQ2\t"Quoted" title\t1\n', encoding="utf-8")
+    assert entities.read_entity_titles(path) == {"Q1": "Universe", "Q2": '"Quoted" title'}
+    path.write_text("id\ttitle\nQ1\tUniverse\n\nQ2\tEarth\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"entities.tsv:3: expected `id<TAB>title`"):
+        entities.read_entity_titles(path)
+
+
+def test_options_from_a_config_file(full, tmp_path):
+    config = tmp_path / "ease.yaml"
+    config.write_text(f"input: {DUMP}\noutput: {tmp_path / 'cfg'}\nmin_link_count: 0\n")
+    main(["ease-wikipedia", "--config", str(config)])
+    assert (tmp_path / "cfg" / "records.jsonl").read_bytes() == (full / "records.jsonl").read_bytes()

@@ -67,7 +67,7 @@ def test_each_input_format_gives_rows_aligned_with_input_lines(suffix, model_dir
     assert got.shape == (len(sentences), 32) and got.dtype == np.float32
     singles = torch.cat([model.encode([s]) for s in sentences]).numpy()  # each row is its own line's embedding
     np.testing.assert_allclose(got, singles, atol=1e-5, rtol=0)
-    assert not list(tmp_path.glob("*.partial"))
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_parquet_output_normalized_and_python_api(model, sentences, tmp_path):
@@ -88,7 +88,7 @@ def test_empty_line_is_an_error_naming_it_or_a_zero_row(model_dir, model, tmp_pa
     with pytest.raises(SystemExit, match=r"line 3 is empty: 2 empty row\(s\) of 5: line 3 \(output row 2\); line 5 "
                                          r"\(output row 4\).*--on-empty zero"):
         main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet"])
-    assert not out.exists() and not list(tmp_path.glob("*.partial"))
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
 
     main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
           "--on-empty", "zero", "--chunk-size", "2"])
@@ -104,14 +104,14 @@ def test_unreadable_rows_and_missing_files_are_named(model_dir, model, tmp_path)
         main(["encode", "--model", str(model_dir), "--input", str(tmp_path / "nope.txt"), "--output", str(out)])
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine line\ncaf\xe9 latin-1\n")
-    with pytest.raises(SystemExit, match=r"bad\.txt line 2 cannot be decoded as utf-8"):
+    with pytest.raises(SystemExit, match=r"bad\.txt:line 2: cannot be decoded as utf-8"):
         main(["encode", "--model", str(model_dir), "--input", str(bad), "--output", str(out), "--quiet"])
     encode_file(model, bad, out, encoding="latin-1", progress=False)
     np.testing.assert_allclose(np.load(out)[1], model.encode(["café latin-1"])[0].numpy(), atol=1e-5, rtol=0)
 
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text('{"text": "one"}\n{"sentence": "two"}\n')
-    with pytest.raises(EncodeInputError, match=r"line 2 has no field 'text' \(fields: 'sentence'\)"):
+    with pytest.raises(EncodeInputError, match=r"in\.jsonl:line 2: field 'text' is missing \(record has: sentence\); choose one with --column"):
         encode_file(model, jsonl, out, progress=False)
     jsonl.write_text('{"text": "one"}\n{"text": 2}\n')
     with pytest.raises(EncodeInputError, match="line 2: 'text' is int 2, not a string"):

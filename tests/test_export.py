@@ -257,6 +257,7 @@ def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_a
     types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
     assert types == (["Transformer", "Pooling", "Dense", "Dense"] if pooler == "cls_mlp" else ["Transformer", "Pooling", "Dense"])
     torch.testing.assert_close(_st_encode(out, SENTENCES), mu, atol=1e-5, rtol=0)  # the means
+    assert json.loads((out / "unisent_model.json").read_text())["type"] == "gaussian"  # what unisent.load reads
     loaded = unisent.load(str(out))
     assert isinstance(loaded, GaussianEncoder)
     mu2, var2 = loaded.encode_gaussian(SENTENCES)

@@ -1,5 +1,7 @@
 """Weights & Biases through Lightning's WandbLogger, offline; logging happens on rank zero only."""
 
+import json
+
 import lightning as L
 import pytest
 
@@ -24,3 +26,23 @@ def test_wandb_offline_run_is_recorded(tiny_bert_dir, tmp_path, monkeypatch):
     wandb.finish()
     assert "train/simcse/contrastive" in summary and "train/loss" in summary
     assert list(tmp_path.rglob("*.wandb")), f"no offline run file under {tmp_path} ({run_dir})"
+
+
+def test_evaluation_callback_logs_the_results_table_to_wandb(tiny_bert_dir, tmp_path, monkeypatch):
+    from unisent.evaluation.callback import EvaluationCallback
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    logger = L.pytorch.loggers.WandbLogger(project="unisent-test", save_dir=str(tmp_path))
+    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)))
+    trainer = L.Trainer(logger=logger, enable_progress_bar=False, default_root_dir=tmp_path, accelerator="cpu",
+                        callbacks=[EvaluationCallback()])
+    [scores] = trainer.validate(module, datamodule=UnisentDataModule())
+    run_dir = logger.experiment.dir
+    wandb.finish()
+    tables = list(tmp_path.rglob("media/table/val/results_*.table.json"))
+    assert tables, f"no results table under {tmp_path} ({run_dir})"
+    table = json.loads(tables[0].read_text())
+    assert table["columns"] == ["task", "metric", "score"]
+    rows = {(task, metric): score for task, metric, score in table["data"]}
+    assert rows[("stsb-dev", "spearman")] == pytest.approx(scores["val/stsb-dev"], abs=1e-4)

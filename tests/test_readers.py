@@ -54,7 +54,7 @@ def test_txt_parquet_and_saved_dataset(tmp_path):
     from datasets import Dataset
 
     Dataset.from_dict({"text": ["d1", None]}).save_to_disk(str(tmp_path / "ds"))
-    with pytest.raises(RecordError, match="ds:record 2: field 'text' is missing"):
+    with pytest.raises(RecordError, match="ds:row 2: field 'text' is missing"):
         read_records(str(tmp_path / "ds"), ("text",), ("text",))
 
 

@@ -2,43 +2,41 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from .encoders import Encoder, EncoderConfig
+    from .encoders import Encoder, EncoderConfig
 
-__version__ = "0.1.0"
+from ._version import __version__
 __all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
 
 
-def load(model: str, device: str | None = None) -> torch.nn.Module:
-    """Load an encoder for inference from a preset name, a saved encoder directory or a checkpoint.
+def __getattr__(name: str) -> Any:
+    """``unisent.Encoder``/``EncoderConfig`` are imported on first use (PEP 562), so that importing the
+    package (``unisent --help``, ``unisent --version``) does not import torch."""
+    if name in ("Encoder", "EncoderConfig"):
+        from . import encoders
+
+        return getattr(encoders, name)
+    raise AttributeError(f"module 'unisent' has no attribute {name!r}")
+
+
+def load(model: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
+    """Load an inference model from a preset name, a saved directory or a checkpoint, in eval mode.
 
     Args:
-        model: ``minilm-l6`` (or any preset), a directory written by ``Encoder.save_pretrained`` /
-            ``unisent fit`` (``<log dir>/encoder``), a Hugging Face model directory or hub id, or a
-            Lightning ``.ckpt`` file from ``unisent fit``.
+        model: ``minilm-l6`` (or any preset), a directory written by ``save_pretrained`` / ``unisent
+            fit`` (``<log dir>/encoder``) or ``unisent export``, a Hugging Face model directory or hub
+            id, or a Lightning ``.ckpt`` file from ``unisent fit``.
         device: where to put it (default: CPU).
+
+    A saved directory is loaded as the model type it records (``unisent_model.json``), through the
+    registry of :mod:`unisent.models`, which third-party packages extend with
+    :func:`unisent.models.register_model`. Modules inside unisent call :func:`unisent.models.load`.
     """
-    path = Path(model).expanduser()
-    if path.suffix == ".ckpt":
-        if not path.is_file():
-            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-        from .module import UnisentModule
+    from .models import load as load_model
 
-        encoder = UnisentModule.from_checkpoint(path).inference_model()
-    elif path.is_dir():
-        from .amr.retrofit import RetrofittedEncoder
-        from .objectives.cmlm import ProjectionEncoder
-        from .objectives.gausscse import GaussianEncoder
-        from .postprocess import PCREncoder
-
-        # PCR first: it wraps the others; a retrofitted model holds two encoders in sub-directories
-        wrappers = (PCREncoder, RetrofittedEncoder, GaussianEncoder, ProjectionEncoder)
-        saved = next((w for w in wrappers if w.is_saved_in(path)), Encoder)
-        encoder = saved.from_pretrained(path)
-    else:
-        encoder = Encoder(EncoderConfig(model=model))
-    encoder.eval()
-    return encoder.to(device) if device else encoder
+    return load_model(model, device)

@@ -1,158 +1,51 @@
-"""The ``unisent`` command: Lightning's CLI (fit/validate/test/predict) plus unisent's own commands."""
+"""The ``unisent`` command: one table of every command, each imported only when it runs.
+
+``fit``/``validate``/``test``/``predict`` are Lightning's CLI (:mod:`unisent.commands.train`);
+``evaluate``, ``export``, ``encode``, ``data`` and ``sweep`` are typed functions on jsonargparse
+(:mod:`unisent.commands._cli`), so every command has ``--help``, ``--config`` and ``--print_config``.
+``unisent --help`` and ``unisent --version`` import neither torch nor Lightning.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+__all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "UnisentCLI", "main", "usage", "version"]  # noqa: F822
 
-from .data import UnisentDataModule
-from .module import UnisentModule
-
-__all__ = ["UnisentCLI", "main"]
-
-TRAINER_DEFAULTS = {
-    "max_epochs": 1,
-    "num_sanity_val_steps": 0,
-    "log_every_n_steps": 10,
-    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "unisent"}},
-}
+# The Lightning commands (UnisentCLI, UnisentSaveConfig, TRAINER_DEFAULTS, RESUME_EVERY_N_STEPS and the
+# resume helpers) live in unisent/commands/train.py, so that `unisent --help` and the other commands do
+# not import Lightning; they stay importable from here (PEP 562).
+_TRAIN_NAMES = ("UnisentCLI", "UnisentSaveConfig", "TRAINER_DEFAULTS", "RESUME_EVERY_N_STEPS", "_continue_last_run",
+                "_keep_metrics", "_logger_class")
 
 
-#: ``checkpoint.every_n_train_steps``: resume points (``last.ckpt``) every N optimiser steps
-RESUME_EVERY_N_STEPS = 500
+def __getattr__(name: str) -> Any:
+    if name in _TRAIN_NAMES:
+        from .commands import train
 
-
-class UnisentSaveConfig(SaveConfigCallback):
-    """Writes ``config.yaml`` to the run directory (Lightning's behaviour) and also logs the whole
-    parsed config (every objective with its settings, optimiser, data, trainer, checkpointing) and
-    the model's :meth:`~unisent.module.UnisentModule.run_config` (objectives with their defaults
-    filled in) to every logger as hyperparameters, e.g. a W&B run's config. Lightning alone logs
-    only the module's ``save_hyperparameters``, which leave out the objectives and the optimiser."""
-
-    def save_config(self, trainer, pl_module, stage: str) -> None:
-        import yaml
-
-        if not trainer.loggers:
-            return
-        params: dict[str, Any] = {"config": yaml.safe_load(self.parser.dump(self.config, skip_none=False))}
-        run_config = getattr(pl_module, "run_config", None)
-        if callable(run_config):
-            params["unisent"] = run_config()
-        for logger in trainer.loggers:
-            logger.log_hyperparams(params)
-
-
-class UnisentCLI(LightningCLI):
-    """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`.
-
-    Adds a ``checkpoint:`` section (:class:`~unisent.resume.UnisentCheckpoint`, Lightning's
-    ModelCheckpoint plus resume points, atomic writes and random states) that by default keeps the
-    best checkpoint by ``val/score`` (the mean main score of ``model.evaluation.val_tasks``) as
-    ``checkpoints/best.ckpt`` and writes ``checkpoints/last.ckpt`` every
-    ``checkpoint.every_n_train_steps`` optimiser steps and after each validation.
-
-    ``fit --ckpt_path last`` continues the newest run of the configured logger directory (the
-    newest ``<save_dir>/<name>/<version>/checkpoints/last.ckpt``): the logger is pointed at that run
-    so that logs and checkpoints go on where they stopped; with no such run, training starts from
-    scratch (so a job script can always pass it).
-    """
-
-    def add_arguments_to_parser(self, parser) -> None:
-        from .resume import UnisentCheckpoint
-
-        parser.add_lightning_class_args(UnisentCheckpoint, "checkpoint")
-        parser.set_defaults(
-            {"checkpoint.monitor": "val/score", "checkpoint.mode": "max", "checkpoint.filename": "best",
-             "checkpoint.save_last": True, "checkpoint.save_top_k": 1,
-             "checkpoint.every_n_train_steps": RESUME_EVERY_N_STEPS}
-        )
-
-    def before_instantiate_classes(self) -> None:
-        if self.subcommand == "fit":
-            _continue_last_run(self.config["fit"])
-
-
-def _logger_class(spec: Any):
-    import importlib
-
-    class_path = getattr(spec, "class_path", None) if not isinstance(spec, dict) else spec.get("class_path")
-    if not class_path:
-        return None
-    module_name, _, name = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError):
-        return None
-
-
-def _continue_last_run(config) -> None:
-    """For ``fit --ckpt_path last``: point the logger at the run that holds the newest last.ckpt."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-
-    from .resume import latest_run
-
-    if config.get("ckpt_path") != "last" or config.get("checkpoint.dirpath"):
-        return  # an explicit checkpoint directory: Lightning finds last.ckpt there itself
-    logger = config.get("trainer.logger")
-    if isinstance(logger, list):
-        logger = logger[0] if logger else None
-    cls = _logger_class(logger) if logger not in (None, True, False) else None
-    if cls is None:
-        return
-    args = logger.init_args
-    if issubclass(cls, (CSVLogger, TensorBoardLogger)):
-        if args.get("version") is not None:
-            return
-        save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
-        name = args.get("name", "lightning_logs")
-        run = latest_run(Path(save_dir) / (name or ""))
-        if run is not None:
-            version = run.name
-            args["version"] = int(version[len("version_"):]) if version.startswith("version_") and version[8:].isdigit() else version
-            if issubclass(cls, CSVLogger):
-                _keep_metrics(run)
-    elif issubclass(cls, WandbLogger):
-        if args.get("id") or args.get("version"):
-            return
-        import os
-
-        project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
-        run = latest_run(Path(args.get("save_dir") or ".") / project)
-        if run is not None:
-            args["id"] = run.name  # WandbLogger resumes a run id with resume="allow"
-
-
-def _keep_metrics(run: Path) -> None:
-    """CSVLogger deletes the metrics.csv of a directory it starts in: keep the interrupted attempt's
-    as metrics-<k>.csv (it may hold steps after the checkpoint, which the resumed run repeats)."""
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
-
-    metrics = run / "metrics.csv"
-    if getattr(rank_zero_only, "rank", 0) != 0 or not metrics.is_file():
-        return
-    k = 0
-    while (run / f"metrics-{k}.csv").exists():
-        k += 1
-    metrics.rename(run / f"metrics-{k}.csv")
+        return getattr(train, name)
+    raise AttributeError(f"module 'unisent.cli' has no attribute {name!r}")
 
 
 def _lightning(argv: Sequence[str] | None) -> None:
-    UnisentCLI(
-        UnisentModule,
-        UnisentDataModule,
-        save_config_callback=UnisentSaveConfig,
-        trainer_defaults=TRAINER_DEFAULTS,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-        args=None if argv is None else list(argv),
-    )
+    from .commands.train import main as train_main
+
+    train_main(argv)
 
 
-# Commands that are not Lightning's: name -> (module, function). Each function takes argv.
+#: Lightning's commands (LightningCLI over UnisentModule and UnisentDataModule): name -> one line of help
+LIGHTNING_COMMANDS: dict[str, str] = {
+    "fit": "train a model from a recipe: unisent fit -c recipes/quickstart.yaml",
+    "validate": "run the validation loop (dev-set evaluation) on a checkpoint",
+    "test": "run the test loop (test-set evaluation) on a checkpoint",
+    "predict": "write the embeddings of a prediction set",
+}
+
+# Commands that are not Lightning's: name -> (module, function). Each function takes argv; each is a
+# typed function on jsonargparse (unisent.commands._cli), so --help, --config and --print_config
+# behave as in the Lightning commands.
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("unisent.commands.evaluate", "main"),
     "data": ("unisent.commands.data", "main"),
@@ -161,17 +54,67 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("unisent.commands.sweep", "main"),
 }
 
+#: one line of ``unisent --help`` per command (kept here so that the help imports no command)
+COMMAND_HELP: dict[str, str] = {
+    **LIGHTNING_COMMANDS,
+    "evaluate": "the papers' evaluation protocols (STS, transfer, retrieval, NLI ...) on a model; --list",
+    "export": "a checkpoint or saved model -> a Sentence Transformers / Hugging Face directory with a card",
+    "encode": "embed a txt/jsonl/csv/tsv/parquet file into .npy or .parquet with bounded memory",
+    "data": "build training records (nli-triples, ease-wikipedia, cmlm-pairs, amr-nli ...)",
+    "sweep": "a hyperparameter sweep from a W&B sweep file, on W&B or locally (--local)",
+}
+
+
+def version() -> str:
+    """The installed unisent version (``unisent --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("unisent")
+    except PackageNotFoundError:  # a source tree that is not installed
+        from ._version import __version__
+
+        return __version__
+
+
+def usage() -> str:
+    """``unisent --help``: every command with one line each (imports nothing heavy)."""
+    width = max(len(name) for name in [*COMMAND_HELP, "-h, --help"])
+    lines = ["usage: unisent [-h] [--version] COMMAND ...", "",
+             "Sentence embeddings in one Lightning framework: train, evaluate, export, encode, build data, sweep.",
+             "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, text in COMMAND_HELP.items()]
+    lines += ["", "options:", f"  {'-h, --help':<{width}}  show this message and exit",
+              f"  {'--version':<{width}}  print the unisent version and exit", "",
+              "Each command has --help, --config FILE.yaml and --print_config: unisent COMMAND --help."]
+    return "\n".join(lines) + "\n"
+
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """The ``unisent`` command: dispatch to a command's module, imported only when it runs."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if words and words[0] in EXTRA_COMMANDS:
+    if not words or words[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        if not words:
+            sys.exit(2)
+        return
+    if words[0] == "--version":
+        print(f"unisent {version()}")
+        return
+    if words[0] in EXTRA_COMMANDS:
         import importlib
 
         module_name, func = EXTRA_COMMANDS[words[0]]
         command: Callable[[list[str]], None] = getattr(importlib.import_module(module_name), func)
         command(words[1:])
         return
-    _lightning(argv)
+    if words[0] in LIGHTNING_COMMANDS or words[0].startswith("-"):  # -c/--config before the command: Lightning's
+        _lightning(None if argv is None else words)  # None: LightningCLI reads sys.argv itself
+        return
+    print(f"unisent: error: unknown command {words[0]!r}; choose from {', '.join(COMMAND_HELP)} "
+          "(unisent --help)", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,60 @@
-"""One I/O layer: dotted-path imports, atomic writes and (below) the record iterator.
+"""One I/O layer: dotted-path imports, atomic writes and the record iterator.
 
 Every module of unisent that imports a class named in a config, writes a file that must never be
 seen half-written, or reads training/evaluation/export records goes through this module, so that
 the error messages, the temp-file naming and the streaming behaviour are the same everywhere.
 
+* :func:`import_object` / :func:`instantiate`: ``"pkg.mod.Name"`` -> the object.
+* :func:`atomic_write`: a temporary sibling ``.<name>.<random>.<pid>@<host>.tmp``, renamed over the
+  target when complete (optionally fsynced); :func:`remove_stale_temporaries` deletes the ones that
+  killed writers left behind.
+* :func:`iter_records`: one streaming reader for ``.jsonl``, ``.csv``, ``.tsv``, ``.txt``,
+  ``.parquet`` and saved Hugging Face dataset directories. Every problem is a :class:`RecordError`
+  naming the file, the line (or row) and, where it concerns one, the field.
+
 Why not a library: Lightning's ``instantiate_class`` builds an object from ``{"class_path",
 "init_args"}`` (used by :func:`instantiate`) but does not resolve a bare class (needed for
 registries and model cards); ``import_object`` is its four lines. Atomic replace is a
 ``tempfile`` + ``os.replace`` idiom for which no maintained package adds anything but a dependency.
+The record iterator is thin glue over the libraries that parse each format (:mod:`json`, :mod:`csv`,
+``pyarrow.parquet``, ``datasets``): what it adds is the same line numbers, field checks and error
+messages for all of them, which no one of those libraries gives.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv
 import importlib
+import json
 import os
+import re
+import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-__all__ = ["atomic_write", "fsync_directory", "import_object", "instantiate", "temporary_name"]
+__all__ = [
+    "FORMATS",
+    "SUPPORTED_FORMATS",
+    "Record",
+    "RecordError",
+    "atomic_write",
+    "fsync_directory",
+    "import_object",
+    "instantiate",
+    "iter_records",
+    "record_format",
+    "remove_stale_temporaries",
+    "require_file",
+    "temporary_name",
+]
 
 
+# ---------------------------------------------------------------------------------------- imports
 def import_object(path: str, what: str = "class") -> Any:
     """``"pkg.mod.Name"`` -> the object; a clear ``ValueError`` naming the path if it cannot be imported."""
     module_name, _, name = str(path).rpartition(".")
@@ -39,13 +71,45 @@ def instantiate(spec: dict[str, Any]) -> Any:
     return import_object(spec["class_path"])(**spec.get("init_args", {}))
 
 
+# ---------------------------------------------------------------------------------------- atomic writes
+#: ``.<name>.<random>.<pid>@<host>.tmp`` (the random part is absent in names of older versions)
+_TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")
+
+
 def temporary_name(target: str | os.PathLike) -> Path:
-    """A unique hidden sibling of ``target`` (same directory, so ``os.replace`` is atomic):
-    ``.<name>.<random>.tmp``."""
+    """Create a unique hidden sibling of ``target`` (same directory, so ``os.replace`` is atomic):
+    ``.<name>.<random>.<pid>@<host>.tmp``. The writer's process id and host let
+    :func:`remove_stale_temporaries` tell a killed writer's leftovers from a running writer's file."""
     target = Path(target)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp",
+                                dir=target.parent)
     os.close(fd)
     return Path(name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of :func:`atomic_write` in ``directory`` whose writer was a process
+    of this host that no longer runs; returns them. Files of running writers and of other hosts (a
+    shared disk) are kept."""
+    removed = []
+    host = socket.gethostname()
+    for tmp in sorted(Path(directory).glob(".*.tmp")):
+        match = _TEMPORARY.match(tmp.name)
+        if match is None or match.group(2) != host or _alive(int(match.group(1))):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
 
 
 def fsync_directory(directory: str | os.PathLike) -> None:
@@ -94,3 +158,386 @@ def atomic_write(
         raise
     if durable:
         fsync_directory(target.parent)
+
+
+# ---------------------------------------------------------------------------------------- records
+#: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
+SUPPORTED_FORMATS = (*FORMATS, "a saved datasets directory")
+_FORMAT_NAMES = ("jsonl", "csv", "tsv", "txt", "parquet", "dataset")
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+_BATCH_ROWS = 4096
+
+
+class RecordError(ValueError):
+    """A record of a data file (or the file's layout) is malformed.
+
+    The message reads ``<file>:line 12: <what is wrong>`` (``row 12`` for parquet files and datasets,
+    just ``<file>: ...`` for a problem of the whole file, such as a missing column).
+
+    Args:
+        path: the file.
+        line: 1-based line (or row) of the record; 0 when the problem concerns the whole file.
+        message: what is wrong, naming the field.
+        field: the field concerned, if one is.
+        unit: ``"line"`` or ``"row"``.
+
+    Attributes:
+        path, line, field, unit: as given; ``reason``: the message without the location.
+    """
+
+    def __init__(self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None,
+                 unit: str = "line") -> None:
+        self.path, self.line, self.reason, self.field, self.unit = Path(path), line, message, field, unit
+        where = f"{self.path}:{unit} {line}" if line else str(self.path)
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # picklable across process pools despite the keyword arguments
+        return (type(self), (self.path, self.line, self.reason), {"field": self.field, "unit": self.unit})
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of a data file.
+
+    Attributes:
+        path: the file.
+        line: the 1-based line where the record starts (a csv record may span lines), or its row
+            number in a parquet file or dataset.
+        data: a dict of fields (a jsonl object, a csv/tsv row by its header, ``{text_field: line}``
+            for a txt line, a parquet/dataset row), a list of strings (csv/tsv without a header), any
+            JSON value (jsonl without ``fields``), or ``None`` for a kept blank line.
+        unit: ``"line"`` or ``"row"``.
+    """
+
+    path: Path
+    line: int
+    data: Any
+    unit: str = "line"
+
+    @property
+    def where(self) -> str:
+        """``"line 12"`` or ``"row 12"``."""
+        return f"{self.unit} {self.line}"
+
+    def error(self, message: str, field: str | None = None) -> RecordError:
+        """A :class:`RecordError` about this record (the caller raises it)."""
+        return RecordError(self.path, self.line, message, field=field, unit=self.unit)
+
+
+def record_format(path: str | os.PathLike) -> str:
+    """The :func:`iter_records` format of ``path`` from its suffix (a directory is ``"dataset"``).
+
+    Raises:
+        ValueError: an unknown suffix.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return "dataset"
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)} "
+                         "(or name one with format=)")
+    return FORMATS[suffix]
+
+
+def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
+    """``path`` as a :class:`Path`; :class:`FileNotFoundError` naming it if it does not exist,
+    :class:`IsADirectoryError` if it is a directory."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist")
+    if not path.is_file():
+        raise IsADirectoryError(f"{what} {str(path)!r} is a directory, not a file")
+    return path
+
+
+@dataclass(frozen=True)
+class _Options:
+    path: Path
+    fields: tuple[str, ...] | None
+    wanted: tuple[str, ...]
+    allow_null: bool
+    rename: Mapping[str, str]
+    text_field: str
+    header: bool
+    quoting: bool
+    blank_lines: str
+    encoding: str
+    on_error: Callable[[RecordError], None] | None
+
+    def report(self, error: RecordError) -> None:
+        if self.on_error is None:
+            raise error
+        self.on_error(error)
+
+    def select(self, data: dict[str, Any], line: int, unit: str = "line") -> dict[str, Any] | None:
+        """Check the required fields of ``data`` and keep the wanted ones (``None``: reported)."""
+        if self.fields is None:
+            return data
+        for key in self.fields:
+            if key not in data:
+                present = ", ".join(map(str, data)) or "no fields"
+                self.report(RecordError(self.path, line, f"field {key!r} is missing (record has: {present})",
+                                        field=key, unit=unit))
+                return None
+            if data[key] is None and not self.allow_null:
+                self.report(RecordError(self.path, line, f"field {key!r} is missing (null)", field=key, unit=unit))
+                return None
+        return {key: data.get(key) for key in self.wanted}
+
+    def renamed(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {self.rename.get(k, k): v for k, v in data.items()} if self.rename else data
+
+
+def iter_records(
+    path: str | os.PathLike,
+    format: Literal["jsonl", "csv", "tsv", "txt", "parquet", "dataset"] | None = None,
+    *,
+    fields: Sequence[str] | None = None,
+    optional: Sequence[str] = (),
+    allow_null: bool = False,
+    rename: Mapping[str, str] | None = None,
+    text_field: str = "text",
+    header: bool = True,
+    quoting: bool = True,
+    blank_lines: Literal["error", "skip", "keep"] = "error",
+    encoding: str = "utf-8",
+    on_error: Callable[[RecordError], None] | None = None,
+) -> Iterator[Record]:
+    """Stream the records of a data file, one :class:`Record` at a time (never the whole file).
+
+    Formats: ``jsonl`` (one JSON value per line; ``.json`` files are read as JSON lines), ``csv`` and
+    ``tsv`` (a header row naming the fields, quoted fields may span lines), ``txt`` (each line is a
+    record ``{text_field: line}``; blank lines included), ``parquet`` (read in batches of rows) and
+    ``dataset`` (a directory of ``datasets.Dataset.save_to_disk``, read lazily). Text is decoded line
+    by line, split on ``\\n`` only (a ``\\r\\n`` ending is dropped; a Latin-1 byte ``0x85`` stays
+    inside its line); a UTF-8 byte-order mark is dropped. Text encodings must be ASCII-compatible
+    (utf-8, latin-1, cp1252 ...).
+
+    Args:
+        path: the file (or dataset directory).
+        format: one of the formats above; default: from the suffix (a directory is ``dataset``).
+        fields: the fields the caller needs. Each must be present and (unless ``allow_null``) not
+            null, or the record is an error naming the field; a csv/tsv header or parquet/dataset
+            schema without one is an error of the whole file. Records are reduced to ``fields`` +
+            ``optional`` (parquet and datasets read only those columns). A jsonl line that is a bare
+            JSON string reads as ``{text_field: string}``, like a txt line. ``None``: every record
+            as it is (any JSON value for jsonl).
+        optional: fields that may be absent or null; they read as ``None``.
+        allow_null: accept null values for ``fields`` (the caller decides what they mean).
+        rename: ``{name in the file: field}``, applied before the checks.
+        text_field: the field a txt line (or a bare JSON string) is read into.
+        header: csv/tsv: the first row names the fields (records are dicts); ``False``: records are
+            lists of strings (``fields`` cannot be used).
+        quoting: csv/tsv: ``"`` quotes fields (the csv convention); ``False``: quotes are text.
+        blank_lines: a blank line of a jsonl/csv/tsv file is an ``error``, ``skip``-ped, or ``keep``-t
+            as a record with ``data=None`` (to keep rows aligned with lines).
+        encoding: text encoding of jsonl/csv/tsv/txt files.
+        on_error: called with the :class:`RecordError` of each malformed record, which is then
+            skipped; ``None`` (default): raise it. Problems of the whole file always raise.
+
+    Returns:
+        An iterator of :class:`Record`; the file is opened when iteration starts.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: an unknown format or encoding, or inconsistent arguments (at the call).
+        RecordError: a malformed record (while iterating), naming the file, line and field.
+    """
+    path = Path(path).expanduser()
+    if format is None:
+        if not path.exists():
+            raise FileNotFoundError(f"data file {str(path)!r} does not exist")
+        format = record_format(path)  # type: ignore[assignment]
+    if format not in _FORMAT_NAMES:
+        raise ValueError(f"unknown record format {format!r}; one of {', '.join(_FORMAT_NAMES)}")
+    if format == "dataset":
+        if not path.is_dir():
+            raise FileNotFoundError(f"dataset directory {str(path)!r} does not exist")
+    else:
+        require_file(path)
+    if blank_lines not in ("error", "skip", "keep"):
+        raise ValueError(f"blank_lines must be 'error', 'skip' or 'keep', got {blank_lines!r}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"unknown text encoding {encoding!r}") from None
+    if fields is not None and format in ("csv", "tsv") and not header:
+        raise ValueError("fields need named columns: a csv/tsv file read with header=False has none")
+    wanted = tuple(dict.fromkeys([*(fields or ()), *optional]))
+    options = _Options(
+        path=path, fields=None if fields is None and not optional else tuple(k for k in fields or () if k not in optional),
+        wanted=wanted, allow_null=allow_null, rename=dict(rename or {}), text_field=text_field, header=header,
+        quoting=quoting, blank_lines=blank_lines, encoding=encoding, on_error=on_error,
+    )
+    if format == "jsonl":
+        return _iter_jsonl(options)
+    if format in ("csv", "tsv"):
+        return _iter_delimited(options, "," if format == "csv" else "\t")
+    if format == "txt":
+        return _iter_txt(options)
+    if format == "parquet":
+        return _iter_parquet(options)
+    return _iter_dataset(options)
+
+
+def _lines(options: _Options, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for each line, split on ``\\n`` and decoded on its own (so an
+    undecodable line is named); a line that cannot be decoded is reported and skipped."""
+    encoding = options.encoding
+    utf8 = codecs.lookup(encoding).name in ("utf-8", "utf-8-sig")
+    if utf8:
+        encoding = "utf-8"  # the BOM is dropped here, and only at the start of the file
+    with options.path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as err:
+                options.report(RecordError(
+                    options.path, lineno, f"cannot be decoded as {options.encoding} ({err.reason} at byte {err.start} "
+                    "of the line); fix the line or pass the file's encoding (encoding=..., --encoding)"))
+                continue
+            if not keep_ends:
+                text = text[:-1] if text.endswith("\n") else text
+                text = text[:-1] if text.endswith("\r") else text
+            yield lineno, text
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _iter_jsonl(options: _Options) -> Iterator[Record]:
+    path = options.path
+    for lineno, line in _lines(options):
+        if not line.strip():
+            if options.blank_lines == "error":
+                options.report(RecordError(path, lineno, "blank line (expected a JSON object)"))
+            elif options.blank_lines == "keep":
+                yield Record(path, lineno, None)
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            options.report(RecordError(path, lineno, f"not valid JSON ({err.msg} at column {err.colno})"))
+            continue
+        if options.fields is None:
+            yield Record(path, lineno, value)
+            continue
+        if isinstance(value, str):
+            value = {options.text_field: value}
+        elif not isinstance(value, dict):
+            options.report(RecordError(path, lineno, f"is a JSON {_json_type(value)}, expected an object with "
+                                                     f"field(s) {', '.join(map(repr, options.wanted))}"))
+            continue
+        data = options.select(options.renamed(value), lineno)
+        if data is not None:
+            yield Record(path, lineno, data)
+
+
+def _iter_txt(options: _Options) -> Iterator[Record]:
+    name = options.rename.get(options.text_field, options.text_field)
+    others = [key for key in options.fields or () if key != name]
+    if others:
+        raise RecordError(options.path, 0, f"a .txt file has one field per line, {name!r}; field(s) "
+                                           f"{', '.join(map(repr, others))} need a jsonl, csv, tsv or parquet file")
+    for lineno, text in _lines(options):
+        data = options.select({name: text}, lineno)
+        if data is not None:
+            yield Record(options.path, lineno, data)
+
+
+def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
+    path = options.path
+    last = 0  # the last physical line read
+
+    def feed() -> Iterator[str]:
+        nonlocal last
+        for lineno, text in _lines(options, keep_ends=True):
+            last = lineno
+            yield text
+
+    reader = csv.reader(feed(), delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if options.quoting else csv.QUOTE_NONE)
+    end = 0  # the last line of the previous record
+    names: list[str] | None = None
+    header: list[str] = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise RecordError(path, end + 1, f"cannot be parsed as {'csv' if delimiter == ',' else 'tsv'}: {err}") from None
+        start, end = end + 1, last
+        if options.header and names is None:
+            header, names = row, [options.rename.get(h, h) for h in row]
+            missing = [key for key in options.fields or () if key not in names]
+            if missing:
+                renamed = f" renamed to {', '.join(names)}" if options.rename else ""
+                raise RecordError(path, 0, f"no column {', '.join(map(repr, missing))} in the header "
+                                           f"(columns: {', '.join(header)}{renamed})", field=missing[0])
+            continue
+        if not row:
+            if options.blank_lines == "error":
+                expected = f"{len(header)} columns: {', '.join(header)}" if options.header else "a row"
+                options.report(RecordError(path, start, f"blank line (expected {expected})"))
+            elif options.blank_lines == "keep":
+                yield Record(path, start, None)
+            continue
+        if names is None:
+            yield Record(path, start, row)
+            continue
+        if len(row) != len(names):
+            options.report(RecordError(
+                path, start, f"has {len(row)} columns, the header has {len(header)} ({', '.join(header)})"))
+            continue
+        data = options.select(dict(zip(names, row)), start)
+        if data is not None:
+            yield Record(path, start, data)
+
+
+def _columns(options: _Options, names: Sequence[str]) -> list[str] | None:
+    """The columns of a table to read (``None``: all); a required one that is absent is an error."""
+    if options.fields is None:
+        return None
+    by_field = {options.rename.get(n, n): n for n in names}
+    missing = [key for key in options.fields if key not in by_field]
+    if missing:
+        renamed = f" renamed to {', '.join(by_field)}" if options.rename else ""
+        raise RecordError(options.path, 0, f"no column {', '.join(map(repr, missing))} (columns: {', '.join(names)}"
+                                           f"{renamed})", field=missing[0])
+    return [by_field[key] for key in options.wanted if key in by_field]
+
+
+def _iter_parquet(options: _Options) -> Iterator[Record]:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(options.path) as parquet:
+        columns = _columns(options, parquet.schema_arrow.names)
+        row = 0
+        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
+            for value in batch.to_pylist():
+                row += 1
+                data = options.select(options.renamed(value), row, "row")
+                if data is not None:
+                    yield Record(options.path, row, data, "row")
+
+
+def _iter_dataset(options: _Options) -> Iterator[Record]:
+    from datasets import Dataset, load_from_disk
+
+    dataset = load_from_disk(str(options.path))
+    if not isinstance(dataset, Dataset):
+        raise RecordError(options.path, 0, f"holds a dataset dictionary (splits: {', '.join(dataset)}); "
+                                           "point at the directory of one split")
+    columns = _columns(options, dataset.column_names)
+    if columns is not None:
+        dataset = dataset.select_columns(columns)
+    for row, value in enumerate(dataset, 1):
+        data = options.select(options.renamed(value), row, "row")
+        if data is not None:
+            yield Record(options.path, row, data, "row")

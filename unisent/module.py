@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +12,9 @@ from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 
 from .encoders import Encoder, EncoderConfig
+from .io import instantiate  # re-exported: `from unisent.module import instantiate` keeps working
 from .objectives import Objective, SimCSE
+from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 
 __all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
@@ -21,18 +22,14 @@ __all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
 CHECKPOINT_KEY = "unisent"
 
 
-def instantiate(spec: dict[str, Any]):
-    """Build an object from ``{"class_path": "pkg.mod.Class", "init_args": {...}}``."""
-    module_name, _, cls_name = spec["class_path"].rpartition(".")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**spec.get("init_args", {}))
-
-
 @dataclass
 class EvaluationConfig:
     """Evaluation tasks run by Lightning's validation and test loops.
 
-    ``unisent fit`` runs ``val_tasks`` whenever Lightning validates (``trainer.val_check_interval``:
+    The work is done by :class:`unisent.evaluation.EvaluationCallback`, which the ``unisent`` CLI adds
+    when these settings ask for tasks (in Python, pass it in the Trainer's ``callbacks``); this
+    dataclass is only the settings, kept with the model (``model.evaluation`` in YAML). ``unisent fit``
+    runs ``val_tasks`` whenever Lightning validates (``trainer.val_check_interval``:
     every N training steps, as the papers evaluate STS-B dev every 125 to 250 steps), logs
     ``val/<task>`` and ``val/score`` (the mean main score, the selection metric that the default
     checkpoint callback keeps the best of as ``checkpoints/best.ckpt``). ``unisent test`` runs
@@ -41,24 +38,18 @@ class EvaluationConfig:
     Attributes:
         val_tasks: task names or groups (see ``unisent evaluate --list``); empty = no validation.
         test_tasks: task names or groups for ``unisent test``.
-        data_dir: root of the evaluation data; default: the bundled sample (STS-B dev and test).
+        data_dir: root of the evaluation data; default (``None``): the bundled sample (STS-B dev and test).
         batch_size: encoding batch size.
         similarity: ``cosine``, or for Gaussian models ``kl`` (asymmetric, the paper), ``kl_mean``,
-            ``kl_symmetric``.
+            ``kl_symmetric`` (the authors' symmetric STS score), ``kl_symmetric_mean``, ``kl_avg_sim``
+            (see :mod:`unisent.evaluation.similarities`).
     """
 
     val_tasks: list[str] = field(default_factory=lambda: ["stsb-dev"])
     test_tasks: list[str] = field(default_factory=lambda: ["stsb-test"])
     data_dir: str | None = None
     batch_size: int = 128
-    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric"] = "cosine"
-
-    def resolved_data_dir(self) -> str:
-        if self.data_dir:
-            return self.data_dir
-        from .data import SAMPLE_DIR
-
-        return str(SAMPLE_DIR)
+    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "cosine"
 
 
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with
@@ -87,8 +78,14 @@ class UnisentModule(L.LightningModule):
     """Trains one shared encoder with a weighted sum of objectives.
 
     Each training step receives ``{objective name: batch}`` from :class:`~unisent.data.UnisentDataModule`,
-    asks every objective for its named loss terms, logs each as ``train/<objective>/<term>`` and
-    optimises ``sum(objective.weight * objective.total(terms))`` (logged as ``train/loss``).
+    asks every objective for its named loss terms (and metrics), logs each as
+    ``train/<objective>/<term>`` and optimises ``sum(objective.weight * objective.total(terms))``
+    (logged as ``train/loss``); metrics are logged the same way and never enter the loss. The
+    objectives' hooks (:class:`~unisent.objectives.Objective`: ``setup_for``, ``inference_model``)
+    are called on every objective; each has a documented default.
+
+    Evaluation is not done here: :class:`unisent.evaluation.EvaluationCallback` runs the tasks of
+    ``evaluation`` in the validation and test loops and logs ``val/score``.
 
     Args:
         encoder: backbone, pooler and max length (:class:`~unisent.encoders.EncoderConfig`).
@@ -102,7 +99,8 @@ class UnisentModule(L.LightningModule):
         schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
         save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
             ``unisent.load``).
-        evaluation: tasks of the validation and test loops (:class:`EvaluationConfig`).
+        evaluation: tasks of the validation and test loops (:class:`EvaluationConfig`), run by
+            :class:`unisent.evaluation.EvaluationCallback`.
         weight_schedule: ``{objective name: [[step, weight], ...]}``: from each listed optimiser
             step on, the objective's weight is the listed one (before the first entry it is the
             objective's own ``weight``). A weight of 0 skips the objective's forward pass. This
@@ -135,8 +133,7 @@ class UnisentModule(L.LightningModule):
             raise ValueError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
         for objective in self.objectives:  # objectives with parameters sized by the encoder build them now
-            if hasattr(objective, "setup_for"):
-                objective.setup_for(self.encoder)
+            objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
         if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
             raise ValueError(f"need warmup_steps >= 0 and 0 <= warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}")
@@ -172,57 +169,19 @@ class UnisentModule(L.LightningModule):
                 for term in self._logged_terms.get(objective.name, ()):
                     self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
                 continue
-            terms = objective(self.encoder, sub)
-            self._logged_terms[objective.name] = tuple(terms)
-            for term, value in terms.items():
-                self.log(f"train/{objective.name}/{term}", value.detach(), on_step=True, batch_size=1)
-            total = total + weight * objective.total(terms)
+            out = ObjectiveOutput.of(objective(self.encoder, sub))
+            self._logged_terms[objective.name] = (*out.terms, *out.metrics)
+            for term, value in (out.terms | out.metrics).items():
+                value = value.detach() if torch.is_tensor(value) else float(value)
+                self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
+            total = total + weight * objective.total(out.terms)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         return total
 
-    # ------------------------------------------------------------------------------------ evaluation
-    def run_tasks(self, tasks: list[str], progress: bool = False) -> dict[str, Any]:
-        """Evaluate the encoder on ``tasks`` (on this process) and return unisent.evaluation's results."""
-        from .evaluation import evaluate
-        from .evaluation.similarities import get_similarity
-
-        return evaluate(self.inference_model(), tasks, self.evaluation.resolved_data_dir(),
-                        batch_size=self.evaluation.batch_size, progress=progress,
-                        similarity=get_similarity(self.evaluation.similarity))
-
-    def _evaluate_and_log(self, tasks: list[str], prefix: str) -> None:
-        if not tasks:
-            return
-        scores: dict[str, float] = {}
-        details: dict[str, float] = {}
-        if self.trainer.is_global_zero:
-            results = self.run_tasks(tasks)
-            self._log_results_table(prefix, results)
-            scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
-            details = {f"{name}/{metric}": float(value) for name, r in results["tasks"].items()
-                       for metric, value in r["metrics"].items()}
-        scores, details = self.trainer.strategy.broadcast((scores, details if scores else {}), src=0)
-        for name, score in scores.items():  # every process logs the same values
-            self.log(f"{prefix}/{name}", score, prog_bar=True, batch_size=1)
-        for key, value in details.items():  # e.g. val/snli-nli/pr_auc, GaussCSE's selection metric
-            self.log(f"{prefix}/{key}", value, batch_size=1)
-        if scores:
-            self.log(f"{prefix}/score", sum(scores.values()) / len(scores), batch_size=1)
-
-    def _log_results_table(self, prefix: str, results: dict[str, Any]) -> None:
-        """Log the evaluation as a table (task, metric, score) to Weights & Biases, as ``<prefix>/results``."""
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers = [logger for logger in self.loggers if isinstance(logger, WandbLogger)]
-        if not loggers:
-            return
-        rows = [[task, metric, float(value)] for task, r in results["tasks"].items()
-                for metric, value in r["metrics"].items() if isinstance(value, (int, float))]
-        for logger in loggers:
-            logger.log_table(key=f"{prefix}/results", columns=["task", "metric", "score"], data=rows, step=self.global_step)
-
+    # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        """The validation loop runs over one placeholder batch; the work is in the epoch end."""
+        """The validation loop runs over one placeholder batch; the evaluation is done at the loop's end
+        by :class:`unisent.evaluation.EvaluationCallback`."""
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """See :meth:`validation_step`."""
@@ -230,12 +189,6 @@ class UnisentModule(L.LightningModule):
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         """Embeddings (batch, dim) of ``data.predict``'s sentences, in file order."""
         return self.inference_model()(**batch["text"]).float()
-
-    def on_validation_epoch_end(self) -> None:
-        self._evaluate_and_log(self.evaluation.val_tasks, "val")
-
-    def on_test_epoch_end(self) -> None:
-        self._evaluate_and_log(self.evaluation.test_tasks, "test")
 
     def configure_optimizers(self):
         params = split_weight_decay(self.named_parameters())
@@ -247,13 +200,13 @@ class UnisentModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def inference_model(self) -> torch.nn.Module:
-        """What ``unisent.load`` returns for this model: the encoder, or the wrapper an objective
-        provides for its inference head (an objective with ``inference_model(encoder)``, e.g.
-        GaussCSE's mean/variance model)."""
+        """What ``unisent.load`` returns for this model: the encoder, or the wrapper the first objective
+        with an inference head returns from :meth:`Objective.inference_model` (e.g. GaussCSE's
+        mean/variance model)."""
         for objective in self.objectives:
-            wrap = getattr(objective, "inference_model", None)
-            if wrap is not None:
-                return wrap(self.encoder)
+            model = objective.inference_model(self.encoder)
+            if model is not None:
+                return model
         return self.encoder
 
     def on_train_end(self) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
-import socket
 import sys
 import warnings
 from pathlib import Path
@@ -24,6 +22,8 @@ import torch
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from .io import atomic_write, remove_stale_temporaries
 
 __all__ = ["RNG_KEY", "AtomicCheckpointIO", "UnisentCheckpoint", "latest_run", "rng_states", "set_rng_states"]
 
@@ -77,26 +77,6 @@ def _in_signal_handler() -> bool:
 
 
 # ---------------------------------------------------------------------------------------- atomic files
-_TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")  # .<name>.<pid>@<host>.tmp
-
-
-def _temporary_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}@{socket.gethostname()}.tmp")
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. platforms that cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write each checkpoint to a temporary file in its own directory, fsync it, then rename it.
 
@@ -105,8 +85,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     temporary file, but fsspec creates that file with ``tempfile.mkstemp()`` in the system temp
     directory: when that is another file system than the checkpoints (a local ``/tmp``, checkpoints
     on a shared disk, the usual cluster layout) the final "rename" is a copy into the destination,
-    which a kill can interrupt half-way. Here the rename never crosses file systems. Remote paths
-    (``s3://``, ``gs://`` ...) go through Lightning's implementation.
+    which a kill can interrupt half-way. Here the file is written by :func:`unisent.io.atomic_write`
+    (``durable=True``: the file and its directory are fsynced), next to its target, so the rename
+    never crosses file systems. Remote paths (``s3://``, ``gs://`` ...) go through Lightning's
+    implementation.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
@@ -114,42 +96,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
         if storage_options is not None or not isinstance(get_filesystem(path), LocalFileSystem):
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _temporary_name(target)
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_directory(target.parent)
+        with atomic_write(path, "wb", durable=True) as f:
+            torch.save(checkpoint, f)
 
     @staticmethod
     def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-        """Delete temporary files that killed writers of this host left in ``directory``."""
-        removed = []
-        host = socket.gethostname()
-        for tmp in Path(directory).glob(".*.tmp"):
-            match = _TEMPORARY.match(tmp.name)
-            if match is None or match.group(2) != host or _alive(int(match.group(1))):
-                continue
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-        return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        """Delete temporary files that killed writers of this host left in ``directory``
+        (:func:`unisent.io.remove_stale_temporaries`)."""
+        return remove_stale_temporaries(directory)
 
 
 # ---------------------------------------------------------------------------------------- the callback

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Literal
 
 from lightning.pytorch.strategies import FSDPStrategy
+
+from .io import import_object
 
 __all__ = ["EncoderFSDP", "TRANSFORMER_LAYERS"]
 
@@ -15,14 +16,6 @@ TRANSFORMER_LAYERS = [
     "transformers.models.roberta.modeling_roberta.RobertaLayer",
     "transformers.models.xlm_roberta.modeling_xlm_roberta.XLMRobertaLayer",
 ]
-
-
-def _import(path: str) -> type:
-    module, _, name = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"layer class {path!r} cannot be imported: {err}") from err
 
 
 class EncoderFSDP(FSDPStrategy):
@@ -54,7 +47,7 @@ class EncoderFSDP(FSDPStrategy):
         **kwargs: Any,
     ) -> None:
         self.layer_classes = list(layer_classes if layer_classes is not None else TRANSFORMER_LAYERS)
-        classes = {_import(path) for path in self.layer_classes}
+        classes = {import_object(path, "layer class") for path in self.layer_classes}
         super().__init__(
             auto_wrap_policy=classes,
             activation_checkpointing_policy=classes if activation_checkpointing else None,

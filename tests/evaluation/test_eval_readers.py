@@ -164,7 +164,7 @@ def test_binary_senteval_files_latin1(data_dir: Path) -> None:
 
 
 def test_latin1_file_read_as_utf8_names_the_line(data_dir: Path) -> None:
-    with pytest.raises(DataFormatError, match=r"rt-polarity\.pos, line \d+: not valid utf-8"):
+    with pytest.raises(DataFormatError, match=r"rt-polarity\.pos:line \d+: cannot be decoded as utf-8"):
         read_binary_files(
             data_dir / "senteval/rt-polarity.pos", data_dir / "senteval/rt-polarity.neg", "utf-8"
         )

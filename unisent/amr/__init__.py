@@ -1,6 +1,7 @@
 """AMR for sentence embeddings (Cai et al., 2022): linearisation, vocabulary extension, parsers and
-translators as pluggable steps, and retrofitting (``RetrofittedEncoder``, loaded on first use so that
-``python -m unisent.amr.retrofit`` runs cleanly)."""
+translators as pluggable steps. The retrofitted model (``RetrofittedEncoder``) lives in
+:mod:`unisent.models.retrofit` and is importable from here (loaded on first use, so that the model
+layer is not imported with the AMR tools)."""
 
 from .linearize import (
     AMRError,
@@ -40,7 +41,7 @@ _RETROFIT = ("COMBINATIONS", "MissingGraphError", "RetrofittedEncoder", "combine
 
 def __getattr__(name: str):
     if name in _RETROFIT:
-        from . import retrofit
+        from ..models import retrofit
 
         return getattr(retrofit, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,29 @@ Example (Little Prince ``lpp_1943.3``)::
                  :ARG0-of (s / swallow-01 :ARG1 (a / animal))))
     -> ( picture :domain ( it ) :topic ( boa :mod ( constrictor ) :ARG0-of ( swallow-01 :ARG1 ( animal ) ) ) )
 
+Two styles (``style=``):
+
+* ``"clean"`` (default): the rules above, on penman's tree as written in the file.
+* ``"authors"``: the exact strings of MSE-AMR's ``amr/IO.py`` (``load(dereify=True, remove_wiki=True)``
+  then ``linearize(graph, use_pointer_tokens=True, drop_parentheses=False)``), for users reproducing
+  the authors' models. It differs from ``"clean"`` in three ways, each reproduced here:
+
+  (a) tokens are split against the authors' vocabulary (their lists ship in ``unisent/data/sample``,
+      see :func:`authors_vocabulary`): an inverse role ``:ARG1-of`` -> ``:ARG1 -of`` (``: foo -of`` when
+      ``:foo`` is unknown), a frame outside the vocabulary ``tame-01`` -> ``tame -01``, an unknown
+      relation ``:foo`` -> ``: foo``;
+  (b) their ``:wiki`` removal rebuilds every graph from its triples, which loses penman's layout:
+      penman lays the graph out again from the triple order, so a re-entrant node's subtree is
+      written where the node first occurs and an edge that pointed back to it can move inside it,
+      flipped to ``-of``: ``(s / say-01 :ARG0 (i / i) :ARG2 i)`` -> ``( say-01 :ARG0 ( i :ARG2 -of
+      say-01 ) )`` (clean: ``( say-01 :ARG0 ( i ) :ARG2 i )``); 218 of the 2,979 Little Prince graphs;
+  (c) inside a quoted string ``_`` becomes a space (``"New_York"`` -> ``New York``); a string with an
+      inner space (``"New York"``) keeps its quote characters (``"New York"``), because their
+      tokeniser splits it on the space first.
+
+  The authors' style relies on penman's layout algorithm: the Little Prince references were made with
+  penman 1.3.1 and are reproduced exactly with it (``tests/test_amr_linearize_authors.py``).
+
 Corpora: :func:`linearize_file` / :func:`linearize_string` read PENMAN text with ``# ::key value``
 metadata, one graph per blank-line separated block, and yield :class:`LinearizedAMR` tuples
 ``(id, metadata, graph)``. A malformed graph does not stop the iteration: it is recorded as an
@@ -38,16 +61,22 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import penman
 from penman.exceptions import PenmanError
+from penman.model import Model
 
 __all__ = [
     "AMRError",
     "LinearizedAMR",
     "PenmanBlock",
+    "STYLES",
+    "Style",
+    "authors_vocabulary",
     "iter_penman_blocks",
     "linearize",
     "linearize_blocks",
@@ -58,6 +87,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: ``"clean"`` (default) or ``"authors"`` (MSE-AMR's ``amr/IO.py``); see the module docstring.
+Style = Literal["clean", "authors"]
+STYLES: tuple[str, ...] = ("clean", "authors")
 
 # ``~e.3``, ``~3,4``: surface alignments at the end of a concept, role or literal
 _ALIGNMENT = re.compile(r"~(?:[A-Za-z]\.?)?\d+(?:,\d+)*$")
@@ -221,9 +254,134 @@ def _walk(tree: penman.Tree, *, drop_wiki: bool, quote_strings: bool) -> list[tu
     return out
 
 
+# ------------------------------------------------------------------------------ the authors' style
+# the authors' vocabulary lists (jcyk/MSE-AMR amr/vocab), bundled with the package's samples
+_VOCABULARY_LISTS = ("data/sample/amr_predicates.tsv", "data/sample/amr_additions.txt")
+_AUTHORS_MIN_COUNT = 5  # AMRTokens.pred_min
+# amr/IO.py's AMRTokens also holds these special tokens (none occurs in a parsed graph; kept so that
+# the membership test is the same)
+_SPECIAL_TOKENS = ("<pointer>", "<stop>", "<lit>", "</lit>", "<backr:src:XXX>", "<backr:trg:XXX>")
+_QUOTED = re.compile(r'(".+?")')
+_BRACKET_OR_SLASH = re.compile(r"([()/])")
+_SENSE = re.compile(r".+-\d\d")
+
+
+@lru_cache(maxsize=1)
+def authors_vocabulary() -> frozenset[str]:
+    """The token set of MSE-AMR's linearisation (``AMRTokens.tokens`` of their ``amr/IO.py``).
+
+    The frames of their ``predicates.txt`` counted at least 5 times, their ``additions.txt`` (relations,
+    ``-of``, sense suffixes ``-00`` ... ``-98``, special concepts) and their special tokens
+    (``<pointer:0>`` ... ``<pointer:511>``, ``<lit>``, ...). Both lists ship with unisent, unchanged
+    (``unisent/data/sample/amr_predicates.tsv`` and ``amr_additions.txt``; source and licence in that
+    folder's ``LICENSE.md``), so the authors' style needs no download.
+    """
+    from .vocab import read_counts, read_symbols, select_symbols  # vocab imports this module
+
+    predicates, additions = (resources.files("unisent").joinpath(name) for name in _VOCABULARY_LISTS)
+    with resources.as_file(predicates) as counts_path, resources.as_file(additions) as additions_path:
+        tokens = set(select_symbols(read_counts(counts_path), _AUTHORS_MIN_COUNT)) | set(read_symbols(additions_path))
+    tokens.update(_SPECIAL_TOKENS)
+    tokens.update(f"<pointer:{i}>" for i in range(512))
+    return frozenset(tokens)
+
+
+def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> penman.Graph:
+    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it.
+
+    Triples come from penman's base :class:`~penman.model.Model` (inverse roles de-inverted). Their
+    ``:wiki`` removal keeps the other triples in order and builds a new ``penman.Graph`` from them,
+    without the layout information (epidata) of the original and with the first triple's source as
+    top; :func:`penman.encode` then lays the graph out anew (difference (b) of the module docstring).
+    Without ``:wiki`` removal the graph keeps its layout, as theirs does.
+    """
+    if isinstance(graph, penman.Graph):
+        decoded = graph
+    else:
+        decoded = penman.layout.interpret(_as_tree(graph), Model())
+    if not drop_wiki:  # their linearize() encodes a copy without metadata (no comment lines)
+        return penman.Graph(list(decoded.triples), top=decoded.top, epidata=dict(decoded.epidata))
+    return penman.Graph([triple for triple in decoded.triples if triple[1] != ":wiki"])
+
+
+def _authors_pieces(encoded: str) -> list[str]:
+    """Split penman's one-line encoding as the authors do (``_tokenize_encoded_graph``).
+
+    A quoted string without whitespace stays one piece, quotes included; everything else is split on
+    whitespace and then around ``(``, ``)``, ``/`` and before ``:``, so a quoted string with inner
+    whitespace falls apart into pieces that keep their quote characters.
+    """
+    pieces: list[str] = []
+    for piece in _QUOTED.sub(r" \1 ", encoded).split():
+        if piece.startswith('"') and piece.endswith('"'):
+            pieces.append(piece)
+        else:
+            pieces.extend(_BRACKET_OR_SLASH.sub(r" \1 ", piece).replace(":", " :").split())
+    return pieces
+
+
+def _authors_nodes(pieces: list[str]) -> list[str]:
+    """Variables -> concepts (the authors' ``use_pointer_tokens=True`` path).
+
+    ``( x / concept`` becomes ``( concept``; a variable right after a role (a re-entrancy) becomes its
+    concept. Variables are the pieces just before a ``/``, each mapped to the piece after it.
+    """
+    concept_of = {pieces[i - 1]: pieces[i + 1] for i in range(1, len(pieces) - 1) if pieces[i] == "/"}
+    out = pieces[:1]
+    i = 1
+    while i < len(pieces):
+        piece = pieces[i]
+        if piece in concept_of:
+            if out[-1] == "(" and i + 1 < len(pieces) and pieces[i + 1] == "/":
+                piece = concept_of[piece]
+                i += 2
+            elif out[-1].startswith(":"):
+                piece = concept_of[piece]
+        out.append(piece)
+        i += 1
+    return out
+
+
+def _authors_split(token: str, vocabulary: frozenset[str]) -> list[str]:
+    """One node token -> its output tokens (the authors' ``linearize``; difference (a) and (c))."""
+    if token.startswith('"') and token.endswith('"'):
+        return [token[1:-1].replace("_", " ")]
+    is_relation = token.startswith(":") and len(token) > 1
+    is_special = token.startswith("<") and token.endswith(">")
+    is_inverse = token.startswith(":") and token.endswith("-of")
+    is_frame = _SENSE.match(token) is not None
+    if not (is_relation or is_special or is_frame or is_inverse) or token in vocabulary:
+        return [token]
+    if is_frame:  # the last three characters, as theirs (``tame-01`` -> ``tame -01``)
+        return [token[:-3], token[-3:]]
+    if is_inverse:
+        relation = token[:-3]
+        return [relation, "-of"] if relation in vocabulary else [":", relation[1:], "-of"]
+    if is_relation:
+        return [":", token[1:]]
+    raise ValueError(f"token {token!r} looks like a special token <...> outside the authors' vocabulary; "
+                     "their linearize() fails on it (a bare `raise`)")
+
+
+def _authors_tokens(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> list[str]:
+    """The authors' linearisation of one graph as tokens (with parentheses)."""
+    encoded = penman.encode(_authors_graph(graph, drop_wiki=drop_wiki), indent=-1)
+    vocabulary = authors_vocabulary()
+    return [out for token in _authors_nodes(_authors_pieces(encoded)) for out in _authors_split(token, vocabulary)]
+
+
+def _check_style(style: str, quote_strings: bool) -> None:
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {', '.join(map(repr, STYLES))}, got {style!r}")
+    if style == "authors" and quote_strings:
+        raise ValueError("quote_strings=True is an option of the clean style; the authors' style always "
+                         "removes the quotes of strings (as their amr/IO.py does)")
+
+
 def linearize_tokens(
     graph: str | penman.Tree | penman.Graph,
     *,
+    style: Style = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -233,14 +391,21 @@ def linearize_tokens(
     Args:
         graph: PENMAN text of exactly one graph (metadata comments allowed), a ``penman.Tree`` or a
             ``penman.Graph``.
-        parentheses: write ``(`` and ``)`` around every node (default) or leave them out.
+        style: ``"clean"`` (default) or ``"authors"`` (MSE-AMR's ``amr/IO.py`` strings exactly; a token
+            of that style may hold spaces: a quoted string whose ``_`` became spaces).
+        parentheses: write ``(`` and ``)`` around every node (default) or leave them out (the
+            authors' ``drop_parentheses``).
         drop_wiki: leave out ``:wiki`` branches (default).
-        quote_strings: keep the double quotes of string literals (default: removed).
+        quote_strings: keep the double quotes of string literals (default: removed; clean style only).
 
     Raises:
         penman.DecodeError: the text is not valid PENMAN.
-        ValueError: the text holds no or several graphs, or a node has no concept.
+        ValueError: an unknown style, the text holds no or several graphs, or a node has no concept.
     """
+    _check_style(style, quote_strings)
+    if style == "authors":
+        tokens = _authors_tokens(graph, drop_wiki=drop_wiki)
+        return tokens if parentheses else [t for t in tokens if t not in ("(", ")")]
     pairs = _walk(_as_tree(graph), drop_wiki=drop_wiki, quote_strings=quote_strings)
     return [text for kind, text in pairs if parentheses or kind not in ("open", "close")]
 
@@ -248,6 +413,7 @@ def linearize_tokens(
 def linearize(
     graph: str | penman.Tree | penman.Graph,
     *,
+    style: Style = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -255,10 +421,13 @@ def linearize(
     """The linearisation of one graph: :func:`linearize_tokens` joined by single spaces.
 
     ``linearize("(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))")`` is
-    ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``.
+    ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``; with ``style="authors"``, a graph with
+    ``:ARG0-of`` or a rare frame gives ``:ARG0 -of`` and ``tame -01`` (see the module docstring).
     """
     return " ".join(
-        linearize_tokens(graph, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings)
+        linearize_tokens(
+            graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
+        )
     )
 
 
@@ -278,6 +447,7 @@ def linearize_blocks(
     blocks: Iterable[PenmanBlock],
     *,
     errors: list[AMRError] | None = None,
+    style: Style = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -287,13 +457,17 @@ def linearize_blocks(
     A malformed graph (a penman parse error, several graphs without a blank line between them,
     metadata without a graph, a node without a concept) is skipped: its :class:`AMRError` is appended
     to ``errors`` when a list is given, otherwise logged as a warning. The other graphs are still
-    yielded.
+    yielded. ``style`` and the other settings: see :func:`linearize_tokens` (an unknown style raises
+    ``ValueError`` on the first iteration).
     """
+    _check_style(style, quote_strings)
     for block in blocks:
         try:
             if not block.graph.strip():
                 raise ValueError("metadata without a graph")
-            graph = linearize(block.graph, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings)
+            graph = linearize(
+                block.graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
+            )
         except (PenmanError, ValueError) as err:
             error = _error(block, err)
             if errors is None:
@@ -309,6 +483,7 @@ def linearize_string(
     *,
     source: str = "<string>",
     errors: list[AMRError] | None = None,
+    style: Style = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -320,6 +495,7 @@ def linearize_string(
     for block, graph in linearize_blocks(
         iter_penman_blocks(text, source),
         errors=errors,
+        style=style,
         parentheses=parentheses,
         drop_wiki=drop_wiki,
         quote_strings=quote_strings,
@@ -331,6 +507,7 @@ def linearize_file(
     path: str | os.PathLike,
     *,
     errors: list[AMRError] | None = None,
+    style: Style = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -339,14 +516,17 @@ def linearize_file(
 
     Raises:
         FileNotFoundError: at once (not on the first iteration) when ``path`` is not a file.
+        ValueError: at once for an unknown ``style`` (or ``quote_strings`` with the authors' style).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
+    _check_style(style, quote_strings)
     return linearize_string(
         path.read_text(encoding="utf-8"),
         source=str(path),
         errors=errors,
+        style=style,
         parentheses=parentheses,
         drop_wiki=drop_wiki,
         quote_strings=quote_strings,

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..jsonl import json_lines
+from ..io import iter_records
 from .linearize import iter_penman_blocks
 
 __all__ = [
@@ -114,7 +114,8 @@ class PreParsedAMR:
         self.origin = ", ".join(map(str, paths))
         for path in paths:
             if path.suffix == ".jsonl":
-                for lineno, record in json_lines(path):
+                for rec in iter_records(path, "jsonl", blank_lines="skip"):
+                    lineno, record = rec.line, rec.data
                     text = _field(record, TEXT_KEYS, path, lineno)
                     self.graphs.setdefault(_key(text), _field(record, GRAPH_KEYS, path, lineno))
             else:
@@ -166,7 +167,8 @@ class PreTranslated:
         paths = _as_paths(sources)
         self.origin = ", ".join(map(str, paths))
         for path in paths:
-            for lineno, record in json_lines(path):
+            for rec in iter_records(path, "jsonl", blank_lines="skip"):
+                lineno, record = rec.line, rec.data
                 text = _field(record, ("text",), path, lineno)
                 lang = _field(record, ("lang",), path, lineno)
                 translation = _field(record, ("translation",), path, lineno)

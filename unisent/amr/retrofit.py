@@ -1,24 +1,8 @@
-"""Retrofitting (Cai et al., 2022, Sec. 4.2): a text embedding combined with the embedding of the sentence's AMR graph.
+"""Retrofitting (Cai et al., 2022, Sec. 4.2) from the command line: combine a text encoder with an AMR
+encoder and save the model.
 
-For a sentence ``x``: ``s = g(x)`` from any existing sentence encoder, ``h = f(linearize(parse(x)))``
-from an AMR encoder (trained with :class:`unisent.objectives.AMRSimCSE`), and the final embedding is
-one of the paper's four integrations:
-
-============== ==================================== ==========================
-``concat``     ``s ⊕ h``                            size ``d_s + d_h``
-``sum``        ``s + h``                            ``d_s == d_h`` required
-``norm_concat`` ``s/|s| ⊕ h/|h|`` (default, best)   size ``d_s + d_h``
-``norm_sum``   ``s/|s| + h/|h|``                    ``d_s == d_h`` required
-============== ==================================== ==========================
-
-Python::
-
-    from unisent.amr import RetrofittedEncoder
-
-    model = RetrofittedEncoder("minilm-l6", "runs/amr/version_0/encoder", parser="lookup.txt")
-    model.encode(["The boy wants to go."])                       # parsed through the lookup
-    model.encode(["The boy wants to go."], graphs=["(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"])
-    model.save_pretrained("runs/retrofitted")                    # unisent.load("runs/retrofitted") reads it
+The model itself, :class:`~unisent.models.RetrofittedEncoder` (and ``combine``, ``is_penman``...),
+lives with the other inference models in :mod:`unisent.models.retrofit`; it stays importable from here.
 
 Command line::
 
@@ -28,440 +12,92 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import re
 import sys
-import warnings
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Literal
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from ..models.retrofit import (
+    AMR_DIR,
+    COMBINATIONS,
+    CONFIG_FILE,
+    LOOKUP_FILE,
+    TEXT_DIR,
+    MissingGraphError,
+    RetrofittedEncoder,
+    combine,
+    is_penman,
+    load_text_encoder,
+)
 
 __all__ = [
+    "AMR_DIR",
     "COMBINATIONS",
     "CONFIG_FILE",
+    "LOOKUP_FILE",
+    "TEXT_DIR",
     "MissingGraphError",
     "RetrofittedEncoder",
     "combine",
     "is_penman",
     "load_text_encoder",
     "main",
+    "retrofit",
 ]
-
-Combination = Literal["concat", "sum", "norm_concat", "norm_sum"]
-COMBINATIONS: tuple[str, ...] = ("concat", "sum", "norm_concat", "norm_sum")
-CONFIG_FILE = "retrofit.json"
-LOOKUP_FILE = "amr_lookup.jsonl"
-TEXT_DIR, AMR_DIR = "text", "amr"
-_PENMAN = re.compile(r"\(\s*[^\s()/]+\s+/")
-
-
-class MissingGraphError(ValueError):
-    """A sentence has no AMR graph: no parser is configured, or the parser has none for it."""
-
-
-def combine(s: torch.Tensor, h: torch.Tensor, combination: str = "norm_concat") -> torch.Tensor:
-    """Combine text embeddings ``s`` (n, d_s) and AMR embeddings ``h`` (n, d_h) (Sec. 4.2).
-
-    ``concat``: ``s ⊕ h``; ``sum``: ``s + h``; ``norm_concat``: ``s/|s| ⊕ h/|h|``; ``norm_sum``:
-    ``s/|s| + h/|h|`` (``|.|`` the L2 norm, as ``torch.nn.functional.normalize``).
-
-    Raises:
-        ValueError: an unknown combination, different row counts, or a sum of different sizes.
-    """
-    if combination not in COMBINATIONS:
-        raise ValueError(f"unknown combination {combination!r}; valid: {', '.join(COMBINATIONS)}")
-    if s.shape[0] != h.shape[0]:
-        raise ValueError(f"{s.shape[0]} text embeddings but {h.shape[0]} AMR embeddings")
-    if combination.startswith("norm_"):
-        s, h = F.normalize(s, dim=-1), F.normalize(h, dim=-1)
-    if combination.endswith("sum"):
-        if s.shape[-1] != h.shape[-1]:
-            raise ValueError(
-                f"combination {combination!r} adds the text embedding (size {s.shape[-1]}) and the AMR embedding "
-                f"(size {h.shape[-1]}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
-            )
-        return s + h
-    return torch.cat([s, h], dim=-1)
-
-
-def is_penman(graph: str) -> bool:
-    """PENMAN text (``(w / want-01 ...``) rather than a linearised graph (``( want-01 ...``)."""
-    return _PENMAN.search(graph) is not None
-
-
-def _is_sentence_transformer(model: Any) -> bool:
-    module = sys.modules.get("sentence_transformers")
-    return module is not None and isinstance(model, module.SentenceTransformer)
-
-
-def _sentence_transformer(directory: str | os.PathLike):
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as err:
-        raise ImportError(
-            f"{directory} is a Sentence Transformers model: pip install sentence-transformers to load it"
-        ) from err
-    return SentenceTransformer(str(directory), device="cpu")
-
-
-def load_text_encoder(spec: Any) -> Any:
-    """A text encoder from what the user gives.
-
-    * a model object with ``encode`` (an ``unisent.load`` result, a ``SentenceTransformer``): as is;
-    * a Sentence Transformers directory (``modules.json`` and no ``unisent_encoder.json``): loaded with
-      ``SentenceTransformer`` (``unisent.load`` would read its backbone without its modules);
-    * anything else (a preset, a saved unisent directory, a ``.ckpt``, a hub id): ``unisent.load``.
-    """
-    if not isinstance(spec, (str, os.PathLike)):
-        if not callable(getattr(spec, "encode", None)):
-            raise TypeError(f"a text encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
-        return spec
-    path = Path(spec).expanduser()
-    if path.is_dir() and (path / "modules.json").is_file() and not (path / "unisent_encoder.json").is_file():
-        return _sentence_transformer(path)
-    import unisent
-
-    return unisent.load(str(spec))
-
-
-def _load_amr_encoder(spec: Any) -> Any:
-    if not isinstance(spec, (str, os.PathLike)):
-        if not callable(getattr(spec, "encode", None)):
-            raise TypeError(f"an AMR encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
-        return spec
-    import unisent
-
-    return unisent.load(str(spec))
-
-
-def _dimension(model: Any) -> int | None:
-    for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):  # Sentence Transformers
-        get = getattr(model, name, None)
-        if callable(get):
-            return get()
-    size = getattr(model, "hidden_size", None)
-    return size if isinstance(size, int) else None
-
-
-def _resolve_parser(parser: Any) -> tuple[Any, dict | None]:
-    """``(parser object, spec to save or None)``."""
-    from .parsing import PreParsedAMR
-
-    if parser is None:
-        return None, None
-    if isinstance(parser, Mapping) and "class_path" in parser:
-        from ..module import instantiate
-
-        spec = {"class_path": parser["class_path"], "init_args": dict(parser.get("init_args") or {})}
-        return instantiate(spec), spec
-    if isinstance(parser, (str, os.PathLike, Mapping)) or (
-        isinstance(parser, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in parser)
-    ):
-        return PreParsedAMR(parser if isinstance(parser, Mapping) else parser), None
-    if callable(getattr(parser, "parse", None)):
-        return parser, None
-    raise TypeError(
-        f"parser must be an AMR parser (an object with parse(sentences, lang)), pre-parsed file(s), a dict "
-        f"{{sentence: PENMAN}} or a {{class_path, init_args}} spec; got {type(parser).__name__}"
-    )
-
-
-class RetrofittedEncoder(nn.Module):
-    """A text encoder and an AMR encoder whose embeddings are combined (Cai et al., 2022, Sec. 4.2).
-
-    Args:
-        text_encoder: any sentence encoder: an ``unisent.load`` result or its argument (a preset, a
-            saved directory, a ``.ckpt``), a ``SentenceTransformer`` or a Sentence Transformers
-            directory (see :func:`load_text_encoder`).
-        amr_encoder: the AMR encoder (an :class:`~unisent.Encoder` trained with
-            :class:`~unisent.objectives.AMRSimCSE`, e.g. ``<run>/encoder``), or its directory.
-        combination: ``norm_concat`` (default, the paper's best), ``concat``, ``sum`` or ``norm_sum``.
-        parser: how raw sentences get their graphs: an :class:`~unisent.amr.AMRParser`, pre-parsed
-            file(s) or a ``{sentence: PENMAN}`` dict (a :class:`~unisent.amr.PreParsedAMR` lookup), or a
-            ``{"class_path", "init_args"}`` spec (e.g. of :class:`~unisent.amr.AmrlibParser`). None: graphs
-            must be passed to :meth:`encode`.
-        language: the language passed to the parser by default (a multilingual parser parses each
-            language; the lookup ignores it).
-        parentheses, drop_wiki: linearisation of PENMAN graphs (as the AMR encoder was trained).
-
-    Raises:
-        ValueError: an unknown combination, or ``sum``/``norm_sum`` with encoders of different sizes.
-    """
-
-    def __init__(
-        self,
-        text_encoder: Any,
-        amr_encoder: Any,
-        combination: Combination = "norm_concat",
-        parser: Any = None,
-        *,
-        language: str = "en",
-        parentheses: bool = True,
-        drop_wiki: bool = True,
-    ) -> None:
-        super().__init__()
-        if combination not in COMBINATIONS:
-            raise ValueError(f"unknown combination {combination!r}; valid: {', '.join(COMBINATIONS)}")
-        self.text_encoder = load_text_encoder(text_encoder)
-        self.amr_encoder = _load_amr_encoder(amr_encoder)
-        self.combination = combination
-        self.parser, self.parser_spec = _resolve_parser(parser)
-        self.language = language
-        self.parentheses = parentheses
-        self.drop_wiki = drop_wiki
-        self._check_sizes(self.text_dimension, self.amr_dimension)
-
-    # ------------------------------------------------------------------------------------ sizes
-    @property
-    def text_dimension(self) -> int | None:
-        return _dimension(self.text_encoder)
-
-    @property
-    def amr_dimension(self) -> int | None:
-        return _dimension(self.amr_encoder)
-
-    @property
-    def dimension(self) -> int | None:
-        """Size of the combined embedding (None when a part's size is only known after encoding)."""
-        ds, dh = self.text_dimension, self.amr_dimension
-        if ds is None or dh is None:
-            return None
-        return ds + dh if self.combination.endswith("concat") else ds
-
-    def _check_sizes(self, ds: int | None, dh: int | None) -> None:
-        if self.combination.endswith("sum") and ds is not None and dh is not None and ds != dh:
-            raise ValueError(
-                f"combination {self.combination!r} adds the text embedding (size {ds}) and the AMR embedding "
-                f"(size {dh}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
-            )
-
-    # ------------------------------------------------------------------------------------ graphs
-    def linearize(self, graph: str) -> str:
-        """A PENMAN graph linearised as the AMR encoder reads it; a linearised graph is returned as is."""
-        from .linearize import linearize
-
-        if is_penman(graph):
-            return linearize(graph, parentheses=self.parentheses, drop_wiki=self.drop_wiki)
-        return " ".join(graph.split())
-
-    def graphs_for(
-        self, sentences: Sequence[str], graphs: Sequence[str | None] | None = None, lang: str | None = None
-    ) -> list[str]:
-        """The linearised graph of each sentence: from ``graphs`` (PENMAN or linearised; a None entry is
-        parsed) or from the parser."""
-        from .parsing import NotInLookupError
-
-        if graphs is not None and len(graphs) != len(sentences):
-            raise ValueError(f"{len(sentences)} sentences but {len(graphs)} graphs")
-        given = list(graphs) if graphs is not None else [None] * len(sentences)
-        todo = [i for i, g in enumerate(given) if g is None]
-        if todo:
-            if self.parser is None:
-                raise MissingGraphError(
-                    f"{len(todo)} sentence(s) without an AMR graph (e.g. {sentences[todo[0]]!r}) and no parser: pass "
-                    "graphs=[...] (PENMAN or linearised) or configure a parser (parser='pre-parsed.txt', a "
-                    "PreParsedAMR / AmrlibParser, or --parser-lookup when building the model)"
-                )
-            try:
-                parsed = self.parser.parse([sentences[i] for i in todo], lang or self.language)
-            except NotInLookupError as err:
-                raise MissingGraphError(f"{err}; add it to the pre-parsed lookup or pass graphs=[...]") from err
-            for i, graph in zip(todo, parsed):
-                given[i] = graph
-        return [self.linearize(g) for g in given]
-
-    # ------------------------------------------------------------------------------------ encoding
-    def encode_text(self, sentences: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
-        """The text encoder's embeddings ``s``, float32 (n, d_s) on the CPU."""
-        from ..evaluation.encoding import to_tensor
-
-        if _is_sentence_transformer(self.text_encoder):
-            out = self.text_encoder.encode(list(sentences), batch_size=batch_size, convert_to_numpy=True,
-                                           show_progress_bar=show_progress_bar)
-        else:
-            kwargs = {"show_progress_bar": True} if show_progress_bar else {}
-            out = self.text_encoder.encode(list(sentences), batch_size=batch_size, **kwargs)
-        return to_tensor(out, len(sentences), "the text encoder's encode")
-
-    def encode_graphs(self, graphs: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
-        """The AMR encoder's embeddings ``h`` of graphs (PENMAN or linearised), float32 (n, d_h) on the CPU."""
-        from ..evaluation.encoding import to_tensor
-
-        linearised = [self.linearize(g) for g in graphs]
-        kwargs = {"show_progress_bar": True} if show_progress_bar else {}
-        out = self.amr_encoder.encode(linearised, batch_size=batch_size, **kwargs)
-        return to_tensor(out, len(linearised), "the AMR encoder's encode")
-
-    @torch.inference_mode()
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int | Sequence[str | None] = 64,
-        *,
-        graphs: Sequence[str | None] | None = None,
-        lang: str | None = None,
-        normalize: bool = False,
-        show_progress_bar: bool = False,
-    ) -> torch.Tensor:
-        """Embed ``sentences``: ``combine(text_encoder(x), amr_encoder(linearize(graph of x)))``.
-
-        Args:
-            sentences: the sentences.
-            batch_size: encoding batch size (a list here is taken as ``graphs``: ``encode(s, graphs)``).
-            graphs: the AMR graph of each sentence, PENMAN or linearised; None entries (or no list)
-                are parsed with the configured parser.
-            lang: the sentences' language for the parser (default: ``language``).
-            normalize: L2-normalise the combined embeddings.
-            show_progress_bar: progress bars of both encoders.
-
-        Returns:
-            A float32 tensor (n, dimension) on the CPU, rows in input order.
-
-        Raises:
-            MissingGraphError: a sentence has no graph and the parser has none for it (or there is no parser).
-        """
-        if isinstance(sentences, str):
-            raise TypeError("encode takes a list of sentences, not a single string")
-        if not isinstance(batch_size, int):
-            if graphs is not None:
-                raise TypeError("graphs given twice (as the second argument and as graphs=)")
-            graphs, batch_size = batch_size, 64
-        sentences = list(sentences)
-        linearised = self.graphs_for(sentences, graphs, lang)
-        s = self.encode_text(sentences, batch_size, show_progress_bar=show_progress_bar)
-        h = self.encode_graphs(linearised, batch_size, show_progress_bar=show_progress_bar)
-        self._check_sizes(s.shape[-1], h.shape[-1])
-        out = combine(s, h, self.combination)
-        return F.normalize(out, dim=-1) if normalize else out
-
-    # ------------------------------------------------------------------------------------ save/load
-    def config(self, text_kind: str) -> dict[str, Any]:
-        return {
-            "format": "unisent-retrofit",
-            "version": 1,
-            "combination": self.combination,
-            "text_encoder": {"path": TEXT_DIR, "kind": text_kind},
-            "amr_encoder": {"path": AMR_DIR},
-            "parser": self.parser_spec,
-            "language": self.language,
-            "linearization": {"parentheses": self.parentheses, "drop_wiki": self.drop_wiki},
-            "dimension": self.dimension,
-        }
-
-    def save_config(self, directory: str | os.PathLike, text_kind: str) -> Path:
-        """Write ``retrofit.json`` (combination, parser spec, linearisation) and, for a pre-parsed lookup,
-        the lookup itself (``amr_lookup.jsonl``), so that the directory works on its own."""
-        from .parsing import PreParsedAMR
-
-        directory = Path(directory)
-        config = self.config(text_kind)
-        if isinstance(self.parser, PreParsedAMR):
-            with (directory / LOOKUP_FILE).open("w", encoding="utf-8") as fh:
-                for sentence, graph in self.parser.graphs.items():
-                    fh.write(json.dumps({"text": sentence, "penman": graph}, ensure_ascii=False) + "\n")
-            config["parser"] = {"class_path": "unisent.amr.parsing.PreParsedAMR", "init_args": {"sources": [LOOKUP_FILE]}}
-        elif self.parser is not None and self.parser_spec is None:
-            warnings.warn(
-                f"the parser ({type(self.parser).__name__}) is not saved: give it as a {{class_path, init_args}} spec "
-                "to record it, or pass parser= to from_pretrained", stacklevel=3)
-        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        return directory
-
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """``text/`` (the text encoder), ``amr/`` (the AMR encoder), ``retrofit.json`` and the parser's
-        lookup; ``unisent.load(directory)`` or :meth:`from_pretrained` reads it back."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        text = self.text_encoder
-        if _is_sentence_transformer(text):
-            text.save(str(directory / TEXT_DIR))
-            kind = "sentence-transformers"
-        elif callable(getattr(text, "save_pretrained", None)):
-            text.save_pretrained(directory / TEXT_DIR)
-            kind = "unisent"
-        else:
-            raise TypeError(f"cannot save the text encoder ({type(text).__name__}): it has no save_pretrained")
-        self.amr_encoder.save_pretrained(directory / AMR_DIR)
-        return self.save_config(directory, kind)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, parser: Any = None) -> RetrofittedEncoder:
-        """Load a directory written by :meth:`save_pretrained` (or the retrofit exporter). ``parser``
-        overrides the recorded one."""
-        directory = Path(directory)
-        config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
-        text_dir = directory / config.get("text_encoder", {}).get("path", TEXT_DIR)
-        amr_dir = directory / config.get("amr_encoder", {}).get("path", AMR_DIR)
-        if parser is None and config.get("parser"):
-            spec = config["parser"]
-            parser = {"class_path": spec["class_path"], "init_args": _resolve_paths(spec.get("init_args") or {}, directory)}
-        linearization = config.get("linearization", {})
-        model = cls(load_text_encoder(str(text_dir)), _load_amr_encoder(str(amr_dir)), config["combination"], parser,
-                    language=config.get("language", "en"), parentheses=linearization.get("parentheses", True),
-                    drop_wiki=linearization.get("drop_wiki", True))
-        if config.get("parser") and model.parser_spec is not None:
-            model.parser_spec = config["parser"]  # keep paths relative to the directory
-        return model
-
-    @staticmethod
-    def is_saved_in(directory: str | os.PathLike) -> bool:
-        return Path(directory, CONFIG_FILE).is_file()
-
-
-def _resolve_paths(init_args: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """Relative file names in a parser spec that exist in ``directory`` -> paths in it."""
-
-    def fix(value: Any) -> Any:
-        if isinstance(value, str) and not os.path.isabs(value) and (directory / value).exists():
-            return str(directory / value)
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        return value
-
-    return {key: fix(value) for key, value in init_args.items()}
 
 
 # --------------------------------------------------------------------------------------------- CLI
-def main(argv: list[str] | None = None) -> None:
-    """``python -m unisent.amr.retrofit``: build a retrofitted model and save it."""
-    p = argparse.ArgumentParser(
-        prog="python -m unisent.amr.retrofit",
-        description="Combine a text encoder with an AMR encoder (Cai et al. 2022, Sec. 4.2) and save the model; "
-        "unisent.load(OUT) and `unisent evaluate --model OUT` read it.",
-    )
-    p.add_argument("--text-encoder", required=True,
-                   help="a preset, a saved unisent directory, a .ckpt, or a Sentence Transformers directory")
-    p.add_argument("--amr-encoder", required=True, help="the AMR encoder (e.g. <run>/encoder of an AMRSimCSE fit)")
-    p.add_argument("--out", required=True, help="directory to write")
-    p.add_argument("--combination", default="norm_concat", choices=COMBINATIONS)
-    p.add_argument("--parser-lookup", nargs="+", metavar="FILE",
-                   help="pre-parsed graphs (PENMAN with # ::snt, or jsonl with text + penman); copied into OUT")
-    p.add_argument("--amrlib", action="store_true", help="parse with amrlib at encoding time (pip install 'unisent[amr]')")
-    p.add_argument("--amrlib-model", default=None, help="amrlib parse model directory")
-    p.add_argument("--language", default="en", help="language passed to the parser (default: en)")
-    p.add_argument("--no-parentheses", action="store_true", help="the AMR encoder was trained without ( )")
-    args = p.parse_args(argv)
-    if args.parser_lookup and args.amrlib:
-        p.error("give either --parser-lookup or --amrlib")
+def retrofit(
+    *,
+    text_encoder: str,
+    amr_encoder: str,
+    out: str,
+    combination: Literal["concat", "sum", "norm_concat", "norm_sum"] = "norm_concat",
+    parser_lookup: list[str] | None = None,
+    amrlib: bool = False,
+    amrlib_model: str | None = None,
+    language: str = "en",
+    parentheses: bool = True,
+) -> None:
+    """Combine a text encoder with an AMR encoder (Cai et al. 2022, Sec. 4.2) and save the model.
+
+    unisent.load(OUT) and `unisent evaluate --model OUT` read it.
+
+    Args:
+        text_encoder: a preset, a saved unisent directory, a .ckpt, or a Sentence Transformers directory
+        amr_encoder: the AMR encoder (e.g. <run>/encoder of an AMRSimCSE fit)
+        out: directory to write
+        combination: how the two embeddings are combined
+        parser_lookup: pre-parsed graphs (PENMAN with # ::snt, or jsonl with text + penman); copied into OUT
+        amrlib: parse with amrlib at encoding time (pip install 'unisent[amr]')
+        amrlib_model: amrlib parse model directory
+        language: language passed to the parser
+        parentheses: the AMR encoder was trained with ( ) (--no-parentheses: without)
+    """
+    if parser_lookup and amrlib:
+        raise ValueError("give either --parser-lookup or --amrlib")
     parser: Any = None
-    if args.parser_lookup:
-        parser = args.parser_lookup
-    elif args.amrlib:
-        parser = {"class_path": "unisent.amr.parsing.AmrlibParser", "init_args": {"model_dir": args.amrlib_model}}
+    if parser_lookup:
+        parser = list(parser_lookup)
+    elif amrlib:
+        parser = {"class_path": "unisent.amr.parsing.AmrlibParser", "init_args": {"model_dir": amrlib_model}}
     try:
-        model = RetrofittedEncoder(args.text_encoder, args.amr_encoder, args.combination, parser,
-                                   language=args.language, parentheses=not args.no_parentheses)
-        out = model.save_pretrained(args.out)
-    except (FileNotFoundError, ValueError, TypeError, ImportError) as err:
-        sys.exit(f"python -m unisent.amr.retrofit: error: {err}")
-    print(f"retrofitted model ({args.combination}, dimension {model.dimension}) saved to {out}; "
-          f"load it with unisent.load({str(out)!r})")
+        model = RetrofittedEncoder(text_encoder, amr_encoder, combination, parser, language=language,
+                                   parentheses=parentheses)
+        saved = model.save_pretrained(out)
+    except TypeError as err:  # a parser spec that does not fit: reported in one line as the others
+        raise ValueError(str(err)) from err
+    print(f"retrofitted model ({combination}, dimension {model.dimension}) saved to {saved}; "
+          f"load it with unisent.load({str(saved)!r})")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m unisent.amr.retrofit``: build a retrofitted model and save it (:func:`retrofit`).
+
+    The parser comes from :mod:`unisent.commands._cli` (typed function -> jsonargparse, as every
+    unisent command); that module imports nothing of unisent."""
+    from ..commands._cli import run_command
+
+    run_command(retrofit, sys.argv[1:] if argv is None else argv, "python -m unisent.amr.retrofit")
 
 
 if __name__ == "__main__":

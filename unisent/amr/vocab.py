@@ -32,7 +32,7 @@ import penman
 import torch
 from penman.exceptions import PenmanError
 
-from ..jsonl import json_lines
+from ..io import iter_records
 from .linearize import AMRError, _as_tree, _error, _walk, iter_penman_blocks
 
 __all__ = [
@@ -99,7 +99,8 @@ def count_symbols_in_file(
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
     if path.suffix == ".jsonl":
         graphs = []
-        for lineno, record in json_lines(path):
+        for rec in iter_records(path, "jsonl", blank_lines="skip"):
+            lineno, record = rec.line, rec.data
             if not isinstance(record, dict) or not isinstance(record.get("graph"), str):
                 found = sorted(record) if isinstance(record, dict) else type(record).__name__
                 raise ValueError(f"{path}:{lineno}: no string field 'graph' in {found}")

@@ -1,1 +1,2 @@
-"""unisent's own subcommands (the Lightning ones live in unisent.cli)."""
+"""Every command of ``unisent`` (the table is :mod:`unisent.cli`): ``train`` (Lightning's fit/validate/test/
+predict), and evaluate, export, encode, data, sweep as typed functions on jsonargparse (:mod:`._cli`)."""

@@ -1,33 +1,56 @@
 """``unisent data BUILDER ...``: build training records from public data layouts.
 
-Each builder module under :mod:`unisent.data.builders` that is listed in :data:`BUILDER_MODULES`
-exposes ``register(subparsers)``, which adds its sub-command(s) with ``set_defaults(run=callable)``.
-A builder's ``run(args)`` raises ``FileNotFoundError`` or ``ValueError`` with a message that names
-the file, line and field; the command prints it and exits non-zero.
+Each builder module listed in :data:`BUILDER_MODULES` has a ``COMMANDS`` mapping of sub-command
+name -> typed function (see :mod:`unisent.commands._cli`: the signature and docstring are the
+options and their help; every builder has ``--help``, ``--config`` and ``--print_config``). A
+builder raises ``FileNotFoundError`` or ``ValueError`` with a message that names the file, line and
+field; the command prints it and exits non-zero.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import sys
+from collections.abc import Callable, Sequence
 
-__all__ = ["main", "BUILDER_MODULES"]
+from jsonargparse import ArgumentParser
+
+from ._cli import call, command_parser, parse, summary
+
+__all__ = ["BUILDER_MODULES", "build_parser", "builders", "main"]
 
 BUILDER_MODULES = ("nli", "ease", "amr", "amr_nli", "cmlm")
+PROG = "unisent data"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="unisent data", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="builder", required=True)
+def builders() -> dict[str, Callable]:
+    """Sub-command name -> builder function, over every module of :data:`BUILDER_MODULES`."""
+    out: dict[str, Callable] = {}
     for name in BUILDER_MODULES:
-        importlib.import_module(f"unisent.data.builders.{name}").register(sub)
+        module = importlib.import_module(f"unisent.data.builders.{name}")
+        for command, function in module.COMMANDS.items():
+            if command in out:
+                raise ValueError(f"unisent data {command} is defined twice ({module.__name__})")
+            out[command] = function
+    return out
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n")[0], exit_on_error=False, env_prefix=False)
+    sub = parser.add_subcommands(dest="builder", required=True)
+    for command, function in builders().items():
+        sub.add_subcommand(command, command_parser(function, f"{PROG} {command}"), help=summary(function))
     return parser
 
 
-def main(argv: list[str]) -> None:
-    args = build_parser().parse_args(argv)
-    try:
-        args.run(args)
-    except (FileNotFoundError, ValueError) as err:
-        sys.exit(f"unisent data {args.builder}: error: {err}")
+def main(argv: Sequence[str]) -> None:
+    functions = builders()
+    words = list(argv)
+    if words and words[0] in functions:  # parse the builder's own options: its errors name it
+        command = words[0]
+        function = functions[command]
+        prog = f"{PROG} {command}"
+        call(function, parse(command_parser(function, prog), words[1:]), prog)
+        return
+    values = parse(build_parser(), words)  # --help, or an unknown builder (listed in the error)
+    command = values["builder"]
+    call(functions[command], values[command], f"{PROG} {command}")

@@ -13,7 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..objectives.base import Objective
+from ..objectives.base import PREDICT_SCHEMA, BatchSchema, Objective
 from .readers import DataSource, read_records
 from .sampling import ResumableSampler
 
@@ -22,16 +22,11 @@ __all__ = ["UnisentDataModule", "default_cache_dir"]
 _COMBINE_MODES = ("max_size_cycle", "min_size", "max_size", "sequential")
 
 
-# The record schema of `unisent predict`: one text field, tokenised and padded like training data.
-_PREDICT_SCHEMA = Objective(name="predict")
-_PREDICT_SCHEMA.batch_keys = _PREDICT_SCHEMA.text_keys = ("text",)
-
-
 def default_cache_dir() -> Path:
     return Path(os.environ.get("UNISENT_CACHE", Path.home() / ".cache" / "unisent")) / "tokenized"
 
 
-def _fingerprint(source: DataSource, objective, tokenizer, max_length: int) -> str:
+def _fingerprint(source: DataSource, schema: BatchSchema, tokenizer, max_length: int) -> str:
     path = Path(source.path).expanduser().resolve()
     stat = path.stat()
     parts = {
@@ -41,9 +36,9 @@ def _fingerprint(source: DataSource, objective, tokenizer, max_length: int) -> s
         "columns": source.columns,
         "max_records": source.max_records,
         "on_error": source.on_error,
-        "keys": list(objective.batch_keys),
-        "text_keys": list(objective.text_keys),
-        "optional_keys": list(objective.optional_keys),
+        "keys": list(schema.batch_keys),
+        "text_keys": list(schema.text_keys),
+        "optional_keys": list(schema.optional_keys),
         "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__],
         # tokens added to a tokenizer (e.g. AMR's extended vocabulary) change the ids at equal length
         "added_tokens": hashlib.sha256("\n".join(sorted(getattr(tokenizer, "get_added_vocab", dict)())).encode()).hexdigest(),
@@ -163,7 +158,7 @@ class UnisentDataModule(L.LightningDataModule):
         if stage == "predict":
             if self.predict is None:
                 raise ValueError("`unisent predict` needs data.predict: a file of sentences (field `text`)")
-            self.datasets["__predict__"] = self.tokenized(self.predict, _PREDICT_SCHEMA)
+            self.datasets["__predict__"] = self.tokenized(self.predict, PREDICT_SCHEMA)
             return
         if stage not in (None, "fit") or self.datasets or not self.train:
             return
@@ -180,19 +175,22 @@ class UnisentDataModule(L.LightningDataModule):
             # before the optimiser exists and before a resumed checkpoint is loaded
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
-    def tokenized(self, source: DataSource, objective):
-        """Read, validate and tokenise ``source`` for ``objective``, through the Arrow cache."""
+    def tokenized(self, source: DataSource, schema: BatchSchema | Objective):
+        """Read, validate and tokenise ``source`` by ``schema`` (an objective's, or predict's), through
+        the Arrow cache."""
         from datasets import Dataset, disable_progress_bars
 
+        if isinstance(schema, Objective):
+            schema = schema.schema
         encoder = self.module.encoder
-        max_length = objective.max_length or encoder.config.max_length
-        cache = self.cache_dir / f"{_fingerprint(source, objective, encoder.tokenizer, max_length)}.arrow"
+        max_length = schema.max_length or encoder.config.max_length
+        cache = self.cache_dir / f"{_fingerprint(source, schema, encoder.tokenizer, max_length)}.arrow"
         if cache.is_file():
             return Dataset.from_file(str(cache))
         cache.parent.mkdir(parents=True, exist_ok=True)
-        columns = read_records(source, objective.batch_keys, objective.text_keys, objective.optional_keys)
+        columns = read_records(source, schema.batch_keys, schema.text_keys, schema.optional_keys)
         disable_progress_bars()
-        text_keys = list(objective.text_keys)
+        text_keys = list(schema.text_keys)
 
         def tokenize(rows: dict[str, list]) -> dict[str, list]:
             out = {k: _tokenize_column(encoder, rows[k], max_length) for k in text_keys}
@@ -202,7 +200,7 @@ class UnisentDataModule(L.LightningDataModule):
 
         dataset = Dataset.from_dict(columns)
         features = None
-        if set(text_keys) & set(objective.optional_keys):  # a batch of nulls must not fix a column's type
+        if set(text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type
             from datasets import List, Value
 
             features = dataset.features.copy()
@@ -259,7 +257,7 @@ class UnisentDataModule(L.LightningDataModule):
         return self._evaluation_loader(self.module.evaluation.test_tasks)
 
     def predict_dataloader(self):
-        collate = partial(_PREDICT_SCHEMA.collate, pad_id=self.module.encoder.pad_token_id)
+        collate = partial(PREDICT_SCHEMA.collate, pad_id=self.module.encoder.pad_token_id)
         return DataLoader(self.datasets["__predict__"].select_columns(["text"]).with_format(None),
                           batch_size=self.predict_batch_size, shuffle=False, collate_fn=collate,
                           num_workers=self.num_workers)

@@ -1,29 +1,25 @@
 """Read training records from jsonl, csv/tsv, txt, parquet or a saved Hugging Face dataset.
 
 Every record is checked against the fields an objective needs. A problem is reported with the file,
-the line (or record number) and the field; by default all problems are collected and raised
-together, nothing is silently dropped. With ``on_error="skip"`` bad records are skipped, counted and
-reported in a warning.
+the line (or row) and the field; by default all problems are collected and raised together, nothing
+is silently dropped. With ``on_error="skip"`` bad records are skipped, counted and reported in a
+warning. The files are read by :func:`unisent.io.iter_records` (streamed); this module adds the
+objective's checks (non-empty sentences) and collects the columns.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..io import SUPPORTED_FORMATS, Record, RecordError, iter_records
+
 __all__ = ["DataSource", "RecordError", "read_records", "SUPPORTED_FORMATS"]
 
-SUPPORTED_FORMATS = (".jsonl", ".json", ".csv", ".tsv", ".txt", ".parquet", "a saved datasets directory")
 MAX_LISTED = 20
-
-
-class RecordError(ValueError):
-    """One or more records are malformed; the message lists them with file, line and field."""
 
 
 @dataclass
@@ -50,76 +46,14 @@ class DataSource:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                yield f"line {lineno}", ValueError("blank line (expected a JSON object)")
-                continue
-            try:
-                yield f"line {lineno}", json.loads(line)
-            except json.JSONDecodeError as err:
-                yield f"line {lineno}", ValueError(f"not valid JSON ({err.msg} at column {err.colno})")
-
-
-def _iter_delimited(path: Path, delimiter: str) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
-        header = next(reader, None)
-        if header is None:
-            return
-        for row in reader:
-            where = f"line {reader.line_num}"
-            if len(row) != len(header):
-                yield where, ValueError(f"has {len(row)} columns, the header has {len(header)} ({', '.join(header)})")
-            else:
-                yield where, dict(zip(header, row))
-
-
-def _iter_txt(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            yield f"line {lineno}", {"text": line.rstrip("\r\n")}
-
-
-def _iter_table(rows: Iterator[Mapping[str, Any]]) -> Iterator[tuple[str, Any]]:
-    for i, row in enumerate(rows, 1):
-        yield f"record {i}", dict(row)
-
-
-def _iter_source(path: Path) -> Iterator[tuple[str, Any]]:
-    if path.is_dir():
-        from datasets import load_from_disk
-
-        return _iter_table(iter(load_from_disk(str(path))))
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json"):
-        return _iter_jsonl(path)
-    if suffix in (".csv", ".tsv"):
-        return _iter_delimited(path, "," if suffix == ".csv" else "\t")
-    if suffix == ".txt":
-        return _iter_txt(path)
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return _iter_table(row for batch in pq.ParquetFile(path).iter_batches() for row in batch.to_pylist())
-    raise ValueError(f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
-
-
-def _check(record: Any, required: Sequence[str], text_keys: Sequence[str]) -> str | None:
-    if isinstance(record, Exception):
-        return str(record)
-    if not isinstance(record, dict):
-        return f"expected an object with fields {', '.join(required)}, got {type(record).__name__}"
-    for key in required:
-        if key not in record or record[key] is None:
-            return f"field {key!r} is missing (record has: {', '.join(map(str, record)) or 'no fields'})"
-        if key in text_keys:
-            value = record[key]
-            if not isinstance(value, str):
-                return f"field {key!r} must be a string, got {type(value).__name__}"
-            if not value.strip():
-                return f"field {key!r} is an empty sentence"
+def _check_text(record: Record, keys: Sequence[str]) -> RecordError | None:
+    """A text field must be a non-blank string."""
+    for key in keys:
+        value = record.data[key]
+        if not isinstance(value, str):
+            return record.error(f"field {key!r} must be a string, got {type(value).__name__}", field=key)
+        if not value.strip():
+            return record.error(f"field {key!r} is an empty sentence", field=key)
     return None
 
 
@@ -143,22 +77,27 @@ def read_records(
     if not path.exists():
         raise FileNotFoundError(f"training data file {str(path)!r} does not exist")
     columns: dict[str, list[Any]] = {key: [] for key in required}
+    needed = [key for key in required if key not in optional]
+    checked = [key for key in needed if key in text_keys]
     problems: list[str] = []
     n_problems = 0
+
+    def problem(error: RecordError) -> None:
+        nonlocal n_problems
+        n_problems += 1
+        if len(problems) < MAX_LISTED:
+            problems.append(str(error))
+
     kept = 0
-    for where, record in _iter_source(path):
-        if source.columns and isinstance(record, dict):
-            record = {source.columns.get(k, k): v for k, v in record.items()}
-        if optional and isinstance(record, dict):
-            record = {**{k: None for k in optional}, **record}
-        problem = _check(record, [k for k in required if k not in optional], text_keys)
-        if problem is not None:
-            n_problems += 1
-            if len(problems) < MAX_LISTED:
-                problems.append(f"{path}:{where}: {problem}")
+    records = iter_records(path, fields=needed, optional=[key for key in required if key in optional],
+                           rename=source.columns, on_error=problem)
+    for record in records:
+        error = _check_text(record, checked)
+        if error is not None:
+            problem(error)
             continue
         for key in required:
-            columns[key].append(record[key])
+            columns[key].append(record.data[key])
         kept += 1
         if source.max_records and kept >= source.max_records:
             break
@@ -167,10 +106,11 @@ def read_records(
         listing = "\n".join(problems) + more
         if source.on_error == "raise":
             raise RecordError(
-                f"{n_problems} malformed record(s) in {path} (fields needed: {', '.join(required)}):\n{listing}\n"
+                path, 0,
+                f"{n_problems} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
                 "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them."
             )
         warnings.warn(f"skipped {n_problems} malformed record(s) of {path}, kept {kept}:\n{listing}", stacklevel=2)
     if kept == 0:
-        raise RecordError(f"{path}: no usable records (fields needed: {', '.join(required)})")
+        raise RecordError(path, 0, f"no usable records (fields needed: {', '.join(required)})")
     return columns

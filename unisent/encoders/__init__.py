@@ -2,8 +2,17 @@
 
 from .encoder import Encoder, EncoderConfig, pad_batch
 from .loading import ModelNotAvailableError, resolve_model_location
-from .poolers import POOLERS, Pooler, build_pooler
+from .poolers import POOLERS, Pooler, build_pooler, pooler_class, register_pooler
 from .presets import PRESETS, Preset
+
+
+def __getattr__(name: str):
+    if name == "EncoderWrapper":  # moved to unisent.models; kept importable from here
+        from ..models.wrapper import EncoderWrapper
+
+        return EncoderWrapper
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Encoder",
@@ -15,5 +24,7 @@ __all__ = [
     "Preset",
     "build_pooler",
     "pad_batch",
+    "pooler_class",
+    "register_pooler",
     "resolve_model_location",
 ]

@@ -8,17 +8,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import torch
 from torch import nn
 
+from ..io import atomic_write
+from ..models.encoder import EncoderModel
+from ..models.registry import register_model
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
-from .poolers import POOLERS, PoolerName, build_pooler
+from .poolers import PoolerName, PoolerPath, build_pooler, pooler_class
 from .presets import PRESETS
 
-__all__ = ["Encoder", "EncoderConfig", "EncoderWrapper", "pad_batch"]
+__all__ = ["Encoder", "EncoderConfig", "pad_batch"]
 
 UNISENT_CONFIG = "unisent_encoder.json"
 POOLER_WEIGHTS = "pooler.pt"
@@ -31,8 +33,10 @@ class EncoderConfig:
     Attributes:
         model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
             Hugging Face hub id.
-        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``;
-            unset for the preset's default (``cls`` for a plain directory or hub id).
+        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``,
+            a pooler's dotted class path (``my_pkg.poolers.MyPooler``, imported and so registered),
+            or, from Python, any name registered with ``unisent.encoders.register_pooler``; unset for
+            the preset's default (``cls`` for a plain directory or hub id).
         max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
         attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
@@ -41,7 +45,7 @@ class EncoderConfig:
     """
 
     model: str = "minilm-l6"
-    pooler: PoolerName | None = None
+    pooler: PoolerName | PoolerPath | None = None
     max_length: int = 0
     attn_implementation: str = "sdpa"
     dropout: float | None = None
@@ -51,8 +55,8 @@ class EncoderConfig:
         preset = PRESETS.get(self.model)
         if not self.pooler:
             self.pooler = preset.pooler if preset else "cls"
-        if self.pooler not in POOLERS:
-            raise ValueError(f"unknown pooler {self.pooler!r}; valid poolers: {', '.join(POOLERS)}")
+        self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
+        pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
         if not self.max_length:
             self.max_length = preset.max_length if preset else 32
         if self.max_length < 1:
@@ -72,8 +76,12 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, length: int | Non
     return input_ids, attention_mask
 
 
-class Encoder(nn.Module):
+@register_model("encoder")
+class Encoder(EncoderModel):
     """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
+
+    How it is exported and described (model card, Sentence Transformers modules, ``transformers``
+    recipe) is declared by its base :class:`~unisent.models.encoder.EncoderModel` and its pooler.
 
     Args:
         config: an :class:`EncoderConfig`.
@@ -208,9 +216,11 @@ class Encoder(nn.Module):
 
     # ----------------------------------------------------------------------------------- save/load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write backbone, tokenizer, pooler weights and the encoder settings to ``directory``.
+        """Write backbone, tokenizer, pooler weights, the encoder settings and the model record to
+        ``directory``.
 
-        ``Encoder(EncoderConfig(model=directory))`` loads it back (pooler and max length included).
+        ``Encoder(EncoderConfig(model=directory))`` loads it back (pooler and max length included). A
+        pooler from outside unisent is recorded by its class path, so loading imports (registers) it.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -219,7 +229,12 @@ class Encoder(nn.Module):
         if any(True for _ in self.pooler.parameters()):
             torch.save(self.pooler.state_dict(), directory / POOLER_WEIGHTS)
         settings = asdict(self.config) | {"model": str(directory)}
-        (directory / UNISENT_CONFIG).write_text(json.dumps(settings, indent=2) + "\n")
+        pooler = type(self.pooler)
+        if not pooler.__module__.startswith("unisent."):
+            settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"
+        with atomic_write(directory / UNISENT_CONFIG) as fh:
+            fh.write(json.dumps(settings, indent=2) + "\n")
+        self.write_model_record(directory)
         return directory
 
     @classmethod
@@ -250,58 +265,9 @@ def _ordered_map(fn, items: Iterable, workers: int, per_thread: int = 1) -> Iter
             yield pending.popleft().result()
 
 
-class EncoderWrapper(nn.Module):
-    """Base of inference models that put a head on top of an :class:`Encoder` (GaussCSE's
-    ``GaussianEncoder``, CMLM's ``ProjectionEncoder``, ``PCREncoder``): exposes the wrapped encoder's
-    ``config`` and ``tokenizer`` and runs the head over pooled vectors.
+def __getattr__(name: str):
+    if name == "EncoderWrapper":  # moved to unisent.models; kept importable from here
+        from ..models.wrapper import EncoderWrapper
 
-    A subclass whose head is an ``nn.Module`` with a ``settings`` dict (its constructor arguments)
-    sets ``head_attr``, ``head_class`` and ``head_stem``, and gets saving and loading: the encoder's
-    files, plus ``<head_stem>.pt`` (the head's weights) and ``<head_stem>.json`` (its settings)
-    beside them. Its constructor takes ``(encoder, head)``. Other layouts override the three methods.
-    """
-
-    encoder: nn.Module
-    #: attribute holding the head, the head's class, and the name of its files (without suffix)
-    head_attr: ClassVar[str] = "head"
-    head_class: ClassVar[type[nn.Module]]
-    head_stem: ClassVar[str]
-
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        directory = self.encoder.save_pretrained(directory)
-        head = getattr(self, self.head_attr)
-        torch.save(head.state_dict(), directory / f"{self.head_stem}.pt")
-        (directory / f"{self.head_stem}.json").write_text(json.dumps(head.settings, indent=2) + "\n")
-        return directory
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> EncoderWrapper:
-        directory = Path(directory)
-        head = cls.head_class(**json.loads((directory / f"{cls.head_stem}.json").read_text()))
-        head.load_state_dict(torch.load(directory / f"{cls.head_stem}.pt", map_location="cpu", weights_only=True))
-        return cls(Encoder.from_pretrained(directory), head)
-
-    @classmethod
-    def is_saved_in(cls, directory: str | os.PathLike) -> bool:
-        return Path(directory, f"{cls.head_stem}.pt").is_file()
-
-    @property
-    def config(self):
-        return self.encoder.config
-
-    @property
-    def tokenizer(self):
-        return self.encoder.tokenizer
-
-    @staticmethod
-    @torch.inference_mode()
-    def map_head(head: nn.Module, pooled: torch.Tensor, fn, chunk: int = 4096) -> list:
-        """``[fn(c) for c in pooled.split(chunk)]`` with each chunk on ``head``'s device and ``head`` in
-        eval mode (its mode is restored afterwards)."""
-        was_training = head.training
-        head.eval()
-        device = next(head.parameters(), pooled).device
-        try:
-            return [fn(c.to(device)) for c in pooled.split(chunk)]
-        finally:
-            head.train(was_training)
+        return EncoderWrapper
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

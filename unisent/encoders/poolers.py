@@ -1,23 +1,112 @@
-"""Poolers: token states -> one vector per sentence.
+"""Poolers: token states -> one vector per sentence, each carrying its own export knowledge.
 
 Every pooler is a small ``nn.Module`` with the same call signature, so the encoder never branches on
-pooler names. The table :data:`POOLERS` maps the names users write in YAML to the classes.
+pooler names. A pooler class also declares how it is exported: its Sentence Transformers modules
+(:meth:`Pooler.sentence_transformers_modules`), its ``transformers`` recipe for the model card
+(:meth:`Pooler.huggingface_code`) and its description. Adding a pooler is therefore one class in one
+file, registered under the name users write in YAML::
+
+    from unisent.encoders import Pooler, register_pooler
+
+    @register_pooler("mean_sqrt_len")
+    class MeanSqrtLenPooler(Pooler):
+        ...
+
+:data:`POOLERS` maps the registered names to the classes. ``EncoderConfig.pooler`` also takes a
+pooler's dotted class path (``my_pkg.poolers.MeanSqrtLenPooler``), which imports (and so registers) it.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
 
 import torch
+from jsonargparse.typing import restricted_string_type
 from torch import nn
 
-__all__ = ["POOLERS", "PoolerName", "Pooler", "build_pooler", "needs_hidden_states"]
+from ..models.base import NotExportableError, STModule
+
+if TYPE_CHECKING:
+    from .encoder import Encoder
+
+__all__ = [
+    "POOLERS",
+    "AvgFirstLastPooler",
+    "ClsMlpPooler",
+    "ClsMlpTrainOnlyPooler",
+    "ClsPooler",
+    "MaxPooler",
+    "MeanPooler",
+    "Pooler",
+    "PoolerName",
+    "PoolerPath",
+    "build_pooler",
+    "pooler_class",
+    "register_pooler",
+    "st_pooling",
+]
+
+P = TypeVar("P", bound=type)
+
+#: Registered poolers: the name users write (``EncoderConfig.pooler``) -> the class.
+POOLERS: dict[str, type[Pooler]] = {}
+
+#: The pooling modes of Sentence Transformers' ``Pooling`` module (all written, one of them true).
+ST_POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
+
+#: ``transformers`` recipe lines: the masked mean of ``states`` over the non-padding tokens.
+MASKED_MEAN_LINES = (
+    'mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)',
+    "return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)",
+)
+
+
+def register_pooler(name: str) -> Callable[[P], P]:
+    """Class decorator: register a :class:`Pooler` subclass under ``name`` (its ``name`` attribute).
+
+    Raises:
+        TypeError: the class is not a ``Pooler``.
+        ValueError: another class is registered under ``name``.
+    """
+
+    def decorate(cls: P) -> P:
+        if not (isinstance(cls, type) and issubclass(cls, Pooler)):
+            raise TypeError(f"{cls!r} is not a Pooler subclass")
+        previous = POOLERS.get(name)
+        if previous is not None and (previous.__module__, previous.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"pooler {name!r} is already registered for {previous.__module__}.{previous.__qualname__}")
+        cls.name = name
+        POOLERS[name] = cls
+        return cls
+
+    return decorate
+
+
+def st_pooling(hidden_size: int, mode: str) -> STModule:
+    """Sentence Transformers' ``Pooling`` module in ``mode`` (one of :data:`ST_POOLING_MODES`)."""
+    if mode not in ST_POOLING_MODES:
+        raise ValueError(f"unknown Sentence Transformers pooling mode {mode!r}; valid: {', '.join(ST_POOLING_MODES)}")
+    config = {"word_embedding_dimension": hidden_size, **{f"pooling_mode_{m}": m == mode for m in ST_POOLING_MODES},
+              "include_prompt": True}
+    return STModule("Pooling", "sentence_transformers.models.Pooling", config)
 
 
 class Pooler(nn.Module):
-    """Base class: ``forward(last_hidden, attention_mask, hidden_states) -> (batch, dim)``."""
+    """Base class: ``forward(last_hidden, attention_mask, hidden_states) -> (batch, dim)``.
 
-    needs_hidden_states: bool = False
+    Class attributes:
+        name: the registered name (set by :func:`register_pooler`).
+        needs_hidden_states: the forward needs every layer's states (``output_hidden_states``).
+        description: the model card's "pooling" row.
+        sentence_transformers_note: shown under the Sentence Transformers snippet of the model card.
+    """
+
+    name: ClassVar[str] = ""
+    needs_hidden_states: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+    sentence_transformers_note: ClassVar[str] = ""
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__()
@@ -31,23 +120,68 @@ class Pooler(nn.Module):
     ) -> torch.Tensor:
         raise NotImplementedError
 
+    # ------------------------------------------------------------------------------ export knowledge
+    def sentence_transformers_modules(self, backbone_config: Any) -> list[STModule]:
+        """The Sentence Transformers modules after the ``Transformer`` that compute this pooling (only
+        built-in module classes, so no ``trust_remote_code`` is needed).
+
+        Args:
+            backbone_config: the backbone's ``transformers`` config (layer count, hidden size).
+        """
+        raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no Sentence Transformers modules")
+
+    def huggingface_code(self, in_backbone: bool = False) -> tuple[list[str], list[str]]:
+        """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``.
+
+        Setup lines run once after ``model`` is loaded (``model_dir`` names the directory); body lines
+        end ``embed(sentences)`` and may use ``torch``, ``batch`` (the tokenizer's output) and ``out``
+        (the model's output, with ``hidden_states`` when :attr:`needs_hidden_states`), and ``return``
+        the (batch, dim) embeddings. ``in_backbone``: :meth:`into_backbone` wrote the pooler into the
+        backbone's own pooler.
+        """
+        raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no transformers recipe")
+
+    @contextmanager
+    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+        """For a ``huggingface`` export: temporarily write this pooler into the backbone's own pooler
+        (restored afterwards); yields whether it did. The default does nothing."""
+        yield False
+
 
 def _masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     mask = attention_mask.unsqueeze(-1).to(states.dtype)  # (batch, seq, 1)
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
 
+@register_pooler("cls")
 class ClsPooler(Pooler):
     """The first token's final state (``[CLS]`` / ``<s>``)."""
+
+    description = "the `[CLS]` (first) token's last hidden state (`cls`)"
 
     def forward(self, last_hidden, attention_mask, hidden_states=None):
         return last_hidden[:, 0]
 
+    def sentence_transformers_modules(self, backbone_config):
+        return [st_pooling(self.hidden_size, "cls_token")]
 
+    def huggingface_code(self, in_backbone=False):
+        return [], ["return out.last_hidden_state[:, 0]"]
+
+
+@register_pooler("cls_mlp")
 class ClsMlpPooler(Pooler):
-    """``[CLS]`` followed by SimCSE's MLP (Linear + Tanh), in training and at inference."""
+    """``[CLS]`` followed by SimCSE's MLP (Linear + Tanh), in training and at inference.
 
-    train_only: bool = False
+    Exported as ``Pooling`` (cls) + ``Dense`` (Linear + Tanh) for Sentence Transformers; for
+    ``transformers`` it is copied into the backbone's own pooler when that is a Linear + Tanh of the
+    first token (BERT, RoBERTa, XLM-R...), else the card applies ``pooler.pt``.
+    """
+
+    train_only: ClassVar[bool] = False
+    description = ("the `[CLS]` token's last hidden state through the trained MLP, Linear + Tanh "
+                   "(SimCSE's `cls`; unisent `cls_mlp`)")
+    sentence_transformers_note = "The `Dense` module (Linear + Tanh) holds the MLP of the `cls_mlp` pooler."
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__(hidden_size)
@@ -60,66 +194,194 @@ class ClsMlpPooler(Pooler):
             return cls
         return self.activation(self.dense(cls))
 
+    def sentence_transformers_modules(self, backbone_config):
+        return [st_pooling(self.hidden_size, "cls_token"),
+                STModule.dense(self.dense, "torch.nn.modules.activation.Tanh")]
 
+    def huggingface_code(self, in_backbone=False):
+        if in_backbone:
+            return [], ["return out.pooler_output  # the model's pooler holds the trained MLP (Linear + Tanh on [CLS])"]
+        setup = [
+            "# The trained MLP (Linear + Tanh on [CLS]); for a hub id, fetch pooler.pt with",
+            "# huggingface_hub.hf_hub_download first.",
+            'mlp = torch.load(f"{model_dir}/pooler.pt", map_location="cpu", weights_only=True)',
+        ]
+        return setup, ['return torch.tanh(out.last_hidden_state[:, 0] @ mlp["dense.weight"].T + mlp["dense.bias"])']
+
+    def _backbone_pooler(self, encoder: Encoder) -> nn.Module | None:
+        """The backbone's own pooler if it is a Linear (hidden -> hidden, with bias) + Tanh, else None."""
+        target = getattr(encoder.backbone, "pooler", None)
+        dense = getattr(target, "dense", None)
+        if not isinstance(dense, nn.Linear) or not isinstance(getattr(target, "activation", None), nn.Tanh):
+            return None
+        if dense.weight.shape != self.dense.weight.shape or dense.bias is None:
+            return None
+        return target
+
+    @contextmanager
+    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+        """Copy the MLP into the backbone's pooler; kept only if ``pooler_output`` then equals this
+        pooler's output on a probe sentence (a pooler that is not "Linear + Tanh of the first token"
+        is left alone)."""
+        target = self._backbone_pooler(encoder)
+        if target is None:
+            yield False
+            return
+        saved = {k: v.detach().clone() for k, v in target.state_dict().items()}
+        was_training = encoder.training
+        encoder.eval()
+        try:
+            with torch.no_grad():
+                target.dense.weight.copy_(self.dense.weight)
+                target.dense.bias.copy_(self.dense.bias)
+                ids = encoder.tokenize_ids(["Two dogs run across the grass in the park while a child throws a ball for them to catch again."])
+                device = next(encoder.parameters()).device
+                input_ids = torch.tensor(ids, device=device)
+                mask = torch.ones_like(input_ids)
+                out = encoder.backbone(input_ids=input_ids, attention_mask=mask)
+                same = out.pooler_output is not None and torch.allclose(
+                    out.pooler_output, self(out.last_hidden_state, mask), atol=1e-6
+                )
+            if not same:
+                target.load_state_dict(saved)
+            yield same
+        finally:
+            target.load_state_dict(saved)
+            encoder.train(was_training)
+
+
+@register_pooler("cls_mlp_train_only")
 class ClsMlpTrainOnlyPooler(ClsMlpPooler):
     """SimCSE's ``mlp_only_train``: the MLP is used in training, dropped at inference."""
 
     train_only = True
+    description = ("the `[CLS]` token's last hidden state; the MLP used in training is dropped at "
+                   "inference (SimCSE's `cls_before_pooler`; unisent `cls_mlp_train_only`)")
+    sentence_transformers_note = ""
+
+    def sentence_transformers_modules(self, backbone_config):
+        return [st_pooling(self.hidden_size, "cls_token")]
+
+    def huggingface_code(self, in_backbone=False):
+        return [], ["return out.last_hidden_state[:, 0]"]
+
+    @contextmanager
+    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+        yield False
 
 
+@register_pooler("mean")
 class MeanPooler(Pooler):
     """Mean of the final states over non-padding tokens."""
+
+    description = "the mean of the last hidden states over the non-padding tokens (`mean`)"
 
     def forward(self, last_hidden, attention_mask, hidden_states=None):
         return _masked_mean(last_hidden, attention_mask)
 
+    def sentence_transformers_modules(self, backbone_config):
+        return [st_pooling(self.hidden_size, "mean_tokens")]
 
+    def huggingface_code(self, in_backbone=False):
+        return [], ["states = out.last_hidden_state", *MASKED_MEAN_LINES]
+
+
+@register_pooler("max")
 class MaxPooler(Pooler):
     """Element-wise max of the final states over non-padding tokens."""
+
+    description = "the element-wise maximum of the last hidden states over the non-padding tokens (`max`)"
 
     def forward(self, last_hidden, attention_mask, hidden_states=None):
         mask = attention_mask.unsqueeze(-1).bool()
         return last_hidden.masked_fill(~mask, torch.finfo(last_hidden.dtype).min).amax(1)
 
+    def sentence_transformers_modules(self, backbone_config):
+        return [st_pooling(self.hidden_size, "max_tokens")]
 
+    def huggingface_code(self, in_backbone=False):
+        return [], [
+            'mask = batch["attention_mask"].unsqueeze(-1).bool()',
+            'return out.last_hidden_state.masked_fill(~mask, float("-inf")).amax(1)',
+        ]
+
+
+@register_pooler("avg_first_last")
 class AvgFirstLastPooler(Pooler):
     """Masked mean of the average of the first transformer layer and the last layer.
 
     As in SimCSE's ``avg_first_last``: ``hidden_states[1]`` (output of layer 1, not the embedding
-    layer) and ``hidden_states[-1]``.
+    layer) and ``hidden_states[-1]``. Exported with built-in modules only: ``WeightedLayerPooling`` with
+    weight 1 on layers 1 and L and 0 on the others (its weighted mean is then exactly the average of
+    the two) followed by mean ``Pooling``.
     """
 
     needs_hidden_states = True
+    description = ("the mean over the non-padding tokens of the average of the first layer's output "
+                   "(`hidden_states[1]`) and the last layer's (`hidden_states[-1]`) (`avg_first_last`)")
+    sentence_transformers_note = (
+        "`avg_first_last` is exported with built-in modules only: `WeightedLayerPooling` with weight 1 on "
+        "layers 1 and L (0 elsewhere), whose weighted mean is the average of the two, then mean `Pooling`. "
+        "The hidden states are enabled by `config_args` in `sentence_bert_config.json`."
+    )
 
     def forward(self, last_hidden, attention_mask, hidden_states=None):
         if hidden_states is None:
             raise ValueError("avg_first_last needs the backbone's hidden states (output_hidden_states=True)")
         return _masked_mean((hidden_states[1] + hidden_states[-1]) / 2, attention_mask)
 
+    def sentence_transformers_modules(self, backbone_config):
+        layers = getattr(backbone_config, "num_hidden_layers", None)
+        if layers is None:
+            raise NotExportableError(f"{type(backbone_config).__name__} has no num_hidden_layers; cannot export avg_first_last")
+        weights = torch.zeros(int(layers))
+        weights[0] += 1.0  # hidden_states[1]: the first layer's output
+        weights[-1] += 1.0  # hidden_states[L]: the last (one layer: weight 2, the same state twice)
+        config = {"word_embedding_dimension": self.hidden_size, "layer_start": 1, "num_hidden_layers": int(layers)}
+        return [
+            STModule("WeightedLayerPooling", "sentence_transformers.models.WeightedLayerPooling", config,
+                     {"layer_weights": weights}),
+            st_pooling(self.hidden_size, "mean_tokens"),
+        ]
 
-POOLERS: dict[str, type[Pooler]] = {
-    "cls": ClsPooler,
-    "cls_mlp": ClsMlpPooler,
-    "cls_mlp_train_only": ClsMlpTrainOnlyPooler,
-    "mean": MeanPooler,
-    "max": MaxPooler,
-    "avg_first_last": AvgFirstLastPooler,
-}
+    def huggingface_code(self, in_backbone=False):
+        return [], ["states = (out.hidden_states[1] + out.hidden_states[-1]) / 2  # first layer's output and last",
+                    *MASKED_MEAN_LINES]
 
 
-#: The pooler names, as a type: the config parser validates against it and lists the choices.
+#: The built-in pooler names, as a type: the config parser lists them as choices. ``EncoderConfig``
+#: also accepts any registered name (from Python) or a pooler's dotted class path (:data:`PoolerPath`).
 PoolerName = Literal["cls", "cls_mlp", "cls_mlp_train_only", "mean", "max", "avg_first_last"]
-assert set(get_args(PoolerName)) == set(POOLERS)
+assert set(get_args(PoolerName)) <= set(POOLERS)
+
+#: A pooler's dotted class path (``my_pkg.poolers.MeanSqrtLenPooler``), as a type: how YAML names a
+#: pooler from outside unisent (importing it registers it); the parser rejects any other unknown name.
+PoolerPath = restricted_string_type("PoolerPath", r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+
+def pooler_class(name: str) -> type[Pooler]:
+    """The pooler class of a registered ``name`` or of a dotted class path (imported, which registers it).
+
+    Raises:
+        ValueError: neither; the message lists the registered poolers.
+    """
+    if name in POOLERS:
+        return POOLERS[name]
+    if isinstance(name, str) and "." in name:
+        from ..io import import_object
+
+        for cls in POOLERS.values():
+            if f"{cls.__module__}.{cls.__qualname__}" == name:
+                return cls
+
+        cls = import_object(name, "pooler")
+        if not (isinstance(cls, type) and issubclass(cls, Pooler)):
+            raise ValueError(f"pooler {name!r} is not a unisent Pooler subclass")
+        return cls
+    raise ValueError(f"unknown pooler {name!r}; valid poolers: {', '.join(POOLERS)} (or a registered pooler's "
+                     f"dotted class path; see unisent.encoders.register_pooler)")
 
 
 def build_pooler(name: str, hidden_size: int) -> Pooler:
-    """Build the pooler called ``name``; an unknown name lists the valid ones."""
-    try:
-        cls = POOLERS[name]
-    except KeyError:
-        raise ValueError(f"unknown pooler {name!r}; valid poolers: {', '.join(POOLERS)}") from None
-    return cls(hidden_size)
-
-
-def needs_hidden_states(name: str) -> bool:
-    return POOLERS[name].needs_hidden_states
+    """Build the pooler called ``name`` (a registered name or a dotted class path)."""
+    return pooler_class(name)(hidden_size)

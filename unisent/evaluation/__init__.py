@@ -46,3 +46,12 @@ __all__ = [
     "register_task",
     "symmetric_kl_similarity",
 ]
+
+
+def __getattr__(name: str):
+    # the Lightning callback is imported on first use: the evaluation itself does not need Lightning
+    if name == "EvaluationCallback":
+        from .callback import EvaluationCallback
+
+        return EvaluationCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

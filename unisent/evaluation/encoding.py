@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..models.base import to_tensor
 from .metrics.similarity import COSINE, Representation, Similarity
 
 __all__ = ["Embedder", "SentenceModel", "to_tensor"]
@@ -27,20 +28,6 @@ class SentenceModel(Protocol):
     """Anything that maps sentences to a (n, d) embedding matrix, rows in input order."""
 
     def encode(self, sentences: list[str], batch_size: int = 64, **kwargs: Any) -> Any: ...
-
-
-def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
-    """Convert an encoder's output (tensor, array or list of rows) to a float32 CPU tensor (n_rows, d).
-
-    Raises:
-        ValueError: the output is not a matrix with ``n_rows`` rows.
-    """
-    if isinstance(output, (list, tuple)) and output and isinstance(output[0], (Tensor, np.ndarray)):
-        output = torch.stack([torch.as_tensor(row) for row in output])
-    tensor = torch.as_tensor(output).detach().cpu().float()
-    if tensor.ndim != 2 or tensor.shape[0] != n_rows:
-        raise ValueError(f"{source} returned shape {tuple(tensor.shape)} for {n_rows} sentences; want (n, d)")
-    return tensor
 
 
 class Embedder:

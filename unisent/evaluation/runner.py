@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
 from .encoding import Embedder, SentenceModel
 from .metrics.similarity import Similarity
+from .tasks.base import LoadedData, Source, Task, use_loaded
 from .tasks.registry import GROUPS, TASKS, resolve_tasks
+
+log = logging.getLogger(__name__)
 
 __all__ = ["evaluate", "format_markdown", "list_tasks", "merge_results"]
 
@@ -27,11 +31,20 @@ def evaluate(
     batch_size: int = 64,
     progress: bool = True,
     similarity: Similarity | None = None,
+    on_error: Literal["report", "raise"] = "report",
 ) -> dict[str, Any]:
     """Evaluate a model on tasks and groups of tasks.
 
-    All files are checked before anything is encoded. Optional tasks (STS12-16, STS17, BUCC) reached
-    through a group are skipped when their files are absent; every other missing file is an error.
+    The run has two passes. First every file of every selected task is checked to exist and is read
+    in full, so that a missing file or a malformed row anywhere stops or fails its task in the first
+    seconds, before anything is encoded; then the tasks that read cleanly are run, each reusing the
+    data read in the first pass (a file shared by several tasks is read once). Optional tasks (STS12-16,
+    STS17, BUCC, GoogleNews) reached through a group are skipped when their files are absent; every
+    other missing file is an error.
+
+    A task that fails (a malformed file, or an error while it is scored) does not stop the others:
+    with ``on_error="report"`` it is named under ``failed`` with its error in one line (and logged at
+    once), and the results of the other tasks are returned as usual.
 
     Args:
         model: any object with ``encode(sentences, batch_size) -> (n, d)`` (and ``encode_gaussian`` for
@@ -41,6 +54,8 @@ def evaluate(
         batch_size: encoding batch size.
         progress: show progress bars and one line per finished task on stderr.
         similarity: pairwise similarity for STS and NLI tasks; cosine of ``encode`` by default.
+        on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
+            malformed file then raises before anything is encoded).
 
     Returns:
         A JSON-serialisable dict::
@@ -48,6 +63,7 @@ def evaluate(
             {"tasks": {name: {"group", "main_metric", "score", "metrics": {...}, "seconds"}},
              "groups": {group: {"main_metric", "score", "n_tasks", "tasks"}},
              "skipped": {name: reason},
+             "failed": {name: "ErrorType: message"},
              "config": {"data_dir", "batch_size", "similarity"}}
 
         ``groups`` holds the mean score of each group of which at least two tasks ran, when they share
@@ -56,53 +72,110 @@ def evaluate(
     Raises:
         ValueError: an unknown task or group name (the message lists the valid ones).
         FileNotFoundError: the data directory or a data file of a requested task is missing.
+        Exception: with ``on_error="raise"``, the first error of a task.
     """
+    if on_error not in ("report", "raise"):
+        raise ValueError(f"on_error must be 'report' or 'raise', got {on_error!r}")
     data_dir = Path(data_dir).expanduser()
     if not data_dir.is_dir():
         raise FileNotFoundError(f"data directory not found: {data_dir}")
     selected = resolve_tasks(tasks)
-    runnable, skipped = [], {}
+    present, skipped = [], {}
     for task, explicit in selected:
         missing = task.missing_files(data_dir)
         if not missing:
-            runnable.append(task)
+            present.append(task)
         elif task.optional and not explicit:
             skipped[task.name] = f"missing data file {missing[0]}"
         else:
             task.check_files(data_dir)
+    failed: dict[str, str] = {}
+
+    def fail(task: Task, error: Exception, stage: str) -> None:
+        if on_error == "raise":
+            raise error
+        failed[task.name] = _one_line(error)
+        log.error("task %s failed while %s: %s", task.name, stage, failed[task.name])
+
+    # pass 1: read (and so check) every file before anything is encoded
+    loaded: LoadedData = {}
+    bad_sources: dict[Source, Exception] = {}
+    runnable = []
+    for task in present:
+        try:
+            for source in task.sources():
+                key = (source, data_dir)
+                if key in loaded:
+                    continue
+                if source in bad_sources:  # a file shared with a task that already failed on it
+                    raise bad_sources[source]
+                try:
+                    loaded[key] = source.read(data_dir)
+                except Exception as error:
+                    bad_sources[source] = error
+                    raise
+        except Exception as error:
+            fail(task, error, "reading its data")
+            continue
+        runnable.append(task)
+    last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, data_dir)}
+
+    # pass 2: encode and score
     embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress)
     results: dict[str, Any] = {
         "tasks": {},
         "groups": {},
         "skipped": skipped,
+        "failed": failed,
         "config": {
             "data_dir": str(data_dir),
             "batch_size": batch_size,
             "similarity": embedder.similarity.name,
         },
     }
-    for task in tqdm(runnable, desc="tasks", unit="task", disable=not progress):
-        start = time.perf_counter()
-        metrics = task.evaluate(embedder, data_dir)
-        seconds = time.perf_counter() - start
-        results["tasks"][task.name] = {
-            "group": task.group,
-            "main_metric": task.main_metric,
-            "score": metrics[task.main_metric],
-            "metrics": metrics,
-            "seconds": round(seconds, 2),
-        }
-        if progress:
-            tqdm.write(f"{task.name}: {task.main_metric} {metrics[task.main_metric]:.2f} ({seconds:.1f} s)")
+    with use_loaded(loaded):
+        for i, task in enumerate(tqdm(runnable, desc="tasks", unit="task", disable=not progress)):
+            start = time.perf_counter()
+            try:
+                metrics = task.evaluate(embedder, data_dir)
+                score = metrics[task.main_metric]
+            except Exception as error:
+                fail(task, error, "being scored")
+                continue
+            finally:
+                for key in _keys(task, data_dir):  # free each file's data after the last task using it
+                    if last_use.get(key) == i:
+                        loaded.pop(key, None)
+            seconds = time.perf_counter() - start
+            results["tasks"][task.name] = {
+                "group": task.group,
+                "main_metric": task.main_metric,
+                "score": score,
+                "metrics": metrics,
+                "seconds": round(seconds, 2),
+            }
+            if progress:
+                tqdm.write(f"{task.name}: {task.main_metric} {score:.2f} ({seconds:.1f} s)")
     results["groups"] = _group_scores(results["tasks"])
     return results
+
+
+def _keys(task: Task, data_dir: Path) -> list[tuple[Source, Path]]:
+    return [(source, data_dir) for source in task.sources()]
+
+
+def _one_line(error: BaseException) -> str:
+    """``ErrorType: first line of the message`` (a data error already names its file and line)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
 def merge_results(*parts: dict[str, Any]) -> dict[str, Any]:
     """Combine the outputs of several :func:`evaluate` calls (runs split by group) into one.
 
-    Later parts win for a task present in several; group means are recomputed; ``config`` is the first
-    part's.
+    Later parts win for a task present in several (a task that failed in one part and ran in a later
+    one is no longer failed, and the other way round); group means are recomputed; ``config`` is the
+    first part's.
 
     Args:
         parts: dicts returned by :func:`evaluate` (or loaded from their JSON).
@@ -110,12 +183,17 @@ def merge_results(*parts: dict[str, Any]) -> dict[str, Any]:
     Returns:
         A dict of the same shape.
     """
-    merged: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": {}, "config": {}}
+    merged: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": {}, "failed": {}, "config": {}}
     for part in parts:
-        merged["tasks"].update(part.get("tasks", {}))
+        for name, entry in part.get("tasks", {}).items():
+            merged["tasks"][name] = entry
+            merged["failed"].pop(name, None)
+        for name, error in part.get("failed", {}).items():
+            merged["failed"][name] = error
+            merged["tasks"].pop(name, None)
         merged["skipped"].update(part.get("skipped", {}))
         merged["config"] = merged["config"] or dict(part.get("config", {}))
-    for name in merged["tasks"]:
+    for name in (*merged["tasks"], *merged["failed"]):
         merged["skipped"].pop(name, None)
     merged["groups"] = _group_scores(merged["tasks"])
     return merged
@@ -150,7 +228,8 @@ def _format_value(name: str, value: float) -> str:
 
 
 def format_markdown(results: dict[str, Any]) -> str:
-    """Render the output of :func:`evaluate` as Markdown: one table per task family, then group means.
+    """Render the output of :func:`evaluate` as Markdown: one table per task family, then group means,
+    the skipped tasks and the failed ones (with their error).
 
     Args:
         results: the dict returned by :func:`evaluate` (or loaded back from its JSON).
@@ -191,6 +270,10 @@ def format_markdown(results: dict[str, Any]) -> str:
     if results.get("skipped"):
         lines += ["### skipped", ""]
         lines += [f"- {name}: {reason}" for name, reason in results["skipped"].items()]
+        lines.append("")
+    if results.get("failed"):
+        lines += ["### failed", ""]
+        lines += [f"- {name}: {error}" for name, error in results["failed"].items()]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from functools import partial
 
-from .metrics.similarity import COSINE, Similarity, kl_similarity, symmetric_kl_similarity
+from .metrics.similarity import (
+    COSINE,
+    Similarity,
+    averaged_kl_similarity,
+    kl_similarity,
+    symmetric_kl_similarity,
+)
 
 __all__ = ["SIMILARITIES", "get_similarity"]
 
+#: ``kl`` / ``kl_mean``: GaussCSE's asymmetric ``sim(a || b)``, KL summed over dimensions (the paper)
+#: or per dimension and averaged (the authors' code). ``kl_symmetric`` / ``kl_symmetric_mean``: the
+#: authors' symmetric STS score, the two KLs averaged before ``1 / (1 + KL)``, summed (as the paper's
+#: eq. 3) or per dimension (exactly their code). ``kl_avg_sim``: the mean of the two similarities
+#: (what ``kl_symmetric`` meant before).
 SIMILARITIES: dict[str, Similarity] = {
     "cosine": COSINE,
     "kl": Similarity("kl", kl_similarity, gaussian=True),
     "kl_mean": Similarity("kl_mean", partial(kl_similarity, reduction="mean"), gaussian=True),
     "kl_symmetric": Similarity("kl_symmetric", symmetric_kl_similarity, gaussian=True),
+    "kl_symmetric_mean": Similarity(
+        "kl_symmetric_mean", partial(symmetric_kl_similarity, reduction="mean"), gaussian=True
+    ),
+    "kl_avg_sim": Similarity("kl_avg_sim", averaged_kl_similarity, gaussian=True),
 }
 
 

@@ -5,21 +5,17 @@
   with a README.md model card; ``unisent export`` on the command line.
 - :func:`encode_file`: a txt/jsonl/csv/tsv/parquet file -> ``.npy`` or ``.parquet`` embeddings,
   streamed in chunks with bounded memory; ``unisent encode`` on the command line.
-- :func:`register_exporter`: how a model type (e.g. a Gaussian or retrofitted model) adds its own
-  exporter.
+- the formats are written by the models themselves: every inference model declares in its own
+  class how it exports (:mod:`unisent.models`); :func:`register_exporter` adds a format, or an
+  exporter for a class that is not a unisent inference model.
 """
 
 from __future__ import annotations
 
+from ..models.encoder import hf_usage_code
 from .api import ExportCheckError, ExportReport, export_model
 from .card import read_results, render_card
-from .encoder import (  # registers them
-    EncoderHuggingFaceExporter,
-    EncoderSentenceTransformersExporter,
-    hf_usage_code,
-)
-from .gaussian import GaussianSentenceTransformersExporter  # registers it
-from .pcr import PCRSentenceTransformersExporter  # registers it
+from .formats import HuggingFaceExporter, SentenceTransformersExporter
 from .registry import (
     PROBE_SENTENCES,
     Exporter,
@@ -29,7 +25,6 @@ from .registry import (
     register_exporter,
     registered,
 )
-from .retrofit import RetrofittedSentenceTransformersExporter  # registers it
 from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_source
 from .streaming import (
     SUPPORTED_INPUTS,
@@ -40,6 +35,12 @@ from .streaming import (
     iter_texts,
     scan_input,
 )
+
+# The exporters per model type became one exporter per format, which asks the model (each model type
+# declares its own export in its class); the old names stay importable.
+EncoderSentenceTransformersExporter = GaussianSentenceTransformersExporter = SentenceTransformersExporter
+PCRSentenceTransformersExporter = RetrofittedSentenceTransformersExporter = SentenceTransformersExporter
+EncoderHuggingFaceExporter = HuggingFaceExporter
 
 __all__ = [
     "PROBE_SENTENCES",
@@ -52,6 +53,8 @@ __all__ = [
     "ExportCheckError",
     "ExportReport",
     "ExportSource",
+    "HuggingFaceExporter",
+    "SentenceTransformersExporter",
     "GaussianSentenceTransformersExporter",
     "PCRSentenceTransformersExporter",
     "Exporter",

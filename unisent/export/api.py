@@ -11,14 +11,17 @@ from typing import Any
 
 from torch import nn
 
+from ..io import atomic_write
+from ..models.base import MODEL_RECORD, NotExportableError
 from .card import read_results, render_card
-from .registry import PROBE_SENTENCES, exporter_for
+from .registry import PROBE_SENTENCES, NoExporterError, exporter_for
 from .source import ExportSource, TrainingRecord, load_source
 
 __all__ = ["ExportCheckError", "ExportReport", "export_model"]
 
-#: What :func:`export_model` requires of a directory before ``overwrite`` may replace it.
-EXPORT_MARKERS = ("unisent_encoder.json", "retrofit.json")
+#: What :func:`export_model` requires of a directory before ``overwrite`` may replace it (the model
+#: record of every export, and the files of exports written before the record existed).
+EXPORT_MARKERS = (MODEL_RECORD, "unisent_encoder.json", "retrofit.json")
 
 
 class ExportCheckError(RuntimeError):
@@ -68,7 +71,8 @@ def _retarget_settings(out: Path, tmp: Path) -> None:
         recorded = str(settings.get("model", ""))
         if recorded == str(tmp) or recorded.startswith(str(tmp) + os.sep):
             settings["model"] = str(out) + recorded[len(str(tmp)):]
-            settings_file.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+            with atomic_write(settings_file) as fh:
+                fh.write(json.dumps(settings, indent=2) + "\n")
 
 
 def export_model(
@@ -105,6 +109,7 @@ def export_model(
     Raises:
         FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
         ExportCheckError: the check found different embeddings.
+        NoExporterError: the model cannot be exported in ``format`` (it declares no such export).
     """
     out = Path(out).expanduser()
     _prepare_out(out, overwrite)
@@ -139,6 +144,9 @@ def export_model(
             shutil.rmtree(out)
         tmp.rename(out)
         _retarget_settings(out, tmp)
+    except NotExportableError as err:  # the model (or its pooler or head) declares no such export
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise NoExporterError(f"cannot export {type(src.model).__name__} as {format}: {err}") from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -75,7 +75,7 @@ def _front_matter(exporter: Exporter, source: ExportSource) -> str:
     meta: dict[str, Any] = {
         "library_name": exporter.library_name,
         "pipeline_tag": exporter.pipeline_tag,
-        "tags": ["unisent", "sentence-embeddings", *exporter.tags],
+        "tags": ["unisent", "sentence-embeddings", *exporter.model_tags(source.model)],
     }
     base = hub_id(source.record.base_model)
     if base:
@@ -120,7 +120,7 @@ def render_card(
         results_name: the results file's name, shown in the card.
         check: ``(max difference, how)`` from :meth:`Exporter.verify`, or None if not run.
     """
-    from .. import __version__
+    from .._version import __version__
 
     record = source.record
     lines = [_front_matter(exporter, source), f"# {title}", ""]

@@ -1,16 +1,21 @@
-"""Exporters and their registry: one exporter class per (format, model class).
+"""Exporters and their registry.
 
-A model type that needs its own export (a Gaussian model with a variance head, a retrofitted model
-with an extra projection) adds an :class:`Exporter` subclass and registers it for its class::
+The built-in formats (``sentence-transformers``, ``huggingface``) are written by the model itself:
+every :class:`~unisent.models.InferenceModel` declares its formats (``export_formats``) and how it
+writes, describes and checks each (see :mod:`unisent.models.base`); :mod:`unisent.export.formats`
+adapts those declarations to the :class:`Exporter` interface. So a new model type, from any package,
+exports without an edit here.
+
+A model type that is not an ``InferenceModel``, or a new format, adds an :class:`Exporter` subclass
+and registers it for its class::
 
     @register_exporter(MyModel)
-    class MyModelHuggingFaceExporter(Exporter):
-        format = "huggingface"
+    class MyModelOnnxExporter(Exporter):
+        format = "onnx"
         ...
 
-Lookup is by the model's exact class, so a subclass that changes what ``encode`` returns is never
-exported silently as its parent; a subclass that does not can reuse the parent's exporter with
-``register_exporter(Subclass)(ParentExporter)``.
+A registered exporter is looked up by the model's exact class and wins over the model's own
+declarations (a subclass reuses its parent's with ``register_exporter(Subclass)(ParentExporter)``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,22 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import nn
 
-__all__ = ["PROBE_SENTENCES", "Exporter", "NoExporterError", "available_formats", "exporter_for", "register_exporter", "registered"]
+__all__ = [
+    "PROBE_SENTENCES",
+    "Exporter",
+    "NoExporterError",
+    "available_formats",
+    "exporter_for",
+    "model_format",
+    "register_exporter",
+    "registered",
+]
 
 E = TypeVar("E", bound=type["Exporter"])
 
 _EXPORTERS: dict[str, dict[type, type[Exporter]]] = {}
+#: format -> the exporter that writes any InferenceModel declaring that format (see formats.py)
+_MODEL_FORMATS: dict[str, type[Exporter]] = {}
 
 #: Sentences an export is checked on: short, long (truncated at any usual max length), non-English.
 PROBE_SENTENCES: tuple[str, ...] = (
@@ -77,6 +93,10 @@ class Exporter(ABC):
         """
         return None, "no check available for this format"
 
+    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+        """The model card's tags for ``model`` (default: :attr:`tags`)."""
+        return self.tags
+
 
 def register_exporter(model_type: type) -> Callable[[E], E]:
     """Class decorator: register an :class:`Exporter` subclass for ``model_type`` and its ``format``."""
@@ -90,31 +110,53 @@ def register_exporter(model_type: type) -> Callable[[E], E]:
     return decorate
 
 
+def model_format(exporter_cls: E) -> E:
+    """Class decorator: ``exporter_cls`` writes its ``format`` for every
+    :class:`~unisent.models.InferenceModel` that lists the format in ``export_formats``."""
+    _MODEL_FORMATS[exporter_cls.format] = exporter_cls
+    return exporter_cls
+
+
 def available_formats() -> list[str]:
-    """The registered format names, sorted."""
-    return sorted(_EXPORTERS)
+    """The format names, sorted."""
+    return sorted(set(_EXPORTERS) | set(_MODEL_FORMATS))
 
 
 def registered() -> dict[str, list[str]]:
-    """``{format: [model class names]}`` (for error messages and docs)."""
-    return {fmt: sorted(cls.__name__ for cls in table) for fmt, table in sorted(_EXPORTERS.items())}
+    """``{format: [model class names]}``: the registered exporters' classes and the registered model
+    types that declare the format (for error messages and docs)."""
+    from ..models import registered_models
+
+    table: dict[str, set[str]] = {fmt: {cls.__name__ for cls in classes} for fmt, classes in _EXPORTERS.items()}
+    for cls in registered_models().values():
+        for fmt in cls.export_formats:
+            if fmt in _MODEL_FORMATS:
+                table.setdefault(fmt, set()).add(cls.__name__)
+    return {fmt: sorted(names) for fmt, names in sorted(table.items())}
 
 
 def exporter_for(model: Any, fmt: str) -> Exporter:
-    """An exporter instance for ``model``'s exact class and the format ``fmt``.
+    """An exporter instance for ``model`` and the format ``fmt``: one registered for the model's exact
+    class, else the model's own declaration (an ``InferenceModel`` listing ``fmt`` in ``export_formats``).
 
     Raises:
-        ValueError: ``fmt`` is not a registered format.
-        NoExporterError: no exporter is registered for this model class in this format.
+        ValueError: ``fmt`` is not a known format.
+        NoExporterError: ``model`` cannot be exported in this format.
     """
-    if fmt not in _EXPORTERS:
+    from ..models import InferenceModel
+
+    if fmt not in available_formats():
         raise ValueError(f"unknown export format {fmt!r}; formats: {', '.join(available_formats())}")
-    table = _EXPORTERS[fmt]
-    exporter_cls = table.get(type(model))
-    if exporter_cls is None:
-        raise NoExporterError(
-            f"no {fmt!r} exporter is registered for {type(model).__name__} (registered: "
-            f"{', '.join(cls.__name__ for cls in table) or 'none'}); a model type adds one with "
-            f"unisent.export.register_exporter (see docs/export.md)"
-        )
-    return exporter_cls()
+    exporter_cls = _EXPORTERS.get(fmt, {}).get(type(model))
+    if exporter_cls is not None:
+        return exporter_cls()
+    if fmt in _MODEL_FORMATS and isinstance(model, InferenceModel) and fmt in type(model).export_formats:
+        return _MODEL_FORMATS[fmt]()
+    name = type(model).__name__
+    declared = (f"{name} declares the formats {list(type(model).export_formats)} (export_formats)"
+                if isinstance(model, InferenceModel) else f"{name} is not a unisent InferenceModel")
+    raise NoExporterError(
+        f"no {fmt!r} exporter is registered for {name} ({declared}; registered: "
+        f"{', '.join(registered().get(fmt, [])) or 'none'}); a model type declares its formats in its "
+        f"class or adds an exporter with unisent.export.register_exporter (see docs/export.md)"
+    )

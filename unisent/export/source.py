@@ -8,13 +8,15 @@ size, optimiser and trainer settings.
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torch import nn
+
+from ..io import import_object, instantiate
+from ..models import load
 
 __all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_source"]
 
@@ -95,17 +97,15 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
 
 def _objective_from_spec(spec: dict[str, Any]) -> ObjectiveRecord:
     """From ``{"class_path", "init_args"}``: instantiate when possible (name and citation), else read."""
-    from ..module import instantiate
-
     try:
         return _objective_from_instance(instantiate(spec))
     except Exception:  # noqa: BLE001 - the class may be gone or need other packages; keep the raw record
         class_path = str(spec.get("class_path", "?"))
         init_args = dict(spec.get("init_args") or {})
         citation = ""
-        module_name, _, cls_name = class_path.rpartition(".")
+        cls_name = class_path.rpartition(".")[2]
         try:
-            citation = str(getattr(getattr(importlib.import_module(module_name), cls_name), "citation", ""))
+            citation = str(getattr(import_object(class_path), "citation", ""))
         except Exception:  # noqa: BLE001
             pass
         return ObjectiveRecord(
@@ -249,8 +249,6 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         FileNotFoundError: the checkpoint or directory does not exist.
         ValueError: the file is not a unisent checkpoint.
     """
-    import unisent
-
     path = Path(spec).expanduser()
     record = TrainingRecord()
     if path.suffix == ".ckpt":
@@ -259,8 +257,7 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         from ..module import UnisentModule
 
         module = UnisentModule.from_checkpoint(path)
-        inference = getattr(module, "inference_model", None)
-        model = inference() if callable(inference) else module.encoder
+        model = module.inference_model()
         run = module.run_config()
         record.base_model = str(run.get("encoder", {}).get("model") or "") or None
         record.objectives = [_objective_from_instance(o) for o in module.objectives]
@@ -268,11 +265,11 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         _apply_run_config(record, _find_run_config([path.parent, path.parent.parent]), objectives=False)
         kind = "checkpoint"
     elif path.is_dir():
-        model = unisent.load(str(path))
+        model = load(str(path))
         _apply_run_config(record, _find_run_config([path.parent]), objectives=True)
         kind = "encoder directory"
     else:
-        model = unisent.load(str(spec))
+        model = load(str(spec))
         record.base_model = str(spec)
         kind = "preset or model id"
     model.eval()

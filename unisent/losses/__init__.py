@@ -1,7 +1,13 @@
 """Losses on tensors only: they never take the model as an argument."""
 
 from .distributed import gather_no_grad, gather_with_grad, label_offset, rank_and_world
-from .gaussian import gauss_cse_loss, gaussian_similarity_matrix, kl_diagonal, kl_matrix
+from .gaussian import (
+    gauss_cse_loss,
+    gaussian_similarity_matrix,
+    kl_diagonal,
+    kl_matrix,
+    symmetric_gaussian_similarity,
+)
 from .info_nce import cosine_logits, info_nce
 from .margin import additive_margin_softmax, margin_logits
 
@@ -18,4 +24,5 @@ __all__ = [
     "label_offset",
     "margin_logits",
     "rank_and_world",
+    "symmetric_gaussian_similarity",
 ]

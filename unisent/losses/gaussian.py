@@ -1,4 +1,5 @@
-"""Diagonal-Gaussian KL divergences and GaussCSE's asymmetric similarity and loss (Yoda et al., 2023)."""
+"""Diagonal-Gaussian KL divergences, GaussCSE's asymmetric and symmetric similarities and its loss
+(Yoda et al., 2023)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import torch.nn.functional as F
 
 from .distributed import gather_with_grad, label_offset
 
-__all__ = ["kl_matrix", "kl_diagonal", "gaussian_similarity_matrix", "gauss_cse_loss", "GAUSS_SETS"]
+__all__ = [
+    "kl_matrix",
+    "kl_diagonal",
+    "gaussian_similarity_matrix",
+    "symmetric_gaussian_similarity",
+    "gauss_cse_loss",
+    "GAUSS_SETS",
+]
 
 GAUSS_SETS = ("ent", "con", "rev")
 
@@ -19,6 +27,29 @@ def kl_diagonal(mu_a: torch.Tensor, var_a: torch.Tensor, mu_b: torch.Tensor, var
     """Per-dimension ``KL(N(mu_a, var_a) || N(mu_b, var_b))`` for aligned rows: (n, d) each -> (n, d)."""
     mu_a, var_a, mu_b, var_b = (t.float() for t in (mu_a, var_a, mu_b, var_b))
     return 0.5 * (torch.log(var_b) - torch.log(var_a) + (var_a + (mu_a - mu_b) ** 2) / var_b - 1.0)
+
+
+def symmetric_gaussian_similarity(
+    mu_a: torch.Tensor,
+    var_a: torch.Tensor,
+    mu_b: torch.Tensor,
+    var_b: torch.Tensor,
+    reduction: Literal["sum", "mean"] = "sum",
+) -> torch.Tensor:
+    """GaussCSE's symmetric similarity for aligned rows, the authors' STS score: the two KL divergences
+    are averaged first, then ``1 / (1 + KL)``; (n, d) each -> (n,).
+
+    ``sum``: ``1 / (1 + (KL(a || b) + KL(b || a)) / 2)`` with each KL summed over dimensions (as the
+    paper's eq. 3 sums it). ``mean`` (exactly the authors' ``symmetrical_kl_sim``, yoda122/GaussCSE
+    ``src/similarity.py``): per dimension ``1 / (1 + (KL_d(a || b) + KL_d(b || a)) / 2)``, averaged over
+    dimensions. Not the same as averaging the two similarities ``1 / (1 + KL)`` of both directions.
+    """
+    kl = 0.5 * (kl_diagonal(mu_a, var_a, mu_b, var_b) + kl_diagonal(mu_b, var_b, mu_a, var_a))  # (n, d)
+    if reduction == "sum":
+        return 1.0 / (1.0 + kl.sum(dim=-1))
+    if reduction == "mean":
+        return (1.0 / (1.0 + kl)).mean(dim=-1)
+    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
 def kl_matrix(mu_a: torch.Tensor, var_a: torch.Tensor, mu_b: torch.Tensor, var_b: torch.Tensor) -> torch.Tensor:

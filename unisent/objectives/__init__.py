@@ -1,7 +1,7 @@
 """Pluggable training objectives; each returns named loss terms."""
 
 from .amr import AMRSimCSE
-from .base import Objective, encode_views
+from .base import BatchSchema, Objective, ObjectiveOutput, encode_views
 from .bitext import BitextRetrieval
 from .cmlm import CMLM, ProjectionEncoder
 from .ease import EASE
@@ -9,4 +9,4 @@ from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
 from .nli_classifier import NLIClassifier
 from .simcse import SimCSE
 
-__all__ = ["AMRSimCSE", "BitextRetrieval", "CMLM", "EASE", "GaussCSE", "GaussianEncoder", "GaussianHead", "NLIClassifier", "Objective", "ProjectionEncoder", "SimCSE", "encode_views"]
+__all__ = ["AMRSimCSE", "BatchSchema", "BitextRetrieval", "CMLM", "EASE", "GaussCSE", "GaussianEncoder", "GaussianHead", "NLIClassifier", "Objective", "ObjectiveOutput", "ProjectionEncoder", "SimCSE", "encode_views"]

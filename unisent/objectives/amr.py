@@ -116,12 +116,20 @@ class AMRSimCSE(Objective):
         symbol_lists: plain list file(s), one name per line, always added.
         min_count: threshold on the counts (5 in the paper).
         symbols: the exact names to add (recorded by :meth:`setup_for`; ``[]`` = no extension).
+        linearization: the style the graph fields were linearised in (``unisent data amr-linearize
+            --style``, :func:`unisent.amr.linearize`): ``clean`` (default) or ``authors`` (MSE-AMR's
+            ``amr/IO.py`` strings). The records arrive linearised, so the style is not applied here;
+            it selects the vocabulary that goes with it: with ``authors`` and no ``symbols``,
+            ``symbol_counts`` or ``symbol_lists``, the vocabulary is the authors' token set bundled
+            with unisent (:func:`unisent.amr.linearize.authors_vocabulary`, without its ``<...>``
+            special tokens, which never occur in a linearisation), as their ``init_amr_vocabulary``.
         seed: seed of the draw (default: ``torch.initial_seed()``, i.e. ``seed_everything``); mixed with
             the process rank and the dataloader worker.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`; ``max_length`` applies to
             texts and graphs (graphs are longer than their sentences).
     """
 
+    name = "amr"
     citation = CITATION
 
     def __init__(
@@ -139,12 +147,13 @@ class AMRSimCSE(Objective):
         symbol_lists: str | list[str] | None = None,
         min_count: int = 5,
         symbols: list[str] | None = None,
+        linearization: Literal["clean", "authors"] = "clean",
         seed: int | None = None,
         weight: float = 1.0,
         name: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        super().__init__(weight=weight, name=name or "amr", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         if mode not in _SLOTS:
             raise ValueError(f"mode must be one of {', '.join(_SLOTS)}, got {mode!r}")
         if temperature <= 0:
@@ -180,6 +189,9 @@ class AMRSimCSE(Objective):
         self.min_count = min_count
         self.symbols = list(symbols) if symbols is not None else None
         self.added_symbols: list[str] = []
+        if linearization not in ("clean", "authors"):
+            raise ValueError(f"linearization must be 'clean' or 'authors', got {linearization!r}")
+        self.linearization = linearization
         self.seed = seed
         self._draw_state: dict[str, Any] = {}
 
@@ -300,7 +312,12 @@ class AMRSimCSE(Objective):
 
     # ------------------------------------------------------------------------------------ vocabulary
     def read_symbols(self) -> list[str]:
-        """The names to add, from ``symbol_counts`` (threshold ``min_count``) and ``symbol_lists``."""
+        """The names to add, from ``symbol_counts`` (threshold ``min_count``) and ``symbol_lists``; with
+        neither and ``linearization="authors"``, the authors' token set (sorted, as they add it)."""
+        if self.linearization == "authors" and not _as_list(self.symbol_counts) and not _as_list(self.symbol_lists):
+            from ..amr.linearize import authors_vocabulary
+
+            return sorted(t for t in authors_vocabulary() if not (t.startswith("<") and t.endswith(">")))
         return read_amr_symbols(self.symbol_counts, self.symbol_lists, self.min_count)
 
     def setup_for(self, encoder: Encoder) -> None:

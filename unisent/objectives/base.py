@@ -1,22 +1,116 @@
-"""The objective protocol: a declared batch schema, a collator and named loss terms."""
+"""The objective contract: a declared batch schema, a collator, named loss terms apart from metrics,
+and hooks with documented defaults that the training module calls on every objective."""
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..encoders.encoder import Encoder, pad_batch
 
-__all__ = ["Objective", "encode_views"]
+__all__ = ["PREDICT_SCHEMA", "BatchSchema", "Objective", "ObjectiveOutput", "encode_views"]
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+@dataclass(frozen=True)
+class BatchSchema:
+    """The record fields a batch is built from, and how they are batched.
+
+    Every :class:`Objective` has one (:attr:`Objective.schema`, from its class attributes); ``unisent
+    predict`` uses one of its own (:data:`PREDICT_SCHEMA`: a single text field). The DataModule reads,
+    validates, tokenises and caches records by a schema and batches them with :meth:`collate`.
+
+    Attributes:
+        batch_keys: record fields a batch needs (each record is checked for them).
+        text_keys: the subset that is text: tokenised, and padded to one length per batch.
+        optional_keys: fields that may be null in a record.
+        max_length: token limit of the text fields; ``None``: the encoder's.
+    """
+
+    batch_keys: tuple[str, ...]
+    text_keys: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        for attr in ("text_keys", "optional_keys"):
+            extra = sorted(set(getattr(self, attr)) - set(self.batch_keys))
+            if extra:
+                raise ValueError(f"BatchSchema.{attr} {extra} are not in batch_keys {list(self.batch_keys)}")
+
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+        """Batch tokenised records.
+
+        All text fields of one batch are padded to one common length, so that an objective can
+        stack several views and run a single forward pass. Text fields become
+        ``{"input_ids": (batch, seq), "attention_mask": (batch, seq)}``; numeric fields become
+        tensors and anything else a list.
+        """
+        batch: dict[str, Any] = {}
+        if self.text_keys:
+            length = max(len(f[k]) for f in features for k in self.text_keys)
+            for key in self.text_keys:
+                ids, mask = pad_batch([f[key] for f in features], pad_id, length)
+                batch[key] = {"input_ids": ids, "attention_mask": mask}
+        for key in self.batch_keys:
+            if key in self.text_keys:
+                continue
+            values = [f[key] for f in features]
+            batch[key] = torch.as_tensor(values) if isinstance(values[0], (int, float, bool)) else values
+        return batch
+
+
+#: The record schema of ``unisent predict``: one text field, tokenised and padded like training data.
+PREDICT_SCHEMA = BatchSchema(batch_keys=("text",), text_keys=("text",))
+
+
+@dataclass
+class ObjectiveOutput(Mapping):
+    """What :meth:`Objective.forward` returns when it reports metrics as well as loss terms.
+
+    ``terms`` are summed into the loss (:meth:`Objective.total`) and logged as
+    ``train/<objective>/<term>``; ``metrics`` (e.g. a classifier's accuracy) are logged as
+    ``train/<objective>/<metric>`` and never enter the loss. A ``forward`` that has no metrics may
+    return the plain dict of terms instead. As a mapping it is its loss terms (``out["mlm"]``,
+    ``set(out)``), so code written for a plain dict of terms keeps working.
+
+    Attributes:
+        terms: named scalar loss terms.
+        metrics: named scalars for the logs (detached before logging).
+    """
+
+    terms: dict[str, torch.Tensor]
+    metrics: dict[str, torch.Tensor | float] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self.terms[key]
+
+    def __iter__(self):
+        return iter(self.terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    @classmethod
+    def of(cls, output: ObjectiveOutput | Mapping[str, torch.Tensor]) -> ObjectiveOutput:
+        """Normalise what ``forward`` returned: a plain mapping is a set of loss terms, no metrics."""
+        if isinstance(output, ObjectiveOutput):
+            clash = sorted(set(output.terms) & set(output.metrics))
+            if clash:
+                raise ValueError(f"{', '.join(clash)} is both a loss term and a metric; give them distinct names")
+            return output
+        if isinstance(output, Mapping):
+            return cls(terms=dict(output))
+        raise TypeError(f"Objective.forward must return a dict of loss terms or an ObjectiveOutput, got {type(output).__name__}")
 
 
 class _RecordsInitArgs(type(nn.Module)):
@@ -42,8 +136,24 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
     A subclass declares which record fields it needs (:attr:`batch_keys`), which of those are
     text to tokenise (:attr:`text_keys`) and which may be null (:attr:`optional_keys`), and
-    implements :meth:`forward`, which returns a dict of named loss terms. The training module sums ``weight * sum(term_weights[k] * terms[k])`` over
-    objectives and logs every term as ``train/<name>/<term>``.
+    implements :meth:`forward`, which returns a dict of named loss terms (or an
+    :class:`ObjectiveOutput`: loss terms and, apart from them, metrics). The training module sums
+    ``weight * sum(term_weights[k] * terms[k])`` over objectives and logs every term and metric as
+    ``train/<name>/<term>``.
+
+    The training module calls every hook below on every objective; each has a documented default,
+    so a subclass overrides only what it needs:
+
+    ============================  ==============================================================
+    hook                          default
+    ============================  ==============================================================
+    :meth:`setup_for` (encoder)   nothing: no parameters sized by the encoder
+    :meth:`setup_data` (dataset)  ``None``: no state from the data, the dataset is used as read
+    :meth:`collate`               pads the schema's text fields to one length per batch
+    :meth:`forward`               (required) the loss terms
+    :meth:`total` (terms)         ``sum(term_weights.get(k, 1) * terms[k])``
+    :meth:`inference_model`       ``None``: the plain encoder is the inference model
+    ============================  ==============================================================
 
     A subclass may live in any package; it is used from YAML with ``class_path``. Constructor
     arguments are recorded automatically (see :meth:`config`) so that checkpoints can rebuild it.
@@ -51,10 +161,13 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     Args:
         weight: multiplier of this objective's loss in the total.
         name: the key of this objective's data in ``data.train`` and in the logs; defaults to the
-            class name in snake case with a trailing ``_objective`` removed.
+            class's :attr:`name`, or, for a class that sets none, the class name in snake case with a
+            trailing ``_objective`` removed (``AlignUniform`` -> ``align_uniform``).
         max_length: token limit for this objective's texts; default: the encoder's.
     """
 
+    #: the class's default name (``SimCSE.name == "simcse"``); an instance's ``name=`` overrides it
+    name: ClassVar[str] = ""
     batch_keys: tuple[str, ...] = ()
     text_keys: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
@@ -63,45 +176,60 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()
         self.weight = float(weight)
-        self.name = name or re.sub(r"_objective$", "", _snake(type(self).__name__))
+        self.name = name or self.default_name()
         self.max_length = max_length
         self.term_weights: dict[str, float] = {}
 
-    # -------------------------------------------------------------------------------- data side
-    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-        """Batch tokenised records.
+    @classmethod
+    def default_name(cls) -> str:
+        """The class's :attr:`name`, else its snake-case class name without ``_objective``."""
+        return cls.name or re.sub(r"_objective$", "", _snake(cls.__name__))
 
-        All text fields of one batch are padded to one common length, so that an objective can
-        stack several views and run a single forward pass. Text fields become
-        ``{"input_ids": (batch, seq), "attention_mask": (batch, seq)}``; numeric fields become
-        tensors and anything else a list.
-        """
-        batch: dict[str, Any] = {}
-        if self.text_keys:
-            length = max(len(f[k]) for f in features for k in self.text_keys)
-            for key in self.text_keys:
-                ids, mask = pad_batch([f[key] for f in features], pad_id, length)
-                batch[key] = {"input_ids": ids, "attention_mask": mask}
-        for key in self.batch_keys:
-            if key in self.text_keys:
-                continue
-            values = [f[key] for f in features]
-            batch[key] = torch.as_tensor(values) if isinstance(values[0], (int, float, bool)) else values
-        return batch
+    # -------------------------------------------------------------------------------- data side
+    @property
+    def schema(self) -> BatchSchema:
+        """This objective's :class:`BatchSchema`, from :attr:`batch_keys`, :attr:`text_keys`,
+        :attr:`optional_keys` and ``max_length`` (instances may set the key tuples in ``__init__``)."""
+        return BatchSchema(tuple(self.batch_keys), tuple(self.text_keys), tuple(self.optional_keys), self.max_length)
+
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+        """Batch tokenised records (:meth:`BatchSchema.collate`); override to convert fields further
+        (e.g. label names to ids)."""
+        return self.schema.collate(features, pad_id)
 
     def setup_data(self, dataset) -> Any:
         """Called once per ``fit`` with this objective's tokenised training set (a ``datasets.Dataset``)
         before the optimiser is built; may build state from the data (e.g. an entity vocabulary) and
-        may return a filtered dataset to train on instead (``None`` keeps it)."""
+        may return a filtered dataset to train on instead.
+
+        Default: nothing; returns ``None`` (train on ``dataset`` as it is)."""
         return None
 
     # -------------------------------------------------------------------------------- model side
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:  # pragma: no cover
+    def setup_for(self, encoder: Encoder) -> None:
+        """Called by the training module with the shared encoder when the module is built, before the
+        optimiser sees the parameters: build parameters sized by the encoder here (a classifier, a
+        projection head). May be called again; it must then leave what exists unchanged.
+
+        Default: nothing (an objective without parameters of its own)."""
+
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:  # pragma: no cover
+        """The loss terms of one batch (``{name: scalar tensor}``), or an :class:`ObjectiveOutput`
+        with loss terms and metrics apart."""
         raise NotImplementedError
 
-    def total(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
-        """This objective's loss from its terms (before :attr:`weight`)."""
+    def total(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """This objective's loss from its terms (before :attr:`weight`); an :class:`ObjectiveOutput`'s
+        metrics never count."""
         return sum(self.term_weights.get(k, 1.0) * v for k, v in terms.items())
+
+    def inference_model(self, encoder: Encoder) -> nn.Module | None:
+        """The model that ``fit`` saves, validation evaluates and ``unisent.load`` returns, when this
+        objective trains an inference head (GaussCSE's mean/variance model): a wrapper of ``encoder``.
+        The training module uses the first objective that returns one.
+
+        Default: ``None`` (the plain encoder is the inference model)."""
+        return None
 
     # -------------------------------------------------------------------------------- run record
     def config(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class BitextRetrieval(Objective):
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
+    name = "bitext"
     batch_keys = text_keys = ("source", "target")
     citation = CITATION
 
@@ -51,7 +52,7 @@ class BitextRetrieval(Objective):
         name: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        super().__init__(weight=weight, name=name or "bitext", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         if margin < 0 or scale <= 0:
             raise ValueError(f"need margin >= 0 and scale > 0, got margin={margin}, scale={scale}")
         self.margin, self.scale, self.normalize, self.bidirectional = margin, scale, normalize, bidirectional

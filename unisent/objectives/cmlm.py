@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..encoders.encoder import Encoder, EncoderWrapper
+from ..encoders.encoder import Encoder
 from ..encoders.loading import resolve_model_location
-from .base import Objective
+from ..models.projection import ProjectionEncoder, SentenceProjection
+from .base import Objective, ObjectiveOutput
 
 __all__ = ["CMLM", "MaskedLMHead", "ProjectionEncoder", "SentenceProjection", "mask_tokens"]
 
@@ -97,58 +97,6 @@ def mask_tokens(
 
 
 # ------------------------------------------------------------------------------------------ modules
-_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
-
-
-class SentenceProjection(nn.Module):
-    """``P``: a sentence vector (batch, d) -> N vectors (batch, N, d).
-
-    A 3-layer MLP ``d -> hidden -> hidden -> k * d`` with ``k = N - 1`` when the identity is one of
-    the projections (the paper: "one of the projections being the identity mapping"; ``v`` is then
-    the first of the N vectors), else ``k = N``.
-
-    Args:
-        hidden_size: d.
-        num_projections: N (15 in the paper).
-        mlp_size: width of the two hidden layers; 0 = d.
-        activation: between the layers (``gelu``, ``relu`` or ``tanh``; the paper does not say).
-        identity: make ``v`` itself one of the N vectors.
-    """
-
-    def __init__(
-        self,
-        hidden_size: int,
-        num_projections: int = 15,
-        mlp_size: int = 0,
-        activation: Literal["gelu", "relu", "tanh"] = "gelu",
-        identity: bool = True,
-    ) -> None:
-        super().__init__()
-        if num_projections < 1:
-            raise ValueError(f"num_projections must be >= 1, got {num_projections}")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(_ACTIVATIONS)}")
-        self.settings = {"hidden_size": hidden_size, "num_projections": num_projections, "mlp_size": mlp_size,
-                         "activation": activation, "identity": identity}
-        self.identity = identity
-        self.num_projections = num_projections
-        learned = num_projections - int(identity)
-        width = mlp_size or hidden_size
-        self.mlp = None
-        if learned:
-            act = _ACTIVATIONS[activation]
-            self.mlp = nn.Sequential(
-                nn.Linear(hidden_size, width), act(), nn.Linear(width, width), act(), nn.Linear(width, learned * hidden_size)
-            )
-
-    def forward(self, v: torch.Tensor) -> torch.Tensor:
-        """(batch, d) -> (batch, N, d); with ``identity`` the first vector is ``v``."""
-        parts = [v.unsqueeze(1)] if self.identity else []
-        if self.mlp is not None:
-            parts.append(self.mlp(v).view(v.shape[0], -1, v.shape[1]))
-        return torch.cat(parts, dim=1)
-
-
 class MaskedLMHead(nn.Module):
     """BERT's MLM head: dense + activation + LayerNorm, then the vocabulary projection.
 
@@ -212,34 +160,6 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     }
 
 
-class ProjectionEncoder(EncoderWrapper):
-    """Inference model of CMLM's "proj" variant: the sentence vector is the mean of the N projections.
-
-    ``unisent.load`` returns it for a directory it saved (the projection is in
-    ``cmlm_projection.pt`` / ``.json`` beside the encoder's files) or a checkpoint of ``CMLM(proj=True)``.
-    """
-
-    head_attr = "projection"
-    head_class = SentenceProjection
-    head_stem = "cmlm_projection"
-
-    def __init__(self, encoder: Encoder, projection: SentenceProjection) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.projection = projection
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Token ids (batch, seq) -> mean of the projections (batch, d)."""
-        return self.projection(self.encoder(input_ids, attention_mask)).mean(dim=1)
-
-    @torch.inference_mode()
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
-        """Float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
-        pooled = self.encoder.encode(sentences, batch_size, **kw)
-        out = torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
-        return F.normalize(out, dim=-1) if normalize else out
-
-
 # ------------------------------------------------------------------------------------------ objective
 class CMLM(Objective):
     """Conditional masked language modelling on pairs of consecutive sentences.
@@ -258,9 +178,8 @@ class CMLM(Objective):
     (what a model does with a plain concatenated input; needs N + L <= max positions). The paper does
     not say which.
 
-    Terms: ``mlm`` (cross-entropy over the masked tokens) and ``accuracy`` (masked-token accuracy,
-    detached, for the logs: ``train/<name>/accuracy``); ``term_weights = {"accuracy": 0.0}`` keeps
-    it out of the loss.
+    Loss term: ``mlm`` (cross-entropy over the masked tokens); metric: ``accuracy`` (masked-token
+    accuracy, logged as ``train/<name>/accuracy``, never in the loss).
 
     Args:
         num_projections: N (15 in the paper; Table 7 tries 1, 5, 10, 15, 20).
@@ -285,6 +204,7 @@ class CMLM(Objective):
             truncates each sentence; the paper: 256).
     """
 
+    name = "cmlm"
     batch_keys = text_keys = ("s1", "s2")
     citation = CITATION
 
@@ -307,7 +227,7 @@ class CMLM(Objective):
         name: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        super().__init__(weight=weight, name=name or "cmlm", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         if not 0.0 < mask_ratio <= 1.0:
             raise ValueError(f"mask_ratio must be in (0, 1], got {mask_ratio}")
         if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
@@ -330,12 +250,7 @@ class CMLM(Objective):
         self.projection: SentenceProjection | None = None
         self.head: MaskedLMHead | None = None
         self.skip_layer: nn.Linear | None = None
-        self.term_weights = {"accuracy": 0.0}
         self.mlm_head_source = ""  # "pretrained" or "fresh", set by setup_for
-        if not proj:
-            # only the "proj" variant changes the inference model; without it, this objective must not
-            # mask another objective's inference head (UnisentModule uses the first it finds)
-            self.inference_model = None
         self._vocab: dict[str, Any] = {}
         if hidden_size:
             self.projection = SentenceProjection(hidden_size, **self.projection_settings)
@@ -444,7 +359,7 @@ class CMLM(Objective):
             hidden = self.skip_layer(torch.cat([hidden, vp[rows].flatten(1).to(hidden.dtype)], dim=-1))
         return self.head(hidden, backbone.get_input_embeddings().weight)  # (n_masked, vocab)
 
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:
         if self.head is None:
             self.setup_for(encoder)
         s1, s2 = batch["s1"], batch["s2"]
@@ -456,10 +371,14 @@ class CMLM(Objective):
             encoder, first, {"input_ids": masked_ids, "attention_mask": second["attention_mask"]}, targets,
             second["input_ids"],
         )
-        return {"mlm": loss, "accuracy": accuracy}
+        return ObjectiveOutput(terms={"mlm": loss}, metrics={"accuracy": accuracy})
 
     # ------------------------------------------------------------------------------- inference
-    def inference_model(self, encoder: Encoder) -> ProjectionEncoder:  # replaced by None unless proj
+    def inference_model(self, encoder: Encoder) -> ProjectionEncoder | None:
+        """Only the "proj" variant changes the inference model (a :class:`ProjectionEncoder`); without
+        it, ``None``: the plain encoder, and another objective's inference head is not masked."""
+        if not self.proj:
+            return None
         if self.projection is None:
             self.setup_for(encoder)
         return ProjectionEncoder(encoder, self.projection)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -17,7 +14,8 @@ from ..encoders.encoder import Encoder
 from ..losses import gather_no_grad, info_nce
 from .base import Objective, encode_views
 
-__all__ = ["EASE", "read_entity_titles", "read_wikipedia2vec"]
+# read_entity_titles, read_wikipedia2vec: still importable from here (module __getattr__ below)
+__all__ = ["EASE"]
 
 CITATION = (
     "Nishikawa, Ri, Yamada, Tsuruoka and Echizen. EASE: Entity-Aware Contrastive Learning of Sentence "
@@ -27,104 +25,13 @@ CITATION = (
 PAD = "<pad>"
 
 
-def read_entity_titles(path: str | Path) -> dict[str, str]:
-    """``{entity id: Wikipedia title}`` from a tsv ``id<TAB>title[<TAB>...]`` (a header line
-    starting with ``id`` is skipped), as ``unisent data ease-*`` writes it (``entities.tsv``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"entity title file {str(path)!r} does not exist")
-    titles: dict[str, str] = {}
-    with path.open(encoding="utf-8", newline="") as fh:
-        for line_no, row in enumerate(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-            if line_no == 1 and row and row[0] == "id":
-                continue
-            if len(row) < 2 or not row[0] or not row[1]:
-                raise ValueError(f"{path}:{line_no}: expected `id<TAB>title`, got {row!r}")
-            titles[row[0]] = row[1]
-    return titles
+def __getattr__(name: str):
+    # the readers moved to unisent.data.entities; imported on use: unisent.data imports the objectives
+    if name in ("read_entity_titles", "read_wikipedia2vec"):
+        from ..data import entities
 
-
-def _vector(values: Sequence[str], where: str, dim: int | None) -> np.ndarray:
-    try:
-        vector = np.asarray(values, dtype=np.float32)
-    except ValueError as err:
-        raise ValueError(f"{where}: the vector is not numeric ({err})") from None
-    if dim is not None and vector.shape[0] != dim:
-        raise ValueError(f"{where}: vector of size {vector.shape[0]}, expected {dim}")
-    return vector
-
-
-def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tuple[dict[str, np.ndarray], int]:
-    """Entity vectors of a Wikipedia2Vec model: ``({title: vector}, dim)``.
-
-    Reads the text formats of ``wikipedia2vec save_text`` (``default``: ``ENTITY/Title<TAB>v1 v2 ...``;
-    ``word2vec``: a ``count dim`` header, then ``ENTITY/Title_With_Underscores v1 ...``; ``glove``:
-    the same without header) by streaming the file, and the binary model (``.pkl``) through the
-    ``wikipedia2vec`` package when it is installed. Word vectors are skipped. With ``titles``, only
-    those entities are kept (a full English model has millions).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"Wikipedia2Vec file {str(path)!r} does not exist")
-    if path.suffix == ".pkl":
-        try:
-            from wikipedia2vec import Wikipedia2Vec
-        except ImportError:
-            raise ImportError(
-                f"{path} is a binary Wikipedia2Vec model: `pip install wikipedia2vec` to read it, or convert it "
-                "with `wikipedia2vec save_text MODEL OUT.txt`"
-            ) from None
-        model = Wikipedia2Vec.load(str(path))
-        wanted = titles if titles is not None else [e.title for e in model.dictionary.entities()]
-        vectors = {}
-        for title in wanted:
-            entity = model.get_entity(title)
-            if entity is not None:
-                vectors[title] = np.asarray(model.get_vector(entity), dtype=np.float32)
-        return vectors, int(model.syn0.shape[1])
-    vectors: dict[str, np.ndarray] = {}
-    dim: int | None = None
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            line = line.rstrip("\n")
-            if line_no == 1:
-                head = line.split(" ")
-                if len(head) == 2 and all(h.isdigit() for h in head):  # word2vec header
-                    dim = int(head[1])
-                    continue
-            if not line.startswith("ENTITY/"):
-                continue
-            if "\t" in line:  # default format: titles keep their spaces
-                name, _, rest = line.partition("\t")
-                values = rest.split(" ")
-                title = name[len("ENTITY/"):]
-            else:  # word2vec / glove: spaces in titles became underscores
-                parts = line.split(" ")
-                if dim is None:
-                    dim = _infer_dim(parts)
-                name, values = " ".join(parts[: len(parts) - dim]), parts[len(parts) - dim:]
-                title = name[len("ENTITY/"):].replace("_", " ")
-            if titles is not None and title not in titles:
-                if dim is None:
-                    dim = len(values)
-                continue
-            vector = _vector(values, f"{path}:{line_no}", dim)
-            dim = vector.shape[0]
-            vectors[title] = vector
-    if dim is None:
-        raise ValueError(f"{path}: no ENTITY/ vectors found; is it a Wikipedia2Vec text file?")
-    return vectors, dim
-
-
-def _infer_dim(parts: list[str]) -> int:
-    n = 0
-    for token in reversed(parts):
-        try:
-            float(token)
-        except ValueError:
-            break
-        n += 1
-    return n
+        return getattr(entities, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -182,6 +89,7 @@ class EASE(Objective):
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
+    name = "ease"
     citation = CITATION
     text_keys = ("text",)
 
@@ -202,7 +110,7 @@ class EASE(Objective):
         name: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        super().__init__(weight=weight, name=name or "ease", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         if entity_temperature <= 0 or temperature <= 0:
             raise ValueError(f"temperatures must be positive, got {entity_temperature} and {temperature}")
         if projection not in ("linear", "linear_tanh"):
@@ -255,6 +163,8 @@ class EASE(Objective):
         return keep
 
     def _init_from_wikipedia2vec(self) -> None:
+        from ..data.entities import read_entity_titles, read_wikipedia2vec
+
         titles = read_entity_titles(self.entity_titles) if self.entity_titles else {}
         wanted = {titles.get(e, e) for e in self.entities[1:]}
         vectors, dim = read_wikipedia2vec(self.wikipedia2vec, wanted)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..encoders.encoder import Encoder
-from .base import Objective, encode_views
+from .base import Objective, ObjectiveOutput, encode_views
 
 __all__ = ["NLIClassifier", "NLI_LABELS", "label_id"]
 
@@ -58,22 +58,23 @@ class NLIClassifier(Objective):
     ``[u, v, |u - v|, u * v]``; cross-entropy. Labels are checked for the whole training set when
     ``fit`` starts (:meth:`setup_data`), with the record number in the error.
 
-    Terms: ``classification`` and ``accuracy`` (detached; ``term_weights`` keeps it out of the loss).
+    Loss term: ``classification``; metric: ``accuracy`` (logged as ``train/<name>/accuracy``, never in
+    the loss).
 
     Args:
         hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
+    name = "nli"
     batch_keys = ("premise", "hypothesis", "label")
     text_keys = ("premise", "hypothesis")
     citation = CITATION
 
     def __init__(self, hidden_size: int = 0, weight: float = 1.0, name: str | None = None,
                  max_length: int | None = None) -> None:
-        super().__init__(weight=weight, name=name or "nli", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         self.classifier = nn.Linear(4 * hidden_size, len(NLI_LABELS)) if hidden_size else None
-        self.term_weights = {"accuracy": 0.0}
 
     def setup_for(self, encoder: Encoder) -> None:
         """Create the classifier for ``encoder`` (called before the optimiser is built)."""
@@ -102,11 +103,11 @@ class NLIClassifier(Objective):
         """(batch, d) premise and hypothesis vectors -> (batch, 3) logits."""
         return self.classifier(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
 
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:
         self.setup_for(encoder)
         u, v = encode_views(encoder, batch, self.text_keys)
         labels = batch["label"]
         labels = (labels if isinstance(labels, torch.Tensor) and labels.dtype == torch.long else self.labels(labels)).to(u.device)
         logits = self.logits(u, v).float()
-        return {"classification": F.cross_entropy(logits, labels),
-                "accuracy": (logits.detach().argmax(-1) == labels).float().mean()}
+        return ObjectiveOutput(terms={"classification": F.cross_entropy(logits, labels)},
+                               metrics={"accuracy": (logits.detach().argmax(-1) == labels).float().mean()})

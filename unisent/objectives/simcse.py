@@ -38,6 +38,7 @@ class SimCSE(Objective):
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
+    name = "simcse"
     citation = CITATION
 
     def __init__(
@@ -51,7 +52,7 @@ class SimCSE(Objective):
         name: str | None = None,
         max_length: int | None = None,
     ) -> None:
-        super().__init__(weight=weight, name=name or "simcse", max_length=max_length)
+        super().__init__(weight=weight, name=name, max_length=max_length)
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.supervised = supervised

@@ -24,15 +24,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from ..encoders.encoder import EncoderWrapper
+from ..io import atomic_write
 
-__all__ = ["INNER_DIR", "PCR_FILE", "PCREncoder", "PrincipalComponentRemoval", "fit_pcr"]
+__all__ = ["PrincipalComponentRemoval"]
 
-PCR_FILE = "pcr.json"
-INNER_DIR = "model"  # the wrapped model, saved by its own save_pretrained
 _FORMAT = "unisent-pcr/1"
 
 
@@ -123,8 +119,8 @@ class PrincipalComponentRemoval:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the fitted components as JSON (float32 values round-trip exactly)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.state()) + "\n", encoding="utf-8")
+        with atomic_write(path) as fh:
+            fh.write(json.dumps(self.state()) + "\n")
         return path
 
     @classmethod
@@ -145,104 +141,12 @@ class PrincipalComponentRemoval:
         return f"PrincipalComponentRemoval(k={self.k}, center={self.center}, languages={self.languages})"
 
 
-class PCREncoder(EncoderWrapper):
-    """A sentence encoder whose embeddings go through a per-language :class:`PrincipalComponentRemoval`.
-
-    ``encode(sentences, language="de")`` embeds with the wrapped model, then removes German's
-    components. ``language`` may also be a list (one per sentence); when it is omitted,
-    ``default_language`` is used, or the only fitted language; otherwise it is an error.
-    ``unisent.load(DIR)`` returns this model for a directory written by :meth:`save_pretrained`.
-
-    Args:
-        encoder: any model with ``encode(sentences, batch_size, ...)`` and ``save_pretrained``
-            (an :class:`~unisent.Encoder` or an objective's inference model).
-        pcr: the fitted post-processor.
-        default_language: language used when ``encode`` is called without one (e.g. by ``unisent
-            evaluate``).
-    """
-
-    def __init__(self, encoder: nn.Module, pcr: PrincipalComponentRemoval, default_language: str | None = None) -> None:
-        super().__init__()
-        if default_language is not None and default_language not in pcr.components:
-            raise ValueError(f"default_language {default_language!r} is not fitted; fitted: {', '.join(pcr.languages)}")
-        self.encoder = encoder
-        self.pcr = pcr
-        self.default_language = default_language
-
-    def _language(self, language: str | Sequence[str] | None) -> str | Sequence[str]:
-        if language is not None:
-            return language
-        if self.default_language is not None:
-            return self.default_language
-        if len(self.pcr.languages) == 1:
-            return self.pcr.languages[0]
-        raise ValueError(f"encode needs language=... (fitted: {', '.join(self.pcr.languages)}) or a default_language")
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, language: str | None = None) -> torch.Tensor:
-        """Token ids (batch, seq) -> post-processed embeddings (batch, dim)."""
-        comps, mean = self.pcr._fitted(self._language(language))
-        x = self.encoder(input_ids, attention_mask).float() - mean.to(input_ids.device)
-        comps = comps.to(x.device)
-        return x - (x @ comps.T) @ comps
-
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, language: str | Sequence[str] | None = None,
-               normalize: bool = False, **kw) -> torch.Tensor:
-        """Embed, remove the language's components, then (optionally) L2-normalise: float32 (n, dim)."""
-        language = self._language(language)
-        out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **kw), language)
-        return F.normalize(out, dim=-1) if normalize else out
-
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """``pcr.json`` (components and the default language) and the wrapped model in ``model/``
-        (written by its own ``save_pretrained``, so any model ``unisent.load`` reads can be wrapped)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(directory / INNER_DIR)
-        state = self.pcr.state() | {"default_language": self.default_language}
-        (directory / PCR_FILE).write_text(json.dumps(state) + "\n", encoding="utf-8")
-        return directory
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> PCREncoder:
-        from .. import load
-
-        directory = Path(directory)
-        state = json.loads((directory / PCR_FILE).read_text(encoding="utf-8"))
-        if state.get("inner") == ".":  # a sentence-transformers export: the encoder's files sit beside pcr.json
-            from ..encoders import Encoder
-
-            inner = Encoder.from_pretrained(directory)
-        else:
-            inner = load(str(directory / INNER_DIR))
-        return cls(inner, PrincipalComponentRemoval.from_state(state), state.get("default_language"))
-
-    @staticmethod
-    def is_saved_in(directory: str | os.PathLike) -> bool:
-        return Path(directory, PCR_FILE).is_file()
+_MOVED = ("INNER_DIR", "PCR_FILE", "PCREncoder", "fit_pcr")
 
 
-def fit_pcr(
-    model: nn.Module,
-    sentences_by_language: Mapping[str, Sequence[str]],
-    k: int = 1,
-    *,
-    center: bool = False,
-    batch_size: int = 64,
-    default_language: str | None = None,
-) -> PCREncoder:
-    """Embed each language's sentences with ``model`` and fit PCR on them.
+def __getattr__(name: str):
+    if name in _MOVED:  # the inference model moved to unisent.models.pcr; kept importable from here
+        from ..models import pcr
 
-    Args:
-        model: any model with ``encode`` (e.g. ``unisent.load(DIR)``).
-        sentences_by_language: ``{language: [sentences]}``, a few hundred or more per language.
-        k: components removed per language (the paper: 1).
-        center: see :class:`PrincipalComponentRemoval`.
-        batch_size: encoding batch size.
-        default_language: see :class:`PCREncoder`.
-
-    Returns:
-        A :class:`PCREncoder`; ``save_pretrained(DIR)`` it and load it back with ``unisent.load(DIR)``.
-    """
-    embeddings = {lang: model.encode(list(sents), batch_size) for lang, sents in sentences_by_language.items()}
-    pcr = PrincipalComponentRemoval(k=k, center=center).fit(embeddings)
-    return PCREncoder(model, pcr, default_language)
+        return getattr(pcr, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from .nli import write_jsonl
 
-__all__ = ["amr_records", "register"]
+__all__ = ["COMMANDS", "amr_records", "build_amr_linearize"]
 
 
 def amr_records(
     paths: Iterable[str | Path],
     *,
     errors: list | None = None,
+    style: Literal["clean", "authors"] = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     quote_strings: bool = False,
@@ -24,8 +25,8 @@ def amr_records(
 
     Record: ``{"id", "text", "graph", "penman", "metadata"}``: the ``# ::id``, the ``# ::snt`` sentence
     (``# ::tok`` when there is no ``snt``; ``None`` without either), the linearisation
-    (:func:`unisent.amr.linearize`), the graph's PENMAN text (without comments; what
-    :class:`unisent.amr.PreParsedAMR` reads back) and every ``# ::`` field. Malformed graphs are
+    (:func:`unisent.amr.linearize` in ``style``: ``clean`` or ``authors``), the graph's PENMAN text
+    (without comments; what :class:`unisent.amr.PreParsedAMR` reads back) and every ``# ::`` field. Malformed graphs are
     skipped and appended to ``errors`` (see :func:`unisent.amr.linearize_string`).
     """
     from ...amr.linearize import iter_penman_blocks, linearize_blocks
@@ -36,7 +37,8 @@ def amr_records(
             raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
         blocks = iter_penman_blocks(path.read_text(encoding="utf-8"), str(path))
         for block, graph in linearize_blocks(
-            blocks, errors=errors, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
+            blocks, errors=errors, style=style, parentheses=parentheses, drop_wiki=drop_wiki,
+            quote_strings=quote_strings,
         ):
             metadata = block.metadata
             yield {
@@ -48,36 +50,41 @@ def amr_records(
             }
 
 
-def _run(args: argparse.Namespace) -> None:
+def build_amr_linearize(
+    *,
+    input: list[str],
+    output: str,
+    style: Literal["clean", "authors"] = "clean",
+    parentheses: bool = True,
+    keep_wiki: bool = False,
+    quote_strings: bool = False,
+    strict: bool = False,
+) -> None:
+    """AMR graphs (PENMAN with # ::snt) -> jsonl of {id, text, graph (linearised), penman, metadata}.
+
+    Linearise AMR graphs (depth-first, no variables, :wiki dropped). Malformed graphs are reported on
+    stderr with their id and the parse error and skipped; the exit status is non-zero for them only
+    with --strict.
+
+    Args:
+        input: PENMAN file(s)
+        output: jsonl to write
+        style: clean (default) or authors: the exact strings of MSE-AMR's amr/IO.py (:ARG1 -of, tame -01, the layout rebuilt by their :wiki removal, _ -> space in strings; see docs/methods/amr.md)
+        parentheses: keep the ( ) depth markers (--no-parentheses: leave them out)
+        keep_wiki: keep :wiki branches (dropped by default)
+        quote_strings: keep the quotes of string literals
+        strict: exit non-zero when a graph is malformed
+    """
     errors: list = []
-    records = amr_records(
-        args.input,
-        errors=errors,
-        parentheses=not args.no_parentheses,
-        drop_wiki=not args.keep_wiki,
-        quote_strings=args.quote_strings,
-    )
-    n = write_jsonl(records, args.output)
+    records = amr_records(input, errors=errors, style=style, parentheses=parentheses, drop_wiki=not keep_wiki,
+                          quote_strings=quote_strings)
+    n = write_jsonl(records, output)
     for error in errors:
         print(f"malformed AMR graph skipped: {error}", file=sys.stderr)
-    print(f"{n} linearised AMR graphs -> {args.output}" + (f"; {len(errors)} malformed graphs skipped" if errors else ""))
-    if errors and args.strict:
-        raise ValueError(f"{len(errors)} malformed AMR graph(s) (--strict); the others were written to {args.output}")
+    print(f"{n} linearised AMR graphs -> {output}" + (f"; {len(errors)} malformed graphs skipped" if errors else ""))
+    if errors and strict:
+        raise ValueError(f"{len(errors)} malformed AMR graph(s) (--strict); the others were written to {output}")
 
 
-def register(sub) -> None:
-    """Add ``unisent data amr-linearize``."""
-    p = sub.add_parser(
-        "amr-linearize",
-        help="AMR graphs (PENMAN with # ::snt) -> jsonl of {id, text, graph (linearised), penman, metadata}",
-        description="Linearise AMR graphs (depth-first, no variables, :wiki dropped). Malformed graphs are "
-        "reported on stderr with their id and the parse error and skipped; the exit status is non-zero "
-        "for them only with --strict.",
-    )
-    p.add_argument("--input", nargs="+", required=True, help="PENMAN file(s)")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.add_argument("--no-parentheses", action="store_true", help="leave out the ( ) depth markers")
-    p.add_argument("--keep-wiki", action="store_true", help="keep :wiki branches (dropped by default)")
-    p.add_argument("--quote-strings", action="store_true", help="keep the quotes of string literals")
-    p.add_argument("--strict", action="store_true", help="exit non-zero when a graph is malformed")
-    p.set_defaults(run=_run)
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"amr-linearize": build_amr_linearize}

@@ -18,16 +18,15 @@ are kept as they are. Other fields of the input records are kept.
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ...jsonl import json_lines
+from ...io import iter_records
 from .nli import write_jsonl
 
-__all__ = ["SLOTS", "amr_nli_records", "read_slot_records", "register"]
+__all__ = ["COMMANDS", "SLOTS", "amr_nli_records", "build_amr_nli", "read_slot_records"]
 
 #: The sentence fields a record may have, in this order (``nli-triples`` writes all three).
 SLOTS = ("anchor", "positive", "negative")
@@ -44,7 +43,8 @@ def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str
         raise FileNotFoundError(f"input file {str(path)!r} does not exist")
     records: list[dict[str, Any]] = []
     slots: tuple[str, ...] = ()
-    for lineno, record in json_lines(path):
+    for rec in iter_records(path, "jsonl", blank_lines="skip"):
+        lineno, record = rec.line, rec.data
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{lineno}: expected a JSON object")
         if not records:
@@ -117,6 +117,7 @@ def amr_nli_records(
     translator=None,
     source_language: str = "en",
     on_missing: Literal["null", "error"] = "null",
+    style: Literal["clean", "authors"] = "clean",
     parentheses: bool = True,
     drop_wiki: bool = True,
     chunk_size: int = 4096,
@@ -135,7 +136,7 @@ def amr_nli_records(
         source_language: the records' language; ``slot_graph`` is the graph of the sentence itself.
         on_missing: ``null`` (a failed parse or translation gives a null graph, counted in
             ``failures``) or ``error`` (raise).
-        parentheses, drop_wiki: linearisation settings (:func:`unisent.amr.linearize`).
+        style, parentheses, drop_wiki: linearisation settings (:func:`unisent.amr.linearize`).
         chunk_size: records per parsing round (each distinct sentence of a chunk is parsed once).
         failures: a Counter that receives ``{"graph (xx)": n, "translation (xx)": n}``.
 
@@ -147,8 +148,10 @@ def amr_nli_records(
         raise ValueError(f"graphs of translations into {', '.join(languages)} need a translator")
     if on_missing not in ("null", "error"):
         raise ValueError(f"on_missing must be 'null' or 'error', got {on_missing!r}")
+    if style not in ("clean", "authors"):
+        raise ValueError(f"style must be 'clean' or 'authors', got {style!r}")
     failures = failures if failures is not None else Counter()
-    kwargs = {"parentheses": parentheses, "drop_wiki": drop_wiki}
+    kwargs = {"style": style, "parentheses": parentheses, "drop_wiki": drop_wiki}
     chunk: list[dict[str, Any]] = []
 
     def flush(chunk: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -177,78 +180,94 @@ def amr_nli_records(
 
 
 # --------------------------------------------------------------------------------------------- CLI
-def _parser_from_args(args: argparse.Namespace):
+def _make_parser(parser_lookup: Sequence[str] | None, amrlib: bool, amrlib_model: str | None, languages: Sequence[str],
+                 source_language: str):
     from ...amr.parsing import AmrlibParser, PreParsedAMR
 
-    if args.parser_lookup and args.amrlib:
+    if parser_lookup and amrlib:
         raise ValueError("give either --parser-lookup or --amrlib, not both")
-    if args.parser_lookup:
-        return PreParsedAMR(args.parser_lookup)
-    if args.amrlib:
-        return AmrlibParser(args.amrlib_model, languages=[args.source_language, *args.languages])
+    if parser_lookup:
+        return PreParsedAMR(list(parser_lookup))
+    if amrlib:
+        return AmrlibParser(amrlib_model, languages=[source_language, *languages])
     raise ValueError("no parser: give --parser-lookup FILE... (pre-parsed PENMAN/jsonl) or --amrlib")
 
 
-def _translator_from_args(args: argparse.Namespace):
+def _make_translator(languages: Sequence[str], translations: Sequence[str] | None, marian: Sequence[str] | None,
+                     source_language: str):
     from ...amr.parsing import MarianTranslator, PreTranslated
 
-    if not args.languages:
+    if not languages:
         return None
-    if args.translations and args.marian:
+    if translations and marian:
         raise ValueError("give either --translations or --marian, not both")
-    if args.translations:
-        return PreTranslated(args.translations, source_lang=args.source_language)
-    if args.marian:
+    if translations:
+        return PreTranslated(list(translations), source_lang=source_language)
+    if marian:
         models = {}
-        for item in args.marian:
+        for item in marian:
             lang, sep, directory = item.partition("=")
             if not sep or not lang or not directory:
                 raise ValueError(f"--marian takes LANG=DIR, got {item!r}")
             models[lang] = directory
-        return MarianTranslator(models, source_lang=args.source_language)
-    raise ValueError(f"--languages {' '.join(args.languages)} need --translations FILE... or --marian LANG=DIR...")
+        return MarianTranslator(models, source_lang=source_language)
+    raise ValueError(f"--languages {' '.join(languages)} need --translations FILE... or --marian LANG=DIR...")
 
 
-def _run(args: argparse.Namespace) -> None:
-    records, slots = read_slot_records(args.input)
-    parser = _parser_from_args(args)
-    translator = _translator_from_args(args)
+def build_amr_nli(
+    *,
+    input: str,
+    output: str,
+    parser_lookup: list[str] | None = None,
+    amrlib: bool = False,
+    amrlib_model: str | None = None,
+    languages: list[str] | None = None,
+    translations: list[str] | None = None,
+    marian: list[str] | None = None,
+    source_language: str = "en",
+    style: Literal["clean", "authors"] = "clean",
+    parentheses: bool = True,
+    keep_wiki: bool = False,
+    strict: bool = False,
+) -> None:
+    """NLI triples/pairs/sentences -> records with their AMR graphs (and graphs of translations).
+
+    Add the linearised AMR graph of every sentence (slot_graph) and of its translation into each
+    --languages entry (slot_graph_xx) to jsonl records with anchor[/positive[/negative]] fields, as
+    `unisent data nli-triples` writes them; the AMRSimCSE objective draws among the forms (Algorithm 1
+    of Cai et al. 2022). Sentences the parser fails on get a null graph unless --strict.
+
+    Args:
+        input: jsonl with anchor[, positive[, negative]] fields
+        output: jsonl to write
+        parser_lookup: pre-parsed graphs: PENMAN files with # ::snt, or jsonl with text + penman fields
+        amrlib: parse with amrlib (pip install 'unisent[amr]')
+        amrlib_model: amrlib parse model directory (default: amrlib's model_stog)
+        languages: also the graphs of translations into these languages (e.g. de es it zh fr ar)
+        translations: pre-computed translations: jsonl of {text, lang, translation}
+        marian: OPUS-MT (MarianMT) model directories per language, as LANG=DIR
+        source_language: language of the input sentences
+        style: linearisation: clean (default) or authors (MSE-AMR's amr/IO.py strings; train with the AMR objective's linearization: authors)
+        parentheses: linearise with the ( ) depth markers (--no-parentheses: without)
+        keep_wiki: keep :wiki branches (dropped by default)
+        strict: stop at the first sentence that cannot be parsed or translated
+    """
+    languages = list(languages or [])
+    records, slots = read_slot_records(input)
+    parser = _make_parser(parser_lookup, amrlib, amrlib_model, languages, source_language)
+    translator = _make_translator(languages, translations, marian, source_language)
     failures: Counter = Counter()
     out = amr_nli_records(
-        records, parser, slots=slots, languages=args.languages, translator=translator,
-        source_language=args.source_language, on_missing="error" if args.strict else "null",
-        parentheses=not args.no_parentheses, drop_wiki=not args.keep_wiki, failures=failures,
+        records, parser, slots=slots, languages=languages, translator=translator,
+        source_language=source_language, on_missing="error" if strict else "null",
+        style=style, parentheses=parentheses, drop_wiki=not keep_wiki, failures=failures,
     )
-    n = write_jsonl(out, args.output)
-    forms = ", ".join(f"{s}_graph" + "".join(f", {s}_graph_{lang}" for lang in args.languages) for s in slots)
-    print(f"{n} records ({', '.join(slots)}) with {forms} -> {args.output}")
+    n = write_jsonl(out, output)
+    forms = ", ".join(f"{s}_graph" + "".join(f", {s}_graph_{lang}" for lang in languages) for s in slots)
+    print(f"{n} records ({', '.join(slots)}) with {forms} -> {output}")
     for what, count in sorted(failures.items()):
         print(f"  {count} null {what}: the objective falls back to another form for them")
 
 
-def register(sub) -> None:
-    """Add ``unisent data amr-nli``."""
-    p = sub.add_parser(
-        "amr-nli",
-        help="NLI triples/pairs/sentences -> records with their AMR graphs (and graphs of translations)",
-        description="Add the linearised AMR graph of every sentence (slot_graph) and of its translation into each "
-        "--languages entry (slot_graph_xx) to jsonl records with anchor[/positive[/negative]] fields, as "
-        "`unisent data nli-triples` writes them; the AMRSimCSE objective draws among the forms (Algorithm 1 "
-        "of Cai et al. 2022). Sentences the parser fails on get a null graph unless --strict.",
-    )
-    p.add_argument("--input", required=True, help="jsonl with anchor[, positive[, negative]] fields")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.add_argument("--parser-lookup", nargs="+", metavar="FILE",
-                   help="pre-parsed graphs: PENMAN files with # ::snt, or jsonl with text + penman fields")
-    p.add_argument("--amrlib", action="store_true", help="parse with amrlib (pip install 'unisent[amr]')")
-    p.add_argument("--amrlib-model", default=None, help="amrlib parse model directory (default: amrlib's model_stog)")
-    p.add_argument("--languages", nargs="*", default=[], metavar="LANG",
-                   help="also the graphs of translations into these languages (e.g. de es it zh fr ar)")
-    p.add_argument("--translations", nargs="+", metavar="FILE",
-                   help="pre-computed translations: jsonl of {text, lang, translation}")
-    p.add_argument("--marian", nargs="+", metavar="LANG=DIR", help="OPUS-MT (MarianMT) model directories per language")
-    p.add_argument("--source-language", default="en", help="language of the input sentences (default: en)")
-    p.add_argument("--no-parentheses", action="store_true", help="linearise without the ( ) depth markers")
-    p.add_argument("--keep-wiki", action="store_true", help="keep :wiki branches (dropped by default)")
-    p.add_argument("--strict", action="store_true", help="stop at the first sentence that cannot be parsed or translated")
-    p.set_defaults(run=_run)
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"amr-nli": build_amr_nli}

@@ -10,22 +10,24 @@ Sub-commands of ``unisent data``:
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from ...jsonl import json_lines
-from .nli import NLI_FORMATS, read_nli_pairs, write_jsonl
+from ...io import iter_records
+from .nli import read_nli_pairs, write_jsonl
 
 __all__ = [
     "bitext_pairs",
     "consecutive_pairs",
     "nli_pairs",
     "read_documents",
-    "register",
     "tatoeba_languages",
+    "build_cmlm_pairs",
+    "build_bitext",
+    "build_nli_pairs",
+    "COMMANDS",
 ]
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -61,7 +63,8 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
         if document:
             yield document
         return
-    for lineno, record in json_lines(path):
+    for rec in iter_records(path, "jsonl", blank_lines="skip"):
+        lineno, record = rec.line, rec.data
         sentences = record.get("sentences") if isinstance(record, dict) else None
         if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
             raise ValueError(f"{path}: line {lineno}: expected an object with 'sentences': a list of strings")
@@ -186,50 +189,53 @@ def nli_pairs(
 
 
 # ----------------------------------------------------------------------------------- commands
-def _run_pairs(args: argparse.Namespace) -> None:
-    n = write_jsonl(consecutive_pairs(read_documents(args.input, args.format), args.max_pairs), args.output)
-    print(f"{n} consecutive sentence pairs (s1, s2) -> {args.output}")
+def build_cmlm_pairs(*, input: str, format: Literal["auto", "txt", "jsonl"] = "auto", max_pairs: int = 0,
+                     output: str) -> None:
+    """Documents -> consecutive sentence pairs (s1, s2) jsonl, for CMLM.
+
+    Args:
+        input: a text file (one sentence per line, blank line between documents) or a jsonl with a
+            'sentences' list per document
+        format: txt or jsonl; auto: by the suffix
+        max_pairs: stop after N pairs (0 = all)
+        output: jsonl to write
+    """
+    n = write_jsonl(consecutive_pairs(read_documents(input, format), max_pairs), output)
+    print(f"{n} consecutive sentence pairs (s1, s2) -> {output}")
 
 
-def _run_bitext(args: argparse.Namespace) -> None:
-    languages = [x for x in (args.languages or "").split(",") if x] or None
-    pairs = bitext_pairs(args.input, languages, english_source=args.source != "other", language=args.language)
-    n = write_jsonl(pairs, args.output)
-    print(f"{n} translation pairs (source, target) -> {args.output}")
+def build_bitext(*, input: str, languages: str = "", source: Literal["eng", "other"] = "eng",
+                 language: str | None = None, output: str) -> None:
+    """Translation pairs (tsv or Tatoeba layout) -> (source, target) jsonl.
+
+    Args:
+        input: a source<TAB>target .tsv, a tatoeba.<lang>-eng.<lang> file, or a directory of them
+        languages: directory input: comma-separated languages (default: all)
+        source: Tatoeba: which side is the source (default English, as in the paper)
+        language: tsv input: language tag written to every pair
+        output: jsonl to write
+    """
+    chosen = [x for x in languages.split(",") if x] or None
+    pairs = bitext_pairs(input, chosen, english_source=source != "other", language=language)
+    n = write_jsonl(pairs, output)
+    print(f"{n} translation pairs (source, target) -> {output}")
 
 
-def _run_nli(args: argparse.Namespace) -> None:
-    pairs = nli_pairs(args.format, args.input, args.split, args.hypothesis_input)
-    n = write_jsonl(pairs, args.output)
-    print(f"{n} labelled pairs (premise, hypothesis, label) -> {args.output}")
+def build_nli_pairs(*, format: Literal["snli", "xnli", "sick"], input: str, split: str = "dev",
+                    hypothesis_input: str | None = None, output: str) -> None:
+    """NLI pairs -> (premise, hypothesis, label) jsonl, for NLIClassifier.
+
+    Args:
+        format: layout of the input (snli, xnli or sick)
+        input: snli: the directory with s1/s2/labels.<split>; else the file
+        split: snli only: dev, test or train
+        hypothesis_input: same format, line-aligned translation: take the hypotheses from it (cross-lingual pairs)
+        output: jsonl to write
+    """
+    pairs = nli_pairs(format, input, split, hypothesis_input)
+    n = write_jsonl(pairs, output)
+    print(f"{n} labelled pairs (premise, hypothesis, label) -> {output}")
 
 
-def register(sub) -> None:
-    """Add ``unisent data cmlm-pairs``, ``bitext`` and ``nli-pairs``."""
-    p = sub.add_parser("cmlm-pairs", help="documents -> consecutive sentence pairs (s1, s2) jsonl, for CMLM")
-    p.add_argument("--input", required=True,
-                   help="a text file (one sentence per line, blank line between documents) or a jsonl "
-                        "with a 'sentences' list per document")
-    p.add_argument("--format", choices=("auto", "txt", "jsonl"), default="auto", help="default: by the suffix")
-    p.add_argument("--max-pairs", type=int, default=0, help="stop after N pairs (0 = all)")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.set_defaults(run=_run_pairs)
-
-    p = sub.add_parser("bitext", help="translation pairs (tsv or Tatoeba layout) -> (source, target) jsonl")
-    p.add_argument("--input", required=True,
-                   help="a source<TAB>target .tsv, a tatoeba.<lang>-eng.<lang> file, or a directory of them")
-    p.add_argument("--languages", default="", help="directory input: comma-separated languages (default: all)")
-    p.add_argument("--source", choices=("eng", "other"), default="eng",
-                   help="Tatoeba: which side is the source (default English, as in the paper)")
-    p.add_argument("--language", default=None, help="tsv input: language tag written to every pair")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.set_defaults(run=_run_bitext)
-
-    p = sub.add_parser("nli-pairs", help="NLI pairs -> (premise, hypothesis, label) jsonl, for NLIClassifier")
-    p.add_argument("--format", choices=NLI_FORMATS, required=True)
-    p.add_argument("--input", required=True, help="snli: the directory with s1/s2/labels.<split>; else the file")
-    p.add_argument("--split", default="dev", help="snli only: dev, test or train")
-    p.add_argument("--hypothesis-input", default=None,
-                   help="same format, line-aligned translation: take the hypotheses from it (cross-lingual pairs)")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.set_defaults(run=_run_nli)
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"cmlm-pairs": build_cmlm_pairs, "bitext": build_bitext, "nli-pairs": build_nli_pairs}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["nli_triples", "read_nli_pairs", "write_jsonl", "NLI_FORMATS", "register"]
+__all__ = ["COMMANDS", "NLI_FORMATS", "build_nli_triples", "nli_triples", "read_nli_pairs", "write_jsonl"]
 
 NLI_FORMATS = ("snli", "xnli", "sick")
 
@@ -71,18 +70,20 @@ def write_jsonl(records: Iterable[dict], path: str | Path) -> int:
     return n
 
 
-def _run(args: argparse.Namespace) -> None:
-    premises, hypotheses, labels = read_nli_pairs(args.format, args.input, args.split)
+def build_nli_triples(*, format: Literal["snli", "xnli", "sick"], input: str, split: str = "dev", output: str) -> None:
+    """NLI pairs -> (anchor, positive, negative) jsonl.
+
+    Args:
+        format: layout of the input (snli, xnli or sick)
+        input: snli: the directory with s1/s2/labels.<split>; else the file
+        split: snli only: dev, test or train
+        output: jsonl to write
+    """
+    premises, hypotheses, labels = read_nli_pairs(format, input, split)
     triples = nli_triples(premises, hypotheses, labels)
-    n = write_jsonl(triples, args.output)
-    print(f"{n} triples (premise, entailment, contradiction) from {len(labels)} pairs -> {args.output}")
+    n = write_jsonl(triples, output)
+    print(f"{n} triples (premise, entailment, contradiction) from {len(labels)} pairs -> {output}")
 
 
-def register(sub) -> None:
-    """Add ``unisent data nli-triples``."""
-    p = sub.add_parser("nli-triples", help="NLI pairs -> (anchor, positive, negative) jsonl")
-    p.add_argument("--format", choices=NLI_FORMATS, required=True)
-    p.add_argument("--input", required=True, help="snli: the directory with s1/s2/labels.<split>; else the file")
-    p.add_argument("--split", default="dev", help="snli only: dev, test or train")
-    p.add_argument("--output", required=True, help="jsonl to write")
-    p.set_defaults(run=_run)
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"nli-triples": build_nli_triples}

@@ -23,6 +23,7 @@ __all__ = [
     "Similarity",
     "SimilarityFn",
     "alignment",
+    "averaged_kl_similarity",
     "cosine_similarity",
     "dot_similarity",
     "kl_similarity",
@@ -76,9 +77,34 @@ def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction:
     raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
-def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor]) -> Tensor:
-    """Mean of :func:`kl_similarity` in both directions, a symmetric score for STS; returns (n,)."""
-    return 0.5 * (kl_similarity(a, b) + kl_similarity(b, a))
+def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
+    """GaussCSE's symmetric similarity, the authors' STS score: the two KL divergences are averaged,
+    then ``1 / (1 + KL)``; returns (n,).
+
+    ``sim(a, b) = 1 / (1 + (KL(N_a || N_b) + KL(N_b || N_a)) / 2)``.
+
+    Args:
+        a, b: ``(mu, var)`` pairs, each (n, d).
+        reduction: ``"sum"`` sums each KL over dimensions (as eq. 3 of the paper); ``"mean"`` applies
+            the formula per dimension and averages over dimensions, exactly the authors' code
+            (``symmetrical_kl_sim`` of yoda122/GaussCSE, their STS evaluation).
+
+    Until this version ``symmetric_kl_similarity`` was the mean of the two similarities; that score is
+    :func:`averaged_kl_similarity`.
+    """
+    from ...losses.gaussian import symmetric_gaussian_similarity
+
+    return symmetric_gaussian_similarity(a[0], a[1], b[0], b[1], reduction=reduction)
+
+
+def averaged_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
+    """The mean of the two similarities, ``(sim(a || b) + sim(b || a)) / 2`` with :func:`kl_similarity`:
+    another symmetric score (unisent's ``kl_symmetric`` before it followed the authors); returns (n,).
+
+    It is not the authors' score (:func:`symmetric_kl_similarity` averages the divergences instead);
+    both are symmetric and rank pairs alike when the two divergences are close.
+    """
+    return 0.5 * (kl_similarity(a, b, reduction) + kl_similarity(b, a, reduction))
 
 
 @dataclass(frozen=True)

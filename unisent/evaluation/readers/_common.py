@@ -1,16 +1,18 @@
-"""Record types and file helpers shared by the benchmark readers.
+"""Record types and the file dialects shared by the benchmark readers.
 
 Every reader returns plain Python lists inside a small dataclass, raises :class:`FileNotFoundError`
 naming the missing path, and raises :class:`DataFormatError` naming the file, the line and the field of a
-malformed record.
+malformed record. The files are read by :func:`unisent.io.iter_records`; this module only names the
+benchmark layouts (one text per line; tab-separated fields without a header, quotes taken literally).
 """
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ...io import RecordError, iter_records, require_file
 
 __all__ = [
     "BuccCorpus",
@@ -26,20 +28,9 @@ __all__ = [
 ]
 
 
-class DataFormatError(ValueError):
-    """A record of a benchmark file does not have the expected layout.
-
-    Args:
-        path: the file being read.
-        line: 1-based line number of the bad record (0 when the problem concerns the whole file).
-        message: what is wrong, naming the field.
-    """
-
-    def __init__(self, path: str | Path, line: int, message: str) -> None:
-        self.path = Path(path)
-        self.line = line
-        where = f"{self.path}, line {line}" if line else str(self.path)
-        super().__init__(f"{where}: {message}")
+#: A record of a benchmark file does not have the expected layout: ``DataFormatError(path, line,
+#: message)``, line 0 for a problem of the whole file (the I/O layer's :class:`unisent.io.RecordError`).
+DataFormatError = RecordError
 
 
 @dataclass
@@ -50,11 +41,14 @@ class ScoredPairs:
         sentences1: first sentence of each pair.
         sentences2: second sentence of each pair.
         scores: gold similarity of each pair.
+        unscored: rows of the file that have no gold score and were skipped (STS16's and STS17
+            tr-en's unannotated pairs), as the benchmarks' own loaders skip them.
     """
 
     sentences1: list[str] = field(default_factory=list)
     sentences2: list[str] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
+    unscored: int = 0
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -124,52 +118,38 @@ class BuccCorpus:
     gold: list[tuple[str, str]] = field(default_factory=list)
 
 
-def require_file(path: str | Path) -> Path:
-    """Return ``path`` as a :class:`Path`, raising :class:`FileNotFoundError` naming it if it is no file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"missing data file: {path}")
-    return path
-
-
 def read_lines(path: str | Path, encoding: str = "utf-8-sig") -> list[str]:
     """Read a text file into lines without their line terminators.
 
     Lines are split on ``\\n`` only (``\\r\\n`` is handled), never on the Unicode separators that
     :meth:`str.splitlines` also honours: some Latin-1 SentEval files contain byte ``0x85`` inside a line.
-    One trailing empty line (a final newline) is dropped; blank lines inside the file are kept so that
-    line-aligned files stay aligned.
+    A final newline adds no empty line; blank lines inside the file are kept so that line-aligned files
+    stay aligned.
 
     Args:
         path: the file.
-        encoding: text encoding; the default ``utf-8-sig`` also strips a byte-order mark.
+        encoding: text encoding; a UTF-8 byte-order mark is dropped.
 
     Returns:
         The lines of the file.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        DataFormatError: a line cannot be decoded (named).
     """
-    path = require_file(path)
-    try:
-        text = path.read_bytes().decode(encoding)
-    except UnicodeDecodeError as err:
-        line = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise DataFormatError(path, line, f"not valid {encoding}: {err.reason}") from err
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [record.data["text"] for record in iter_records(path, "txt", encoding=encoding)]
 
 
 def iter_tsv_rows(path: str | Path, encoding: str = "utf-8-sig") -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(line_number, fields)`` for each line of a tab-separated file, quotes taken literally.
-
-    Uses :mod:`csv` with ``QUOTE_NONE`` so that a ``"`` inside a sentence is kept as text.
+    """Yield ``(line_number, fields)`` for each line of a tab-separated file without a header, quotes
+    taken literally (so that a ``"`` inside a sentence is kept as text); a blank line gives ``[]``.
 
     Args:
         path: the file.
         encoding: text encoding.
     """
-    lines = read_lines(path, encoding)
-    yield from enumerate(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE), start=1)
+    for record in iter_records(path, "tsv", header=False, quoting=False, blank_lines="keep", encoding=encoding):
+        yield record.line, record.data or []
 
 
 def parse_float(value: str, path: str | Path, line: int, field_name: str) -> float:

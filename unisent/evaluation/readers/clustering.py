@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ...io import iter_records
 from ._common import DataFormatError, LabeledTexts, read_lines
 
 __all__ = ["read_labeled_jsonl", "read_labeled_tsv", "read_mewsc16", "read_text_and_labels"]
@@ -71,18 +71,9 @@ def read_labeled_jsonl(path: str | Path, text_key: str = "text", label_key: str 
         The texts and their labels (labels converted to strings).
     """
     data = LabeledTexts()
-    for line, text in enumerate(read_lines(path), start=1):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(path, line, f"not a JSON object: {err.msg}") from None
-        for key in (text_key, label_key):
-            if not isinstance(record, dict) or key not in record:
-                raise DataFormatError(path, line, f"field {key!r} is missing")
-        data.texts.append(str(record[text_key]).strip())
-        data.labels.append(str(record[label_key]))
+    for record in iter_records(path, "jsonl", fields=[text_key, label_key], blank_lines="skip", encoding="utf-8-sig"):
+        data.texts.append(str(record.data[text_key]).strip())
+        data.labels.append(str(record.data[label_key]))
     return data
 
 

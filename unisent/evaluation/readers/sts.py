@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from ...io import iter_records
 from ._common import (
     DataFormatError,
     LabeledPairs,
@@ -51,7 +51,7 @@ def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPa
     """Read one STS12-16 (or original STS17) subset: ``STS.input.<name>.txt`` and ``STS.gs.<name>.txt``.
 
     The input file has one tab-separated sentence pair per line, the gold file one score per line. A pair
-    whose gold line is blank has no score and is skipped, as SentEval does.
+    whose gold line is blank has no score and is skipped, as SentEval does (counted in ``unscored``).
 
     Args:
         input_path: the ``STS.input.*`` file.
@@ -69,6 +69,7 @@ def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPa
     data = ScoredPairs()
     for (line, row), score in zip(inputs, gold):
         if not score.strip():
+            data.unscored += 1
             continue
         if len(row) < 2:
             raise DataFormatError(
@@ -87,11 +88,20 @@ def read_sts17(path: str | Path) -> ScoredPairs:
     ``STS.input.track5.en-en.txt`` with the score in a third column). A two-column original SemEval
     file is read with its ``STS.gs.*`` twin in the same folder.
 
+    A row whose score field is empty (or absent) has no gold score: it is skipped and counted in
+    ``unscored``, as SentEval's STS loader and MTEB's STS17 do. The public ``track6.tr-en`` file has 500
+    rows of which the last 250 are such rows, so tr-en is scored on its 250 annotated pairs. Every other
+    row must have two sentences and a number, or the file is an error naming the line.
+
     Args:
         path: the ``STS.input.*`` file.
 
     Returns:
         The scored pairs.
+
+    Raises:
+        DataFormatError: a row with fewer than two sentences, a score that is not a number, or a file
+            without a single scored row.
     """
     path = require_file(path)
     rows = list(iter_tsv_rows(path))
@@ -102,13 +112,18 @@ def read_sts17(path: str | Path) -> ScoredPairs:
         return read_senteval_sts(path, gold)
     data = ScoredPairs()
     for line, row in rows:
-        if len(row) < 3:
+        if len(row) < 2:
             raise DataFormatError(
                 path, line, f"expected sentence1, sentence2 and score, got {len(row)} fields"
             )
+        if len(row) == 2 or not row[2].strip():
+            data.unscored += 1
+            continue
         data.scores.append(parse_float(row[2], path, line, "score (field 3)"))
         data.sentences1.append(row[0].strip())
         data.sentences2.append(row[1].strip())
+    if not data.scores:
+        raise DataFormatError(path, 0, f"no row has a gold score ({data.unscored} rows without one)")
     return data
 
 
@@ -121,9 +136,9 @@ def read_stsb_multi(path: str | Path) -> ScoredPairs:
     Returns:
         The pairs with their 0-5 gold scores.
     """
-    lines = read_lines(path)
     data = ScoredPairs()
-    for line, row in enumerate(csv.reader(lines), start=1):
+    for record in iter_records(path, "csv", header=False, blank_lines="keep", encoding="utf-8-sig"):
+        line, row = record.line, record.data or []
         if len(row) != 3:
             raise DataFormatError(path, line, f"expected 3 comma-separated fields, got {len(row)}")
         data.scores.append(parse_float(row[2], path, line, "score (field 3)"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Source, Task
+from .base import LoadedData, Source, Task, use_loaded
 from .clustering import BuccTask, ClusteringTask, TatoebaTask
 from .nli import EntailmentDirectionTask, NLIThresholdTask
 from .registry import GROUPS, TASKS, get_task, register_task, resolve_tasks, task_names_summary
@@ -17,6 +17,7 @@ __all__ = [
     "ClusteringTask",
     "CrossValidatedProbeTask",
     "EntailmentDirectionTask",
+    "LoadedData",
     "NLIThresholdTask",
     "STSSubsetsTask",
     "STSTask",
@@ -31,4 +32,5 @@ __all__ = [
     "resolve_tasks",
     "score_pairs",
     "task_names_summary",
+    "use_loaded",
 ]

@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..encoding import Embedder, SentenceModel
 
-__all__ = ["Source", "Task"]
+__all__ = ["LoadedData", "Source", "Task", "use_loaded"]
+
+#: what :meth:`Source.load` returns instead of reading again, while :func:`use_loaded` is active
+LoadedData = dict[tuple["Source", Path], Any]
+_LOADED: ContextVar[LoadedData | None] = ContextVar("unisent_evaluation_loaded", default=None)
+
+
+@contextmanager
+def use_loaded(loaded: LoadedData) -> Iterator[LoadedData]:
+    """Make :meth:`Source.load` return already-read data: ``loaded[(source, data_dir)]``.
+
+    The runner reads (and so checks) every file of every selected task before it encodes anything,
+    and then runs the tasks inside this context, so that each file is read once per run and a task's
+    ``evaluate`` finds its data already parsed. Tasks must not modify the data they are given.
+
+    Args:
+        loaded: ``{(source, data_dir): data}`` as returned by :meth:`Source.read`.
+    """
+    token = _LOADED.set(loaded)
+    try:
+        yield loaded
+    finally:
+        _LOADED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -25,9 +49,19 @@ class Source:
     files: tuple[str, ...]
     reader: Callable[..., Any]
 
-    def load(self, data_dir: Path) -> Any:
-        """Read the data of this source under ``data_dir``."""
+    def read(self, data_dir: str | Path) -> Any:
+        """Read (and so check every row of) the data of this source under ``data_dir``."""
+        data_dir = Path(data_dir)
         return self.reader(*(data_dir / name for name in self.files))
+
+    def load(self, data_dir: str | Path) -> Any:
+        """The data of this source under ``data_dir``: read now, or taken from :func:`use_loaded`."""
+        loaded = _LOADED.get()
+        if loaded is not None:
+            key = (self, Path(data_dir))
+            if key in loaded:
+                return loaded[key]
+        return self.read(data_dir)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +92,12 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
-        """Score the embedder's model; ``data_dir`` is already checked to hold every file."""
+        """Score the embedder's model; ``data_dir`` is already checked to hold every file.
+
+        Read the data with ``source.load(data_dir)`` for each of :meth:`sources`: in a run of
+        :func:`unisent.evaluation.evaluate` it returns the data that was read (and checked) before
+        anything was encoded.
+        """
 
     def files(self) -> tuple[str, ...]:
         """Every file the task reads, relative to the data directory."""
@@ -75,6 +114,28 @@ class Task(ABC):
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise FileNotFoundError(f"task {self.name!r}: missing data file {missing[0]}{more}")
+
+    def read_sources(self, data_dir: str | Path, loaded: LoadedData | None = None) -> LoadedData:
+        """Read every source of the task (every row of every file is checked; nothing is encoded).
+
+        Args:
+            data_dir: root of the data layout.
+            loaded: data read before (sources shared with other tasks are not read again); the new
+                data is added to it.
+
+        Returns:
+            ``loaded`` (or a new dict) with ``(source, data_dir) -> data`` for each source of the task.
+
+        Raises:
+            FileNotFoundError, DataFormatError: the first missing or malformed file.
+        """
+        loaded = {} if loaded is None else loaded
+        data_dir = Path(data_dir)
+        for source in self.sources():
+            key = (source, data_dir)
+            if key not in loaded:
+                loaded[key] = source.read(data_dir)
+        return loaded
 
     def run(
         self,
@@ -97,5 +158,7 @@ class Task(ABC):
         """
         data_dir = Path(data_dir)
         self.check_files(data_dir)
+        loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
         embedder = embedder or Embedder(model, batch_size)
-        return self.evaluate(embedder, data_dir)
+        with use_loaded(loaded):
+            return self.evaluate(embedder, data_dir)

@@ -64,14 +64,23 @@ STS17_FILES: dict[str, str] = {
     "nl-en": "STS.input.extended.nl-en.txt",
 }
 STSB_MULTI_LANGS = ("de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
-# EASE's layout of the short-text clustering sets: name -> (reader, files under clustering/stc/).
+# The eight short-text clustering sets of the EASE paper, in the layout of EASE's
+# downstreams/text-clustering/data/monolingual_benchmark/ (its dataset_loader.py reads each file the same
+# way): name -> (reader, files under clustering/stc/, optional). GoogleNews-S/-T/-TS (snippet, title,
+# title + snippet) are `label<TAB>text` lines like AgNews; they are optional because the shared data
+# bundle does not carry them.
 STC_SETS = {
-    "agnews": (read_labeled_tsv, ("agnews.txt",)),
-    "searchsnippets": (read_text_and_labels, ("searchsnippets.txt", "searchsnippets_label.txt")),
-    "stackoverflow": (read_text_and_labels, ("stackoverflow.txt", "stackoverflow_label.txt")),
-    "biomedical": (read_text_and_labels, ("biomedical.txt", "biomedical_label.txt")),
-    "tweet": (read_labeled_jsonl, ("tweet.txt",)),
+    "agnews": (read_labeled_tsv, ("agnews.txt",), False),
+    "searchsnippets": (read_text_and_labels, ("searchsnippets.txt", "searchsnippets_label.txt"), False),
+    "stackoverflow": (read_text_and_labels, ("stackoverflow.txt", "stackoverflow_label.txt"), False),
+    "biomedical": (read_text_and_labels, ("biomedical.txt", "biomedical_label.txt"), False),
+    "tweet": (read_labeled_jsonl, ("tweet.txt",), False),
+    "googlenews-s": (read_labeled_tsv, ("s.txt",), True),
+    "googlenews-t": (read_labeled_tsv, ("t.txt",), True),
+    "googlenews-ts": (read_labeled_tsv, ("ts.txt",), True),
 }
+STC_TITLES = {"googlenews-s": "GoogleNews-S (snippet)", "googlenews-t": "GoogleNews-T (title)",
+              "googlenews-ts": "GoogleNews-TS (title and snippet)"}
 MEWSC16_LANGS = (
     "ar",
     "ca",
@@ -203,12 +212,14 @@ def _multilingual_sts_tasks() -> None:
 
 
 def _clustering_tasks() -> None:
-    for name, (reader, files) in STC_SETS.items():
+    for name, (reader, files, optional) in STC_SETS.items():
         register_task(
             ClusteringTask(
                 name=f"stc-{name}",
                 group="stc",
-                description=f"{name} short-text clustering, K-means accuracy x100 (mean of 3 seeds)",
+                description=f"{STC_TITLES.get(name, name)} short-text clustering, K-means accuracy x100 "
+                "(mean of 3 seeds)",
+                optional=optional,
                 source=Source(tuple(f"clustering/stc/{f}" for f in files), reader),
             )
         )

@@ -1,0 +1,193 @@
+"""One pattern for unisent's own commands: a typed function is the command.
+
+Every non-Lightning command (``unisent evaluate``, ``export``, ``encode``, each ``unisent data``
+builder, ``python -m unisent.amr.retrofit``) is a plain function whose signature and Google-style
+docstring are its schema, turned into a :class:`jsonargparse.ArgumentParser` by :func:`command_parser`.
+So every command has the ``--help``, ``--config FILE.yaml`` and ``--print_config`` of the Lightning
+commands (which are jsonargparse too), and can also be called from Python with the same arguments.
+
+How a signature becomes options (the argparse spellings that the docs used keep working):
+
+- a parameter before ``*`` without a default is positional (``unisent export SOURCE``); every other
+  parameter is an option ``--name`` (``required`` when it has no default). An underscored name is
+  also accepted with dashes: ``--batch_size`` and ``--batch-size``; config files use the
+  underscored key, as ``--print_config`` writes it.
+- ``bool`` is a flag pair: ``--normalize`` / ``--no_normalize`` (``--no-normalize``), so a
+  parameter ``verify: bool = True`` gives ``--no-verify``.
+- ``list[str]`` takes one or more values and may be repeated: ``--input A B --input C``.
+- ``Literal[...]`` lists its choices; other type hints are checked by jsonargparse.
+
+Errors: a bad option or config value prints one line (``unisent encode: error: ...``, naming the
+option or key, and the config file when ``--config`` was given) and exits with status 2; an error of
+the command itself (a missing file, a malformed line: ``OSError``/``ValueError``/``ImportError``)
+prints ``unisent encode: error: <message>`` and exits with status 1.
+
+Why not ``jsonargparse.CLI``/``add_function_arguments``: they read the same signature, but give
+``bool`` a mandatory value (``--normalize true``), take a list only as one ``[a, b]`` value and make
+every required parameter positional, which would change the documented invocations; the mapping
+above is the few lines of difference, on jsonargparse's own parser, actions and type checking.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser
+
+__all__ = ["CommandFailed", "UsageError", "add_function", "call", "command_parser", "fail", "parse", "run_command", "summary"]
+
+#: errors of a command's own work that are reported as one line with exit status 1
+COMMAND_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError)
+
+
+class CommandFailed(Exception):
+    """Raised by a command for a failure that is not an ``OSError``/``ValueError``/``ImportError``
+    but should be reported in one line all the same (status 1)."""
+
+
+class UsageError(Exception):
+    """Raised by a command for a combination of options that its signature cannot express
+    (``evaluate`` without ``--model`` or ``--list``): reported as a usage error (status 2)."""
+
+
+def summary(function: Callable) -> str:
+    """The first line of ``function``'s docstring (the one-line help of a command)."""
+    return (inspect.getdoc(function) or "").strip().split("\n")[0]
+
+
+def _docstring(function: Callable) -> tuple[str, dict[str, str]]:
+    from docstring_parser import parse as parse_docstring
+
+    doc = parse_docstring(inspect.getdoc(function) or "")
+    description = "\n\n".join(part for part in (doc.short_description, doc.long_description) if part)
+    return description, {p.arg_name: (p.description or "").replace("\n", " ") for p in doc.params}
+
+
+def _list_item(hint: Any) -> Any | None:
+    """``list[X]`` or ``Optional[list[X]]`` -> ``X``, else ``None``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if _is_optional(hint) else [hint]
+    if len(args) == 1 and typing.get_origin(args[0]) is list:
+        (item,) = typing.get_args(args[0]) or (str,)
+        return item
+    return None
+
+
+def _is_optional(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)
+
+
+class _Flag(ActionYesNo):
+    """:class:`ActionYesNo` (``--x`` / ``--no_x``) that also reads the dashed ``--no-x`` as the no-form."""
+
+    def __call__(self, *args, **kwargs):
+        if len(args) >= 4 and isinstance(args[3], str) and args[3].startswith("--"):
+            args = (*args[:3], "--" + args[3][2:].replace("-", "_"), *args[4:])
+        return super().__call__(*args, **kwargs)
+
+
+def _add_dashed_aliases(parser: ArgumentParser, action) -> None:
+    """Accept ``--batch-size`` for ``--batch_size`` (argparse's own spelling of the old commands).
+
+    The alias goes into the parser's option table as argparse's ``add_argument`` does it for a
+    second option string; done after the fact because :class:`ActionYesNo` derives its ``--no_x``
+    option from the first option string."""
+    for option in list(action.option_strings):
+        dashed = "--" + option[2:].replace("_", "-")
+        if option.startswith("--") and dashed != option and dashed not in parser._option_string_actions:
+            action.option_strings.append(dashed)
+            parser._option_string_actions[dashed] = action
+
+
+def add_function(parser: ArgumentParser, function: Callable) -> None:
+    """Add one argument per parameter of ``function`` to ``parser`` (the rules in the module docstring)."""
+    hints = typing.get_type_hints(function)
+    _, helps = _docstring(function)
+    for name, param in inspect.signature(function).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"{function.__qualname__}: *{name} cannot be a command-line argument")
+        hint = hints.get(name, str)
+        required = param.default is inspect.Parameter.empty
+        kwargs: dict[str, Any] = {"help": helps.get(name) or None}
+        item = _list_item(hint)
+        if required and param.kind is not param.KEYWORD_ONLY:
+            if item is not None:
+                kwargs.update(type=item, nargs="+")
+            else:
+                kwargs["type"] = hint
+            parser.add_argument(name, **kwargs)
+            continue
+        if hint is bool:
+            kwargs.update(action=_Flag, default=bool(param.default) if not required else False)
+        elif item is not None:
+            kwargs.update(type=item, nargs="+" if required else "*", action="extend")
+        else:
+            kwargs["type"] = hint
+        if required:
+            kwargs["required"] = True
+        elif hint is not bool:
+            kwargs["default"] = param.default
+        action = parser.add_argument(f"--{name}", **kwargs)
+        _add_dashed_aliases(parser, action)
+
+
+def command_parser(function: Callable, prog: str, description: str | None = None) -> ArgumentParser:
+    """A jsonargparse parser for ``function`` with ``--config`` and ``--print_config``.
+
+    Args:
+        function: the command; its docstring's summary and description are the ``--help`` text
+            unless ``description`` is given.
+        prog: the command line that runs it, e.g. ``unisent encode``.
+    """
+    text, _ = _docstring(function)
+    parser = ArgumentParser(prog=prog, description=description or text, exit_on_error=False, env_prefix=False)
+    parser.add_argument("-c", "--config", action=ActionConfigFile,
+                        help="a YAML file of these options (keys as --print_config writes them); repeatable")
+    add_function(parser, function)
+    return parser
+
+
+def fail(prog: str, message: str, argv: Sequence[str] = ()) -> NoReturn:
+    """A usage error: print ``PROG: error: MESSAGE`` on one line (naming the config files of
+    ``argv``) and exit with status 2, as argparse does but without the usage block."""
+    text = " ".join(line.strip() for line in str(message).strip().splitlines() if line.strip())
+    configs = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in ("-c", "--config")]
+    configs += [word.split("=", 1)[1] for word in argv if word.startswith("--config=")]
+    if configs:
+        text += f" (config: {', '.join(configs)})"
+    print(f"{prog}: error: {text}; see {prog} --help", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse(parser: ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
+    """Parse ``argv`` (``--help``/``--print_config`` print and exit 0); a bad option or value -> :func:`fail`."""
+    from jsonargparse import ArgumentError
+
+    argv = list(argv)
+    try:
+        config = parser.parse_args(argv)
+    except ArgumentError as err:
+        fail(parser.prog, str(err), argv)
+    values = config.as_dict()
+    values.pop("config", None)
+    return values
+
+
+def run_command(function: Callable, argv: Sequence[str], prog: str) -> Any:
+    """Parse ``argv`` for ``function`` and call it; its ``OSError``/``ValueError``/``ImportError`` (and
+    :class:`CommandFailed`) exit with ``PROG: error: MESSAGE`` and status 1."""
+    values = parse(command_parser(function, prog), argv)
+    return call(function, values, prog)
+
+
+def call(function: Callable, values: dict[str, Any], prog: str) -> Any:
+    """``function(**values)``, its expected errors reported by :func:`fail` with status 1."""
+    try:
+        return function(**values)
+    except UsageError as err:
+        fail(prog, str(err))
+    except (*COMMAND_ERRORS, CommandFailed) as err:
+        sys.exit(f"{prog}: error: {err or type(err).__name__}")  # the message on stderr, status 1

@@ -1,0 +1,367 @@
+"""The resumable step engine of ``unisent data ease-wikipedia``: extract, count, records.
+
+Each step reads the files of the step before it under the output directory and writes its own; a
+step whose outputs exist (made with the same options) is skipped, and a step that runs removes the
+outputs of the later steps that it invalidates.
+
+1. :func:`extract_step`: dump -> ``sentences.jsonl`` + ``redirects.tsv``. It appends to per-step
+   partial files (``*.part``) page by page and records, after every article, the pages done and the
+   part sizes in ``extract.json``; a killed run is resumed by truncating the parts to those sizes and
+   skipping the pages done. The parts are renamed into place when the dump is exhausted. Partial files
+   that grow over hours cannot go through :func:`unisent.io.atomic_write` (a temporary file replaced
+   at the end); every other file is written through it.
+2. :func:`count_step`: ``sentences.jsonl`` -> ``counts.tsv``.
+3. :func:`records_step`: ``sentences.jsonl`` + ``counts.tsv`` (+ Wikidata map, type table) ->
+   ``records.jsonl``, ``entities.tsv``, ``stats.json``; ``records.jsonl`` is written last, so its
+   presence means the step finished.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ....io import atomic_write, iter_records
+from .dump import iter_dump
+from .sentences import SentenceSplitter, init_worker, process_article
+from .tables import HardNegativeSampler, read_counts, read_redirects, read_title_map, read_types, resolver
+from .wikitext import normalize_title
+
+__all__ = ["EXTRACT_FILES", "COUNT_FILES", "RECORD_FILES", "extract_step", "count_step", "records_step",
+           "ease_wikipedia", "remove_outputs", "iter_pages"]
+
+EXTRACT_FILES = ("sentences.jsonl", "redirects.tsv", "extract.json")
+COUNT_FILES = ("counts.tsv",)
+RECORD_FILES = ("records.jsonl", "entities.tsv", "stats.json")
+
+
+def _write_text(path: Path, text: str) -> None:
+    with atomic_write(path) as fh:
+        fh.write(text)
+
+
+def remove_outputs(out: Path, names: Iterable[str]) -> list[str]:
+    """Delete the step files ``names`` under ``out``, with their partial files (``*.part``) and the
+    temporary files of a write that was killed (``.<name>.*.tmp``, and ``<name>.tmp`` of older
+    versions); returns the names removed."""
+    removed = []
+    for name in names:
+        for p in (out / name, out / (name + ".part"), out / (name + ".tmp"), *out.glob(f".{name}.*.tmp")):
+            if p.exists():
+                p.unlink()
+                removed.append(p.name)
+    return removed
+
+
+def iter_pages(path: Path) -> Iterator[dict]:
+    """The pages of ``sentences.jsonl``, one ``{"page", "sentences", "page_links"}`` at a time."""
+    for record in iter_records(path, "jsonl"):
+        yield record.data
+
+
+def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitter_language: str | None = None,
+                 min_sentence_chars: int = 20, max_pages: int | None = None, workers: int = 1, log=print,
+                 _page_hook=None) -> dict:
+    """Dump -> ``sentences.jsonl`` + ``redirects.tsv`` (+ ``extract.json``: parameters, pages done,
+    counts). Resumable: appends per page to ``*.part`` files, and ``extract.json`` records the pages
+    done and the part sizes after each page; a re-run truncates the parts to those sizes and continues
+    after the last completed page. When the dump is exhausted (or ``max_pages`` articles are done) the
+    parts are renamed into place. A finished extraction is reused unless it stopped at a smaller
+    ``max_pages`` than asked, in which case it is extended. ``workers`` > 1 parses pages in that many
+    processes (in batches, written in dump order: the output does not depend on ``workers``).
+
+    Returns ``{"ran": bool, **progress}``.
+    """
+    dump = Path(dump)
+    out = Path(out)
+    if not dump.is_file():
+        raise FileNotFoundError(f"dump not found: {dump}")
+    splitter_language = splitter_language or language
+    SentenceSplitter(splitter_language)  # fail early on a language without rules
+    out.mkdir(parents=True, exist_ok=True)
+    params = {"input_name": dump.name, "input_bytes": dump.stat().st_size, "language": language,
+              "splitter_language": splitter_language, "min_sentence_chars": min_sentence_chars}
+    prog_path = out / "extract.json"
+    final = {"sentences": out / "sentences.jsonl", "redirects": out / "redirects.tsv"}
+    part = {k: p.with_name(p.name + ".part") for k, p in final.items()}
+
+    progress = None
+    if prog_path.exists():
+        progress = json.loads(prog_path.read_text(encoding="utf-8"))
+        if progress.get("params") != params:
+            raise ValueError(
+                f"{prog_path}: the existing extraction was made with {progress.get('params')}, "
+                f"not {params}; re-run with the same options or with --overwrite"
+            )
+        complete = all(p.exists() for p in final.values())
+        if complete and (progress["exhausted"] or (max_pages is not None and progress["articles"] >= max_pages)):
+            log(f"extract: {final['sentences']} exists ({progress['articles']} articles, "
+                f"{progress['stats'].get('sentences', 0)} sentences); skipping (--overwrite to redo)")
+            return {"ran": False, **progress}
+        if complete:  # stopped at a smaller --max-pages: extend it (the finished files become parts again)
+            for k in final:
+                os.replace(final[k], part[k])
+        elif not all(p.exists() for p in part.values()):
+            progress = None  # parts lost: start over
+    if progress is None:
+        progress = {"params": params, "pages_seen": 0, "articles": 0, "exhausted": False,
+                    "bytes": {"sentences": 0, "redirects": 0}, "stats": {}}
+        for p in part.values():
+            p.write_bytes(b"")
+    else:
+        log(f"extract: resuming after {progress['pages_seen']} pages ({progress['articles']} articles)")
+    removed = remove_outputs(out, COUNT_FILES + RECORD_FILES)
+    if removed:
+        log(f"extract: removed outputs of later steps that it invalidates: {', '.join(removed)}")
+    for k, p in part.items():  # drop whatever a killed run wrote after its last completed page
+        with p.open("r+b") as fh:
+            fh.truncate(progress["bytes"][k])
+
+    stats = Counter(progress["stats"])
+    fhs = {k: p.open("ab") for k, p in part.items()}
+    pool = None
+    exhausted = True
+    planned = progress["articles"]  # articles handed out, for --max-pages
+
+    def write(batch: list, results: Iterator) -> None:
+        for k, (index, title, kind, redirect) in enumerate(batch):
+            if _page_hook is not None:
+                _page_hook(title)
+            if kind == "redirect":
+                stats["redirects"] += 1
+                if redirect:
+                    fhs["redirects"].write(f"{normalize_title(title)}\t{normalize_title(redirect)}\n".encode())
+            elif kind == "other":
+                stats["non_article_pages"] += 1
+            else:
+                sentences, page_links, page_stats = next(results)
+                stats.update(page_stats)
+                progress["articles"] += 1
+                if sentences:
+                    line = {"page": title, "sentences": sentences, "page_links": page_links}
+                    fhs["sentences"].write((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+                else:
+                    stats["articles_without_sentences"] += 1
+            progress["pages_seen"] = index
+            if kind == "article" or k == len(batch) - 1:  # the progress file follows every article
+                for key, fh in fhs.items():
+                    fh.flush()
+                    progress["bytes"][key] = fh.tell()
+                progress["stats"] = dict(stats)
+                _write_text(prog_path, json.dumps(progress))
+
+    def flush(batch: list, texts: list) -> None:
+        if pool is None:
+            results = (process_article(t) for t in texts)
+        else:
+            results = iter(pool.map(process_article, texts, chunksize=max(1, len(texts) // (4 * workers))))
+        write(batch, results)
+        batch.clear()
+        texts.clear()
+
+    try:
+        index = 0
+        batch: list = []
+        texts: list = []
+        batch_articles = 1 if workers <= 1 else 32 * workers
+        namespaces: dict[str, int] = {}
+        init_worker(splitter_language, min_sentence_chars, namespaces)
+        for kind, value in iter_dump(dump, skip=progress["pages_seen"]):
+            if kind == "namespaces":  # the dump's <siteinfo>, before its pages
+                namespaces = value
+                init_worker(splitter_language, min_sentence_chars, namespaces)
+                continue
+            index += 1
+            if kind == "skipped":  # done by the run that is resumed
+                continue
+            if pool is None and workers > 1:
+                pool = multiprocessing.Pool(workers, init_worker, (splitter_language, min_sentence_chars, namespaces))
+            if max_pages is not None and planned >= max_pages:
+                exhausted = False
+                break
+            title, ns, redirect, text = value
+            if redirect is not None or text.lstrip()[:9].upper() == "#REDIRECT":
+                batch.append((index, title, "redirect", redirect if ns == 0 else None))
+            elif ns != 0:
+                batch.append((index, title, "other", None))
+            else:
+                batch.append((index, title, "article", None))
+                texts.append(text)
+                planned += 1
+            if len(texts) >= batch_articles or len(batch) >= 64 * batch_articles:
+                flush(batch, texts)
+        flush(batch, texts)
+    finally:
+        if pool is not None:
+            pool.terminate()
+        for fh in fhs.values():
+            fh.close()
+    progress["exhausted"] = exhausted
+    progress["stats"] = dict(stats)
+    for k in final:  # the parts are complete: rename them into place (written, so not atomic_write)
+        os.replace(part[k], final[k])
+    _write_text(prog_path, json.dumps(progress, indent=1))
+    log(f"extract: {progress['articles']} articles, {stats['sentences']} sentences -> {final['sentences']}"
+        + ("" if exhausted else f" (stopped at --max-pages {max_pages})"))
+    return {"ran": True, **progress}
+
+
+def _file_id(path: str | Path | None) -> dict | None:
+    """Path, size and modification time: a changed table makes the records step run again."""
+    if path is None:
+        return None
+    st = Path(path).stat()
+    return {"path": str(path), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def count_step(out: str | Path, log=print) -> dict[str, int]:
+    """``sentences.jsonl`` -> ``counts.tsv`` (``title<TAB>count``, header, most linked first): how often
+    each (redirect-resolved) title is linked from a kept sentence."""
+    out = Path(out)
+    path = out / "counts.tsv"
+    if path.exists():
+        log(f"count: {path} exists; skipping (--overwrite to redo)")
+        return read_counts(path)
+    remove_outputs(out, RECORD_FILES)
+    resolve = resolver(read_redirects(out / "redirects.tsv"))
+    counts: Counter = Counter()
+    for page in iter_pages(out / "sentences.jsonl"):
+        for sent in page["sentences"]:
+            counts.update(resolve(t) for _, _, t in sent["links"])
+    with atomic_write(path) as writer:
+        writer.write("title\tcount\n")
+        for title, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])):
+            writer.write(f"{title}\t{n}\n")
+    log(f"count: {len(counts)} linked titles, {sum(counts.values())} links -> {path}")
+    return dict(counts)
+
+
+def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | None = None,
+                 types: str | None = None, seed: int = 0, language: str = "en", log=print) -> dict:
+    """``sentences.jsonl`` + ``counts.tsv`` -> ``records.jsonl``, ``entities.tsv``, ``stats.json``.
+
+    Entities: titles linked more than ``min_link_count`` times; with ``wikidata_map`` their Wikidata
+    ids (links to titles without one are dropped). Hard negatives (``types``: ``entity<TAB>type`` in
+    the output id space): an entity of the positive's type, not linked from the same page (nor the
+    page itself), drawn with ``seed``; candidates are the entities of the output."""
+    out = Path(out)
+    params = {"min_link_count": min_link_count, "wikidata_map": _file_id(wikidata_map), "types": _file_id(types),
+              "seed": seed, "language": language}
+    paths = {name: out / name for name in RECORD_FILES}
+    if all(p.exists() for p in paths.values()):
+        old = json.loads(paths["stats.json"].read_text(encoding="utf-8"))
+        if old.get("params") == params:
+            log(f"records: {paths['records.jsonl']} exists; skipping (--overwrite to redo)")
+            return old
+        changed = [k for k in params if (old.get("params") or {}).get(k) != params[k]]
+        log(f"records: {paths['records.jsonl']} was built with other options ({', '.join(changed)}); rebuilding")
+    title_to_qid = read_title_map(wikidata_map) if wikidata_map else None
+    type_table = read_types(types, normalize=title_to_qid is None) if types else None
+    counts = read_counts(out / "counts.tsv")
+    resolve = resolver(read_redirects(out / "redirects.tsv"))
+
+    # entity ids of the kept titles; an id's title is its most linked title
+    id_of: dict[str, str] = {}
+    entity_count: Counter = Counter()
+    entity_title: dict[str, str] = {}
+    for title, n in counts.items():  # most linked first
+        if n <= min_link_count:
+            continue
+        eid = title if title_to_qid is None else title_to_qid.get(title)
+        if eid is None:
+            continue
+        id_of[title] = eid
+        entity_count[eid] += n
+        entity_title.setdefault(eid, title)
+
+    sampler = HardNegativeSampler(type_table, id_of.values(), seed) if type_table else None
+    stats: Counter = Counter()
+    used: set[str] = set()
+    # records.jsonl is replaced last (when this block ends): its presence means the step finished
+    with atomic_write(paths["records.jsonl"]) as writer:
+        for page in iter_pages(out / "sentences.jsonl"):
+            excluded = {id_of[t] for t in map(resolve, page["page_links"] + [normalize_title(page["page"])]) if t in id_of}
+            for sent in page["sentences"]:
+                entities: list[str] = []
+                for _, _, title in sent["links"]:
+                    title = resolve(title)
+                    if counts.get(title, 0) <= min_link_count:
+                        stats["links_dropped_below_min_link_count"] += 1
+                    elif title not in id_of:
+                        stats["links_dropped_no_wikidata_id"] += 1
+                    elif id_of[title] in entities:
+                        stats["links_dropped_duplicate_in_sentence"] += 1
+                    else:
+                        entities.append(id_of[title])
+                stats["links_kept"] += len(entities)
+                if entities:
+                    stats["sentences_with_entities"] += 1
+                for eid in entities:
+                    negative = sampler(eid, excluded) if sampler else None
+                    record = {"text": sent["text"], "entity": eid, "hard_negative": negative,
+                              "language": language, "page": page["page"]}
+                    writer.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    stats["records"] += 1
+                    stats["records_with_hard_negative"] += negative is not None
+                    used.add(eid)
+                    if negative is not None:
+                        used.add(negative)
+        with atomic_write(paths["entities.tsv"]) as ents:
+            ents.write("id\ttitle\tcount\n")
+            for eid, n in sorted(entity_count.items(), key=lambda x: (-x[1], x[0])):
+                if eid in used:
+                    ents.write(f"{eid}\t{entity_title[eid]}\t{n}\n")
+        extract = json.loads((out / "extract.json").read_text(encoding="utf-8"))
+        ex = extract["stats"]
+        summary = {
+            "params": params,
+            "extract_params": extract["params"],
+            "pages": extract["pages_seen"],
+            "articles": extract["articles"],
+            "redirects": ex.get("redirects", 0),
+            "non_article_pages": ex.get("non_article_pages", 0),
+            "sentences": ex.get("sentences", 0),
+            "sentences_with_entities": stats["sentences_with_entities"],
+            "records": stats["records"],
+            "records_with_hard_negative": stats["records_with_hard_negative"],
+            "entities": len(used),
+            "linked_titles": len(counts),
+            "links_in_sentences": ex.get("links_in_sentences", 0),
+            "links_kept": stats["links_kept"],
+            "links_dropped": {
+                "below_min_link_count": stats["links_dropped_below_min_link_count"],
+                "no_wikidata_id": stats["links_dropped_no_wikidata_id"],
+                "duplicate_in_sentence": stats["links_dropped_duplicate_in_sentence"],
+                "in_dropped_sentence": ex.get("links_dropped_in_dropped_sentence", 0),
+                "crosses_sentence_boundary": ex.get("links_dropped_crosses_sentence_boundary", 0),
+                "non_article_target": ex.get("links_dropped_non_article_target", 0),
+            },
+        }
+        if type_table is not None:
+            summary["typed_entities"] = len(sampler.types)
+        _write_text(paths["stats.json"], json.dumps(summary, indent=1) + "\n")
+    log(f"records: {summary['records']} records ({summary['records_with_hard_negative']} with a hard negative), "
+        f"{summary['entities']} entities -> {paths['records.jsonl']}")
+    return summary
+
+
+def ease_wikipedia(dump: str | Path, out: str | Path, language: str = "en", splitter_language: str | None = None,
+                   min_sentence_chars: int = 20, max_pages: int | None = None, min_link_count: int = 10,
+                   wikidata_map: str | None = None, types: str | None = None, seed: int = 0,
+                   overwrite: bool = False, workers: int = 1, log=print) -> dict:
+    """The three steps; returns the contents of ``stats.json``."""
+    out = Path(out)
+    if not Path(dump).is_file():
+        raise FileNotFoundError(f"dump not found: {dump}")
+    for path, what in ((wikidata_map, "wikidata map"), (types, "types file")):
+        if path is not None and not Path(path).is_file():
+            raise FileNotFoundError(f"{what} not found: {path}")
+    if overwrite:
+        remove_outputs(out, EXTRACT_FILES + COUNT_FILES + RECORD_FILES)
+    extract_step(dump, out, language, splitter_language, min_sentence_chars, max_pages, workers=workers, log=log)
+    count_step(out, log=log)
+    return records_step(out, min_link_count, wikidata_map, types, seed, language, log=log)

@@ -1,0 +1,222 @@
+"""Wikitext -> plain-text lines with the character offsets of their article links.
+
+:func:`wikitext_to_lines` walks the node tree of `mwparserfromhell
+<https://mwparserfromhell.readthedocs.io>`_ (the maintained wikitext parser): the display text of
+links is kept, templates, refs, tables, files, categories, headings and comments are dropped, and
+every link to an article keeps its ``[start, end, title]`` span through the clean-up. The walk
+itself is ours: mwparserfromhell's ``strip_code`` gives the text but loses the link offsets that
+EASE needs, and MediaWiki's link trails (``[[icon]]s``) are a rendering rule it does not apply.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+
+from ._extra import require
+
+__all__ = ["normalize_title", "wikitext_to_lines", "Namespaces"]
+
+#: Namespace keys whose links are not shown in the text (files, media, categories).
+_HIDDEN_NS = {-2, 6, 14}
+#: English aliases that every wiki accepts besides its localised namespace names.
+_NS_ALIASES = {"image": 6, "image talk": 7, "media": -2, "file": 6, "category": 14, "project": 4, "wp": 4}
+#: Interwiki prefixes of the Wikimedia projects; such links keep their text but name no article.
+_INTERWIKI = {
+    "w", "wikipedia", "wikt", "wiktionary", "s", "wikisource", "q", "wikiquote", "b", "wikibooks", "n",
+    "wikinews", "v", "wikiversity", "voy", "wikivoyage", "species", "wikispecies", "d", "wikidata", "c",
+    "commons", "m", "meta", "metawikipedia", "mw", "mediawikiwiki", "foundation", "wmf", "phab", "outreach",
+}
+_LANG_PREFIX = re.compile(r"^[a-z]{2,3}(-[a-z]+)*$|^simple$")
+#: Tags whose content is not running text.
+_DROP_TAGS = {
+    "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "imagemap",
+    "syntaxhighlight", "source", "pre", "graph", "mapframe", "maplink", "templatedata", "templatestyles",
+    "hiero", "inputbox", "categorytree", "includeonly", "noinclude", "indicator", "section", "img", "style",
+    "script",
+}
+_CLEAN_DELETE = re.compile(r"'{2,}|__[A-Z]+__|\(\s*[,;:]?\s*\)|\[\s*\]")
+_NO_SPACE_BEFORE = set(",.;:!?)]")
+_NO_SPACE_AFTER = set("([")
+
+
+def normalize_title(title: str) -> str:
+    """A link target as a Wikipedia title: entities decoded, anchor dropped, underscores -> spaces,
+    whitespace collapsed, first letter upper-cased (``"computer_mouse#Usage"`` -> ``"Computer mouse"``)."""
+    title = html.unescape(title).split("#", 1)[0].replace("_", " ")
+    title = " ".join(title.split()).lstrip(":").strip()
+    return title[:1].upper() + title[1:]
+
+
+class Namespaces:
+    """Classifies link targets by their prefix: the dump's namespace names (``<siteinfo>``), the
+    English aliases every wiki accepts, interwiki and interlanguage prefixes."""
+
+    def __init__(self, names: dict[str, int] | None = None):
+        self.names = dict(_NS_ALIASES)
+        for name, key in (names or {}).items():
+            self.names[name.lower()] = key
+
+    def classify(self, target: str) -> str:
+        """``drop`` (file/category/interlanguage link: no text), ``text`` (shows text, names no article)
+        or ``entity``."""
+        visible = target.startswith(":")
+        t = target.lstrip(":").strip()
+        if not normalize_title(t):
+            return "text"  # [[#Section]]: a link inside the page
+        if ":" in t:
+            prefix = t.split(":", 1)[0].strip().replace("_", " ")
+            key = self.names.get(prefix.lower())
+            if key is not None:
+                return "drop" if key in _HIDDEN_NS and not visible else "text"
+            if prefix.lower() in _INTERWIKI:
+                return "text"
+            if _LANG_PREFIX.match(prefix):
+                return "text" if visible else "drop"
+        return "entity"
+
+
+def _link_trail(text: str) -> int:
+    """Length of the lower-case letters that MediaWiki pulls into a preceding link (``[[icon]]s``)."""
+    n = 0
+    while n < len(text) and text[n].isalpha() and text[n].islower():
+        n += 1
+    return n
+
+
+def _walk(nodes, out: list[str], links: list | None, ns: Namespaces, stats: Counter) -> None:
+    mw = require("mwparserfromhell")
+    N = mw.nodes
+    pos = sum(len(s) for s in out)
+    pending = None  # index of a link that a following link trail may extend
+    for node in nodes:
+        if isinstance(node, N.Text):
+            value = node.value
+            if pending is not None:
+                n = _link_trail(value)
+                if n:
+                    links[pending][1] += n
+            out.append(value)
+            pos += len(value)
+            pending = None
+            continue
+        pending = None
+        if isinstance(node, N.Wikilink):
+            target = str(node.title).strip()
+            kind = ns.classify(target)
+            if kind == "drop":
+                continue
+            if node.text is None:
+                display = target.lstrip(":")
+            elif not str(node.text).strip():  # pipe trick [[Foo (bar)|]]
+                display = re.sub(r"\s*\([^)]*\)\s*$", "", target.lstrip(":").split(":", 1)[-1])
+            else:
+                sub: list[str] = []
+                _walk(node.text.nodes, sub, None, ns, stats)
+                display = "".join(sub)
+            out.append(display)
+            if kind == "entity" and links is not None and display.strip():
+                links.append([pos, pos + len(display), normalize_title(target)])
+                pending = len(links) - 1
+            elif kind == "text":
+                stats["links_dropped_non_article_target"] += 1
+            pos += len(display)
+        elif isinstance(node, N.Tag):
+            tag = str(node.tag).strip().lower()
+            if tag in _DROP_TAGS or node.wiki_markup == "{|":
+                continue
+            if tag == "br":
+                out.append(" ")
+                pos += 1
+            elif node.contents is not None and not node.self_closing:
+                sub = []
+                sub_links: list = []
+                _walk(node.contents.nodes, sub, sub_links if links is not None else None, ns, stats)
+                for link in sub_links:
+                    links.append([link[0] + pos, link[1] + pos, link[2]])
+                text = "".join(sub)
+                out.append(text)
+                pos += len(text)
+        elif isinstance(node, N.HTMLEntity):
+            value = node.normalize()
+            out.append(value)
+            pos += len(value)
+        elif isinstance(node, N.ExternalLink):
+            if node.title is not None and str(node.title).strip():
+                sub = []
+                _walk(node.title.nodes, sub, None, ns, stats)
+                text = "".join(sub)
+                out.append(text)
+                pos += len(text)
+        # Template, Comment, Heading, Argument: dropped
+
+
+def _clean_line(line: str, links: list) -> tuple[str, list]:
+    """Delete leftovers (``''``, ``__TOC__``, empty brackets), collapse whitespace, drop spaces before
+    closing punctuation and after opening brackets; link offsets follow the edits."""
+    keep = [True] * len(line)
+    for m in _CLEAN_DELETE.finditer(line):
+        for i in range(m.start(), m.end()):
+            keep[i] = False
+    chars = [(c, i) for i, c in enumerate(line) if keep[i]]
+    out: list[str] = []
+    newpos = [-1] * len(line)
+    pending_space = False
+    for c, i in chars:
+        if c.isspace():
+            pending_space = True
+            continue
+        if pending_space and out and c not in _NO_SPACE_BEFORE and out[-1] not in _NO_SPACE_AFTER:
+            out.append(" ")
+        pending_space = False
+        newpos[i] = len(out)
+        out.append(c)
+    text = "".join(out)
+    new_links = []
+    for start, end, title in links:
+        ps = [newpos[i] for i in range(start, min(end, len(line))) if newpos[i] >= 0]
+        if ps:
+            new_links.append([min(ps), max(ps) + 1, title])
+    return text, new_links
+
+
+def wikitext_to_lines(wikitext: str, namespaces: dict[str, int] | None = None, stats: Counter | None = None):
+    """Wikitext -> ``[(line text, [[start, end, title], ...]), ...]``: plain text with the display text of
+    links kept (templates, refs, tables, files, categories, headings and comments dropped); one entry
+    per non-empty line (paragraph or list item). Also returns every article link target of the page
+    (templates and tables included): ``(lines, page_links)``."""
+    mw = require("mwparserfromhell")
+    stats = Counter() if stats is None else stats
+    ns = Namespaces(namespaces)
+    code = mw.parse(wikitext)
+    out: list[str] = []
+    links: list = []
+    _walk(code.nodes, out, links, ns, stats)
+    text = "".join(out)
+    page_links = set()
+    for link in code.filter_wikilinks():
+        target = str(link.title).strip()
+        if ns.classify(target) == "entity":
+            page_links.add(normalize_title(target))
+    lines = []
+    start = 0
+    li = 0
+    links.sort(key=lambda x: x[0])
+    for raw in text.split("\n"):
+        end = start + len(raw)
+        in_line = []
+        while li < len(links) and links[li][0] < end + 1:
+            s, e, t = links[li]
+            if s >= start and e <= end:
+                in_line.append([s - start, e - start, t])
+            else:
+                stats["links_dropped_crosses_sentence_boundary"] += 1
+            li += 1
+        clean, clean_links = _clean_line(raw, in_line)
+        if clean:
+            lines.append((clean, clean_links))
+        else:
+            stats["links_dropped_in_dropped_sentence"] += len(in_line)
+        start = end + 1
+    return lines, sorted(page_links)

@@ -1,0 +1,123 @@
+"""Entity tables for EASE: entity id -> Wikipedia title (``entities.tsv``) and Wikipedia2Vec vectors.
+
+:func:`read_entity_titles` reads the ``entities.tsv`` that ``unisent data ease-*`` writes;
+:func:`read_wikipedia2vec` reads the entity vectors of a Wikipedia2Vec model, which the EASE objective
+uses to initialise its entity table. They live in the data layer: the objective imports them
+lazily (when a Wikipedia2Vec file is given), so ``unisent.objectives`` does not import
+``unisent.data`` (which imports the objectives) when it is loaded.
+
+The text formats of ``wikipedia2vec save_text`` are read here, streamed (a full English model has
+millions of vectors, of which a run needs its own entities): the ``wikipedia2vec`` package reads
+only its binary ``.pkl`` models, which are used through it when it is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..io import iter_records
+
+__all__ = ["read_entity_titles", "read_wikipedia2vec"]
+
+
+def read_entity_titles(path: str | Path) -> dict[str, str]:
+    """``{entity id: Wikipedia title}`` from a tsv ``id<TAB>title[<TAB>...]`` (a header line
+    starting with ``id`` is skipped), as ``unisent data ease-*`` writes it (``entities.tsv``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"entity title file {str(path)!r} does not exist")
+    titles: dict[str, str] = {}
+    for record in iter_records(path, "tsv", header=False, quoting=False, blank_lines="keep"):
+        row = record.data or []
+        if record.line == 1 and row and row[0] == "id":
+            continue
+        if len(row) < 2 or not row[0] or not row[1]:
+            raise ValueError(f"{path}:{record.line}: expected `id<TAB>title`, got {row!r}")
+        titles[row[0]] = row[1]
+    return titles
+
+
+def _vector(values: Sequence[str], where: str, dim: int | None) -> np.ndarray:
+    try:
+        vector = np.asarray(values, dtype=np.float32)
+    except ValueError as err:
+        raise ValueError(f"{where}: the vector is not numeric ({err})") from None
+    if dim is not None and vector.shape[0] != dim:
+        raise ValueError(f"{where}: vector of size {vector.shape[0]}, expected {dim}")
+    return vector
+
+
+def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tuple[dict[str, np.ndarray], int]:
+    """Entity vectors of a Wikipedia2Vec model: ``({title: vector}, dim)``.
+
+    Reads the text formats of ``wikipedia2vec save_text`` (``default``: ``ENTITY/Title<TAB>v1 v2 ...``;
+    ``word2vec``: a ``count dim`` header, then ``ENTITY/Title_With_Underscores v1 ...``; ``glove``:
+    the same without header) by streaming the file, and the binary model (``.pkl``) through the
+    ``wikipedia2vec`` package when it is installed. Word vectors are skipped. With ``titles``, only
+    those entities are kept (a full English model has millions).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Wikipedia2Vec file {str(path)!r} does not exist")
+    if path.suffix == ".pkl":
+        try:
+            from wikipedia2vec import Wikipedia2Vec
+        except ImportError:
+            raise ImportError(
+                f"{path} is a binary Wikipedia2Vec model: `pip install wikipedia2vec` to read it, or convert it "
+                "with `wikipedia2vec save_text MODEL OUT.txt`"
+            ) from None
+        model = Wikipedia2Vec.load(str(path))
+        wanted = titles if titles is not None else [e.title for e in model.dictionary.entities()]
+        vectors = {}
+        for title in wanted:
+            entity = model.get_entity(title)
+            if entity is not None:
+                vectors[title] = np.asarray(model.get_vector(entity), dtype=np.float32)
+        return vectors, int(model.syn0.shape[1])
+    vectors: dict[str, np.ndarray] = {}
+    dim: int | None = None
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            line = line.rstrip("\n")
+            if line_no == 1:
+                head = line.split(" ")
+                if len(head) == 2 and all(h.isdigit() for h in head):  # word2vec header
+                    dim = int(head[1])
+                    continue
+            if not line.startswith("ENTITY/"):
+                continue
+            if "\t" in line:  # default format: titles keep their spaces
+                name, _, rest = line.partition("\t")
+                values = rest.split(" ")
+                title = name[len("ENTITY/"):]
+            else:  # word2vec / glove: spaces in titles became underscores
+                parts = line.split(" ")
+                if dim is None:
+                    dim = _infer_dim(parts)
+                name, values = " ".join(parts[: len(parts) - dim]), parts[len(parts) - dim:]
+                title = name[len("ENTITY/"):].replace("_", " ")
+            if titles is not None and title not in titles:
+                if dim is None:
+                    dim = len(values)
+                continue
+            vector = _vector(values, f"{path}:{line_no}", dim)
+            dim = vector.shape[0]
+            vectors[title] = vector
+    if dim is None:
+        raise ValueError(f"{path}: no ENTITY/ vectors found; is it a Wikipedia2Vec text file?")
+    return vectors, dim
+
+
+def _infer_dim(parts: list[str]) -> int:
+    n = 0
+    for token in reversed(parts):
+        try:
+            float(token)
+        except ValueError:
+            break
+        n += 1
+    return n

@@ -1,0 +1,73 @@
+"""The built-in formats, written by the model itself.
+
+Each exporter here only adapts what an :class:`~unisent.models.InferenceModel` declares in its own
+class (how it writes the format, its card rows, usage and tags, how the result is checked) to the
+:class:`~unisent.export.Exporter` interface; no exporter knows a model type or a pooler.
+
+- ``sentence-transformers``: ``SentenceTransformer(DIR)`` and ``unisent.load(DIR)`` both load the
+  directory (``InferenceModel.write_sentence_transformers``);
+- ``huggingface``: a ``transformers`` directory with the pooling as runnable code in the card
+  (``write_huggingface``; the plain encoder declares it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from torch import nn
+
+from ..models.base import HUGGINGFACE, SENTENCE_TRANSFORMERS
+from .registry import Exporter, model_format
+
+__all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]
+
+
+@model_format
+class SentenceTransformersExporter(Exporter):
+    """Any inference model as a Sentence Transformers directory (``SentenceTransformer(DIR)``)."""
+
+    format = SENTENCE_TRANSFORMERS
+    library_name = "sentence-transformers"
+    pipeline_tag = "sentence-similarity"
+    tags = ("sentence-transformers", "sentence-similarity", "feature-extraction")
+
+    def write(self, model: nn.Module, out: Path) -> None:
+        model.write_sentence_transformers(out)
+
+    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+        return model.sentence_transformers_facts()
+
+    def usage(self, model: nn.Module) -> str:
+        return model.sentence_transformers_usage()
+
+    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        return model.verify_sentence_transformers(out, sentences)
+
+    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+        return self.tags + tuple(type(model).card_tags)
+
+
+@model_format
+class HuggingFaceExporter(Exporter):
+    """An inference model as a ``transformers`` directory plus unisent's files."""
+
+    format = HUGGINGFACE
+    library_name = "transformers"
+    pipeline_tag = "feature-extraction"
+    tags = ("feature-extraction",)
+
+    def write(self, model: nn.Module, out: Path) -> None:
+        model.write_huggingface(out)
+
+    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+        return model.huggingface_facts()
+
+    def usage(self, model: nn.Module) -> str:
+        return model.huggingface_usage()
+
+    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        return model.verify_huggingface(out, sentences)
+
+    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+        return self.tags + tuple(type(model).card_tags)

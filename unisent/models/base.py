@@ -1,0 +1,281 @@
+"""The contract of an inference model: how it saves, loads and exports itself.
+
+Every model that ``unisent.load`` returns (the plain :class:`~unisent.encoders.Encoder`,
+:class:`~unisent.models.GaussianEncoder`, :class:`~unisent.models.PCREncoder`, a user's own head)
+derives from :class:`InferenceModel` and declares, in its own class:
+
+- **saving and loading**: ``save_pretrained(directory)`` writes its files and a record
+  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.models.registry`);
+  ``from_pretrained(directory)`` reads them back;
+- **Sentence Transformers export**: the modules after the ``Transformer``
+  (:meth:`InferenceModel.sentence_transformers_modules`, e.g. a pooler's ``Pooling`` and ``Dense``, a
+  head's ``Dense``); the generic writer here lays out ``modules.json`` and the module folders;
+- **the model card**: its summary rows (:meth:`InferenceModel.card_facts`), its usage text and tags;
+- **the export check**: how the written files are loaded back and compared with ``encode``.
+
+This module imports nothing else of unisent, so the lowest layer (``unisent.encoders``) can build on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..io import atomic_write
+
+__all__ = [
+    "HUGGINGFACE",
+    "MODEL_RECORD",
+    "SENTENCE_TRANSFORMERS",
+    "InferenceModel",
+    "NotExportableError",
+    "STModule",
+    "max_abs_diff",
+    "to_tensor",
+    "write_json",
+    "write_sentence_transformers_modules",
+]
+
+#: The record every ``save_pretrained`` writes: ``{"type": registered name, "class_path": ...}``.
+MODEL_RECORD = "unisent_model.json"
+#: The export formats the model contract knows.
+SENTENCE_TRANSFORMERS = "sentence-transformers"
+HUGGINGFACE = "huggingface"
+
+_ST_USAGE_SENTENCES = '["A man is playing a guitar.", "Someone plays music."]'
+
+
+class NotExportableError(TypeError):
+    """A model (or its pooler) declares no way to export itself to the asked format."""
+
+
+@dataclass
+class STModule:
+    """One Sentence Transformers module after the ``Transformer``.
+
+    Attributes:
+        name: the folder stem (``Pooling`` -> ``1_Pooling``) and the module's name in the card.
+        class_path: the Sentence Transformers class (``sentence_transformers.models.Dense``).
+        config: its ``config.json``.
+        weights: its ``model.safetensors`` tensors, if it has weights.
+        label: how the model card lists it (default: ``name``), e.g. ``Dense (mean)``.
+    """
+
+    name: str
+    class_path: str
+    config: dict[str, Any]
+    weights: dict[str, torch.Tensor] | None = None
+    label: str = ""
+
+    @classmethod
+    def dense(cls, linear: nn.Linear, activation: str = "torch.nn.modules.linear.Identity", label: str = "") -> STModule:
+        """A ``Dense`` module holding ``linear`` (weights copied to the CPU) and ``activation``."""
+        weights = {"linear.weight": linear.weight.detach().cpu().contiguous()}
+        if linear.bias is not None:
+            weights["linear.bias"] = linear.bias.detach().cpu().contiguous()
+        config = {"in_features": linear.in_features, "out_features": linear.out_features,
+                  "bias": linear.bias is not None, "activation_function": activation}
+        return cls("Dense", "sentence_transformers.models.Dense", config, weights, label)
+
+
+def write_json(path: Path, data: object) -> None:
+    """``data`` as indented JSON, written atomically."""
+    with atomic_write(path) as fh:
+        fh.write(json.dumps(data, indent=2) + "\n")
+
+
+def max_abs_diff(a: Any, b: Any) -> float:
+    """Largest absolute difference of two (n, d) arrays; ``inf`` when the shapes differ."""
+    a, b = torch.as_tensor(a).float(), torch.as_tensor(b).float()
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a - b).abs().max())
+
+
+def write_sentence_transformers_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any]) -> None:
+    """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
+    already in ``out``) and ``modules.json``, in the layout Sentence Transformers 3 and newer load
+    without ``trust_remote_code``."""
+    from safetensors.torch import save_file
+
+    write_json(out / "sentence_bert_config.json", st_config)
+    entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    for idx, module in enumerate(modules, start=1):
+        folder = out / f"{idx}_{module.name}"
+        folder.mkdir()
+        write_json(folder / "config.json", module.config)
+        if module.weights is not None:
+            save_file(module.weights, str(folder / "model.safetensors"))
+        entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
+    write_json(out / "modules.json", entries)
+    write_json(out / "config_sentence_transformers.json",
+               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"})
+
+
+class InferenceModel(nn.Module):
+    """Base class of every inference model: ``encode``, save/load, and its own export declarations.
+
+    A subclass implements ``encode``, :meth:`save_pretrained` (ending with
+    :meth:`write_model_record`), :meth:`from_pretrained` and :meth:`card_facts`; to export to Sentence
+    Transformers it lists its modules in :meth:`sentence_transformers_modules` (or overrides
+    :meth:`write_sentence_transformers` for another layout). Registering it with
+    :func:`unisent.models.register_model` gives it a stable type name for ``unisent.load``.
+
+    Class attributes:
+        model_type: the registered name (set by ``register_model``); recorded in ``unisent_model.json``.
+        export_formats: the formats :func:`unisent.export.export_model` may write for this class.
+        card_tags: extra model card tags of this model type.
+    """
+
+    model_type: ClassVar[str] = ""
+    export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS,)
+    card_tags: ClassVar[tuple[str, ...]] = ()
+
+    # ------------------------------------------------------------------------------ save / load
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:  # pragma: no cover - abstract
+        """Write the model to ``directory`` (created); end with :meth:`write_model_record`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement save_pretrained")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> InferenceModel:  # pragma: no cover - abstract
+        """Load a directory written by :meth:`save_pretrained`."""
+        raise NotImplementedError(f"{cls.__name__} does not implement from_pretrained")
+
+    @classmethod
+    def is_saved_in(cls, directory: str | os.PathLike) -> bool:
+        """Whether ``directory`` holds this type although it has no ``unisent_model.json`` (directories
+        written before the record existed); ``False`` by default."""
+        return False
+
+    def write_model_record(self, directory: str | os.PathLike) -> None:
+        """Write ``unisent_model.json``: this class's registered type and its class path."""
+        cls = type(self)
+        record = {"type": cls.model_type or None, "class_path": f"{cls.__module__}.{cls.__qualname__}"}
+        write_json(Path(directory) / MODEL_RECORD, record)
+
+    # ------------------------------------------------------------------------------ model card
+    def card_facts(self) -> list[tuple[str, str]]:  # pragma: no cover - abstract
+        """``(label, value)`` rows of the model card's summary table (architecture, pooling, heads...)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement card_facts")
+
+    def unisent_usage(self) -> str:
+        """Markdown: loading and encoding with unisent (the closing part of every usage section)."""
+        return f"""With unisent (same embeddings; `unisent encode` streams large files):
+
+```python
+import unisent
+
+model = unisent.load("path/to/this/directory")
+embeddings = model.encode({_ST_USAGE_SENTENCES})
+```
+"""
+
+    # ------------------------------------------------------------------------------ sentence-transformers
+    def sentence_transformers_modules(self) -> list[STModule]:
+        """The Sentence Transformers modules after the ``Transformer``, in order."""
+        raise NotExportableError(f"{type(self).__name__} declares no Sentence Transformers modules")
+
+    def sentence_transformers_config(self) -> dict[str, Any]:
+        """``sentence_bert_config.json`` (``max_seq_length``, ``config_args``...)."""
+        raise NotExportableError(f"{type(self).__name__} declares no Sentence Transformers config")
+
+    def save_sentence_transformers_root(self, out: Path) -> None:
+        """The files beside ``modules.json`` (the ``Transformer``'s and unisent's): by default
+        :meth:`save_pretrained`, so that ``unisent.load(DIR)`` returns this model again."""
+        self.save_pretrained(out)
+
+    def write_sentence_transformers(self, out: Path) -> None:
+        """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load."""
+        modules = self.sentence_transformers_modules()
+        self.save_sentence_transformers_root(out)
+        write_sentence_transformers_modules(out, modules, self.sentence_transformers_config())
+
+    def sentence_transformers_facts(self) -> list[tuple[str, str]]:
+        """The card's rows for a Sentence Transformers export: :meth:`card_facts` and the module chain."""
+        chain = " -> ".join(["Transformer"] + [m.label or m.name for m in self.sentence_transformers_modules()])
+        return self.card_facts() + [("Sentence Transformers modules", chain)]
+
+    def sentence_transformers_note(self) -> str:
+        """Markdown shown after the Sentence Transformers snippet (how an unusual part is exported)."""
+        return ""
+
+    def sentence_transformers_usage(self) -> str:
+        """Markdown of the card's usage section for a Sentence Transformers export."""
+        note = self.sentence_transformers_note().strip()
+        return f"""With [Sentence Transformers](https://www.sbert.net) (3 or newer):
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("path/to/this/directory")
+embeddings = model.encode({_ST_USAGE_SENTENCES})
+```
+{chr(10) + note + chr(10) if note else ""}
+{self.unisent_usage()}"""
+
+    def verify_sentence_transformers(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        """Load ``out`` back with ``unisent.load`` and ``SentenceTransformer`` (when installed) and compare
+        with :meth:`encode`; returns ``(largest absolute difference, how it was checked)``."""
+        from .registry import load_pretrained
+
+        expected = self.encode(list(sentences))
+        diff = max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected)
+        how = f"`unisent.load(DIR).encode` on {len(sentences)} sentences"
+        st = _sentence_transformer(out)
+        if st is None:
+            return diff, how
+        st_diff = max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected)
+        return max(diff, st_diff), how + " and `SentenceTransformer(DIR).encode`"
+
+    # ------------------------------------------------------------------------------ huggingface
+    def write_huggingface(self, out: Path) -> None:
+        """Write a ``transformers`` directory (``AutoModel``) plus unisent's files (only types that list
+        ``huggingface`` in ``export_formats``)."""
+        raise NotExportableError(f"{type(self).__name__} declares no huggingface export")
+
+    def huggingface_facts(self) -> list[tuple[str, str]]:
+        """The card's rows for a ``huggingface`` export (default: :meth:`card_facts`)."""
+        return self.card_facts()
+
+    def huggingface_usage(self) -> str:
+        """Markdown of the card's usage section for a ``huggingface`` export."""
+        raise NotExportableError(f"{type(self).__name__} declares no huggingface export")
+
+    def verify_huggingface(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        """Load ``out`` back and compare with :meth:`encode` (default: through ``unisent.load``)."""
+        from .registry import load_pretrained
+
+        return max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), self.encode(list(sentences))), (
+            f"`unisent.load(DIR).encode` on {len(sentences)} sentences"
+        )
+
+
+def _sentence_transformer(directory: Path):
+    """``SentenceTransformer(directory)`` on the CPU, or None when sentence-transformers is not installed."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    return SentenceTransformer(str(directory), device="cpu")
+
+
+def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
+    """Convert an encoder's output (tensor, array or list of rows) to a float32 CPU tensor (n_rows, d).
+
+    Raises:
+        ValueError: the output is not a matrix with ``n_rows`` rows.
+    """
+    if isinstance(output, (list, tuple)) and output and isinstance(output[0], (Tensor, np.ndarray)):
+        output = torch.stack([torch.as_tensor(row) for row in output])
+    tensor = torch.as_tensor(output).detach().cpu().float()
+    if tensor.ndim != 2 or tensor.shape[0] != n_rows:
+        raise ValueError(f"{source} returned shape {tuple(tensor.shape)} for {n_rows} sentences; want (n, d)")
+    return tensor

@@ -1,0 +1,135 @@
+"""What the plain :class:`~unisent.encoders.Encoder` declares as an inference model.
+
+:class:`EncoderModel` is the base of ``Encoder``: the encoder class itself (backbone, tokenizer,
+pooler, ``encode``, ``save_pretrained``) stays in :mod:`unisent.encoders`; how it is exported and
+described lives here, and most of it is asked of the pooler (each pooler carries its own Sentence
+Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poolers`).
+
+- ``sentence-transformers``: ``save_pretrained`` (backbone, tokenizer, ``unisent_encoder.json``,
+  ``pooler.pt``) plus ``modules.json`` and the pooler's modules, in the classic layout
+  (``sentence_transformers.models.*`` class paths) that Sentence Transformers 3 and newer load without
+  ``trust_remote_code``. Hidden states a pooler needs are switched on through ``config_args`` in
+  ``sentence_bert_config.json``.
+- ``huggingface``: ``save_pretrained``, with the pooling documented as runnable ``transformers`` code in
+  the model card (:func:`hf_usage_code`). A pooler may write itself into the backbone's own pooler
+  (``cls_mlp`` into BERT's Linear + Tanh pooler, as SimCSE's ``simcse_to_huggingface.py`` does), so that
+  ``AutoModel(...)(...).pooler_output`` is the embedding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, STModule
+
+if TYPE_CHECKING:
+    from ..encoders.poolers import Pooler
+
+__all__ = ["EncoderModel", "hf_usage_code"]
+
+
+def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool = False) -> str:
+    """Runnable ``transformers`` code that reproduces unisent's embeddings for ``pooler`` (a registered
+    name or a pooler instance).
+
+    The code loads ``model_dir = "."`` (the exported directory as the working directory) and defines
+    ``embed(sentences) -> torch.Tensor``. The pooling lines come from the pooler's
+    ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler.
+    """
+    from ..encoders.poolers import build_pooler
+
+    if isinstance(pooler, str):
+        pooler = build_pooler(pooler, 1)  # the recipe is the same for every size
+    setup, body = pooler.huggingface_code(in_backbone=mlp_in_backbone)
+    call = "model(**batch, output_hidden_states=True)" if pooler.needs_hidden_states else "model(**batch)"
+    lines = [
+        "import torch",
+        "from transformers import AutoModel, AutoTokenizer",
+        "",
+        'model_dir = "."  # this directory (or the hub id it was uploaded to)',
+        "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+        "model = AutoModel.from_pretrained(model_dir).eval()",
+        *setup,
+        "",
+        "",
+        "def embed(sentences: list[str]) -> torch.Tensor:",
+        f'    batch = tokenizer(sentences, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")',
+        "    with torch.no_grad():",
+        f"        out = {call}",
+        *("    " + line for line in body),
+        "",
+        "",
+        'embeddings = embed(["A man is playing a guitar.", "Someone plays music."])',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class EncoderModel(InferenceModel):
+    """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks.
+
+    Relies on the encoder's ``backbone``, ``pooler``, ``config``, ``hidden_size``, ``encode`` and
+    ``save_pretrained``.
+    """
+
+    export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE)
+    pooler: Pooler
+
+    # ------------------------------------------------------------------------------ model card
+    def card_facts(self) -> list[tuple[str, str]]:
+        config = self.backbone.config
+        arch = ", ".join(getattr(config, "architectures", None) or [type(self.backbone).__name__])
+        layers = getattr(config, "num_hidden_layers", "?")
+        params = sum(p.numel() for p in self.parameters())
+        return [
+            ("architecture", f"{arch} ({config.model_type}, {layers} layers, {params / 1e6:.1f} M parameters)"),
+            ("pooling", self.pooler.description),
+            ("embedding dimension", str(self.hidden_size)),
+            ("max sequence length", f"{self.config.max_length} tokens (longer inputs are truncated)"),
+            ("similarity", "cosine"),
+        ]
+
+    # ------------------------------------------------------------------------------ sentence-transformers
+    def sentence_transformers_modules(self) -> list[STModule]:
+        return self.pooler.sentence_transformers_modules(self.backbone.config)
+
+    def sentence_transformers_config(self) -> dict[str, Any]:
+        st_config: dict[str, Any] = {"max_seq_length": self.config.max_length, "do_lower_case": False}
+        if self.pooler.needs_hidden_states:
+            st_config["config_args"] = {"output_hidden_states": True}
+        return st_config
+
+    def sentence_transformers_note(self) -> str:
+        return self.pooler.sentence_transformers_note
+
+    # ------------------------------------------------------------------------------ huggingface
+    def mlp_in_backbone(self) -> bool:
+        """Whether a ``huggingface`` export carries the pooler inside the backbone's own pooler."""
+        with self.pooler.into_backbone(self) as done:
+            return done
+
+    def write_huggingface(self, out: Path) -> None:
+        """The ``transformers`` directory (with the pooler copied into the backbone's where it fits)
+        plus unisent's files."""
+        with self.pooler.into_backbone(self):
+            self.save_pretrained(out)
+
+    def huggingface_usage(self) -> str:
+        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone())
+        return f"""With `transformers`: load the backbone with `AutoModel` and pool as below
+({self.pooler.description}):
+
+```python
+{code.rstrip()}
+```
+
+With unisent (reads `unisent_encoder.json` and `pooler.pt`; same embeddings):
+
+```python
+import unisent
+
+model = unisent.load("path/to/this/directory")
+embeddings = model.encode(["A man is playing a guitar.", "Someone plays music."])
+```
+"""
+

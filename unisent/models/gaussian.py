@@ -1,0 +1,157 @@
+"""GaussCSE's inference model (Yoda et al., 2023): sentences as diagonal Gaussians.
+
+The export serves both worlds: ``SentenceTransformer(DIR)`` gives the **means** (Transformer ->
+Pooling -> [the pooler's Dense] -> a ``Dense`` holding the mean layer of the head), the point
+embeddings GaussCSE's STS scores use; ``unisent.load(DIR)`` gives the whole :class:`GaussianEncoder`
+(``encode_gaussian``, ``similarity``: the asymmetric KL similarity that captures entailment
+direction) from the ``gaussian_head.pt`` / ``gaussian_head.json`` files beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..losses.gaussian import gaussian_similarity_matrix
+from .base import STModule, max_abs_diff
+from .registry import register_model
+from .wrapper import EncoderWrapper
+
+__all__ = ["GaussianEncoder", "GaussianHead"]
+
+_ACTIVATION = {"none": "torch.nn.modules.linear.Identity", "tanh": "torch.nn.modules.activation.Tanh"}
+
+
+class GaussianHead(nn.Module):
+    """Two linear maps of the pooled vector: a mean and a positive diagonal variance.
+
+    Args:
+        hidden_size: size of the pooled sentence vector (and of the Gaussian).
+        variance: ``exp`` of a log-variance (default, the authors' code), ``softplus`` or ``elu``
+            (ELU + 1).
+        mean_activation: ``none`` (the paper: a linear layer) or ``tanh`` (the authors' code).
+        var_floor: added to every variance, keeps KL finite in low precision.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        variance: Literal["exp", "softplus", "elu"] = "exp",
+        mean_activation: Literal["none", "tanh"] = "none",
+        var_floor: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
+            raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
+        self.settings = {"hidden_size": hidden_size, "variance": variance, "mean_activation": mean_activation,
+                         "var_floor": var_floor}
+        self.mean = nn.Linear(hidden_size, hidden_size)
+        self.var = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32."""
+        mu = self.mean(pooled).float()
+        if self.settings["mean_activation"] == "tanh":
+            mu = torch.tanh(mu)
+        raw = self.var(pooled).float()
+        kind = self.settings["variance"]
+        if kind == "exp":
+            var = torch.exp(raw.clamp(max=60.0))
+        elif kind == "softplus":
+            var = F.softplus(raw)
+        else:
+            var = F.elu(raw) + 1.0
+        return mu, var + self.settings["var_floor"]
+
+
+@register_model("gaussian")
+class GaussianEncoder(EncoderWrapper):
+    """Inference model of GaussCSE: ``encode`` gives the means, ``encode_gaussian`` (means, variances).
+
+    ``unisent.load`` returns it for a GaussCSE checkpoint or a directory it saved (the head is in
+    ``gaussian_head.pt`` / ``.json`` beside the encoder's files).
+    """
+
+    head_class = GaussianHead
+    head_stem = "gaussian_head"
+    card_tags = ("gaussian-embeddings", "gausscse")
+
+    def __init__(self, encoder: nn.Module, head: GaussianHead) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Token ids (batch, seq) -> means (batch, hidden)."""
+        return self.head(self.encoder(input_ids, attention_mask))[0]
+
+    @torch.inference_mode()
+    def encode_gaussian(
+        self, sentences: Sequence[str], batch_size: int = 64, *, bf16: bool = False, show_progress_bar: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order."""
+        pooled = self.encoder.encode(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
+        mu, var = zip(*self.map_head(self.head, pooled, self.head))
+        return torch.cat(mu).cpu(), torch.cat(var).cpu()
+
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
+        """The means (point embeddings, e.g. for cosine STS)."""
+        mu, _ = self.encode_gaussian(sentences, batch_size, **kw)
+        return F.normalize(mu, dim=-1) if normalize else mu
+
+    def similarity(self, a: Sequence[str], b: Sequence[str], reduction: Literal["sum", "mean"] = "sum") -> torch.Tensor:
+        """``sim(a_i || b_j)`` for all pairs: (len(a), len(b)). ``a_i`` entails ``b_j`` when this is
+        larger than ``sim(b_j || a_i)``."""
+        (mu_a, var_a), (mu_b, var_b) = self.encode_gaussian(a), self.encode_gaussian(b)
+        return gaussian_similarity_matrix(mu_a, var_a, mu_b, var_b, reduction)
+
+    # ------------------------------------------------------------------------------ exports
+    def head_facts(self) -> list[tuple[str, str]]:
+        s = self.head.settings
+        return [("Gaussian head", f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
+                                  f"variance: Linear + {s['variance']} (+ {s['var_floor']:g})")]
+
+    def head_sentence_transformers_modules(self) -> list[STModule]:
+        """The mean layer as a ``Dense`` (the variances stay in ``gaussian_head.pt`` for unisent)."""
+        return [STModule.dense(self.head.mean, _ACTIVATION[self.head.settings["mean_activation"]], "Dense (mean)")]
+
+    def sentence_transformers_usage(self) -> str:
+        return """This is a Gaussian sentence embedding model (GaussCSE): each sentence is a Gaussian with a mean
+and a diagonal variance. The directory holds both.
+
+The **means** with [Sentence Transformers](https://www.sbert.net) (point embeddings for cosine
+similarity, retrieval, clustering):
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("path/to/this/directory")
+means = model.encode(["A man is playing a guitar.", "Someone plays music."])
+```
+
+The **full model** with unisent: means and variances, and the asymmetric similarity
+`sim(a || b) = 1 / (1 + KL(a || b))`; `a` entails `b` when `sim(a || b) > sim(b || a)`:
+
+```python
+import unisent
+
+model = unisent.load("path/to/this/directory")
+mu, var = model.encode_gaussian(["A man is playing a guitar.", "Someone plays music."])
+sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
+```
+"""
+
+    def verify_sentence_transformers(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        """The means through ``unisent.load`` and ``SentenceTransformer``, and the variances through
+        ``unisent.load``."""
+        diff, how = super().verify_sentence_transformers(out, sentences)
+        _, var = self.encode_gaussian(list(sentences))
+        _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences))
+        return max(diff or 0.0, max_abs_diff(var2, var)), (
+            f"{how} (means) and `unisent.load(DIR).encode_gaussian` (variances)"
+        )

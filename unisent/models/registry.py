@@ -1,0 +1,177 @@
+"""The registry of inference model types, and ``load``: dispatch on what a directory holds.
+
+A saved directory names its type in ``unisent_model.json`` (``{"type": "gaussian", "class_path":
+"unisent.models.gaussian.GaussianEncoder"}``). :func:`load_pretrained` looks the type up in the
+registry; a type that is not registered yet is imported from its class path (importing the module of a
+third-party package registers it), so ``unisent.load`` reads a user's own model type without any edit
+of unisent. Directories written before the record existed are recognised by each registered type's
+``is_saved_in`` (their marker files); anything else loads as a plain :class:`~unisent.encoders.Encoder`
+(a unisent encoder directory, a Hugging Face model, a Sentence Transformers export).
+
+A third-party package registers its type once, next to the class::
+
+    from unisent.models import EncoderWrapper, register_model
+
+    @register_model("my-head")
+    class MyHeadEncoder(EncoderWrapper):
+        ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+from torch import nn
+
+from ..io import import_object
+from .base import MODEL_RECORD, InferenceModel
+
+__all__ = ["load", "load_pretrained", "model_class", "register_model", "registered_models", "saved_model_class"]
+
+M = TypeVar("M", bound=type)
+
+_MODELS: dict[str, type[InferenceModel]] = {}
+#: Modules whose import registers unisent's own model types (imported before the first lookup).
+_BUILTIN_MODULES = (
+    "unisent.encoders.encoder",
+    "unisent.models.gaussian",
+    "unisent.models.projection",
+    "unisent.models.pcr",
+    "unisent.models.retrofit",
+)
+#: The type a directory without a record or marker is loaded as.
+DEFAULT_TYPE = "encoder"
+
+
+def register_model(name: str) -> Callable[[M], M]:
+    """Class decorator: register an :class:`InferenceModel` subclass as the model type ``name``.
+
+    ``name`` is written to every directory the class saves and is what ``unisent.load`` dispatches on,
+    so it must stay the same when the class moves between modules.
+
+    Raises:
+        TypeError: the class is not an :class:`InferenceModel` subclass.
+        ValueError: another class is registered under ``name``.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a model type needs a non-empty name, got {name!r}")
+
+    def decorate(cls: M) -> M:
+        if not (isinstance(cls, type) and issubclass(cls, InferenceModel)):
+            raise TypeError(f"{cls!r} is not an InferenceModel subclass; only inference models can be registered")
+        previous = _MODELS.get(name)
+        if previous is not None and _qualified(previous) != _qualified(cls):
+            raise ValueError(f"model type {name!r} is already registered for {_qualified(previous)}")
+        cls.model_type = name
+        _MODELS[name] = cls
+        return cls
+
+    return decorate
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _ensure_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def registered_models() -> dict[str, type[InferenceModel]]:
+    """``{type name: class}`` of every registered model type (unisent's own included)."""
+    _ensure_builtins()
+    return dict(_MODELS)
+
+
+def model_class(name: str) -> type[InferenceModel]:
+    """The class registered as ``name``.
+
+    Raises:
+        KeyError: no such type (the message lists the registered ones).
+    """
+    _ensure_builtins()
+    try:
+        return _MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model type {name!r}; registered: {', '.join(sorted(_MODELS))}") from None
+
+
+def _from_record(record_file: Path) -> type[InferenceModel]:
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{record_file}: not a readable model record ({err})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{record_file}: expected a JSON object with 'type' and 'class_path'")
+    name, class_path = record.get("type"), record.get("class_path")
+    if name in _MODELS:
+        return _MODELS[name]
+    if not class_path:
+        raise ValueError(f"{record_file}: model type {name!r} is not registered (registered: "
+                         f"{', '.join(sorted(_MODELS))}) and the record names no class_path")
+    try:
+        cls = import_object(class_path, "model class")  # importing its module registers it
+    except ValueError as err:
+        raise ValueError(f"{record_file}: model type {name!r}: {err}") from None
+    if name in _MODELS:
+        return _MODELS[name]
+    if not (isinstance(cls, type) and issubclass(cls, InferenceModel)):
+        raise ValueError(f"{record_file}: class_path {class_path!r} is not an unisent InferenceModel")
+    return cls
+
+
+def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
+    """The model type saved in ``directory``: from its ``unisent_model.json``, else the first registered
+    type whose ``is_saved_in`` recognises the files, else the plain encoder."""
+    _ensure_builtins()
+    directory = Path(directory)
+    record = directory / MODEL_RECORD
+    if record.is_file():
+        return _from_record(record)
+    for name, cls in _MODELS.items():
+        if name != DEFAULT_TYPE and cls.is_saved_in(directory):
+            return cls
+    return _MODELS[DEFAULT_TYPE]
+
+
+def load_pretrained(directory: str | os.PathLike) -> nn.Module:
+    """Load the inference model saved in ``directory`` with the class :func:`saved_model_class` finds."""
+    return saved_model_class(directory).from_pretrained(directory)
+
+
+def load(model: str | os.PathLike, device: str | torch.device | None = None) -> nn.Module:
+    """Load an inference model from a preset name, a saved directory or a checkpoint, in eval mode.
+
+    This is what ``unisent.load`` does; modules of unisent below the package root call this one.
+
+    Args:
+        model: ``minilm-l6`` (or any preset), a directory written by ``save_pretrained`` / ``unisent
+            fit`` (``<log dir>/encoder``) or ``unisent export``, a Hugging Face model directory or hub
+            id, or a Lightning ``.ckpt`` file from ``unisent fit``.
+        device: where to put it (default: CPU).
+
+    Raises:
+        FileNotFoundError: a ``.ckpt`` that does not exist.
+    """
+    path = Path(model).expanduser()
+    if path.suffix == ".ckpt":
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+        from ..module import UnisentModule  # the training module rebuilds the objectives and their heads
+
+        loaded = UnisentModule.from_checkpoint(path).inference_model()
+    elif path.is_dir():
+        loaded = load_pretrained(path)
+    else:
+        from ..encoders import Encoder, EncoderConfig
+
+        loaded = Encoder(EncoderConfig(model=str(model)))
+    loaded.eval()
+    return loaded.to(device) if device else loaded

@@ -1,0 +1,104 @@
+"""``EncoderWrapper``: the base of inference models that put a head on top of an encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..io import atomic_write
+from .base import InferenceModel, NotExportableError, STModule
+
+__all__ = ["EncoderWrapper"]
+
+
+class EncoderWrapper(InferenceModel):
+    """Base of inference models that put a head on top of an encoder (GaussCSE's ``GaussianEncoder``,
+    CMLM's ``ProjectionEncoder``, ``PCREncoder``, a user's own): exposes the wrapped encoder's
+    ``config`` and ``tokenizer`` and runs the head over pooled vectors (:meth:`map_head`).
+
+    A subclass whose head is an ``nn.Module`` with a ``settings`` dict (its constructor arguments)
+    sets ``head_attr``, ``head_class`` and ``head_stem``, and gets saving and loading: the encoder's
+    files, plus ``<head_stem>.pt`` (the head's weights) and ``<head_stem>.json`` (its settings)
+    beside them, and the model record. Its constructor takes ``(encoder, head)``. Other layouts
+    override :meth:`save_pretrained` / :meth:`from_pretrained` / :meth:`is_saved_in`.
+
+    Exports: the card lists the encoder's rows and :meth:`head_facts`; a Sentence Transformers
+    export is the encoder's modules followed by :meth:`head_sentence_transformers_modules` (a head
+    that cannot be written as Sentence Transformers modules sets ``export_formats = ()``).
+    """
+
+    encoder: nn.Module
+    #: attribute holding the head, the head's class, and the name of its files (without suffix)
+    head_attr: ClassVar[str] = "head"
+    head_class: ClassVar[type[nn.Module]]
+    head_stem: ClassVar[str]
+
+    # ------------------------------------------------------------------------------ save / load
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        directory = Path(self.encoder.save_pretrained(directory))
+        head = getattr(self, self.head_attr)
+        with atomic_write(directory / f"{self.head_stem}.pt", "wb") as fh:
+            torch.save(head.state_dict(), fh)
+        with atomic_write(directory / f"{self.head_stem}.json") as fh:
+            fh.write(json.dumps(head.settings, indent=2) + "\n")
+        self.write_model_record(directory)
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> EncoderWrapper:
+        from ..encoders.encoder import Encoder
+
+        directory = Path(directory)
+        head = cls.head_class(**json.loads((directory / f"{cls.head_stem}.json").read_text()))
+        head.load_state_dict(torch.load(directory / f"{cls.head_stem}.pt", map_location="cpu", weights_only=True))
+        return cls(Encoder.from_pretrained(directory), head)
+
+    @classmethod
+    def is_saved_in(cls, directory: str | os.PathLike) -> bool:
+        stem = getattr(cls, "head_stem", None)
+        return bool(stem) and Path(directory, f"{stem}.pt").is_file()
+
+    # ------------------------------------------------------------------------------ the wrapped encoder
+    @property
+    def config(self):
+        return self.encoder.config
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer
+
+    @staticmethod
+    @torch.inference_mode()
+    def map_head(head: nn.Module, pooled: torch.Tensor, fn, chunk: int = 4096) -> list:
+        """``[fn(c) for c in pooled.split(chunk)]`` with each chunk on ``head``'s device and ``head`` in
+        eval mode (its mode is restored afterwards)."""
+        was_training = head.training
+        head.eval()
+        device = next(head.parameters(), pooled).device
+        try:
+            return [fn(c.to(device)) for c in pooled.split(chunk)]
+        finally:
+            head.train(was_training)
+
+    # ------------------------------------------------------------------------------ exports
+    def head_facts(self) -> list[tuple[str, str]]:
+        """The model card's rows about the head (none by default)."""
+        return []
+
+    def card_facts(self) -> list[tuple[str, str]]:
+        return self.encoder.card_facts() + self.head_facts()
+
+    def head_sentence_transformers_modules(self) -> list[STModule]:
+        """The Sentence Transformers modules of the head, after the encoder's."""
+        raise NotExportableError(f"{type(self).__name__} declares no Sentence Transformers modules for its head")
+
+    def sentence_transformers_modules(self) -> list[STModule]:
+        return self.encoder.sentence_transformers_modules() + self.head_sentence_transformers_modules()
+
+    def sentence_transformers_config(self) -> dict[str, Any]:
+        return self.encoder.sentence_transformers_config()

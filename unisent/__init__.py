@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .encoders import Encoder, EncoderConfig
 
 from ._version import __version__
+
 __all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
 
 

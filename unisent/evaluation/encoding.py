@@ -12,7 +12,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm

@@ -9,13 +9,17 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 RUN=${RUN:-$(date +%Y%m%d-%H%M%S)}
 OUT=runs/quickstart/$RUN
-mkdir -p "$OUT"
+# `unisent fit` makes $OUT: a file written there first would make Lightning warn that it deletes the
+# previous log files of that directory. The evaluation before training waits beside it, then moves in.
+BEFORE=runs/quickstart/.$RUN-eval-before.json
+mkdir -p runs/quickstart
 
 echo "== 1/4 the packaged all-MiniLM-L6-v2 before training (STS-B test, bundled; published: 82.03)"
-unisent evaluate --model minilm-l6 --tasks stsb-test --output "$OUT/eval-before.json" --quiet
+unisent evaluate --model minilm-l6 --tasks stsb-test --output "$BEFORE" --quiet
 
 echo "== 2/4 training: unisent fit -c recipes/quickstart.yaml"
 unisent fit -c recipes/quickstart.yaml --trainer.logger.init_args.version "$RUN" "$@"
+mv "$BEFORE" "$OUT/eval-before.json"
 
 echo "== 3/4 the trained encoder (STS-B test, bundled)"
 unisent evaluate --model "$OUT/encoder" --tasks stsb-test --output "$OUT/eval-after.json" --quiet

@@ -84,3 +84,146 @@ def _reset(monkeypatch, tmp_path):
     yield
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+# ------------------------------------------------------------------- recipes on the tiny model
+#: bundled sample (or derived fixture) and column renames per objective class, for recipes whose own
+#: training file does not exist on a clean checkout (the paper recipes point at data the user builds)
+RECIPE_SAMPLES = {
+    "GaussCSE": ("nli_triples.jsonl", {}),
+    "EASE": ("ease_fewrel.jsonl", {}),
+    "CMLM": ("cmlm_pairs.jsonl", {}),
+    "BitextRetrieval": ("cmlm_pairs.jsonl", {"s1": "source", "s2": "target"}),
+}
+
+
+def _write_jsonl(path: Path, rows) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _nli_labelled(directory: Path) -> Path:
+    """(premise, hypothesis, label) records from the bundled NLI triples: entailment and contradiction."""
+    import json
+
+    rows = []
+    for line in (SAMPLE_DIR / "nli_triples.jsonl").read_text(encoding="utf-8").splitlines():
+        triple = json.loads(line)
+        rows.append({"premise": triple["anchor"], "hypothesis": triple["positive"], "label": "entailment"})
+        rows.append({"premise": triple["anchor"], "hypothesis": triple["negative"], "label": "contradiction"})
+    return _write_jsonl(directory / "nli_labelled.jsonl", rows)
+
+
+def _amr_slots(directory: Path, slots: tuple[str, ...]) -> Path:
+    """Records with every slot of ``slots`` (text + English graph) from the bundled Little Prince AMR sample:
+    slot k of record i is sentence i + k (the translated graphs are absent: the draw falls back to them)."""
+    import json
+
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "amr_little_prince.jsonl").read_text(encoding="utf-8").splitlines()]
+    out = []
+    for i in range(len(rows) - len(slots) + 1):
+        record = {}
+        for k, slot in enumerate(slots):
+            record[slot], record[f"{slot}_graph"] = rows[i + k]["anchor"], rows[i + k]["anchor_graph"]
+        out.append(record)
+    return _write_jsonl(directory / f"amr_{len(slots)}.jsonl", out)
+
+
+def recipe_training_file(objective: dict, directory: Path) -> tuple[Path, dict[str, str]]:
+    """The bundled sample (or a file derived from one, written to ``directory``) that an objective of a
+    recipe trains on, with its column renames."""
+    cls = objective["class_path"].rsplit(".", 1)[-1]
+    init = objective.get("init_args") or {}
+    if cls == "SimCSE":
+        return SAMPLE_DIR / ("nli_triples.jsonl" if init.get("supervised") else "sentences.txt"), {}
+    if cls == "NLIClassifier":
+        return _nli_labelled(directory), {}
+    if cls == "AMRSimCSE":
+        mode = init.get("mode", "triples")
+        if mode == "self":
+            return SAMPLE_DIR / "amr_little_prince.jsonl", {}
+        return _amr_slots(directory, ("anchor", "positive", "negative") if mode == "triples" else ("anchor", "positive")), {}
+    if cls not in RECIPE_SAMPLES:
+        raise KeyError(f"no sample for objective {cls}: add it to RECIPE_SAMPLES in tests/conftest.py")
+    sample, columns = RECIPE_SAMPLES[cls]
+    return SAMPLE_DIR / sample, dict(columns)
+
+
+def _users_file(path: str, root: Path) -> bool:
+    """A file that the recipe expects the user to build or download: it does not exist and lies outside the
+    package (a file under ``unisent/`` is bundled: a recipe that names a missing one is broken)."""
+    return not (root / path).exists() and not Path(path).parts[0] == "unisent"
+
+
+def _resolve_files(value, root: Path):
+    """A path-like setting of an objective (``x/y.tsv`` or a list of them) made absolute against the
+    repository root; ``None`` for a file the user downloads (:func:`_users_file`)."""
+    def is_path(v) -> bool:
+        return isinstance(v, str) and "/" in v and bool(Path(v).suffix)
+
+    if isinstance(value, list) and value and all(is_path(v) for v in value):
+        kept = [str(root / v) for v in value if not _users_file(v, root)]
+        return kept or None
+    if is_path(value):
+        return None if _users_file(value, root) else str(root / value)
+    return value
+
+
+def tiny_recipe_config(recipe: Path, model_dir: Path, directory: Path, swap_all: bool = False,
+                       max_length: int = 64, max_records: int = 0) -> dict:
+    """``recipe``'s config with the backbone swapped for ``model_dir``, every training file the user builds
+    (every one, with ``swap_all``) swapped for a bundled sample, other files made absolute (recipes name
+    them relative to the repository root; a missing bundled file stays missing and fails), objective files
+    the user downloads (EASE's Wikipedia2Vec vectors and entity titles) set to null, and evaluation on the
+    bundled STS-B sample; ``max_records``
+    (when > 0) reads only the first records of each training file."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    model = config["model"]
+    model["encoder"]["model"] = str(model_dir)
+    model["encoder"]["max_length"] = min(int(model["encoder"].get("max_length") or max_length), max_length)
+    data = config.setdefault("data", {})
+    train = data.setdefault("train", {})
+    for objective in model["objectives"]:
+        init = objective.setdefault("init_args", {})
+        for key, value in list(init.items()):
+            init[key] = _resolve_files(value, root)
+        name = init.get("name") or _objective_name(objective["class_path"])
+        source = train.get(name)
+        source = {"path": source} if isinstance(source, str) else dict(source or {})
+        if swap_all or not source.get("path") or _users_file(source["path"], root):
+            path, columns = recipe_training_file(objective, directory)
+            source.update(path=str(path), columns=columns)
+        else:
+            source["path"] = str(root / source["path"])
+        if max_records:
+            source["max_records"] = max_records
+        train[name] = source
+    model["evaluation"] = {**(model.get("evaluation") or {}), "val_tasks": ["stsb-dev"], "test_tasks": ["stsb-test"],
+                           "data_dir": str(SAMPLE_DIR)}
+    return config
+
+
+def _objective_name(class_path: str) -> str:
+    from unisent.io import import_object
+
+    return import_object(class_path).name
+
+
+@pytest.fixture
+def tiny_recipe(tiny_bert_dir, tmp_path):
+    """``tiny_recipe(recipe, **kw) -> Path``: a copy of ``recipe`` on the tiny BERT and the bundled samples
+    (see :func:`tiny_recipe_config`), written to the test's ``tmp_path``."""
+    import yaml
+
+    def write(recipe: Path, **kw) -> Path:
+        config = tiny_recipe_config(recipe, tiny_bert_dir, tmp_path, **kw)
+        out = tmp_path / f"tiny-{recipe.parent.name}-{recipe.name}"
+        out.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return out
+
+    return write

@@ -87,6 +87,65 @@ def test_entity_loss_equals_hand_computation_of_eq2(projection):
     assert objective.total(terms).item() == pytest.approx(0.01 * expected + simcse, rel=1e-5)
 
 
+def _authors_entity_loss(s, pos, neg, tau, w):
+    """The authors' ``cl_forward`` (studio-ousia/ease, ease/ease_models.py) on one process, in numpy:
+    ``cos(z1, W e) / tau`` then ``cos(z1, W e^-) / tau + eye * hard_negative_weight``, concatenated,
+    cross-entropy with labels ``arange``. Rows of ``neg`` that are None are left out (unisent drops a
+    missing hard negative; the authors' code would score their padding entity there)."""
+    s, pos = np.asarray(s, dtype=np.float64), np.asarray(pos, dtype=np.float64)
+    unit = lambda m: m / np.linalg.norm(m, axis=-1, keepdims=True)  # noqa: E731
+    logits = unit(s) @ unit(pos).T / tau
+    present = [j for j, n in enumerate(neg) if n is not None]
+    hn = unit(s) @ unit(np.asarray([neg[j] for j in present], dtype=np.float64)).T / tau
+    hn = hn + w * np.eye(len(s))[:, present]  # the weight sits on each sentence's own hard negative
+    logits = np.concatenate([logits, hn], axis=1)
+    log_softmax = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    return float(-np.mean(log_softmax[np.arange(len(s)), np.arange(len(s))]))
+
+
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("w", [1.0, -0.5, 2.5])
+def test_hard_negative_weight_equals_the_authors_formula(w, missing):
+    torch.manual_seed(0)
+    encoder = ToyEncoder()
+    entities, negatives = ["Q1", "Q2", "Q3", "Q4"], ["Q5", None if missing else "Q6", "Q1", "Q7"]
+    tokens = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [3, 5, 7]]
+    weighted = EASE(entity_temperature=0.5, entity_dim=5, hard_negative_weight=w)
+    weighted.setup_for(encoder)
+    weighted.build_vocabulary(entities, negatives)
+    plain = EASE(entity_temperature=0.5, entity_dim=5)  # the default: eq. 2, no weight
+    plain.projection, plain.entity_table, plain._index = weighted.projection, weighted.entity_table, weighted._index
+    batch = _batch(weighted, tokens, entities, negatives)
+    got = weighted(encoder, batch)["entity"].item()
+    old = plain(encoder, batch)["entity"].item()
+    with torch.no_grad():
+        s = encoder(batch["text"]["input_ids"], batch["text"]["attention_mask"]).numpy()
+        pos = weighted.project(batch["entity"]).numpy()
+        neg = [weighted.project(weighted.entity_ids([n]))[0].numpy() if n else None for n in negatives]
+    assert got == pytest.approx(_authors_entity_loss(s, pos, neg, 0.5, w), rel=1e-5)
+    # w = 0 is the value before the option existed, the hand computation of eq. 2
+    assert old == pytest.approx(_authors_entity_loss(s, pos, neg, 0.5, 0.0), rel=1e-5)
+    assert old == pytest.approx(_hand_entity_loss(s, pos, neg, 0.5, [n is not None for n in negatives]), rel=1e-5)
+    # a positive weight makes the own hard negative more probable: the loss rises (and falls for w < 0)
+    assert (got > old + 1e-4) if w > 0 else (got < old - 1e-4)
+    assert weighted.config()["init_args"]["hard_negative_weight"] == w
+
+
+def test_hard_negative_weight_is_ignored_without_hard_negatives_and_must_be_finite():
+    torch.manual_seed(0)
+    encoder = ToyEncoder()
+    ablation = EASE(entity_dim=4, entity_temperature=0.5, use_hard_negatives=False, hard_negative_weight=1.0)
+    plain = EASE(entity_dim=4, entity_temperature=0.5, use_hard_negatives=False)
+    ablation.setup_for(encoder)
+    ablation.build_vocabulary(["Q1", "Q2", "Q3"])
+    plain.projection, plain.entity_table, plain._index = ablation.projection, ablation.entity_table, ablation._index
+    batch = _batch(ablation, [[1, 2], [3, 4], [5, 6]], ["Q1", "Q2", "Q3"], [None] * 3)
+    del batch["hard_negative"]
+    assert ablation(encoder, batch)["entity"].item() == plain(encoder, batch)["entity"].item()
+    with pytest.raises(ValueError, match="hard_negative_weight must be a finite number"):
+        EASE(hard_negative_weight=float("nan"))
+
+
 def test_duplicate_entities_can_be_masked_and_the_temperature_divides():
     torch.manual_seed(0)
     encoder = ToyEncoder()
@@ -254,10 +313,11 @@ NEGATIVES = ["Q7", None, "Q1", "Q2", "Q8", "Q3", None, "Q4"]
 TOKENS = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [3, 5, 7], [2, 4, 6], [9, 8, 7], [1, 1, 2], [5, 5, 5]]
 
 
-def _parity_objective(mask_duplicates):
+def _parity_objective(mask_duplicates, hard_negative_weight=0.0):
     torch.manual_seed(0)
     encoder = ToyEncoder()
-    objective = EASE(entity_dim=5, entity_temperature=0.3, temperature=0.5, mask_duplicate_entities=mask_duplicates)
+    objective = EASE(entity_dim=5, entity_temperature=0.3, temperature=0.5, mask_duplicate_entities=mask_duplicates,
+                     hard_negative_weight=hard_negative_weight)
     objective.setup_for(encoder)
     objective.build_vocabulary(ENTITIES, NEGATIVES)
     return encoder, objective
@@ -274,8 +334,8 @@ def _terms_and_grads(encoder, objective, rows):
     return out
 
 
-def _parity_worker(rank, world, mask_duplicates):
-    encoder, objective = _parity_objective(mask_duplicates)
+def _parity_worker(rank, world, mask_duplicates, hard_negative_weight=0.0):
+    encoder, objective = _parity_objective(mask_duplicates, hard_negative_weight)
     result = {}
     for name, (value, grads) in _terms_and_grads(encoder, objective, range(rank * LOCAL, (rank + 1) * LOCAL)).items():
         dist.all_reduce(value)
@@ -286,10 +346,11 @@ def _parity_worker(rank, world, mask_duplicates):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("mask_duplicates", [False, True])
-def test_two_processes_equal_one_process_for_both_terms(mask_duplicates):
-    distributed = run_distributed(_parity_worker, mask_duplicates, world_size=WORLD)
-    single = _terms_and_grads(*_parity_objective(mask_duplicates), range(WORLD * LOCAL))
+@pytest.mark.parametrize(("mask_duplicates", "hard_negative_weight"), [(False, 0.0), (True, 0.0), (False, 1.0)])
+def test_two_processes_equal_one_process_for_both_terms(mask_duplicates, hard_negative_weight):
+    # with a weight, each process must put it on its own sentences' hard negatives in the gathered columns
+    distributed = run_distributed(_parity_worker, mask_duplicates, hard_negative_weight, world_size=WORLD)
+    single = _terms_and_grads(*_parity_objective(mask_duplicates, hard_negative_weight), range(WORLD * LOCAL))
     assert set(distributed) == set(single) == {"entity", "contrastive"}
     for name in single:
         assert distributed[name][0] == pytest.approx(single[name][0].item(), rel=1e-5), name
@@ -308,7 +369,7 @@ def test_wikipedia2vec_trained_on_the_dump_sample_initialises_the_table(tmp_path
 
     from unisent.commands.data import main as data_main
 
-    pytest.importorskip("wikipedia2vec")
+    pytest.importorskip("wikipedia2vec", reason="wikipedia2vec is in the `ease` extra, not `dev` (nox -s slow installs it)")
     dump = Path(__file__).parent / "fixtures" / "ease" / "enwiki-pages-articles-sample.xml.bz2"
     cli = str(Path(sys.executable).parent / "wikipedia2vec")
     subprocess.run([cli, "train", str(dump), "w2v.pkl", "--dim-size", "32", "--iteration", "1",

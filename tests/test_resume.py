@@ -21,7 +21,13 @@ from unisent.encoders import EncoderConfig
 from unisent.module import EvaluationConfig, UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
-from unisent.resume import RNG_KEY, AtomicCheckpointIO, UnisentCheckpoint
+from unisent.resume import (
+    RNG_KEY,
+    AtomicCheckpointIO,
+    UnisentCheckpoint,
+    settle_stopped_epoch,
+    stopping_point_reached,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,12 +152,13 @@ class _LateRestore(L.pytorch.strategies.SingleDeviceStrategy):
         return True
 
 
-def _fit(model_dir, root, max_steps=8, callbacks=(), ckpt_path=None, strategy="auto", num_workers=0):
+def _fit(model_dir, root, max_steps=8, callbacks=(), ckpt_path=None, strategy="auto", num_workers=0, schedule="linear"):
     L.seed_everything(5)
     module = UnisentModule(
         encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"),
         objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5)],
         optimizer=lambda params: AdamW(params, lr=1e-3), warmup_steps=2, evaluation=EvaluationConfig(val_tasks=[]),
+        schedule=schedule,
     )
     data = UnisentDataModule(train={"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt"), max_records=48),
                                     "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=32)},
@@ -187,6 +194,95 @@ def test_crash_and_resume_in_process_matches_an_uninterrupted_run(tiny_bert_dir,
     assert trainer.global_step == 8
     for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_run_stopped_by_max_steps_saves_its_last_step_and_resumes_inside_that_epoch(tiny_bert_dir, tmp_path):
+    # issue 18: a first leg cut by max_steps, resumed with a longer run, went on as "epoch 1 at batch 5"
+    # (constant learning rate: a linear decay is computed from each leg's own max_steps). A last.ckpt
+    # left at an earlier resume point when validation saves are due: tests/test_first_hour.py
+    reference, _ = _fit(tiny_bert_dir, tmp_path / "ref", max_steps=8, schedule="constant")
+    _fit(tiny_bert_dir, tmp_path / "run", max_steps=5, schedule="constant")
+    last = torch.load(tmp_path / "run" / "ckpt" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 5
+    # 6 batches an epoch: stopped inside epoch 0, which the checkpoint resumes (Lightning had counted it done)
+    assert last["epoch"] == 0 and last["UnisentDataModule"]["epoch"] == 0
+    assert progress_of(last) == (5, 0)
+    resumed, trainer = _fit(tiny_bert_dir, tmp_path / "run", max_steps=8, ckpt_path="last", schedule="constant")
+    assert trainer.global_step == 8
+    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def progress_of(checkpoint: dict):
+    import tempfile
+
+    from unisent.resume import checkpoint_progress
+
+    with tempfile.TemporaryDirectory() as d:
+        torch.save(checkpoint, Path(d) / "c.ckpt")
+        return checkpoint_progress(Path(d) / "c.ckpt")
+
+
+def test_settle_stopped_epoch_only_touches_an_epoch_cut_short():
+    def ckpt(epoch_progress, processed, is_last):
+        counts = dict(zip(("ready", "started", "processed", "completed"), epoch_progress))
+        return {"epoch": counts["completed"], "global_step": 5,
+                "loops": {"fit_loop": {"epoch_progress": {"current": dict(counts), "total": dict(counts)},
+                                       "epoch_loop.batch_progress": {"current": {"processed": processed},
+                                                                     "is_last_batch": is_last}}},
+                "UnisentDataModule": {"epoch": counts["completed"], "batches": processed, "positions": {}}}
+
+    cut = ckpt((1, 1, 1, 1), 5, False)  # written by on_train_end after max_steps=5 in a 16-batch epoch
+    assert settle_stopped_epoch(cut) and cut["epoch"] == 0 and cut["UnisentDataModule"]["epoch"] == 0
+    assert cut["loops"]["fit_loop"]["epoch_progress"]["current"] == {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+    assert not settle_stopped_epoch(cut)  # idempotent
+    for untouched in (ckpt((1, 1, 0, 0), 5, False),   # a resume point mid-epoch
+                      ckpt((2, 2, 2, 2), 16, True),   # the end of a finished epoch
+                      ckpt((2, 2, 2, 1), 16, True)):  # on_train_epoch_end
+        before = repr(untouched)
+        assert not settle_stopped_epoch(untouched) and repr(untouched) == before
+
+
+def test_stopping_point_follows_lightnings_limits():
+    from unisent.resume import Progress
+
+    assert stopping_point_reached(Progress(32, 2), None, 2) == "max_epochs=2"
+    assert stopping_point_reached(Progress(5, 0), None, 2) is None
+    assert stopping_point_reached(Progress(12, 1), 12, 100) == "max_steps=12"
+    assert stopping_point_reached(Progress(12, 1), -1, None) is None  # no limit: Lightning's 1000 epochs
+    assert stopping_point_reached(Progress(12, 1000), -1, None) == "max_epochs=1000"
+    assert stopping_point_reached(Progress(12, 5), 20, None) is None  # max_steps alone: no epoch limit
+
+
+def test_test_validate_predict_log_beside_the_training_run(tmp_path):
+    from jsonargparse import Namespace
+
+    from unisent.commands.train import _separate_from_training_run
+
+    run = tmp_path / "runs" / "quickstart" / "20260101-000000"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.csv").write_text("step\n1\n")
+
+    def config(version=None, ckpt_path=None):
+        logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger",
+                           init_args=Namespace(save_dir=str(tmp_path / "runs"), name="quickstart", version=version))
+        return Namespace(ckpt_path=ckpt_path, trainer=Namespace(logger=logger, default_root_dir=None))
+
+    by_ckpt = config(ckpt_path=str(run / "checkpoints" / "best.ckpt"))
+    _separate_from_training_run(by_ckpt, "test")
+    args = by_ckpt.trainer.logger.init_args
+    assert (args.save_dir, args.name, args.version) == (str(run.parent), "", "20260101-000000-test-0")
+    (run.parent / "20260101-000000-test-0").mkdir()
+    by_version = config(version="20260101-000000")  # the run's own config.yaml names its version
+    _separate_from_training_run(by_version, "validate")
+    assert by_version.trainer.logger.init_args.version == "20260101-000000-validate-0"
+    again = config(version="20260101-000000", ckpt_path=str(run / "checkpoints" / "best.ckpt"))
+    _separate_from_training_run(again, "test")
+    assert again.trainer.logger.init_args.version == "20260101-000000-test-1"
+    fresh = config(ckpt_path=str(tmp_path / "elsewhere.ckpt"))  # no training run named: a new version_N as usual
+    _separate_from_training_run(fresh, "test")
+    assert fresh.trainer.logger.init_args.version is None and fresh.trainer.logger.init_args.name == "quickstart"
 
 
 # ------------------------------------------------------------------------------------------ SIGKILL

@@ -29,10 +29,95 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'unisent.cli' has no attribute {name!r}")
 
 
+#: set to 1 for the full traceback of a data, config or checkpoint error instead of its one line
+TRACEBACK_ENV = "UNISENT_TRACEBACK"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``ModelNotAvailableError``), a missing or
+    unreadable file (``OSError``), YAML that does not parse, and Lightning's ``MisconfigurationException``."""
+    import yaml
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from .io import CheckpointError, RecordError
+
+    return (RecordError, CheckpointError, OSError, yaml.YAMLError, MisconfigurationException)
+
+
 def _lightning(argv: Sequence[str] | None) -> None:
+    """``unisent fit|validate|test|predict``: LightningCLI, its user errors in one line (status 1; a bad
+    option or config key: status 2), Ctrl-C with how to resume (status 130). ``UNISENT_TRACEBACK=1``
+    shows the full traceback instead."""
+    import os
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((w for w in words if w in LIGHTNING_COMMANDS), None)
+    prog = f"unisent {command}" if command else "unisent"
+    traceback = os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
+    from jsonargparse import ArgumentError
+
     from .commands.train import main as train_main
 
-    train_main(argv)
+    try:
+        train_main(argv)
+    except KeyboardInterrupt:
+        if command == "fit":
+            import shlex
+
+            resume = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or
+                                                             (i and words[i - 1] == "--ckpt_path"))]
+            print(f"\n{prog}: interrupted; continue this run with: "
+                  f"{shlex.join(['unisent', *resume, '--ckpt_path', 'last'])}", file=sys.stderr)
+        sys.exit(130)
+    except ArgumentError as err:
+        if traceback:
+            raise
+        from .commands._cli import fail
+
+        fail(prog, _config_error(str(err), words), words)
+    except Exception as err:
+        if traceback or not isinstance(err, _user_errors()):
+            raise
+        print(f"{prog}: error: {_file_error(err)} "
+              f"(full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
+        sys.exit(1)
+
+
+def _config_error(message: str, words: Sequence[str]) -> str:
+    """jsonargparse's parse error in one line; a YAML syntax error names the file and line (jsonargparse
+    says ``"<unicode string>", line 3``), found by parsing each ``--config`` file again."""
+    if "<unicode string>" in message or "Problems parsing config" in message:
+        import yaml
+
+        configs = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-c", "--config")]
+        configs += [word.split("=", 1)[1] for word in words if word.startswith("--config=")]
+        for config in configs:
+            try:
+                with open(config, encoding="utf-8") as handle:
+                    yaml.safe_load(handle)
+            except yaml.MarkedYAMLError as err:
+                mark = err.problem_mark or err.context_mark
+                where = f"{config}:{mark.line + 1}:{mark.column + 1}" if mark else config
+                return (f"{where}: YAML syntax error: {err.problem or err.context}; fix that line "
+                        "(indentation, an unclosed bracket or quote, a missing ': ')")
+            except (OSError, yaml.YAMLError):
+                continue
+    return _one_line(message)
+
+
+def _file_error(err: Exception) -> str:
+    """A missing or unreadable file: what, which file, what to do."""
+    if isinstance(err, FileNotFoundError) and err.filename and str(err).startswith("[Errno"):
+        return (f"no such file: {err.filename}; check the path in the recipe (e.g. data.train.<name>.path) "
+                "or on the command line (paths are relative to the current directory)")
+    if isinstance(err, PermissionError) and err.filename and str(err).startswith("[Errno"):
+        return f"permission denied: {err.filename}"
+    return _one_line(str(err) or type(err).__name__)
 
 
 #: Lightning's commands (LightningCLI over UnisentModule and UnisentDataModule): name -> one line of help

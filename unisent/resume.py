@@ -15,7 +15,7 @@ import random
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -25,7 +25,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .io import atomic_write, remove_stale_temporaries
 
-__all__ = ["RNG_KEY", "AtomicCheckpointIO", "UnisentCheckpoint", "latest_run", "rng_states", "set_rng_states"]
+__all__ = ["RNG_KEY", "AtomicCheckpointIO", "Progress", "UnisentCheckpoint", "checkpoint_progress", "last_checkpoint",
+           "latest_run", "rng_states", "set_rng_states", "settle_stopped_epoch", "stopping_point_reached"]
 
 #: where the random states of all processes are stored in a checkpoint
 RNG_KEY = "unisent_rng_states"
@@ -145,6 +146,7 @@ class UnisentCheckpoint(ModelCheckpoint):
                              "loop states: it cannot be combined with save_weights_only")
         self.every_n_train_steps = n
         self._resume_step_saved = -1
+        self._last_saved_step = -1
         self._rng_to_restore: list[dict[str, Any]] | None = None
 
     # ---------------------------------------------------------------- files
@@ -170,6 +172,20 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
         self._last_global_step_saved = before
 
+    def _save_last_checkpoint(self, trainer, monitor_candidates) -> None:
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+        if self.save_last:
+            self._last_saved_step = trainer.global_step
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        # Lightning saves last.ckpt at the end only when this run has saved none yet: a run that wrote a
+        # resume point or validated, then stopped (max_steps, early stop) before the next save, would
+        # leave a last.ckpt some steps behind its final weights. Save the final state.
+        super().on_train_end(trainer, pl_module)
+        if (self.save_last and trainer.state.fn == "fit" and trainer.global_step > 0 and not trainer.fast_dev_run
+                and trainer.global_step != self._last_saved_step):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
     # ---------------------------------------------------------------- random states
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         if _in_signal_handler():
@@ -178,9 +194,13 @@ class UnisentCheckpoint(ModelCheckpoint):
             checkpoint[RNG_KEY] = [rng_states()]
             return
         checkpoint[RNG_KEY] = _all_processes(trainer, rng_states())
+        settle_stopped_epoch(checkpoint)
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         self._rng_to_restore = checkpoint.get(RNG_KEY)
+        # (checkpoints written at the end of a run cut short before this fix; the DataModule keeps
+        # the same state dict until its loaders are built, so the settled epoch reaches it too)
+        settle_stopped_epoch(checkpoint)
 
     def on_train_start(self, trainer, pl_module) -> None:
         restart = getattr(trainer.datamodule, "restart_position", None)
@@ -212,3 +232,87 @@ def latest_run(root: str | Path) -> Path | None:
     found = [(ckpt.stat().st_mtime, ckpt.parent.parent) for ckpt in root.glob("*/checkpoints/last*.ckpt")
              if ckpt.is_file()]
     return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+# ---------------------------------------------------------------------------------------- stopping points
+def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
+    """Make a checkpoint written after a run stopped in the middle of an epoch resume that epoch.
+
+    When ``max_steps`` (or an early stop) ends a run mid-epoch, Lightning counts the epoch as done
+    before ``on_train_end`` writes ``last.ckpt``; resumed with a longer schedule, the run would start
+    the *next* epoch at the same batch index, skipping the rest of this one (and the data position
+    would follow). Here the loop state becomes that of a resume point at the same step: the epoch is
+    started, not finished (``checkpoint["epoch"]`` and the DataModule's epoch with it). Returns whether
+    it changed anything; a checkpoint of a finished epoch or of a resume point is left as it is."""
+    loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
+    if not epochs or not batches:
+        return False
+    current, done = epochs["current"], batches["current"]
+    if batches.get("is_last_batch", True) or not done.get("processed") or not current.get("ready"):
+        return False
+    if current["processed"] != current["ready"]:
+        return False  # the epoch is not counted as done: a resume point, nothing to settle
+    for part in ("current", "total"):
+        progress = epochs.get(part)
+        if progress and progress.get("ready"):
+            progress["processed"] = progress["ready"] - 1
+            progress["completed"] = min(progress["completed"], progress["ready"] - 1)
+    epoch = current["completed"]
+    checkpoint["epoch"] = epoch
+    for state in checkpoint.values():  # the DataModule's data position (UnisentDataModule.state_dict)
+        if isinstance(state, dict) and "positions" in state and "epoch" in state and "batches" in state:
+            state["epoch"] = epoch
+    return True
+
+
+class Progress(NamedTuple):
+    """How far a checkpoint's run went."""
+
+    global_step: int  #: optimiser steps taken
+    epochs_done: int  #: epochs fully trained
+
+
+def checkpoint_progress(path: str | Path) -> Progress | None:
+    """How far the run of checkpoint ``path`` went, read without loading the weights (memory-mapped);
+    ``None`` when the file cannot be read as a Lightning checkpoint (the caller's own checks report that)."""
+    import pickle
+
+    checkpoint = None
+    for weights_only in (True, False):
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=weights_only, mmap=True)
+            break
+        except pickle.UnpicklingError:
+            continue  # weights_only refused an object of the user's: trust the file, as Lightning does
+        except Exception:
+            return None
+    if not isinstance(checkpoint, dict) or "global_step" not in checkpoint:
+        return None
+    settle_stopped_epoch(checkpoint)
+    loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    epochs = (loop.get("epoch_progress") or {}).get("current") or {}
+    batches = loop.get("epoch_loop.batch_progress") or {}
+    done = int(epochs.get("processed", checkpoint.get("epoch", 0)))
+    if batches.get("is_last_batch") and epochs.get("ready", 0) > done:
+        done = int(epochs["ready"])  # the epoch's last batch is trained: only its validation was left
+    return Progress(int(checkpoint["global_step"]), done)
+
+
+def stopping_point_reached(progress: Progress, max_steps: int | None, max_epochs: int | None) -> str | None:
+    """Which stopping condition of a run configured with ``max_steps``/``max_epochs`` (Lightning's
+    meaning: ``-1``/``None`` for none; no limit at all means 1000 epochs) a checkpoint at ``progress``
+    has met already, as ``"max_steps=N"`` or ``"max_epochs=N"``; ``None`` when there is training left."""
+    steps = -1 if max_steps is None else int(max_steps)
+    epochs = max_epochs if max_epochs is not None else (1000 if steps == -1 else -1)
+    if steps != -1 and progress.global_step >= steps:
+        return f"max_steps={steps}"
+    if epochs != -1 and progress.epochs_done >= epochs:
+        return f"max_epochs={epochs}"
+    return None
+
+
+def last_checkpoint(directory: str | Path) -> Path | None:
+    """The newest ``last*.ckpt`` in ``directory`` (the file Lightning's ``ckpt_path="last"`` picks), or ``None``."""
+    found = [p for p in Path(directory).glob("last*.ckpt") if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None

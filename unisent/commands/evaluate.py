@@ -53,6 +53,10 @@ def evaluate(
         return
     if not model:
         raise UsageError("--model is required (or --list)")
+    _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
+    _check_model(model)
+    if quiet:
+        _quiet_transformers()
     import unisent
 
     from ..evaluation.similarities import get_similarity
@@ -72,6 +76,62 @@ def evaluate(
         names = ", ".join(results["failed"])
         raise CommandFailed(f"{len(results['failed'])} of {len(results['failed']) + len(results['tasks'])} "
                             f"tasks failed: {names} (the others are reported above)")
+
+
+def _check_tasks(tasks: str) -> None:
+    """Every name of ``--tasks`` is a task or a group (the registry imports no torch)."""
+    import difflib
+
+    from ..evaluation.tasks.registry import GROUPS, TASKS
+
+    names = [name.strip() for name in tasks.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--tasks is empty; name tasks or groups, e.g. --tasks stsb-test,transfer (see --list)")
+    for name in names:
+        if name not in TASKS and name not in GROUPS:
+            close = difflib.get_close_matches(name, [*GROUPS, *TASKS], n=3)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(f"unknown task or group {name!r} in --tasks{hint}; unisent evaluate --list shows them all")
+
+
+def _check_model(model: str) -> None:
+    """A ``--model`` that looks like a local path (the rule of
+    :func:`unisent.encoders.loading.looks_like_path`, repeated here so that the check imports no torch)
+    must exist: a typo fails at once instead of after a model-hub round trip."""
+    import os
+
+    path = os.path.expanduser(model)
+    if os.path.exists(path):
+        return
+    head = model.split("/", 1)[0]
+    looks_like_path = (model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
+                       or model.lower().endswith((".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml"))
+                       or ("/" in model and os.path.isdir(head)))
+    if looks_like_path:
+        raise FileNotFoundError(f"--model {model!r} does not exist; give a .ckpt file, a saved model directory, "
+                                "a preset (minilm-l6) or a Hugging Face hub id")
+
+
+def _quiet_transformers() -> None:
+    """``--quiet``: no weight-loading bars or info lines from transformers / huggingface_hub."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:  # pragma: no cover
+        pass
 
 
 def main(argv: Sequence[str]) -> None:

@@ -76,16 +76,62 @@ class UnisentCLI(LightningCLI):
         )
 
     def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
         if self.subcommand == "fit":
-            _continue_last_run(self.config["fit"])
+            if config.get("ckpt_path") == "last":
+                _continue_last_run(config)  # (refuses a finished run itself, before touching it)
+            else:
+                _refuse_finished_run(config, config.get("ckpt_path"))
+        elif self.subcommand in ("validate", "test", "predict"):
+            _separate_from_training_run(config, self.subcommand)
+
+    def _parse_ckpt_path(self) -> None:
+        """A ``--ckpt_path`` file is checked before Lightning loads it (for its hyperparameters, then to
+        resume): a missing or truncated file is one line (FileNotFoundError / CheckpointError)."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in ("last", "best", "hpc", "registry"):
+            from ..io import check_checkpoint
+
+            check_checkpoint(ckpt_path)
+        super()._parse_ckpt_path()
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Lightning's run, plus: on any failure or Ctrl-C, the run directory that this attempt created
+        is removed when it holds nothing but config files; Ctrl-C comes out as ``KeyboardInterrupt``
+        (``unisent fit`` then prints how to resume)."""
+        try:
+            super()._run_subcommand(subcommand)
+        except BaseException as err:
+            _remove_empty_run_dirs(self.trainer)
+            if isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False):
+                raise KeyboardInterrupt from err  # Lightning turns Ctrl-C into sys.exit(1) after its shutdown
+            raise
 
     def instantiate_trainer(self, **kwargs: Any):
         """Lightning's Trainer, plus an :class:`~unisent.evaluation.callback.EvaluationCallback` when
         ``model.evaluation`` names tasks and ``trainer.callbacks`` has none (the callback runs them in
         the validation and test loops and logs ``val/score``)."""
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
         from ..evaluation.callback import add_evaluation_callback
 
-        trainer = super().instantiate_trainer(**kwargs)
+        extra_callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
+        trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        if trainer_config.get("enable_checkpointing") is False:
+            # the recipe turned checkpointing off: leave out the `checkpoint:` callback (Lightning refuses
+            # a checkpoint callback with enable_checkpointing=False)
+            extra_callbacks = [c for c in extra_callbacks if not isinstance(c, ModelCheckpoint)]
+            if self.subcommand == "fit":
+                import sys
+
+                from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+                if getattr(rank_zero_only, "rank", 0) == 0:
+                    print("unisent: trainer.enable_checkpointing is false: this run writes no checkpoints (no "
+                          "best.ckpt, no last.ckpt), so it cannot be resumed with --ckpt_path last or exported "
+                          "from a checkpoint; the trained encoder is still saved to <run>/encoder", file=sys.stderr)
+        trainer = self._instantiate_trainer(trainer_config, extra_callbacks)
         add_evaluation_callback(trainer, self.model)
         return trainer
 
@@ -104,13 +150,20 @@ def _logger_class(spec: Any):
 
 
 def _continue_last_run(config) -> None:
-    """For ``fit --ckpt_path last``: point the logger at the run that holds the newest last.ckpt."""
+    """For ``fit --ckpt_path last``: point the logger at the run that holds the newest last.ckpt and
+    resume from that file; refuse (one line, status 1) when that run already reached this config's
+    stopping point."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-    from ..resume import latest_run
+    from ..resume import last_checkpoint, latest_run
 
-    if config.get("ckpt_path") != "last" or config.get("checkpoint.dirpath"):
-        return  # an explicit checkpoint directory: Lightning finds last.ckpt there itself
+    if config.get("ckpt_path") != "last":
+        return
+    dirpath = config.get("checkpoint.dirpath")
+    if dirpath:  # an explicit checkpoint directory: Lightning finds last.ckpt there itself
+        if "://" not in str(dirpath):
+            _refuse_finished_run(config, last_checkpoint(dirpath))
+        return
     logger = config.get("trainer.logger")
     if isinstance(logger, list):
         logger = logger[0] if logger else None
@@ -118,17 +171,23 @@ def _continue_last_run(config) -> None:
     if cls is None:
         return
     args = logger.init_args
+    run = None
     if issubclass(cls, (CSVLogger, TensorBoardLogger)):
-        if args.get("version") is not None:
-            return
         save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
         name = args.get("name", "lightning_logs")
+        version = args.get("version")
+        if version is not None:  # a pinned run: resume it
+            pinned = Path(save_dir) / (name or "") / (version if isinstance(version, str) else f"version_{version}")
+            _refuse_finished_run(config, last_checkpoint(pinned / "checkpoints"))
+            return
         run = latest_run(Path(save_dir) / (name or ""))
         if run is not None:
+            _refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
             version = run.name
             args["version"] = int(version[len("version_"):]) if version.startswith("version_") and version[8:].isdigit() else version
             if issubclass(cls, CSVLogger):
                 _keep_metrics(run)
+            _quiet_resume_warnings()
     elif issubclass(cls, WandbLogger):
         if args.get("id") or args.get("version"):
             return
@@ -137,7 +196,86 @@ def _continue_last_run(config) -> None:
         project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
         run = latest_run(Path(args.get("save_dir") or ".") / project)
         if run is not None:
+            _refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
             args["id"] = run.name  # WandbLogger resumes a run id with resume="allow"
+    if run is not None:
+        # the file itself, so that a run without a checkpoint callback (trainer.enable_checkpointing:
+        # false) resumes it too
+        config["ckpt_path"] = str(last_checkpoint(run / "checkpoints"))
+
+
+_SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
+
+
+def _quiet_resume_warnings() -> None:
+    """Resuming into the run's own directory: Lightning warns that the directory is not empty and that
+    "previous log files ... will be deleted". Nothing is lost (the interrupted attempt's metrics.csv is
+    kept as metrics-<k>.csv, config and hparams are rewritten with the same run's values, checkpoints
+    are the run's), and a warning that is always wrong here would teach users to ignore it elsewhere."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+
+
+def _refuse_finished_run(config, ckpt_path: Any) -> None:
+    """Exit with one line (status 1) when checkpoint ``ckpt_path`` is at or past the stopping point of
+    ``config`` (``trainer.max_steps``/``max_epochs``, counted from the start of the run, as Lightning
+    does): resuming would train nothing. An unreadable file is left to the checks that load it."""
+    import sys
+
+    from ..resume import checkpoint_progress, stopping_point_reached
+
+    if ckpt_path is None or str(ckpt_path) in _SPECIAL_CKPT_PATHS or "://" in str(ckpt_path):
+        return
+    path = Path(ckpt_path)
+    progress = checkpoint_progress(path) if path.is_file() else None
+    if progress is None:
+        return
+    reached = stopping_point_reached(progress, config.get("trainer.max_steps"), config.get("trainer.max_epochs"))
+    if reached is None:
+        return
+    key, _, value = reached.partition("=")
+    more = int(value) + 1 if key == "max_epochs" else int(value) * 2
+    sys.exit(f"unisent fit: error: nothing to train: checkpoint {path} (step {progress.global_step}, "
+             f"{progress.epochs_done} epoch(s) done) already reached {reached}; to train on, raise it "
+             f"(e.g. --trainer.{key}={more}), or leave out --ckpt_path to start a new run")
+
+
+def _separate_from_training_run(config, subcommand: str) -> None:
+    """``validate``/``test``/``predict`` log into a directory of their own, next to the training run,
+    never into it: Lightning's CSV logger would overwrite the run's ``metrics.csv`` and ``hparams.yaml``
+    and the config callback its ``config.yaml``. The training run is the directory of a
+    ``--ckpt_path <run>/checkpoints/<file>``, or the run that the config's logger version names (a
+    run's own ``config.yaml`` names its version). The new directory is ``<run>-<subcommand>-<k>``
+    (first free k), beside ``<run>``; with neither, the logger makes a new version as usual."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    logger = config.get("trainer.logger")
+    if isinstance(logger, list):
+        logger = logger[0] if logger else None
+    cls = _logger_class(logger) if logger not in (None, True, False) else None
+    if cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
+        return
+    args = logger.init_args
+    run = None
+    ckpt = config.get("ckpt_path")
+    if ckpt is not None and str(ckpt) not in _SPECIAL_CKPT_PATHS and "://" not in str(ckpt):
+        path = Path(ckpt).absolute()
+        if path.parent.name == "checkpoints":
+            run = path.parent.parent
+    version = args.get("version")
+    if run is None and version is not None:
+        save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
+        named = Path(save_dir) / (args.get("name") or "") / (version if isinstance(version, str) else f"version_{version}")
+        if named.is_dir() and any(named.iterdir()):
+            run = named.absolute()
+    if run is None:
+        return
+    k = 0
+    while (run.parent / f"{run.name}-{subcommand}-{k}").exists():
+        k += 1
+    args["save_dir"], args["name"], args["version"] = str(run.parent), "", f"{run.name}-{subcommand}-{k}"
 
 
 def _keep_metrics(run: Path) -> None:
@@ -154,6 +292,33 @@ def _keep_metrics(run: Path) -> None:
     metrics.rename(run / f"metrics-{k}.csv")
 
 
+#: files a run directory holds before anything is trained or logged
+_CONFIG_FILES = {"config.yaml", "hparams.yaml"}
+
+
+def _remove_empty_run_dirs(trainer: Any) -> None:
+    """After a failed or interrupted run: remove each logger's run directory (``version_N``) when it
+    holds nothing but config files (no checkpoint, no metrics), so that failed attempts leave no
+    empty runs behind. A resumed run's directory holds checkpoints and is always kept."""
+    import shutil
+
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    if trainer is None or getattr(rank_zero_only, "rank", 0) != 0:
+        return
+    for logger in getattr(trainer, "loggers", ()):
+        try:
+            log_dir = logger.log_dir
+        except Exception:  # a logger that cannot say (W&B before its run started)
+            continue
+        run = Path(log_dir) if log_dir else None
+        if run is None or not run.is_dir():
+            continue
+        files = [f for f in run.rglob("*") if f.is_file()]
+        if all(f.name in _CONFIG_FILES and f.parent == run for f in files):
+            shutil.rmtree(run, ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word)."""
     UnisentCLI(
@@ -164,4 +329,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
         args=None if argv is None else list(argv),
+        # a bad option, key or value raises jsonargparse's ArgumentError: `unisent fit` prints it in one
+        # line naming the config file (unisent.cli), without the ~75-line usage block
+        parser_kwargs={"exit_on_error": False,
+                       **{name: {"exit_on_error": False} for name in ("fit", "validate", "test", "predict")}},
     )

@@ -42,6 +42,13 @@ class EncoderConfig:
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
         unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
             result, computed on real tokens only. Used for BERT-family backbones; others ignore it.
+        normalize: L2-normalise the embeddings of ``encode`` as the model's last step (Sentence
+            Transformers' ``Normalize`` module, which an export writes); unset for the preset's
+            setting (true for ``minilm-l6``, as the published model), false otherwise. Inference
+            only: the training losses and the heads on the encoder (GaussCSE's Gaussian head, CMLM's
+            projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
+            cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
+            losses and heads keep training on the unnormalised vectors.
     """
 
     model: str = "minilm-l6"
@@ -50,11 +57,16 @@ class EncoderConfig:
     attn_implementation: str = "sdpa"
     dropout: float | None = None
     unpad: bool = True
+    normalize: bool | None = None
 
     def __post_init__(self) -> None:
         preset = PRESETS.get(self.model)
         if not self.pooler:
             self.pooler = preset.pooler if preset else "cls"
+        if self.normalize is None:
+            self.normalize = preset.normalize if preset else False
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
         self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
         pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
         if not self.max_length:
@@ -171,6 +183,27 @@ class Encoder(EncoderModel):
         workers: int | None = None,
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
+
+        The model's embeddings: the pooler's vectors, L2-normalised when ``config.normalize`` is set
+        (``normalize=True`` normalises in any case; ``False`` does not undo the model's own
+        normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
+        """
+        return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, bf16=bf16,
+                                  show_progress_bar=show_progress_bar, workers=workers)
+
+    def encode_pooled(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        *,
+        normalize: bool = False,
+        bf16: bool = False,
+        show_progress_bar: bool = False,
+        workers: int | None = None,
+    ) -> torch.Tensor:
+        """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
+        see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
+        tensor (n, hidden) on the CPU, rows in input order; ``normalize``: L2-normalise them.
 
         Batches are formed from length-sorted sentences (less padding) and put back in order.
         ``workers``: on a CPU, batches run in this many threads at once, the intra-op threads

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .presets import PRESETS, resolve_preset_path
 
-__all__ = ["ModelNotAvailableError", "resolve_model_location", "load_backbone", "load_tokenizer"]
+__all__ = ["ModelNotAvailableError", "load_backbone", "load_tokenizer", "looks_like_path", "resolve_model_location"]
 
 
 class ModelNotAvailableError(OSError):
@@ -18,26 +18,82 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes", "on"}
 
 
+#: file endings that name a local file, never a hub id
+PATH_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml")
+
+
+def looks_like_path(model: str) -> bool:
+    """Whether ``model`` names a local path rather than a hub id (``org/name``): it starts with ``/``,
+    ``.`` or ``~``, has more than one ``/`` or a backslash, ends with a file suffix (``.ckpt``), or
+    its first component is an existing local directory (``runs/encodr`` when ``runs/`` exists).
+    Such a name that does not exist fails at once instead of asking the hub (see ``unisent
+    evaluate``, which checks this before importing torch, with the same rule)."""
+    if model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model:
+        return True
+    if model.lower().endswith(PATH_SUFFIXES):
+        return True
+    head = model.split("/", 1)[0]
+    return "/" in model and os.path.isdir(head)
+
+
 def resolve_model_location(model: str) -> str:
     """Map ``model`` to what ``from_pretrained`` takes: a preset's location, a directory or a hub id.
 
-    A string that looks like a filesystem path (starts with ``/``, ``.`` or ``~``) must exist.
+    A string that looks like a filesystem path (:func:`looks_like_path`) must exist.
     """
     if model in PRESETS:
         return resolve_preset_path(PRESETS[model])
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):
         return expanded
-    if model.startswith(("/", ".", "~")) or model.count("/") > 1:
+    if looks_like_path(model):
         raise FileNotFoundError(
-            f"model directory {model!r} does not exist; give a directory with config.json, "
-            f"a preset ({', '.join(PRESETS)}) or a Hugging Face hub id"
+            f"model {model!r} does not exist (it looks like a local path, so the hub is not asked); "
+            f"give a directory with config.json, a .ckpt file, a preset ({', '.join(PRESETS)}) or a Hugging Face hub id"
         )
     return model
 
 
+_REACHABLE: dict[str, bool] = {}
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the hub endpoint (``HF_ENDPOINT``), at most ``timeout`` seconds, once per
+    process. huggingface_hub retries a failed request 5 times with back-off (about 23 s) before
+    it gives up; when the hub cannot be reached at all, unisent loads from the local cache only and
+    fails at once. Behind a proxy (``HTTPS_PROXY``/``ALL_PROXY``) the hub is assumed reachable."""
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    if endpoint not in _REACHABLE:
+        import socket
+
+        url = urlparse(endpoint)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout).close()
+            _REACHABLE[endpoint] = True
+        except OSError:
+            _REACHABLE[endpoint] = False
+    return _REACHABLE[endpoint]
+
+
+def _hub_kwargs(location: str) -> dict:
+    """``local_files_only=True`` for a hub id when the hub cannot be reached (no retries)."""
+    if Path(location).is_dir() or _offline() or _hub_reachable():
+        return {}
+    return {"local_files_only": True}
+
+
 def _not_available(model: str, err: Exception) -> ModelNotAvailableError:
-    why = "HF_HUB_OFFLINE is set" if _offline() else "the hub could not be reached or has no such model"
+    if _offline():
+        why = "HF_HUB_OFFLINE is set"
+    elif _REACHABLE.get(os.environ.get("HF_ENDPOINT", "https://huggingface.co")) is False:
+        why = "the hub could not be reached and it is not in the local cache"
+    else:
+        why = "the hub could not be reached or has no such model"
     return ModelNotAvailableError(
         f"could not load {model!r}: it is not a local directory nor a preset, and {why} ({type(err).__name__}).\n"
         f"Download it where you have internet, e.g. `huggingface-cli download {model} --local-dir DIR`, "
@@ -51,8 +107,9 @@ def load_backbone(location: str, *, attn_implementation: str = "sdpa", config_ov
     from transformers import AutoConfig, AutoModel
 
     try:
-        config = AutoConfig.from_pretrained(location, **(config_overrides or {}))
-        return AutoModel.from_pretrained(location, config=config, attn_implementation=attn_implementation)
+        hub = _hub_kwargs(location)
+        config = AutoConfig.from_pretrained(location, **hub, **(config_overrides or {}))
+        return AutoModel.from_pretrained(location, config=config, attn_implementation=attn_implementation, **hub)
     except (OSError, ValueError) as err:
         if Path(location).is_dir():
             raise
@@ -63,7 +120,7 @@ def load_tokenizer(location: str):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(location)
+        return AutoTokenizer.from_pretrained(location, **_hub_kwargs(location))
     except (OSError, ValueError) as err:
         if Path(location).is_dir():
             raise

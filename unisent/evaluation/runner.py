@@ -7,13 +7,15 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm.auto import tqdm
 
-from .encoding import Embedder, SentenceModel
-from .metrics.similarity import Similarity
 from .tasks.base import LoadedData, Source, Task, use_loaded
+
+if TYPE_CHECKING:  # torch is imported when a model is evaluated, not by `evaluate --list`
+    from .encoding import SentenceModel
+    from .metrics.similarity import Similarity
 from .tasks.registry import GROUPS, TASKS, resolve_tasks
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,8 @@ def evaluate(
     last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, data_dir)}
 
     # pass 2: encode and score
+    from .encoding import Embedder
+
     embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress)
     results: dict[str, Any] = {
         "tasks": {},
@@ -134,7 +138,10 @@ def evaluate(
         },
     }
     with use_loaded(loaded):
-        for i, task in enumerate(tqdm(runnable, desc="tasks", unit="task", disable=not progress)):
+        bar = tqdm(runnable, desc="tasks", unit="task", disable=not progress)
+        for i, task in enumerate(bar):
+            bar.set_description(f"task {task.name}")  # the bar names the task it is on
+            embedder.label = f"encoding {task.name}"
             start = time.perf_counter()
             try:
                 metrics = task.evaluate(embedder, data_dir)

@@ -6,7 +6,8 @@ described lives here, and most of it is asked of the pooler (each pooler carries
 Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poolers`).
 
 - ``sentence-transformers``: ``save_pretrained`` (backbone, tokenizer, ``unisent_encoder.json``,
-  ``pooler.pt``) plus ``modules.json`` and the pooler's modules, in the classic layout
+  ``pooler.pt``) plus ``modules.json``, the pooler's modules and, when the encoder normalises
+  (``EncoderConfig.normalize``), a ``Normalize`` module, in the classic layout
   (``sentence_transformers.models.*`` class paths) that Sentence Transformers 3 and newer load without
   ``trust_remote_code``. Hidden states a pooler needs are switched on through ``config_args`` in
   ``sentence_bert_config.json``.
@@ -29,13 +30,14 @@ if TYPE_CHECKING:
 __all__ = ["EncoderModel", "hf_usage_code"]
 
 
-def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool = False) -> str:
+def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool = False, normalize: bool = False) -> str:
     """Runnable ``transformers`` code that reproduces unisent's embeddings for ``pooler`` (a registered
     name or a pooler instance).
 
     The code loads ``model_dir = "."`` (the exported directory as the working directory) and defines
     ``embed(sentences) -> torch.Tensor``. The pooling lines come from the pooler's
-    ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler.
+    ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler;
+    ``normalize``: the model L2-normalises its embeddings (``embed`` then normalises the pooled ones).
     """
     from ..encoders.poolers import build_pooler
 
@@ -43,6 +45,13 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
         pooler = build_pooler(pooler, 1)  # the recipe is the same for every size
     setup, body = pooler.huggingface_code(in_backbone=mlp_in_backbone)
     call = "model(**batch, output_hidden_states=True)" if pooler.needs_hidden_states else "model(**batch)"
+    pool = "pool" if normalize else "embed"
+    normalizing = [
+        "",
+        "",
+        "def embed(sentences: list[str]) -> torch.Tensor:",
+        "    return torch.nn.functional.normalize(pool(sentences), p=2, dim=-1)  # the model's L2 normalisation",
+    ] if normalize else []
     lines = [
         "import torch",
         "from transformers import AutoModel, AutoTokenizer",
@@ -53,11 +62,12 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
         *setup,
         "",
         "",
-        "def embed(sentences: list[str]) -> torch.Tensor:",
+        f"def {pool}(sentences: list[str]) -> torch.Tensor:",
         f'    batch = tokenizer(sentences, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")',
         "    with torch.no_grad():",
         f"        out = {call}",
         *("    " + line for line in body),
+        *normalizing,
         "",
         "",
         'embeddings = embed(["A man is playing a guitar.", "Someone plays music."])',
@@ -69,7 +79,8 @@ class EncoderModel(InferenceModel):
     """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks.
 
     Relies on the encoder's ``backbone``, ``pooler``, ``config``, ``hidden_size``, ``encode`` and
-    ``save_pretrained``.
+    ``save_pretrained``. ``config.normalize`` adds a ``Normalize`` module after the pooler's, a card
+    row and the normalisation in the ``transformers`` recipe.
     """
 
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE)
@@ -86,11 +97,20 @@ class EncoderModel(InferenceModel):
             ("pooling", self.pooler.description),
             ("embedding dimension", str(self.hidden_size)),
             ("max sequence length", f"{self.config.max_length} tokens (longer inputs are truncated)"),
+            *([("normalisation", "L2: unit-length embeddings (`Normalize`)")] if self.config.normalize else []),
             ("similarity", "cosine"),
         ]
 
     # ------------------------------------------------------------------------------ sentence-transformers
     def sentence_transformers_modules(self) -> list[STModule]:
+        """The pooler's modules, then ``Normalize`` when the encoder normalises (what ``encode`` gives)."""
+        modules = self.pooled_sentence_transformers_modules()
+        if self.config.normalize:  # Sentence Transformers' Normalize: no weights, no settings
+            modules.append(STModule("Normalize", "sentence_transformers.models.Normalize", {}))
+        return modules
+
+    def pooled_sentence_transformers_modules(self) -> list[STModule]:
+        """The pooler's modules only (what ``encode_pooled`` gives): a head on the encoder follows these."""
         return self.pooler.sentence_transformers_modules(self.backbone.config)
 
     def sentence_transformers_config(self) -> dict[str, Any]:
@@ -115,7 +135,7 @@ class EncoderModel(InferenceModel):
             self.save_pretrained(out)
 
     def huggingface_usage(self) -> str:
-        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone())
+        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone(), self.config.normalize)
         return f"""With `transformers`: load the backbone with `AutoModel` and pool as below
 ({self.pooler.description}):
 

@@ -95,7 +95,7 @@ class GaussianEncoder(EncoderWrapper):
         self, sentences: Sequence[str], batch_size: int = 64, *, bf16: bool = False, show_progress_bar: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order."""
-        pooled = self.encoder.encode(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
+        pooled = self.encoder.encode_pooled(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
         mu, var = zip(*self.map_head(self.head, pooled, self.head))
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
 

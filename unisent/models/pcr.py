@@ -143,7 +143,8 @@ class PCREncoder(EncoderWrapper):
 
         if not isinstance(self.encoder, Encoder):
             raise TypeError(f"PCR export needs a plain unisent Encoder inside, got {type(self.encoder).__name__}")
-        return super().sentence_transformers_modules()
+        # PCR is fitted on the wrapped model's embeddings (``encode``, normalised when it normalises)
+        return self.encoder.sentence_transformers_modules() + self.head_sentence_transformers_modules()
 
     def save_sentence_transformers_root(self, out: Path) -> None:
         """The encoder's files at the root (the ``Transformer``), ``pcr.json`` pointing at them."""

@@ -93,7 +93,7 @@ class ProjectionEncoder(EncoderWrapper):
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
         """Float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
-        pooled = self.encoder.encode(sentences, batch_size, **kw)
+        pooled = self.encoder.encode_pooled(sentences, batch_size, **kw)
         out = torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
         return F.normalize(out, dim=-1) if normalize else out
 

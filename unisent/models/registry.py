@@ -159,11 +159,13 @@ def load(model: str | os.PathLike, device: str | torch.device | None = None) -> 
 
     Raises:
         FileNotFoundError: a ``.ckpt`` that does not exist.
+        unisent.io.CheckpointError: a ``.ckpt`` that is truncated or not a checkpoint.
     """
     path = Path(model).expanduser()
     if path.suffix == ".ckpt":
-        if not path.is_file():
-            raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+        from ..io import check_checkpoint
+
+        check_checkpoint(path)  # missing or truncated: one-line FileNotFoundError / CheckpointError
         from ..module import UnisentModule  # the training module rebuilds the objectives and their heads
 
         loaded = UnisentModule.from_checkpoint(path).inference_model()

@@ -98,7 +98,8 @@ class EncoderWrapper(InferenceModel):
         raise NotExportableError(f"{type(self).__name__} declares no Sentence Transformers modules for its head")
 
     def sentence_transformers_modules(self) -> list[STModule]:
-        return self.encoder.sentence_transformers_modules() + self.head_sentence_transformers_modules()
+        # the head runs on the pooled vectors (``encoder.encode_pooled``), before any normalisation
+        return self.encoder.pooled_sentence_transformers_modules() + self.head_sentence_transformers_modules()
 
     def sentence_transformers_config(self) -> dict[str, Any]:
         return self.encoder.sentence_transformers_config()

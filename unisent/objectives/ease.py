@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -55,9 +56,11 @@ class EASE(Objective):
     is contrasted with the projected entity vectors ``W e_j`` of every positive entity of the
     (global) batch and every hard-negative entity (eq. 2): logits ``cos(s_i, W e_j) / tau_e``,
     label ``i``. The entity vectors are gathered across processes like every other candidate (the
-    authors' code gathers only the sentences). The SimCSE term (eq. 3) uses both views with
-    ``cos / tau``. The loss is ``entity_weight * entity + simcse_weight * contrastive`` (eq. 4,
-    lambda = 0.01).
+    authors' code gathers only the sentences). With ``hard_negative_weight`` w, w is added to the
+    logit of each sentence's *own* hard-negative entity, after the division by ``tau_e`` (the
+    authors' code: ``cos(s_i, W e_i^-) / tau_e + w``; their ``conf/config.yaml`` has w = 1.0; the
+    paper's eq. 2 is w = 0). The SimCSE term (eq. 3) uses both views with ``cos / tau``. The loss
+    is ``entity_weight * entity + simcse_weight * contrastive`` (eq. 4, lambda = 0.01).
 
     The entity table (``entity_table``, index 0 = padding for a missing hard negative) is built
     from the training data when ``fit`` starts: entities linked as positives at least
@@ -75,6 +78,10 @@ class EASE(Objective):
         temperature: tau of the SimCSE term (0.05).
         simcse_weight: weight of the SimCSE term; 0 is the "w/o SimCSE" ablation (one view only).
         use_hard_negatives: ``False`` is the "w/o hard negatives" ablation (field not needed).
+        hard_negative_weight: log-weight added to the logit of each sentence's own hard-negative
+            entity (SimCSE's ``hard_negative_weight`` applied to entities, as the authors' code
+            does); 0 is the paper's eq. 2, the authors' ``conf/config.yaml`` uses 1.0. Ignored
+            without hard negatives (so the ablation switch works on a recipe that sets it).
         projection: ``linear_tanh`` (``tanh(W e)``, the authors' code, default) or ``linear``
             (``W e``, as the paper writes it).
         entity_dim: size of the entity vectors (768 in the paper; must match the Wikipedia2Vec file).
@@ -100,6 +107,7 @@ class EASE(Objective):
         temperature: float = 0.05,
         simcse_weight: float = 1.0,
         use_hard_negatives: bool = True,
+        hard_negative_weight: float = 0.0,
         projection: Literal["linear", "linear_tanh"] = "linear_tanh",
         entity_dim: int = 768,
         wikipedia2vec: str | None = None,
@@ -117,10 +125,13 @@ class EASE(Objective):
             raise ValueError(f"projection must be 'linear' or 'linear_tanh', got {projection!r}")
         if entity_weight < 0 or simcse_weight < 0 or min_count < 1 or entity_dim < 1:
             raise ValueError("need entity_weight >= 0, simcse_weight >= 0, min_count >= 1 and entity_dim >= 1")
+        if not math.isfinite(hard_negative_weight):
+            raise ValueError(f"hard_negative_weight must be a finite number, got {hard_negative_weight}")
         self.entity_temperature = entity_temperature
         self.temperature = temperature
         self.simcse_weight = simcse_weight
         self.use_hard_negatives = use_hard_negatives
+        self.hard_negative_weight = float(hard_negative_weight)
         self.projection_kind = projection
         self.entity_dim = entity_dim
         self.wikipedia2vec = wikipedia2vec
@@ -256,6 +267,7 @@ class EASE(Objective):
                 sentences, self.project(positive),
                 hard_negatives=self.project(negative) if negative is not None else None,
                 temperature=self.entity_temperature, exclude=exclude,
+                hard_negative_weight=self.hard_negative_weight if negative is not None else 0.0,
             )
         }
         if self.simcse_weight > 0:

@@ -1,32 +1,68 @@
-"""Metrics on embeddings: STS correlation, clustering, retrieval and mining, linear probes, NLI, analysis."""
+"""Metrics on embeddings: STS correlation, clustering, retrieval and mining, linear probes, NLI, analysis.
+
+The names are imported on first use (PEP 562): the task registry (``unisent evaluate --list``) needs
+only :class:`ProbeConfig`, and the metrics import torch, SciPy and scikit-learn.
+"""
 
 from __future__ import annotations
 
-from .clustering import hungarian_accuracy, kmeans_clustering
-from .nli import (
-    best_threshold,
-    direction_accuracy_by_similarity,
-    direction_accuracy_by_variance,
-    pr_auc,
-    threshold_accuracy,
-)
-from .probes import ProbeConfig, cross_validated_accuracy, fit_probe, pair_features, probe_scores
-from .retrieval import bucc_f1, cosine_knn, margin_candidates, nearest_neighbor_accuracy, tatoeba_accuracy
-from .similarity import (
-    COSINE,
-    Representation,
-    Similarity,
-    SimilarityFn,
-    alignment,
-    averaged_kl_similarity,
-    cosine_similarity,
-    dot_similarity,
-    kl_similarity,
-    sts_correlation,
-    sts_spearman,
-    symmetric_kl_similarity,
-    uniformity,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+#: name -> submodule that defines it
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("hungarian_accuracy", "kmeans_clustering"), "clustering"),
+    **dict.fromkeys(("best_threshold", "direction_accuracy_by_similarity", "direction_accuracy_by_variance",
+                     "pr_auc", "threshold_accuracy"), "nli"),
+    "ProbeConfig": "probe_config",
+    **dict.fromkeys(("cross_validated_accuracy", "fit_probe", "pair_features", "probe_scores"), "probes"),
+    **dict.fromkeys(("bucc_f1", "cosine_knn", "margin_candidates", "nearest_neighbor_accuracy", "tatoeba_accuracy"),
+                    "retrieval"),
+    **dict.fromkeys(("COSINE", "Representation", "Similarity", "SimilarityFn", "alignment", "averaged_kl_similarity",
+                     "cosine_similarity", "dot_similarity", "kl_similarity", "sts_correlation", "sts_spearman",
+                     "symmetric_kl_similarity", "uniformity"), "similarity"),
+}
+
+if TYPE_CHECKING:
+    from .clustering import hungarian_accuracy, kmeans_clustering
+    from .nli import (
+        best_threshold,
+        direction_accuracy_by_similarity,
+        direction_accuracy_by_variance,
+        pr_auc,
+        threshold_accuracy,
+    )
+    from .probe_config import ProbeConfig
+    from .probes import cross_validated_accuracy, fit_probe, pair_features, probe_scores
+    from .retrieval import bucc_f1, cosine_knn, margin_candidates, nearest_neighbor_accuracy, tatoeba_accuracy
+    from .similarity import (
+        COSINE,
+        Representation,
+        Similarity,
+        SimilarityFn,
+        alignment,
+        averaged_kl_similarity,
+        cosine_similarity,
+        dot_similarity,
+        kl_similarity,
+        sts_correlation,
+        sts_spearman,
+        symmetric_kl_similarity,
+        uniformity,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "COSINE",

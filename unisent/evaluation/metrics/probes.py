@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -31,6 +30,8 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import Tensor
 
+from .probe_config import ProbeConfig
+
 __all__ = [
     "ProbeConfig",
     "cross_validated_accuracy",
@@ -38,33 +39,6 @@ __all__ = [
     "pair_features",
     "probe_scores",
 ]
-
-
-@dataclass(frozen=True)
-class ProbeConfig:
-    """Settings of the logistic-regression probes.
-
-    Attributes:
-        c_grid: candidate values of the inverse L2 regularisation strength ``C``.
-        kfold: outer folds for tasks without a split.
-        inner_kfold: folds used to choose ``C`` where there is no dev set.
-        standardize: standardise features before the regression.
-        max_iter: iteration cap of the lbfgs solver.
-        seed: seed of the fold shuffling and the solver.
-    """
-
-    c_grid: tuple[float, ...] = (2.0**-8, 2.0**-6, 2.0**-4, 2.0**-2, 1.0)
-    kfold: int = 10
-    inner_kfold: int = 3
-    standardize: bool = True
-    max_iter: int = 1000
-    seed: int = 1111
-
-    def __post_init__(self) -> None:
-        if not self.c_grid or any(c <= 0 for c in self.c_grid):
-            raise ValueError(f"c_grid must hold positive values, got {self.c_grid}")
-        if self.kfold < 2 or self.inner_kfold < 2:
-            raise ValueError(f"kfold and inner_kfold must be >= 2, got {self.kfold}, {self.inner_kfold}")
 
 
 def _numpy(x: Tensor | np.ndarray) -> np.ndarray:

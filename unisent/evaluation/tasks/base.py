@@ -8,9 +8,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..encoding import Embedder, SentenceModel
+if TYPE_CHECKING:  # torch is imported when a task runs, not when the registry is built (`evaluate --list`)
+    from ..encoding import Embedder, SentenceModel
 
 __all__ = ["LoadedData", "Source", "Task", "use_loaded"]
 
@@ -159,6 +160,9 @@ class Task(ABC):
         data_dir = Path(data_dir)
         self.check_files(data_dir)
         loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
-        embedder = embedder or Embedder(model, batch_size)
+        if embedder is None:
+            from ..encoding import Embedder
+
+            embedder = Embedder(model, batch_size)
         with use_loaded(loaded):
             return self.evaluate(embedder, data_dir)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ..encoding import Embedder
-from ..metrics.clustering import kmeans_clustering
-from ..metrics.retrieval import bucc_f1, margin_candidates, tatoeba_accuracy
 from ..readers import BuccCorpus, LabeledTexts, ParallelSentences
 from .base import Source, Task
+
+if TYPE_CHECKING:  # the metrics (torch, scikit-learn) are imported when a task runs, not by `evaluate --list`
+    from ..encoding import Embedder
 
 __all__ = ["BuccTask", "ClusteringTask", "TatoebaTask"]
 
@@ -34,6 +34,8 @@ class ClusteringTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.clustering import kmeans_clustering
+
         data: LabeledTexts = self.source.load(data_dir)
         embeddings = embedder.encode(data.texts)
         return kmeans_clustering(embeddings, data.labels, seeds=self.seeds, n_init=self.n_init)
@@ -54,6 +56,8 @@ class TatoebaTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.retrieval import tatoeba_accuracy
+
         data: ParallelSentences = self.source.load(data_dir)
         embeddings = embedder.encode(data.source + data.target)
         n = len(data)
@@ -77,6 +81,8 @@ class BuccTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.retrieval import bucc_f1, margin_candidates
+
         data: BuccCorpus = self.source.load(data_dir)
         source = embedder.encode(data.source)
         target = embedder.encode(data.target)

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ..encoding import Embedder
-from ..metrics.nli import (
-    best_threshold,
-    direction_accuracy_by_similarity,
-    direction_accuracy_by_variance,
-    pr_auc,
-    threshold_accuracy,
-)
 from ..readers import LabeledPairs
 from .base import Source, Task
 from .sts import score_pairs
+
+if TYPE_CHECKING:  # the metrics (torch, scikit-learn) are imported when a task runs, not by `evaluate --list`
+    from ..encoding import Embedder
 
 __all__ = ["EntailmentDirectionTask", "NLIThresholdTask"]
 
@@ -52,6 +47,8 @@ class NLIThresholdTask(Task):
         return score_pairs(embedder, data.sentences2, data.sentences1)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.nli import best_threshold, pr_auc, threshold_accuracy
+
         dev: LabeledPairs = self.dev.load(data_dir)
         test: LabeledPairs = self.test.load(data_dir)
         dev_accuracy, threshold = best_threshold(
@@ -91,6 +88,8 @@ class EntailmentDirectionTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.nli import direction_accuracy_by_similarity, direction_accuracy_by_variance
+
         data: LabeledPairs = self.source.load(data_dir)
         keep = [i for i, y in enumerate(_is_entailment(data.labels, self.positive_label)) if y]
         if not keep:

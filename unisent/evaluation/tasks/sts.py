@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
-from ..encoding import Embedder
-from ..metrics.similarity import Representation, alignment, sts_correlation, uniformity
 from ..readers import ScoredPairs
 from .base import Source, Task
+
+if TYPE_CHECKING:  # the metrics (torch, scipy) are imported when a task runs, not by `evaluate --list`
+    import torch
+
+    from ..encoding import Embedder
+    from ..metrics.similarity import Representation
 
 __all__ = ["AlignUniformTask", "STSSubsetsTask", "STSTask", "score_pairs"]
 
@@ -61,6 +63,8 @@ class STSTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import sts_correlation
+
         data: ScoredPairs = self.source.load(data_dir)
         result = sts_correlation(score_pairs(embedder, data.sentences1, data.sentences2), data.scores)
         return {**result, "n_pairs": float(len(data)), **_unscored(data.unscored)}
@@ -85,6 +89,8 @@ class STSSubsetsTask(Task):
         return tuple(source for _, source in self.subsets)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import sts_correlation
+
         loaded = [(name, source.load(data_dir)) for name, source in self.subsets]
         first = [s for _, data in loaded for s in data.sentences1]
         second = [s for _, data in loaded for s in data.sentences2]
@@ -125,6 +131,8 @@ class AlignUniformTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import alignment, uniformity
+
         data: ScoredPairs = self.source.load(data_dir)
         positives = [i for i, score in enumerate(data.scores) if score >= self.positive_threshold]
         if not positives:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..encoding import Embedder
-from ..metrics.probes import ProbeConfig, cross_validated_accuracy, fit_probe, pair_features, probe_scores
+from ..metrics.probe_config import ProbeConfig
 from ..readers import LabeledPairs, LabeledTexts
 from .base import Source, Task
+
+if TYPE_CHECKING:  # the probes (torch, scikit-learn) are imported when a task runs, not by `evaluate --list`
+    from ..encoding import Embedder
 
 __all__ = ["CrossValidatedProbeTask", "SplitProbeTask", "ZeroShotProbeTask", "features_of"]
 
@@ -28,6 +30,8 @@ def features_of(embedder: Embedder, data: LabeledTexts | LabeledPairs, pair_kind
         (n, f) features.
     """
     if isinstance(data, LabeledPairs):
+        from ..metrics.probes import pair_features
+
         n = len(data)
         embeddings = embedder.encode(data.sentences1 + data.sentences2)
         return pair_features(embeddings[:n], embeddings[n:], kind=pair_kind)
@@ -51,6 +55,8 @@ class CrossValidatedProbeTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.probes import cross_validated_accuracy
+
         data = self.source.load(data_dir)
         result = cross_validated_accuracy(features_of(embedder, data), data.labels, self.probe)
         return {**result, "n": float(len(data))}
@@ -82,6 +88,8 @@ class SplitProbeTask(Task):
         return tuple(s for s in (self.train, self.dev, self.test) if s is not None)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.probes import fit_probe, probe_scores
+
         train = self.train.load(data_dir)
         dev_set = None
         if self.dev is not None:
@@ -119,6 +127,8 @@ class ZeroShotProbeTask(Task):
     def _english_probe(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
         key = ("zero-shot-probe", data_dir, self.train, self.dev, self.probe)
         if key not in embedder.memo:
+            from ..metrics.probes import fit_probe
+
             train = self.train.load(data_dir)
             dev_set = None
             if self.dev is not None:
@@ -129,6 +139,8 @@ class ZeroShotProbeTask(Task):
         return embedder.memo[key]
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.probes import probe_scores
+
         model, info = self._english_probe(embedder, data_dir)
         test = self.test.load(data_dir)
         scores = probe_scores(model, features_of(embedder, test), test.labels)

@@ -1,0 +1,217 @@
+"""A user's mistakes end in one line (file, line, what to do) and a non-zero exit, fast (issue 18, 3/5/9)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from unisent.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "unisent" / "data" / "sample" / "nli_triples.jsonl"
+HEAVY = ("torch", "transformers", "lightning", "sklearn")
+
+
+def _python(code: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT)
+
+
+def _heavy_after(argv: list[str]) -> str:
+    """Run ``unisent ARGV`` in a fresh interpreter; print the heavy packages it imported, then exit as it did."""
+    return (
+        "import sys\nfrom unisent.cli import main\ncode = 0\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+        f"print('HEAVY', sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+        "if isinstance(code, str):\n    print(code, file=sys.stderr)\n"
+        "sys.exit(code if isinstance(code, int) else 1)\n"
+    )
+
+
+# ------------------------------------------------------------------ 3: evaluate --list is light
+def test_evaluate_list_imports_no_torch():
+    done = _python(_heavy_after(["evaluate", "--list"]))
+    assert done.returncode == 0, done.stderr
+    assert "stsb-test" in done.stdout and "Groups:" in done.stdout
+    assert "HEAVY []" in done.stdout
+
+
+# ------------------------------------------------------------------ 9: evaluate fails before loading
+def test_unknown_task_is_named_before_the_model_loads():
+    done = _python(_heavy_after(["evaluate", "--model", "minilm-l6", "--tasks", "stsb-tset"]))
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "unknown task or group 'stsb-tset'" in done.stderr and "did you mean 'stsb-test'" in done.stderr
+    assert "HEAVY []" in done.stdout  # no torch: the model was never loaded
+
+
+@pytest.mark.parametrize("model", ["runs/quickstart/version_0/checkpoints/bset.ckpt", "./my-model", "model.ckpt"])
+def test_mistyped_model_path_fails_at_once(model, tmp_path):
+    done = _python(_heavy_after(["evaluate", "--model", model]), cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"unisent evaluate: error: --model {model!r} does not exist; give a .ckpt file, "
+                                   "a saved model directory, a preset (minilm-l6) or a Hugging Face hub id")
+    assert "HEAVY []" in done.stdout
+
+
+def test_looks_like_path(tmp_path, monkeypatch):
+    from unisent.encoders.loading import looks_like_path, resolve_model_location
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for name in ("runs/encodr", "./x", "/abs/x", "~/x", "a/b/c", "best.ckpt", "org/model.safetensors"):
+        assert looks_like_path(name), name
+    for name in ("sentence-transformers/all-MiniLM-L6-v2", "bert-base-uncased"):
+        assert not looks_like_path(name), name
+    with pytest.raises(FileNotFoundError, match="looks like a local path"):
+        resolve_model_location("runs/encodr")
+
+
+def test_unreachable_hub_fails_without_retries(tmp_path):
+    """huggingface_hub retries 5 times with back-off (~23 s) when the hub cannot be reached."""
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
+    code = ("import os, time\nfor k in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HTTPS_PROXY', 'https_proxy', "
+            "'ALL_PROXY', 'all_proxy'): os.environ.pop(k, None)\n"
+            "from unisent.encoders.loading import ModelNotAvailableError, load_backbone\n"
+            "start = time.perf_counter()\ntry:\n    load_backbone('nobody/no-such-model')\n"
+            "except ModelNotAvailableError as err:\n    print('ERR', err)\n"
+            "print('SECONDS', time.perf_counter() - start)\n")
+    done = _python(code, env)
+    assert "ERR could not load 'nobody/no-such-model'" in done.stdout, done.stdout + done.stderr
+    assert "could not be reached" in done.stdout
+    seconds = float(done.stdout.split("SECONDS")[1])
+    assert seconds < 8, seconds
+    assert "Retrying in" not in done.stderr
+
+
+def test_evaluate_progress_bar_names_the_task(tiny_bert_dir, capsys):
+    from unisent.evaluation.runner import evaluate
+
+    class Model:
+        def encode(self, sentences, batch_size=64):
+            return torch.randn(len(sentences), 4)
+
+    evaluate(Model(), "stsb-dev", ROOT / "unisent" / "data" / "sample", progress=True)
+    assert "task stsb-dev" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ 5: checkpoints
+@pytest.fixture
+def truncated_ckpt(tmp_path) -> Path:
+    full = tmp_path / "full.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2000)}}, full)
+    data = full.read_bytes()
+    path = tmp_path / "truncated.ckpt"
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def test_load_of_a_truncated_checkpoint_is_one_line(truncated_ckpt):
+    import unisent
+    from unisent.io import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"truncated\.ckpt \(\d+ bytes\) is truncated or not a PyTorch checkpoint"):
+        unisent.load(truncated_ckpt)
+
+
+# ------------------------------------------------------------------ 5: unisent fit
+def _fit(tmp_path, tiny_bert_dir, *extra: str) -> list[str]:
+    return ["fit", "-c", str(ROOT / "recipes/quickstart.yaml"),
+            "--model.encoder.model", str(tiny_bert_dir), "--data.train.simcse.path", str(SAMPLE),
+            "--trainer.max_steps", "2", "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
+            "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
+            "--data.batch_size", "8", *extra]
+
+
+def _one_line_error(capsys, argv, code=1) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == code
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def _no_run_dirs(tmp_path) -> None:
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not [p for p in runs.rglob("version_*")], list(runs.rglob("*"))
+
+
+def test_fit_missing_training_file(tmp_path, tiny_bert_dir, capsys):
+    missing = tmp_path / "trian.jsonl"
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--data.train.simcse.path", str(missing)))
+    assert line.startswith(f"unisent fit: error: no such file: {missing}; check the path in the recipe")
+    assert "UNISENT_TRACEBACK=1" in line
+    _no_run_dirs(tmp_path)  # the failed attempt left no empty version_N
+
+
+def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:5]) + '{"anchor": "broken\n')
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--data.train.simcse.path", str(bad)))
+    assert f"{bad}:line 6: not valid JSON" in line
+    _no_run_dirs(tmp_path)
+
+
+def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--data.train.simcse.path", str(empty)))
+    assert "empty.jsonl: no usable records" in line
+    _no_run_dirs(tmp_path)
+
+
+def test_fit_truncated_checkpoint(tmp_path, tiny_bert_dir, truncated_ckpt, capsys):
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(truncated_ckpt)))
+    assert "is truncated or not a PyTorch checkpoint; copy it again" in line
+
+
+def test_traceback_env_shows_the_traceback(tmp_path, tiny_bert_dir, truncated_ckpt, monkeypatch):
+    from unisent.io import CheckpointError
+
+    monkeypatch.setenv("UNISENT_TRACEBACK", "1")
+    with pytest.raises(CheckpointError):
+        main(_fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(truncated_ckpt)))
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path, tiny_bert_dir, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("trainer:\n  max_steps: 3\n  callbacks: [\n")
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "-c", str(broken)), code=2)
+    assert f"{broken}:4:1: YAML syntax error" in line
+
+
+def test_unknown_key_without_usage_dump(tmp_path, tiny_bert_dir, capsys):
+    recipe = tmp_path / "typo.yaml"
+    recipe.write_text("trainer:\n  max_stepz: 3\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(_fit(tmp_path, tiny_bert_dir, "-c", str(recipe)))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "usage:" not in err
+    assert "trainer.max_stepz" in err and str(recipe) in err
+
+
+def test_ctrl_c_suggests_resume(tmp_path, tiny_bert_dir, capsys, monkeypatch):
+    from unisent.module import UnisentModule
+
+    def interrupt(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(UnisentModule, "training_step", interrupt)
+    argv = _fit(tmp_path, tiny_bert_dir)
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 130 and time.perf_counter() - start < 120
+    err = capsys.readouterr().err
+    hint = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(hint) == 1 and hint[0].startswith("unisent fit: interrupted; continue this run with: unisent fit -c ")
+    assert hint[0].endswith("--ckpt_path last")
+    _no_run_dirs(tmp_path)

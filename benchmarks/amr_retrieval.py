@@ -171,7 +171,8 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (also used by benchmarks/unified_panel.py)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True,
@@ -193,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--show-errors", action="store_true", help="list the ids of the wrong retrievals")
     parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     result = run(args)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)

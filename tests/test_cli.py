@@ -10,7 +10,7 @@ import yaml
 from unisent.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "sweeps", "trainers"} & set(p.parts))
+RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts))
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
@@ -154,7 +154,7 @@ def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch
     config = yaml.safe_load(capsys.readouterr().out)
     assert config == {"model": "m", "input": "in.txt", "output": "o.npy", "column": "text", "batch_size": 8,
                       "chunk_size": 8192, "normalize": True, "bf16": False, "on_empty": "zero", "encoding": "utf-8",
-                      "device": None, "quiet": False}
+                      "device": None, "max_length": None, "overwrite": False, "quiet": False}
     saved = tmp_path / "encode.yaml"
     saved.write_text(yaml.safe_dump(config))
     seen = {}  # the values that reach the command function; the command line overrides the file

@@ -16,7 +16,8 @@ import unisent
 from unisent.cli import main
 from unisent.data import SAMPLE_DIR
 from unisent.encoders import Encoder, EncoderConfig
-from unisent.export import EncodeInputError, encode_file
+from unisent.encoders.encoder import TruncationWarning
+from unisent.export import EmptyInputError, EncodeInputError, OutputExistsError, encode_file
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -109,6 +110,7 @@ def test_unreadable_rows_and_missing_files_are_named(model_dir, model, tmp_path)
     encode_file(model, bad, out, encoding="latin-1", progress=False)
     np.testing.assert_allclose(np.load(out)[1], model.encode(["café latin-1"])[0].numpy(), atol=1e-5, rtol=0)
 
+    out = tmp_path / "other.npy"  # (an existing output is refused before the input is read)
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text('{"text": "one"}\n{"sentence": "two"}\n')
     with pytest.raises(EncodeInputError, match=r"in\.jsonl:line 2: field 'text' is missing \(record has: sentence\); choose one with --column"):
@@ -131,7 +133,84 @@ def test_csv_records_with_newlines_and_an_empty_file(model, tmp_path):
     assert summary.rows == 2
     np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), model.encode(["first line\nsecond line", "plain one"]).numpy(),
                                atol=1e-5, rtol=0)
-    empty = tmp_path / "empty.txt"
+    for name, content in (("empty.txt", ""), ("header.csv", "text\n")):  # no sentence: an error, not a 0-row file
+        empty = tmp_path / name
+        empty.write_text(content)
+        with pytest.raises(EmptyInputError, match=rf"{name}: has no sentences to encode \(the file is empty"):
+            encode_file(model, empty, tmp_path / "none.npy", progress=False)
+        assert not (tmp_path / "none.npy").exists()
+
+
+def _error_line(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_an_existing_output_is_kept_unless_overwrite(model_dir, model, sentences, tmp_path, capsys):
+    source = _write_input(tmp_path / "in.txt", sentences[:5])
+    out = tmp_path / "emb.npy"
+    out.write_bytes(b"previous")
+    argv = ["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet"]
+    err = _error_line(capsys, argv)
+    assert err.startswith("unisent encode: error:") and str(out) in err and "--overwrite" in err
+    assert out.read_bytes() == b"previous"
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        encode_file(model, source, out, progress=False)
+    main([*argv, "--overwrite"])
+    assert np.load(out).shape == (5, 32)
+
+
+def test_an_empty_input_is_an_error_naming_it(model_dir, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert encode_file(model, empty, tmp_path / "none.npy", progress=False).rows == 0
-    assert np.load(tmp_path / "none.npy").shape == (0, 32)
+    out = tmp_path / "emb.npy"
+    err = _error_line(capsys, ["encode", "--model", str(model_dir), "--input", str(empty), "--output", str(out)])
+    assert "empty.jsonl: has no sentences to encode" in err
+    assert not out.exists() and not list(tmp_path.glob(".*"))
+
+
+def test_truncation_is_reported_once_with_its_count(model_dir, model, sentences, tmp_path, capsys):
+    short = ["a man plays a guitar .", "two dogs run .", "the sun sets .", "a woman slices an onion .", "ok", "yes"]
+    long = " ".join(short * 3)
+    assert 48 < len(model.tokenizer(long)["input_ids"]) <= 128  # longer than the model's 48, within the backbone's
+    texts = [long, *short, long]
+    source = _write_input(tmp_path / "in.txt", texts)
+    out = tmp_path / "emb.npy"
+    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
+          "--chunk-size", "3", "--batch-size", "2"])
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1, err  # one line for the whole file, not one per chunk
+    assert "unisent encode: warning: 2 of 8 inputs were longer than 48 tokens and were truncated; pass --max-length" in err
+    # a longer limit (up to the tiny BERT's 128 positions) embeds them whole
+    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
+          "--max-length", "128", "--overwrite"])
+    assert "warning" not in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="exceeds the 128 positions"):
+        main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(tmp_path / "x.npy"),
+              "--max-length", "500"])
+
+    # Python: encode warns once per call, with the count, however many batches
+    with pytest.warns(TruncationWarning) as caught:
+        model.encode(texts, batch_size=2)
+    assert [str(w.message) for w in caught] == [
+        "2 of 8 inputs were longer than 48 tokens and were truncated; set model.config.max_length to change"]
+    with pytest.warns(TruncationWarning) as caught:
+        summary = encode_file(model, source, tmp_path / "py.npy", chunk_size=3, progress=False)
+    assert len(caught) == 1 and summary.truncated == 2 and summary.max_length == 48
+    assert "pass --max-length (max_length=...)" in str(caught[0].message)
+    whole = encode_file(model, source, tmp_path / "long.npy", max_length=128, progress=False)
+    assert whole.truncated == 0 and model.config.max_length == 48  # restored after the call
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_counting_truncation_tokenizes_as_plain_truncation(model, sentences, side, monkeypatch):
+    """The count costs one tokenisation: the truncated rows are cut by slicing (right) or tokenised again (left)."""
+    monkeypatch.setattr(model.tokenizer, "truncation_side", side)
+    texts = [" ".join(sentences[i : i + 1 + i % 5]) for i in range(30)]
+    ids, truncated = model._tokenize_counting(texts)
+    assert ids == model.tokenize_ids(texts)
+    assert truncated == sum(len(row) > 48 for row in model.tokenizer(texts)["input_ids"]) > 0

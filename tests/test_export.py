@@ -139,15 +139,22 @@ def test_export_from_a_checkpoint_writes_the_model_card(tiny_model_dir, tmp_path
     card = (out / "README.md").read_text()
     front = yaml.safe_load(card.split("---\n")[1])
     assert front["library_name"] == "sentence-transformers" and "unisent" in front["tags"]
+    assert "simcse" in front["tags"] and front["license"] == "other"  # the tiny backbone declares none
+    assert sorted(front["datasets"]) == ["sentence-transformers/stsb", "stanfordnlp/snli"]  # the bundled samples
+    assert front["model-index"][0]["results"][0]["metrics"][0] == {"type": "spearman", "value": 61.234,
+                                                                   "name": "spearman (%)"}
+    assert str(tmp_path) not in card and "/tmp/" not in card  # no local path, the backbone's included
     for expected_text in (
+        "# tiny-bert + SimCSE\n",  # the name: backbone and methods, not the output folder's
         "### `unsup`: `unisent.objectives.simcse.SimCSE` (weight 1)",
         "### `sup`: `unisent.objectives.simcse.SimCSE` (weight 0.5)",
         "`supervised=true`", "`hard_negative_weight=0.2`", "`temperature=0.05`",
         "SimCSE: Simple Contrastive Learning of Sentence Embeddings",  # the objective's citation
         "SimCSE's bundled sample (SNLI dev triples)", "nli_triples.jsonl` (first 64 records)", "sentences.txt`",
-        f"| base model | {tiny_model_dir} |", "SimCSE's `cls`; unisent `cls_mlp`",
+        "| base model | tiny-bert |", "SimCSE's `cls`; unisent `cls_mlp`",
         "| optimizer | AdamW (lr 0.002) |", "| batch size (per process) | 8 |",
         "| optimizer steps (at this checkpoint) | 2 |",
+        "| max sequence length in training | 32 tokens (this export: 32) |",
         "| stsb-dev | spearman | 61.23 |", "`results.json`",
         "Transformer -> Pooling -> Dense",
     ):

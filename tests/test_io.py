@@ -213,10 +213,10 @@ def test_streaming_encode_never_leaves_a_half_written_output(tmp_path):
     for out in (tmp_path / "emb.npy", tmp_path / "emb.parquet"):
         out.write_bytes(b"previous")
         with pytest.raises(RuntimeError, match="out of memory"):
-            encode_file(Failing(), source, out, chunk_size=4, progress=False)
+            encode_file(Failing(), source, out, chunk_size=4, progress=False, overwrite=True)
         assert out.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy", "emb.parquet", "in.txt"]
-    summary = encode_file(Failing(), source, tmp_path / "emb.npy", chunk_size=10, progress=False)
+    summary = encode_file(Failing(), source, tmp_path / "emb.npy", chunk_size=10, progress=False, overwrite=True)
     assert summary.rows == 10 and np.load(tmp_path / "emb.npy").shape == (10, 4)
 
 

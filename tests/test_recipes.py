@@ -18,7 +18,7 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "sweeps", "trainers"} & set(p.parts))
+RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts))
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +56,24 @@ class EvaluationConfig:
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with
 # torch.load(weights_only=True), as Lightning does when resuming (`fit(ckpt_path=...)`)
 torch.serialization.add_safe_globals([EncoderConfig, EvaluationConfig])
+
+
+def _clock(device: torch.device) -> float:
+    """Seconds on a monotonic clock, after the device's queued work (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _batch_len(batch: Any) -> int:
+    """Records in a collated batch: the first dimension of its first tensor (text fields are dicts of
+    ``input_ids``/``attention_mask``)."""
+    for value in batch.values() if isinstance(batch, dict) else ():
+        if torch.is_tensor(value):
+            return int(value.shape[0])
+        if isinstance(value, dict):
+            return _batch_len(value)
+    return 0
 
 
 def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
@@ -132,7 +151,9 @@ class UnisentModule(L.LightningModule):
         if len(set(names)) != len(names):
             raise ValueError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
-        for objective in self.objectives:  # objectives with parameters sized by the encoder build them now
+        # objectives with parameters sized by the encoder build them now; those that add tokens first,
+        # so that a head sized by the vocabulary (CMLM's MLM head) sees the final vocabulary
+        for objective in sorted(self.objectives, key=lambda o: not o.extends_vocabulary):
             objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
         if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
@@ -157,6 +178,8 @@ class UnisentModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         total = torch.zeros((), device=self.device)
+        several = len(self.objectives) > 1
+        seconds: dict[str, float] = {}
         for objective in self.objectives:
             sub = batch.get(objective.name)
             if sub is None:  # an exhausted loader in "max_size" mode
@@ -169,12 +192,19 @@ class UnisentModule(L.LightningModule):
                 for term in self._logged_terms.get(objective.name, ()):
                     self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
                 continue
+            start = _clock(self.device) if several else 0.0
             out = ObjectiveOutput.of(objective(self.encoder, sub))
-            self._logged_terms[objective.name] = (*out.terms, *out.metrics)
+            if several:
+                seconds[objective.name] = _clock(self.device) - start
+                self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
+            self._logged_terms[objective.name] = (*out.terms, *out.metrics) + (("batch_size", "forward_share") if several else ())
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
             total = total + weight * objective.total(out.terms)
+        spent = sum(seconds.values())
+        for name, value in seconds.items():  # each objective's share of this step's forward time
+            self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         return total
 
@@ -200,14 +230,17 @@ class UnisentModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def inference_model(self) -> torch.nn.Module:
-        """What ``unisent.load`` returns for this model: the encoder, or the wrapper the first objective
-        with an inference head returns from :meth:`Objective.inference_model` (e.g. GaussCSE's
-        mean/variance model)."""
-        for objective in self.objectives:
-            model = objective.inference_model(self.encoder)
-            if model is not None:
-                return model
-        return self.encoder
+        """What ``unisent.load`` returns for this model: the encoder (with whatever the objectives put
+        into it: AMR's added tokens), or the wrapper that the one objective with an inference head
+        returns from :meth:`Objective.inference_model` (GaussCSE's mean/variance model). Training-only
+        parts (EASE's entity table, CMLM's MLM head) stay in the checkpoint. Two objectives with
+        inference heads in one model are an error: which head's vector ``encode`` returns would be a
+        guess."""
+        heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
+        if len(heads) > 1:
+            raise ValueError(f"objectives {', '.join(repr(n) for n, _ in heads)} each put an inference head on the "
+                             "encoder; a model can carry one (e.g. CMLM without proj=True beside GaussCSE)")
+        return heads[0][1] if heads else self.encoder
 
     def on_train_end(self) -> None:
         if not self.save_encoder or self.trainer is None:

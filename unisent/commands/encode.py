@@ -3,10 +3,12 @@ bounded memory; output row i is input row i (line i+1 of a txt/jsonl file)."""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from ._cli import run_command
+from ._cli import UsageError, run_command
 
 __all__ = ["encode", "main"]
 
@@ -24,11 +26,14 @@ def encode(
     on_empty: Literal["error", "zero"] = "error",
     encoding: str = "utf-8",
     device: str | None = None,
+    max_length: int | None = None,
+    overwrite: bool = False,
     quiet: bool = False,
 ) -> None:
     """Embed a txt/jsonl/csv/tsv/parquet file into .npy or .parquet, streamed in chunks with bounded memory.
 
-    Output row i is input row i (line i+1 of a txt/jsonl file).
+    Output row i is input row i (line i+1 of a txt/jsonl file). Inputs longer than the model's
+    maximum length are truncated; one warning at the end says how many.
 
     Args:
         model: a preset (minilm-l6), a saved or exported directory, or a .ckpt
@@ -42,18 +47,33 @@ def encode(
         on_empty: an empty line: error (names the line) or zero (write a zero vector)
         encoding: text encoding of the input
         device: cpu, cuda, cuda:1 ... (default: cpu)
+        max_length: longest input in tokens (default: the model's own); longer inputs are truncated
+        overwrite: replace --output if it exists
         quiet: no progress bar
     """
-    from ..export import encode_file
+    from ..encoders.encoder import TruncationWarning
+    from ..export import EmptyInputError, OutputExistsError, encode_file
 
-    summary = encode_file(
-        model, input, output, column=column, batch_size=batch_size, chunk_size=chunk_size, normalize=normalize,
-        bf16=bf16, on_empty=on_empty, encoding=encoding, device=device, progress=not quiet,
-    )
+    try:
+        with warnings.catch_warnings():  # reported below, in one line
+            warnings.simplefilter("ignore", TruncationWarning)
+            summary = encode_file(
+                model, input, output, column=column, batch_size=batch_size, chunk_size=chunk_size,
+                normalize=normalize, bf16=bf16, on_empty=on_empty, encoding=encoding, device=device,
+                progress=not quiet, max_length=max_length, overwrite=overwrite,
+            )
+    except (OutputExistsError, EmptyInputError) as err:
+        raise UsageError(str(err)) from err
     rate = summary.rows / summary.seconds if summary.seconds > 0 else float("inf")
     zeros = f", {summary.empty_rows} empty rows as zero vectors" if summary.empty_rows else ""
     print(f"wrote {summary.rows} x {summary.dim} float32 embeddings to {summary.output} "
           f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros})")
+    if summary.truncated:
+        from ..encoders.encoder import truncation_message
+
+        message = truncation_message(summary.truncated, summary.rows - summary.empty_rows, summary.max_length or 0,
+                                     "pass --max-length")
+        print(f"unisent encode: warning: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str]) -> None:

@@ -18,23 +18,30 @@ def export(
     out: str,
     results: str | None = None,
     training_data: list[str] | None = None,
-    title: str | None = None,
+    name: str | None = None,
+    max_seq_length: int | None = None,
+    license: str | None = None,
+    language: list[str] | None = None,
     overwrite: bool = False,
     verify: bool = True,
 ) -> None:
     """Export a checkpoint, a saved encoder or a preset as a Sentence Transformers or Hugging Face directory.
 
-    The directory gets a model card (objectives, citations, training data, base model, evaluation
-    results) and is loaded back to check that it reproduces the embeddings.
+    The directory gets a model card (Hub front matter; objectives, citations, training data, base
+    model, evaluation results) and is loaded back to check that it reproduces the embeddings. It
+    keeps the backbone's own maximum length (256 for minilm-l6), not the training recipe's.
 
     Args:
         source: a .ckpt of `unisent fit`, a saved encoder directory (<run>/encoder) or a preset
         format: sentence-transformers: SentenceTransformer(DIR) loads it; huggingface: transformers.AutoModel
             loads it, the card documents the pooling
         out: directory to create
-        results: JSON of `unisent evaluate --output` to list in the model card
+        results: JSON of `unisent evaluate --output` to list in the model card (and its model-index)
         training_data: lines describing the training data for the card (repeatable)
-        title: heading of the model card (default: the --out directory name)
+        name: the model's name, the card's heading (default: backbone + training methods)
+        max_seq_length: longest input in tokens (default: the backbone's own, e.g. 256 for minilm-l6)
+        license: the card's license (default: the backbone's where known, else other)
+        language: the card's languages, e.g. en (default: the backbone's where known)
         overwrite: replace --out if it holds a previous export
         verify: load the export back to check that it reproduces the embeddings (--no-verify: skip)
     """
@@ -42,12 +49,17 @@ def export(
 
     try:
         report = export_model(
-            source, out, format, results=results, training_data=list(training_data or []),
-            title=title, overwrite=overwrite, verify=verify,
+            source, out, format, results=results, training_data=list(training_data or []), name=name,
+            max_seq_length=max_seq_length, license=license, language=list(language) if language else None,
+            overwrite=overwrite, verify=verify,
         )
     except (NoExporterError, ExportCheckError) as err:
         raise CommandFailed(str(err)) from err
     print(f"exported {source} as {report.format} to {report.out} ({len(report.files)} files, model card README.md)")
+    if report.max_seq_length is not None:
+        trained = (f" (trained with {report.trained_max_length}; --max-seq-length to change)"
+                   if report.trained_max_length != report.max_seq_length else "")
+        print(f"max sequence length: {report.max_seq_length} tokens{trained}")
     if report.max_diff is None:
         print(f"check: {report.check}")
     else:

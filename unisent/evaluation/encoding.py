@@ -63,6 +63,8 @@ class Embedder:
         self.label = "encoding"
         self.cache_size = cache_size
         self.memo: dict[Any, Any] = {}
+        #: sentences the model truncated at its maximum length so far (``Encoder.encode`` counts them)
+        self.truncated = 0
         self._caches: dict[str, OrderedDict[str, tuple[Tensor, ...]]] = {}
         if self.similarity.gaussian and not callable(getattr(model, "encode_gaussian", None)):
             raise TypeError(f"similarity {self.similarity.name!r} needs a model with encode_gaussian()")
@@ -83,8 +85,12 @@ class Embedder:
         return self.encode(sentences)
 
     def _call_model(self, method: str, chunk: list[str]) -> tuple[Tensor, ...]:
-        with torch.no_grad():
+        from ..encoders.encoder import collect_truncation
+
+        # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk
+        with torch.no_grad(), collect_truncation() as truncation:
             output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
+        self.truncated += truncation.worst[0]
         if method == "encode":
             return (to_tensor(output, len(chunk)),)
         if not isinstance(output, (tuple, list)) or len(output) != 2:

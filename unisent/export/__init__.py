@@ -5,6 +5,8 @@
   with a README.md model card; ``unisent export`` on the command line.
 - :func:`encode_file`: a txt/jsonl/csv/tsv/parquet file -> ``.npy`` or ``.parquet`` embeddings,
   streamed in chunks with bounded memory; ``unisent encode`` on the command line.
+- :mod:`unisent.export.hub`: what the card's front matter tells the Hub (base model, licence,
+  language, datasets, ``model-index``), and the rule that keeps local paths out of it.
 - the formats are written by the models themselves: every inference model declares in its own
   class how it exports (:mod:`unisent.models`); :func:`register_exporter` adds a format, or an
   exporter for a class that is not a unisent inference model.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from ..models.encoder import hf_usage_code
 from .api import ExportCheckError, ExportReport, export_model
-from .card import read_results, render_card
+from .card import card_metadata, default_name, read_results, render_card
 from .formats import HuggingFaceExporter, SentenceTransformersExporter
 from .registry import (
     PROBE_SENTENCES,
@@ -29,8 +31,10 @@ from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_source
 from .streaming import (
     SUPPORTED_INPUTS,
     SUPPORTED_OUTPUTS,
+    EmptyInputError,
     EncodeInputError,
     EncodeSummary,
+    OutputExistsError,
     encode_file,
     iter_texts,
     scan_input,
@@ -46,6 +50,7 @@ __all__ = [
     "PROBE_SENTENCES",
     "SUPPORTED_INPUTS",
     "SUPPORTED_OUTPUTS",
+    "EmptyInputError",
     "EncodeInputError",
     "EncodeSummary",
     "EncoderHuggingFaceExporter",
@@ -60,9 +65,12 @@ __all__ = [
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",
+    "OutputExistsError",
     "RetrofittedSentenceTransformersExporter",
     "TrainingRecord",
     "available_formats",
+    "card_metadata",
+    "default_name",
     "encode_file",
     "export_model",
     "exporter_for",

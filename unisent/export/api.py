@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from ..io import atomic_write
-from ..models.base import MODEL_RECORD, NotExportableError
-from .card import read_results, render_card
+from ..models.base import MODEL_RECORD, NotExportableError, share_files
+from .card import default_name, read_results, render_card
 from .registry import PROBE_SENTENCES, NoExporterError, exporter_for
 from .source import ExportSource, TrainingRecord, load_source
 
@@ -39,6 +40,9 @@ class ExportReport:
         max_diff: largest absolute difference of the reloaded export to ``model.encode`` on
             :data:`~unisent.export.registry.PROBE_SENTENCES` (None if not checked).
         check: how the export was checked (or why not).
+        max_seq_length: the export's maximum length in tokens (None for a model without one).
+        trained_max_length: the model's length before the export (the training recipe's).
+        name: the model's name (the card's heading).
     """
 
     out: Path
@@ -46,6 +50,9 @@ class ExportReport:
     files: list[str]
     max_diff: float | None
     check: str
+    max_seq_length: int | None = None
+    trained_max_length: int | None = None
+    name: str = ""
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
@@ -75,6 +82,21 @@ def _retarget_settings(out: Path, tmp: Path) -> None:
                 fh.write(json.dumps(settings, indent=2) + "\n")
 
 
+def _config_model(model: nn.Module) -> str | None:
+    """``model.config.model`` of an in-memory encoder (the backbone it was built from), if any."""
+    value = getattr(getattr(model, "config", None), "model", None)
+    return value if isinstance(value, str) and value else None
+
+
+def _max_length_context(model: nn.Module, max_seq_length: int | None, base_model: str | None):
+    choose = getattr(model, "export_max_length", None)
+    if choose is not None:
+        return choose(max_seq_length, base_model)
+    if max_seq_length is not None:
+        raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
+    return nullcontext(None)
+
+
 def export_model(
     source: str | os.PathLike | nn.Module | ExportSource,
     out: str | os.PathLike,
@@ -82,16 +104,26 @@ def export_model(
     *,
     results: str | os.PathLike | None = None,
     training_data: list[str] | None = None,
-    title: str | None = None,
+    name: str | None = None,
+    max_seq_length: int | None = None,
+    license: str | None = None,
+    language: list[str] | None = None,
     overwrite: bool = False,
     verify: bool = True,
     atol: float = 1e-4,
+    title: str | None = None,
 ) -> ExportReport:
     """Export a model to ``out`` in ``format``, with a README.md model card.
 
     The files are written to a temporary sibling directory, checked (unless ``verify=False``: the
     export is loaded back as a user would and compared with ``model.encode``), and only then moved
-    to ``out``; a failed export leaves nothing behind.
+    to ``out``; a failed export leaves nothing behind. Every file gets the usual permissions
+    (``0o666`` minus the umask).
+
+    The export keeps the backbone's own maximum length (its Sentence Transformers configuration's,
+    e.g. 256 for ``minilm-l6``, else the tokenizer's ``model_max_length``, capped by the backbone's
+    positions; see :meth:`~unisent.models.EncoderModel.native_max_length`), not the training
+    recipe's, unless ``max_seq_length`` is given; the card records both.
 
     Args:
         source: a ``.ckpt`` of ``unisent fit``, a saved encoder directory, a preset or model id, an
@@ -99,47 +131,65 @@ def export_model(
         out: the directory to create.
         format: ``sentence-transformers`` or ``huggingface`` (see
             :func:`~unisent.export.available_formats`).
-        results: a JSON file of ``unisent evaluate --output`` to list in the card.
+        results: a JSON file of ``unisent evaluate --output`` to list in the card (and its
+            ``model-index``).
         training_data: lines describing the training data, listed first in the card.
-        title: the card's heading (default: the directory name).
+        name: the model's name, the card's heading (default: the backbone and the training
+            methods, e.g. ``all-MiniLM-L6-v2 + SimCSE``).
+        max_seq_length: the export's maximum length in tokens (default: the backbone's own).
+        license: the card's ``license`` (default: the backbone's where known, else ``other``).
+        language: the card's ``language`` list (default: the backbone's where known).
         overwrite: replace ``out`` if it holds a previous export.
         verify: check the export by loading it back.
         atol: the largest absolute difference the check accepts.
+        title: former name of ``name``.
 
     Raises:
         FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
         ExportCheckError: the check found different embeddings.
         NoExporterError: the model cannot be exported in ``format`` (it declares no such export).
+        ValueError: ``max_seq_length`` is not positive or longer than the backbone's positions.
     """
+    from ..encoders.encoder import collect_truncation
+
     out = Path(out).expanduser()
     _prepare_out(out, overwrite)
     results_data: dict[str, Any] | None = read_results(results) if results is not None else None
     if isinstance(source, ExportSource):
-        src = source
+        src = replace(source, record=replace(source.record, settings=list(source.record.settings)))
     elif isinstance(source, nn.Module):
-        src = ExportSource(source.eval(), "in-memory model", type(source).__name__, TrainingRecord(data=list(training_data or [])))
+        src = ExportSource(source.eval(), "in-memory model", type(source).__name__,
+                           TrainingRecord(base_model=_config_model(source), data=list(training_data or [])))
     else:
         src = load_source(source, training_data)
     exporter = exporter_for(src.model, format)
+    lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        exporter.write(src.model, tmp)
-        check = exporter.verify(src.model, tmp, PROBE_SENTENCES) if verify else (None, "skipped (--no-verify)")
-        diff = check[0]
-        if diff is not None and not diff <= atol:
-            raise ExportCheckError(
-                f"the exported {format} files do not reproduce the model: {check[1]} differ by up to {diff:.3g} "
-                f"(allowed {atol:g}); nothing was written to {out}"
+        # the probe sentences are truncated on purpose: no truncation warning while checking
+        with lengths_context as lengths, collect_truncation():
+            exporter.write(src.model, tmp)
+            check = exporter.verify(src.model, tmp, PROBE_SENTENCES) if verify else (None, "skipped (--no-verify)")
+            diff = check[0]
+            if diff is not None and not diff <= atol:
+                raise ExportCheckError(
+                    f"the exported {format} files do not reproduce the model: {check[1]} differ by up to {diff:.3g} "
+                    f"(allowed {atol:g}); nothing was written to {out}"
+                )
+            if lengths is not None and (lengths[0] != lengths[1] or src.kind in ("checkpoint", "encoder directory")):
+                src.record.settings.append(("max sequence length in training", f"{lengths[0]} tokens (this export: "
+                                                                               f"{lengths[1]})"))
+            card = render_card(
+                exporter, src, title=name or title, results=results_data,
+                results_name=Path(results).name if results is not None else "", check=check,
+                license=license, language=list(language) if language else None,
             )
-        card = render_card(
-            exporter, src, title=title or out.name, results=results_data,
-            results_name=Path(results).name if results is not None else "", check=check,
-        )
         (tmp / "README.md").write_text(card, encoding="utf-8")
+        share_files(tmp, every_file=True)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -151,4 +201,7 @@ def export_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    return ExportReport(out=out, format=format, files=files, max_diff=check[0], check=check[1])
+    return ExportReport(out=out, format=format, files=files, max_diff=check[0], check=check[1],
+                        max_seq_length=lengths[1] if lengths else None,
+                        trained_max_length=lengths[0] if lengths else None,
+                        name=name or title or default_name(src))

@@ -9,10 +9,11 @@ from typing import Any
 
 import yaml
 
+from .hub import DEFAULT_LICENSE, backbone_metadata, display_path, hub_id, model_index, scrub_paths
 from .registry import Exporter
 from .source import ExportSource
 
-__all__ = ["hub_id", "read_results", "render_card"]
+__all__ = ["card_metadata", "default_name", "hub_id", "read_results", "render_card"]
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
@@ -38,27 +39,23 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return results
 
 
-def hub_id(base_model: str | None) -> str | None:
-    """The Hugging Face Hub id behind a recorded base model (a preset or an id), None for local paths."""
-    from ..encoders import PRESETS
-
-    if not base_model:
-        return None
-    if base_model in PRESETS:
-        location = PRESETS[base_model].model
-        return None if location.startswith("package:") else location
-    if base_model.startswith(("/", ".", "~")) or base_model.count("/") > 1 or Path(base_model).expanduser().exists():
-        return None
-    return base_model
-
-
 def _base_model_text(base_model: str | None) -> str:
     from ..encoders import PRESETS
 
     if not base_model:
         return "not recorded"
     preset = PRESETS.get(base_model)
-    return f"{base_model} (unisent preset: {preset.note or preset.model})" if preset else base_model
+    return f"{base_model} (unisent preset: {preset.note or preset.model})" if preset else display_path(base_model)
+
+
+def default_name(source: ExportSource) -> str:
+    """The model's name when ``--name`` is not given: the backbone and the training methods
+    (``all-MiniLM-L6-v2 + SimCSE``), never a local path."""
+    base = source.record.base_model
+    shown = (hub_id(base) or display_path(base)) if base else source.name
+    shown = Path(shown.rstrip("/")).name or shown
+    methods = list(dict.fromkeys(o.class_path.rsplit(".", 1)[-1] for o in source.record.objectives))
+    return " + ".join([shown, *methods])
 
 
 def _cell(value: Any) -> str:
@@ -71,16 +68,38 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
     return lines
 
 
-def _front_matter(exporter: Exporter, source: ExportSource) -> str:
-    meta: dict[str, Any] = {
-        "library_name": exporter.library_name,
-        "pipeline_tag": exporter.pipeline_tag,
-        "tags": ["unisent", "sentence-embeddings", *exporter.model_tags(source.model)],
-    }
-    base = hub_id(source.record.base_model)
+def card_metadata(
+    exporter: Exporter,
+    source: ExportSource,
+    *,
+    name: str,
+    results: dict[str, Any] | None = None,
+    license: str | None = None,
+    language: list[str] | None = None,
+) -> dict[str, Any]:
+    """The card's front matter: ``base_model``, ``license``, ``language``, ``datasets``, ``tags``,
+    ``library_name``, ``pipeline_tag`` and, with results, ``model-index``. Unknown facts are left out
+    (the licence is ``other``), see :mod:`unisent.export.hub`."""
+    record = source.record
+    known = backbone_metadata(record.base_model)
+    meta: dict[str, Any] = {}
+    base = hub_id(record.base_model)
     if base:
         meta["base_model"] = base
-    return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
+    meta["license"] = license or known.get("license") or DEFAULT_LICENSE
+    languages = list(language or known.get("language") or [])
+    if languages:
+        meta["language"] = languages
+    if record.datasets:
+        meta["datasets"] = list(dict.fromkeys(record.datasets))
+    methods = [o.class_path.rsplit(".", 1)[-1].lower() for o in record.objectives]
+    tags = ["unisent", "sentence-similarity", "feature-extraction", *exporter.model_tags(source.model), *methods]
+    meta["tags"] = list(dict.fromkeys(tags))
+    meta["library_name"] = exporter.library_name
+    meta["pipeline_tag"] = exporter.pipeline_tag
+    if results is not None:
+        meta["model-index"] = model_index(name, results)
+    return meta
 
 
 def _evaluation(results: dict[str, Any], results_name: str) -> list[str]:
@@ -97,7 +116,7 @@ def _evaluation(results: dict[str, Any], results_name: str) -> list[str]:
         lines += ["", "Not evaluated: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())]
     data_dir = (results.get("config") or {}).get("data_dir")
     if data_dir:
-        lines += ["", f"Evaluation data: `{data_dir}`."]
+        lines += ["", f"Evaluation data: `{display_path(data_dir)}`."]
     return lines
 
 
@@ -105,33 +124,46 @@ def render_card(
     exporter: Exporter,
     source: ExportSource,
     *,
-    title: str,
+    title: str | None = None,
     results: dict[str, Any] | None = None,
     results_name: str = "results.json",
     check: tuple[float | None, str] | None = None,
+    license: str | None = None,
+    language: list[str] | None = None,
 ) -> str:
-    """The README.md of an exported model.
+    """The README.md of an exported model: Hub front matter (:func:`card_metadata`) and the sections.
+
+    No local absolute path appears in it (:func:`~unisent.export.hub.scrub_paths`).
 
     Args:
         exporter: the exporter that wrote the files (facts, usage, card metadata).
         source: the exported model and its training record.
-        title: the card's heading.
+        title: the model's name, the card's heading (default: :func:`default_name`).
         results: output of :func:`read_results`, or None.
         results_name: the results file's name, shown in the card.
         check: ``(max difference, how)`` from :meth:`Exporter.verify`, or None if not run.
+        license: the ``license`` of the front matter (default: the backbone's, else ``other``).
+        language: the ``language`` list of the front matter (default: the backbone's, if known).
     """
     from .._version import __version__
 
+    title = title or default_name(source)
     record = source.record
-    lines = [_front_matter(exporter, source), f"# {title}", ""]
+    meta = card_metadata(exporter, source, name=title, results=results, license=license, language=language)
+    front = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+    lines = [front, f"# {title}", ""]
+    trained = "trained with unisent and " if record.objectives or source.kind != "preset or model id" else ""
     lines += [
-        f"A sentence embedding model trained with unisent and exported "
+        f"A sentence embedding model {trained}exported "
         f"in the **{exporter.format}** format by `unisent export` (unisent {__version__}) from the "
         f"{source.kind} `{source.name}`.",
         "",
     ]
     facts = [("base model", _base_model_text(record.base_model)), *exporter.facts(source.model)]
     lines += ["## Model", ""] + _table(("", ""), facts) + [""]
+    if meta["license"] == DEFAULT_LICENSE and not license:
+        lines += ["Licence: not known for the base model (`license: other` above); give it with "
+                  "`unisent export --license` before publishing.", ""]
 
     lines += ["## Training objectives", ""]
     if record.objectives:
@@ -170,7 +202,7 @@ def render_card(
     citations = [o.citation for o in record.objectives if o.citation]
     if citations:
         lines += ["## Citation", ""] + [f"- {c}" for c in dict.fromkeys(citations)] + [""]
-    return "\n".join(lines).rstrip() + "\n"
+    return scrub_paths("\n".join(lines).rstrip() + "\n")
 
 
 def _setting(value) -> str:

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..io import import_object, instantiate
 from ..models import load
+from .hub import dataset_id, display_path
 
 __all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_source"]
 
@@ -52,6 +53,8 @@ class TrainingRecord:
         data: human-readable lines about the training data.
         settings: ``(label, value)`` rows: batch size, optimiser, schedule, steps, precision, seed.
         run_config_file: the ``config.yaml`` the record was read from, if any.
+        datasets: the training files as the card's ``datasets`` lists them: Hub ids where known,
+            else their names (:func:`unisent.export.hub.dataset_id`).
     """
 
     base_model: str | None = None
@@ -59,6 +62,7 @@ class TrainingRecord:
     data: list[str] = field(default_factory=list)
     settings: list[tuple[str, str]] = field(default_factory=list)
     run_config_file: Path | None = None
+    datasets: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -144,14 +148,23 @@ def _dig(config: dict[str, Any], dotted: str) -> Any:
     return value
 
 
+def _train_paths(train: Any) -> list[str]:
+    """The files of ``data.train`` of a run config."""
+    if not isinstance(train, dict):
+        return []
+    paths = [source if isinstance(source, str) else source.get("path") if isinstance(source, dict) else None
+             for source in train.values()]
+    return [str(p) for p in paths if p]
+
+
 def _data_lines(train: Any) -> list[str]:
-    """``data.train`` of a run config -> one line per objective."""
+    """``data.train`` of a run config -> one line per objective (paths as :func:`display_path` shows them)."""
     if not isinstance(train, dict):
         return []
     lines = []
     for name, source in train.items():
         if isinstance(source, str):
-            lines.append(f"`{name}`: `{source}`")
+            lines.append(f"`{name}`: `{display_path(source)}`")
             continue
         if not isinstance(source, dict) or "path" not in source:
             lines.append(f"`{name}`: {_short(source)}")
@@ -161,7 +174,7 @@ def _data_lines(train: Any) -> list[str]:
             extra.append(f"columns {_short(source['columns'])}")
         if source.get("max_records"):
             extra.append(f"first {source['max_records']} records")
-        lines.append(f"`{name}`: `{source['path']}`" + (f" ({', '.join(extra)})" if extra else ""))
+        lines.append(f"`{name}`: `{display_path(source['path'])}`" + (f" ({', '.join(extra)})" if extra else ""))
     return lines
 
 
@@ -210,6 +223,7 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
         return  # not a unisent fit config (an unrelated config.yaml in the parent directory)
     record.run_config_file = path
     record.data = _data_lines(_dig(config, "data.train"))
+    record.datasets = [dataset_id(p) for p in _train_paths(_dig(config, "data.train"))]
     record.settings = _settings_from_run_config(config) + record.settings
     base = _dig(config, "model.encoder.model")
     if base and not record.base_model:

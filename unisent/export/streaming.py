@@ -6,6 +6,12 @@ file. Nothing is skipped silently: an empty text (blank line, empty cell, null) 
 any encoding, naming its line, unless ``on_empty="zero"`` writes a zero vector for it. A line that
 cannot be decoded, an invalid JSON line or a missing column is an error naming the line.
 
+An input without any row is an error (:class:`EmptyInputError`), and an existing output is replaced
+only with ``overwrite=True`` (``--overwrite``; :class:`OutputExistsError` otherwise). Inputs longer
+than the model's maximum length are truncated, as by ``encode``, and counted: one
+:class:`~unisent.encoders.encoder.TruncationWarning` per file says how many (``max_length`` changes
+the length).
+
 The file is read twice: a first pass counts the rows and validates every one (so a problem in the
 last line is reported before hours of encoding), the second encodes ``chunk_size`` rows at a time
 (``Encoder.encode`` sorts each chunk by length into batches and restores the order) and appends
@@ -20,7 +26,9 @@ import codecs
 import json
 import os
 import time
+import warnings
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -32,8 +40,10 @@ from torch import nn
 from ..io import RecordError, atomic_write, iter_records, require_file
 
 __all__ = [
+    "EmptyInputError",
     "EncodeInputError",
     "EncodeSummary",
+    "OutputExistsError",
     "SUPPORTED_INPUTS",
     "SUPPORTED_OUTPUTS",
     "encode_file",
@@ -49,6 +59,14 @@ MAX_LISTED = 10
 class EncodeInputError(RecordError):
     """A row of the input cannot be encoded as it is; the message names the file and its line (or
     row). A :class:`unisent.io.RecordError` (``path``, ``line``, ``field`` attributes)."""
+
+
+class EmptyInputError(EncodeInputError):
+    """The input file has no row to encode."""
+
+
+class OutputExistsError(FileExistsError):
+    """The output file exists and ``overwrite`` is off."""
 
 
 @dataclass
@@ -76,6 +94,8 @@ class EncodeSummary:
         dim: embedding dimension.
         empty_rows: rows written as zero vectors (``on_empty="zero"``).
         seconds: wall time of the encoding pass.
+        truncated: rows longer than the model's maximum length, truncated (warned about once).
+        max_length: that maximum length in tokens (None for a model that reports none).
     """
 
     output: Path
@@ -83,6 +103,8 @@ class EncodeSummary:
     dim: int
     empty_rows: int
     seconds: float
+    truncated: int = 0
+    max_length: int | None = None
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -249,6 +271,8 @@ def encode_file(
     encoding: str = "utf-8",
     device: str | None = None,
     progress: bool = True,
+    max_length: int | None = None,
+    overwrite: bool = False,
 ) -> EncodeSummary:
     """Embed every row of ``input_path`` into ``output_path`` (``.npy`` or ``.parquet``), streaming.
 
@@ -269,13 +293,19 @@ def encode_file(
         encoding: text encoding of txt/jsonl/csv/tsv input.
         device: where to run a model loaded from a name (default: CPU).
         progress: show a progress bar.
+        max_length: the longest input in tokens (default: the model's own); longer ones are
+            truncated, and one :class:`~unisent.encoders.encoder.TruncationWarning` gives their count.
+        overwrite: replace an existing ``output_path``.
 
     Returns:
         An :class:`EncodeSummary`.
 
     Raises:
         FileNotFoundError: the input (or the model) does not exist.
+        OutputExistsError: ``output_path`` exists and ``overwrite`` is off.
+        EmptyInputError: the input has no row.
         EncodeInputError: a row that cannot be encoded (named), or an unsupported format.
+        ValueError: ``max_length`` for a model without one, or longer than its backbone's positions.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
     _check_input(input_path)
@@ -288,12 +318,20 @@ def encode_file(
         raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
     if batch_size < 1 or chunk_size < 1:
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
+    if output_path.exists() and not overwrite:
+        raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
     try:
         codecs.lookup(encoding)
     except LookupError:
         raise EncodeInputError(input_path, 0, f"unknown text encoding {encoding!r}") from None
 
     scan = scan_input(input_path, column, encoding)
+    if scan.rows == 0:
+        raise EmptyInputError(input_path, 0, "has no sentences to encode (the file is empty"
+                              + (", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else "")
+                              + "); nothing was written")
     if scan.n_empty and on_empty == "error":
         raise _empty_error(input_path, scan)
 
@@ -308,12 +346,23 @@ def encode_file(
 
     meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize, "bf16": bf16,
             "on_empty": on_empty}
+    if max_length is not None:
+        meta["max_length"] = max_length
     from tqdm.auto import tqdm
+
+    from ..encoders.encoder import TruncationWarning, collect_truncation, truncation_message
+
+    length_context = nullcontext(None)
+    if max_length is not None:
+        set_length = getattr(model, "export_max_length", None)
+        if set_length is None:
+            raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
+        length_context = set_length(max_length)
 
     start = time.perf_counter()
     bar = tqdm(total=scan.rows, desc="encode", unit="sent", disable=not progress, smoothing=0.1)
     try:
-        with atomic_write(output_path, "wb") as fh:
+        with length_context, collect_truncation() as truncation, atomic_write(output_path, "wb") as fh:
             writer: _NpyWriter | _ParquetWriter = (
                 _NpyWriter(fh, scan.rows) if out_suffix == ".npy"
                 else _ParquetWriter(fh, scan.rows, {"unisent": json.dumps(meta)})
@@ -334,13 +383,16 @@ def encode_file(
                                                                  normalize=normalize, bf16=bf16))
                     writer.write(block)
                     bar.update(len(chunk))
-                if scan.rows == 0:  # an empty file: a (0, dim) array
-                    writer.write(np.zeros((0, _as_array(model.encode(["."], 1)).shape[1]), dtype=np.float32))
                 writer.close()
             except BaseException:
                 writer.abort()
                 raise
     finally:
         bar.close()
+    truncated, _, limit = truncation.worst
+    if truncated:  # once for the whole file
+        warnings.warn(TruncationWarning(truncation_message(truncated, scan.rows - scan.n_empty, limit,
+                                                           "pass --max-length (max_length=...)")), stacklevel=2)
     return EncodeSummary(output=output_path, rows=scan.rows, dim=int(writer.dim or 0), empty_rows=scan.n_empty,
-                         seconds=time.perf_counter() - start)
+                         seconds=time.perf_counter() - start, truncated=truncated,
+                         max_length=limit or getattr(getattr(model, "config", None), "max_length", None))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +40,7 @@ __all__ = [
     "NotExportableError",
     "STModule",
     "max_abs_diff",
+    "share_files",
     "to_tensor",
     "write_json",
     "write_sentence_transformers_modules",
@@ -90,6 +92,29 @@ def write_json(path: Path, data: object) -> None:
     """``data`` as indented JSON, written atomically."""
     with atomic_write(path) as fh:
         fh.write(json.dumps(data, indent=2) + "\n")
+
+
+def share_files(directory: str | os.PathLike, every_file: bool = False) -> None:
+    """Give the files under ``directory`` the usual permissions (``0o666`` minus the umask, as ``open``
+    creates them; folders ``0o777`` minus the umask).
+
+    ``safetensors``' ``save_file`` (the backbone's ``model.safetensors``, a ``Dense`` module's weights)
+    creates its file with ``0o600``, unlike every other file of a saved model. By default only such
+    private files (mode ``0o600``) are widened, so that a user's own file in the directory keeps its
+    mode; ``every_file`` sets every file and folder (a fresh export directory).
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    file_mode, dir_mode = 0o666 & ~umask, 0o777 & ~umask
+    for path in Path(directory).rglob("*"):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if path.is_dir():
+            if every_file and mode != dir_mode:
+                path.chmod(dir_mode)
+        elif mode != file_mode and (every_file or mode == 0o600):
+            path.chmod(file_mode)
 
 
 def max_abs_diff(a: Any, b: Any) -> float:
@@ -156,10 +181,34 @@ class InferenceModel(nn.Module):
         return False
 
     def write_model_record(self, directory: str | os.PathLike) -> None:
-        """Write ``unisent_model.json``: this class's registered type and its class path."""
+        """Write ``unisent_model.json``: this class's registered type and its class path; and give the
+        saved files the usual permissions (:func:`share_files`: ``model.safetensors`` is written
+        ``0o600`` by ``safetensors``, every other file ``0o644`` under the usual umask)."""
         cls = type(self)
         record = {"type": cls.model_type or None, "class_path": f"{cls.__module__}.{cls.__qualname__}"}
         write_json(Path(directory) / MODEL_RECORD, record)
+        share_files(directory)
+
+    # ------------------------------------------------------------------------------ maximum length
+    @contextmanager
+    def export_max_length(self, max_length: int | None = None,
+                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+        """While exporting: tokenise up to the length the export keeps, restored afterwards.
+
+        Yields ``(length the model had, length of the export)``, or None for a model without a
+        maximum length of its own (the default here; a model with an encoder overrides it, see
+        :class:`~unisent.models.EncoderModel`).
+
+        Args:
+            max_length: the length asked for (``unisent export --max-seq-length``); None: the model's.
+            base_model: the backbone the model was trained from (a preset name, hub id or directory).
+
+        Raises:
+            ValueError: a ``max_length`` for a model that has none to set.
+        """
+        if max_length is not None:
+            raise ValueError(f"{type(self).__name__} has no maximum sequence length to set")
+        yield None
 
     # ------------------------------------------------------------------------------ model card
     def card_facts(self) -> list[tuple[str, str]]:  # pragma: no cover - abstract

@@ -19,6 +19,9 @@ Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poo
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,6 +78,38 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
     return "\n".join(lines) + "\n"
 
 
+def _st_max_seq_length(model: str) -> int | None:
+    """``max_seq_length`` of the Sentence Transformers configuration of ``model`` (a preset, a directory,
+    or a hub id already in the local Hugging Face cache); None when it has none."""
+    from ..encoders.loading import looks_like_path
+    from ..encoders.presets import PRESETS, resolve_preset_path
+
+    location: str | None = model
+    if model in PRESETS:
+        try:
+            location = resolve_preset_path(PRESETS[model])
+        except ImportError:
+            return None
+    path = Path(location).expanduser() / "sentence_bert_config.json"
+    if not path.parent.is_dir():
+        if looks_like_path(location):
+            return None
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(location, "sentence_bert_config.json")
+        except Exception:  # noqa: BLE001 - not a valid repo id: no cached configuration
+            return None
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["max_seq_length"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 class EncoderModel(InferenceModel):
     """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks.
 
@@ -85,6 +120,72 @@ class EncoderModel(InferenceModel):
 
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE)
     pooler: Pooler
+
+    # ------------------------------------------------------------------------------ maximum length
+    def position_limit(self) -> int | None:
+        """The most tokens the backbone can take: ``max_position_embeddings``, less RoBERTa's offset
+        (XLM-R and RoBERTa count positions from ``padding_idx + 1``: 514 -> 512); None if unknown."""
+        positions = getattr(self.backbone.config, "max_position_embeddings", None)
+        if not isinstance(positions, int) or positions <= 0:
+            return None
+        embeddings = getattr(getattr(self.backbone, "embeddings", None), "position_embeddings", None)
+        padding_idx = getattr(embeddings, "padding_idx", None)
+        return positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0)
+
+    def native_max_length(self, base_model: str | None = None) -> int | None:
+        """The backbone's own maximum length, what an export keeps (not the training recipe's).
+
+        In order: the ``max_seq_length`` of the backbone's Sentence Transformers configuration (the
+        published model's: 256 for the packaged all-MiniLM-L6-v2 of ``minilm-l6``; read from its
+        directory, or from the Hugging Face cache for a hub id, never from the network), then the
+        tokenizer's ``model_max_length`` (512 for BERT); capped by :meth:`position_limit`. A preset's
+        ``max_length`` is not used: for a plain backbone (``bert-base-uncased``: 32) it is the
+        papers' training length. None when neither is known (a tokenizer without
+        ``model_max_length``): the export then keeps the model's current length.
+
+        Args:
+            base_model: the backbone the model was trained from (a preset name, hub id or directory),
+                as the run recorded it; ``config.model`` is asked too.
+        """
+        limit = self.position_limit()
+        found: int | None = None
+        for name in (base_model, self.config.model):
+            if name and (found := _st_max_seq_length(name)) is not None:
+                break
+        if found is None:
+            declared = getattr(self.tokenizer, "model_max_length", None)
+            if isinstance(declared, int) and 0 < declared < 1_000_000:  # unset is int(1e30)
+                found = declared
+        if found is None:
+            return None
+        return min(found, limit) if limit else found
+
+    @contextmanager
+    def export_max_length(self, max_length: int | None = None,
+                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+        """While exporting: ``config.max_length`` set to ``max_length``, else the backbone's own
+        (:meth:`native_max_length`), else left as it is; restored afterwards. Yields
+        ``(length the model had, length of the export)``.
+
+        Raises:
+            ValueError: ``max_length`` is not positive or exceeds the backbone's positions.
+        """
+        current = self.config.max_length
+        limit = self.position_limit()
+        if max_length is not None:
+            if max_length < 1:
+                raise ValueError(f"the maximum length must be a positive number of tokens, got {max_length}")
+            if limit and max_length > limit:
+                raise ValueError(f"a maximum length of {max_length} tokens exceeds the {limit} positions of the "
+                                 f"backbone ({type(self.backbone).__name__}); use at most {limit}")
+            length = max_length
+        else:
+            length = self.native_max_length(base_model) or current
+        self.config.max_length = length
+        try:
+            yield current, length
+        finally:
+            self.config.max_length = current
 
     # ------------------------------------------------------------------------------ model card
     def card_facts(self) -> list[tuple[str, str]]:

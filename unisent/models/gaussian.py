@@ -36,6 +36,10 @@ class GaussianHead(nn.Module):
             (ELU + 1).
         mean_activation: ``none`` (the paper: a linear layer) or ``tanh`` (the authors' code).
         var_floor: added to every variance, keeps KL finite in low precision.
+        point: the point embedding the inference model's ``encode`` returns: ``mean`` (the Gaussian
+            mean, GaussCSE's STS vector) or ``pooled`` (the encoder's pooled vector under the head:
+            what other objectives trained in the same run, e.g. EASE, CMLM, AMR, shape). Saved with the
+            head; ``encode_gaussian`` gives (mean, variance) either way.
     """
 
     def __init__(
@@ -44,12 +48,17 @@ class GaussianHead(nn.Module):
         variance: Literal["exp", "softplus", "elu"] = "exp",
         mean_activation: Literal["none", "tanh"] = "none",
         var_floor: float = 1e-6,
+        point: Literal["mean", "pooled"] = "mean",
     ) -> None:
         super().__init__()
         if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
             raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
+        if point not in ("mean", "pooled"):
+            raise ValueError(f"point must be 'mean' or 'pooled', got {point!r}")
         self.settings = {"hidden_size": hidden_size, "variance": variance, "mean_activation": mean_activation,
                          "var_floor": var_floor}
+        if point != "mean":  # heads saved before this option have no key: they are "mean"
+            self.settings["point"] = point
         self.mean = nn.Linear(hidden_size, hidden_size)
         self.var = nn.Linear(hidden_size, hidden_size)
 
@@ -71,7 +80,8 @@ class GaussianHead(nn.Module):
 
 @register_model("gaussian")
 class GaussianEncoder(EncoderWrapper):
-    """Inference model of GaussCSE: ``encode`` gives the means, ``encode_gaussian`` (means, variances).
+    """Inference model of GaussCSE: ``encode`` gives the point embeddings (the means, or the pooled
+    vectors for a head with ``point="pooled"``), ``encode_gaussian`` (means, variances).
 
     ``unisent.load`` returns it for a GaussCSE checkpoint or a directory it saved (the head is in
     ``gaussian_head.pt`` / ``.json`` beside the encoder's files).
@@ -86,9 +96,15 @@ class GaussianEncoder(EncoderWrapper):
         self.encoder = encoder
         self.head = head
 
+    @property
+    def point(self) -> str:
+        """``mean`` or ``pooled``: what :meth:`encode` and :meth:`forward` return."""
+        return self.head.settings.get("point", "mean")
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Token ids (batch, seq) -> means (batch, hidden)."""
-        return self.head(self.encoder(input_ids, attention_mask))[0]
+        """Token ids (batch, seq) -> point embeddings (batch, hidden): the means, or the pooled vectors."""
+        pooled = self.encoder(input_ids, attention_mask)
+        return pooled if self.point == "pooled" else self.head(pooled)[0]
 
     @torch.inference_mode()
     def encode_gaussian(
@@ -100,7 +116,10 @@ class GaussianEncoder(EncoderWrapper):
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
 
     def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
-        """The means (point embeddings, e.g. for cosine STS)."""
+        """The point embeddings (e.g. for cosine STS): the means, or with ``point="pooled"`` the
+        encoder's own ``encode`` (its pooled vectors, normalised if the encoder normalises)."""
+        if self.point == "pooled":
+            return self.encoder.encode(sentences, batch_size, normalize=normalize, **kw)
         mu, _ = self.encode_gaussian(sentences, batch_size, **kw)
         return F.normalize(mu, dim=-1) if normalize else mu
 
@@ -114,24 +133,33 @@ class GaussianEncoder(EncoderWrapper):
     def head_facts(self) -> list[tuple[str, str]]:
         s = self.head.settings
         return [("Gaussian head", f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
-                                  f"variance: Linear + {s['variance']} (+ {s['var_floor']:g})")]
+                                  f"variance: Linear + {s['variance']} (+ {s['var_floor']:g})"),
+                ("point embedding (`encode`)", "the pooled vector under the head" if self.point == "pooled"
+                 else "the Gaussian mean")]
+
+    def sentence_transformers_modules(self) -> list[STModule]:
+        if self.point == "pooled":  # the encoder's own modules: its pooled (and normalised) vectors
+            return self.encoder.sentence_transformers_modules()
+        return super().sentence_transformers_modules()
 
     def head_sentence_transformers_modules(self) -> list[STModule]:
         """The mean layer as a ``Dense`` (the variances stay in ``gaussian_head.pt`` for unisent)."""
         return [STModule.dense(self.head.mean, _ACTIVATION[self.head.settings["mean_activation"]], "Dense (mean)")]
 
     def sentence_transformers_usage(self) -> str:
-        return """This is a Gaussian sentence embedding model (GaussCSE): each sentence is a Gaussian with a mean
+        point = ("**pooled vectors** (the encoder's sentence vectors under the Gaussian head)" if self.point == "pooled"
+                 else "**means**")
+        return f"""This is a Gaussian sentence embedding model (GaussCSE): each sentence is a Gaussian with a mean
 and a diagonal variance. The directory holds both.
 
-The **means** with [Sentence Transformers](https://www.sbert.net) (point embeddings for cosine
+The {point} with [Sentence Transformers](https://www.sbert.net) (point embeddings for cosine
 similarity, retrieval, clustering):
 
 ```python
 from sentence_transformers import SentenceTransformer
 
 model = SentenceTransformer("path/to/this/directory")
-means = model.encode(["A man is playing a guitar.", "Someone plays music."])
+vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])
 ```
 
 The **full model** with unisent: means and variances, and the asymmetric similarity
@@ -153,5 +181,6 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         _, var = self.encode_gaussian(list(sentences))
         _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences))
         return max(diff or 0.0, max_abs_diff(var2, var)), (
-            f"{how} (means) and `unisent.load(DIR).encode_gaussian` (variances)"
+            f"{how} ({'pooled vectors' if self.point == 'pooled' else 'means'}) and `unisent.load(DIR).encode_gaussian` "
+            "(variances)"
         )

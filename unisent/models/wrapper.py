@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -103,3 +105,15 @@ class EncoderWrapper(InferenceModel):
 
     def sentence_transformers_config(self) -> dict[str, Any]:
         return self.encoder.sentence_transformers_config()
+
+    @contextmanager
+    def export_max_length(self, max_length: int | None = None,
+                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+        """The wrapped encoder's (see :meth:`InferenceModel.export_max_length`)."""
+        inner = getattr(self.encoder, "export_max_length", None)
+        if inner is None:
+            with super().export_max_length(max_length, base_model) as lengths:
+                yield lengths
+            return
+        with inner(max_length, base_model) as lengths:
+            yield lengths

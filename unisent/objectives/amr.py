@@ -131,6 +131,7 @@ class AMRSimCSE(Objective):
 
     name = "amr"
     citation = CITATION
+    extends_vocabulary = True  # set up before objectives sized by the vocabulary (CMLM's MLM head)
 
     def __init__(
         self,

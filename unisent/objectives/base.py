@@ -147,7 +147,8 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     ============================  ==============================================================
     hook                          default
     ============================  ==============================================================
-    :meth:`setup_for` (encoder)   nothing: no parameters sized by the encoder
+    :meth:`setup_for` (encoder)   nothing: no parameters sized by the encoder (objectives with
+                                  ``extends_vocabulary = True`` are set up first)
     :meth:`setup_data` (dataset)  ``None``: no state from the data, the dataset is used as read
     :meth:`collate`               pads the schema's text fields to one length per batch
     :meth:`forward`               (required) the loss terms
@@ -172,6 +173,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     text_keys: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
     citation: str = ""
+    #: ``True`` for an objective whose :meth:`setup_for` adds tokens to the shared encoder (AMR's
+    #: vocabulary): the training module sets these up before the others, so that parameters sized by
+    #: the vocabulary (CMLM's MLM head) see the final one, whatever the order of the objectives.
+    extends_vocabulary: ClassVar[bool] = False
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()
@@ -226,7 +231,7 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     def inference_model(self, encoder: Encoder) -> nn.Module | None:
         """The model that ``fit`` saves, validation evaluates and ``unisent.load`` returns, when this
         objective trains an inference head (GaussCSE's mean/variance model): a wrapper of ``encoder``.
-        The training module uses the first objective that returns one.
+        At most one objective of a model may return one (the training module says which clash).
 
         Default: ``None`` (the plain encoder is the inference model)."""
         return None

@@ -16,7 +16,7 @@ from ..losses import gather_no_grad, info_nce
 from .base import Objective, encode_views
 
 # read_entity_titles, read_wikipedia2vec: still importable from here (module __getattr__ below)
-__all__ = ["EASE"]
+__all__ = ["EASE", "find_ease"]
 
 CITATION = (
     "Nishikawa, Ri, Yamada, Tsuruoka and Echizen. EASE: Entity-Aware Contrastive Learning of Sentence "
@@ -273,3 +273,74 @@ class EASE(Objective):
         if self.simcse_weight > 0:
             terms["contrastive"] = info_nce(views[0], views[1], temperature=self.temperature)
         return terms
+
+    # ---------------------------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def retrieve_entities(self, encoder: Encoder, texts: Sequence[str], entities: Sequence[str],
+                          ks: Sequence[int] = (1, 10), batch_size: int = 64) -> dict[str, Any]:
+        """Entity retrieval: rank EVERY entity of the table for each sentence, by the similarity the
+        entity term trains (``cos(s, W e) / tau_e``; the positive divisor ``tau_e`` does not change
+        the order, so the ranking is by cosine), and report how often the gold entity is in the top k.
+
+        ``texts[i]`` is embedded with ``encoder`` as in training (the pooler's vectors, eval mode, the
+        encoder's ``max_length``); ``entities[i]`` is its gold entity id, which must be in the table
+        (a ``KeyError`` names it otherwise). Ties count against the gold entity: its rank is the
+        number of entities scoring at least as high as it does (itself included). Returns
+        ``{"records", "entities", "top{k}", "chance_top{k}", "best_fixed_ranking_top{k}",
+        "median_rank", "mean_reciprocal_rank"}``: ``entities`` excludes the padding row, chance is
+        ``k / entities``, and ``best_fixed_ranking_top{k}`` is the best that one ranking shared by
+        every sentence can do on these records (the k most frequent gold entities), the score of a
+        model that ignores the sentence.
+        """
+        if self.entity_table is None or self.projection is None:
+            raise RuntimeError("the EASE objective has no entity table or projection: load a trained checkpoint "
+                               "(UnisentModule.from_checkpoint) or call setup_for and build_vocabulary")
+        if len(texts) != len(entities) or not texts:
+            raise ValueError(f"need as many sentences as gold entities (at least one), got {len(texts)} and {len(entities)}")
+        ks = sorted({int(k) for k in ks})
+        if not ks or ks[0] < 1:
+            raise ValueError(f"k must be >= 1, got {ks}")
+        gold = self.entity_ids(entities) - 1  # row 0 (padding) is not a candidate
+        if bool((gold < 0).any()):
+            raise ValueError("a gold entity is missing (None)")
+        table = self.entity_table.weight
+        was_training = self.training
+        self.eval()
+        try:
+            candidates = self.projection(table[1:]).float().cpu()
+        finally:
+            self.train(was_training)
+        candidates = nn.functional.normalize(candidates, dim=-1)
+        sentences = nn.functional.normalize(encoder.encode_pooled(list(texts), batch_size), dim=-1)
+        ranks = torch.empty(len(texts), dtype=torch.long)
+        for start in range(0, len(texts), 1024):  # (1024, entities) scores at a time
+            scores = sentences[start:start + 1024] @ candidates.T
+            own = scores.gather(1, gold[start:start + 1024, None])
+            ranks[start:start + 1024] = (scores >= own).sum(1)
+        n_entities = candidates.shape[0]
+        counts = sorted(Counter(gold.tolist()).values(), reverse=True)
+        result: dict[str, Any] = {"records": len(texts), "entities": n_entities}
+        for k in ks:
+            result[f"top{k}"] = float((ranks <= k).float().mean())
+        for k in ks:
+            result[f"chance_top{k}"] = min(1.0, k / n_entities)
+        for k in ks:
+            result[f"best_fixed_ranking_top{k}"] = sum(counts[:k]) / len(texts)
+        result["median_rank"] = float(ranks.float().median())
+        result["mean_reciprocal_rank"] = float((1.0 / ranks.float()).mean())
+        return result
+
+
+def find_ease(objectives: Sequence[Objective], name: str | None = None) -> EASE:
+    """The EASE objective among ``objectives`` (e.g. ``UnisentModule.objectives``), found by type;
+    with several, ``name`` picks one. A one-line ``ValueError`` names what is there otherwise."""
+    found = [o for o in objectives if isinstance(o, EASE)]
+    if name is not None:
+        found = [o for o in found if o.name == name]
+    if len(found) == 1:
+        return found[0]
+    present = ", ".join(f"{o.name} ({type(o).__name__})" for o in objectives) or "none"
+    if not found:
+        wanted = f"an EASE objective named {name!r}" if name is not None else "an EASE objective"
+        raise ValueError(f"need {wanted}; the objectives are: {present}")
+    raise ValueError(f"several EASE objectives ({', '.join(o.name for o in found)}): pick one by name")

@@ -32,6 +32,9 @@ class GaussCSE(Objective):
         temperature: tau (0.05 in the paper).
         similarity: ``sum`` (the paper: KL summed over dimensions) or ``mean`` (the authors' code).
         variance, mean_activation, var_floor: see :class:`GaussianHead`.
+        point: what the trained model's ``encode`` returns (:class:`GaussianHead`): ``mean`` (the
+            paper's STS vector) or ``pooled`` (the encoder's own vector, e.g. when other objectives of
+            the run train it; see docs/training.md, "Combining objectives").
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
@@ -47,6 +50,7 @@ class GaussCSE(Objective):
         variance: Literal["exp", "softplus", "elu"] = "exp",
         mean_activation: Literal["none", "tanh"] = "none",
         var_floor: float = 1e-6,
+        point: Literal["mean", "pooled"] = "mean",
         hidden_size: int = 0,
         weight: float = 1.0,
         name: str | None = None,
@@ -58,7 +62,8 @@ class GaussCSE(Objective):
             raise ValueError(f"sets must contain 'ent' and be drawn from {GAUSS_SETS}, got {list(self.sets)}")
         self.temperature = temperature
         self.similarity = similarity
-        self.head_settings = {"variance": variance, "mean_activation": mean_activation, "var_floor": var_floor}
+        self.head_settings = {"variance": variance, "mean_activation": mean_activation, "var_floor": var_floor,
+                              "point": point}
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
         self.batch_keys = self.text_keys = ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
 

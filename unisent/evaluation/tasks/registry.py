@@ -41,6 +41,8 @@ __all__ = ["GROUPS", "TASKS", "get_task", "register_task", "resolve_tasks", "tas
 STSB = "sts/stsbenchmark"
 SICK = "sts/sick"
 SENTEVAL = "senteval"
+#: the bundled SNLI test sample (the default data directory, unisent/data/sample, holds it)
+SNLI_SAMPLE = "snli_test_entailment.tsv"
 
 # SentEval's STS12-16 subsets (STS13 without the licensed SMT subset), folder sts/STS1x-en-test/.
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -354,6 +356,19 @@ def _nli_tasks() -> None:
                 source=source,
             )
         )
+    # 1,000 SNLI test entailment pairs bundled in unisent/data/sample (the default --data-dir; see its
+    # LICENSE.md): the quickstart's held-out test. In no group but `all`, and optional there (a --data-dir
+    # without the file skips it).
+    register_task(
+        EntailmentDirectionTask(
+            name="snli-direction-sample",
+            group="nli",
+            description=f"SNLI test, 1,000 entailment pairs bundled in {SNLI_SAMPLE}: which sentence entails",
+            optional=True,
+            source=Source((SNLI_SAMPLE,), partial(read_pair_tsv, labels=NLI_LABELS)),
+        ),
+        groups=(),
+    )
     for family, langs, labels in (("xnli", XNLI_LANGS, NLI_LABELS), ("pawsx", PAWSX_LANGS, PAWSX_LABELS)):
         reader = partial(read_pair_tsv, labels=labels)
         english = Source((f"nli/{family}/dev-en.tsv",), reader)

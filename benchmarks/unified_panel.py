@@ -1,0 +1,152 @@
+"""One row of the unified panel (docs/results/unified.md): the same held-out evaluations for any model.
+
+Columns (each skipped with ``--skip NAME``):
+
+- ``sts``: STS-B test and SICK-R (Spearman x 100, cosine of ``encode``), ``unisent.evaluation``;
+- ``stc``: the short-text clustering group (K-means accuracy, mean over the sets present);
+- ``snli``: SNLI-test entailment direction by similarity (``sim(hyp || pre) > sim(pre || hyp)``, KL
+  similarity: only for a model with a Gaussian head; a symmetric similarity has no direction) and
+  2-way NLI accuracy (threshold on the similarity, tuned on SNLI dev);
+- ``amr``: text -> graph and graph -> text top-1 on the Little Prince v1.6 **test** split
+  (``benchmarks/amr_retrieval.py``; the model's own vocabulary);
+- ``entity``: entity retrieval top-1/top-10 on the held-out FewRel sentences over the whole entity
+  table (``benchmarks/ease_entity_retrieval.py``; needs ``--ckpt`` of a run with an EASE objective);
+- ``tatoeba``: Tatoeba deu<->eng accuracy (mean of both directions).
+
+    python benchmarks/unified_panel.py --model runs/unified-minilm-cpu/full/encoder \\
+        --ckpt runs/unified-minilm-cpu/full/checkpoints/last.ckpt --data-dir ../shared/data \\
+        --name unified --output runs/panel/unified.json
+    python benchmarks/unified_panel.py --table runs/panel/*.json     # the markdown table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+COLUMNS = ("sts", "stc", "snli", "amr", "entity", "tatoeba")
+
+
+def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tuple[str, ...] = (),
+              batch_size: int = 128) -> dict:
+    """Every column of the panel for one model (see the module doc)."""
+    import unisent
+    from unisent.evaluation import evaluate
+
+    sys.path.insert(0, str(HERE))
+    row: dict = {"model": model_path, "checkpoint": ckpt, "seconds": {}}
+    model = unisent.load(model_path)
+    gaussian = hasattr(model, "encode_gaussian")
+    row["gaussian_head"] = gaussian
+
+    def timed(column: str, fn):
+        start = time.perf_counter()
+        value = fn()
+        row["seconds"][column] = round(time.perf_counter() - start, 1)
+        return value
+
+    if "sts" not in skip:
+        results = timed("sts", lambda: evaluate(model, ["stsb-test", "sick-r"], data_dir, batch_size, progress=False,
+                                                on_error="raise"))
+        row["sts"] = results["tasks"]
+    if "stc" not in skip:
+        results = timed("stc", lambda: evaluate(model, ["stc"], data_dir, batch_size, progress=False, on_error="raise"))
+        row["stc"] = {"tasks": results["tasks"], "group": results.get("groups", {}).get("stc"),
+                      "skipped": sorted(results.get("skipped", {}))}
+    if "snli" not in skip:
+        tasks = ["snli-direction", "snli-nli"] if gaussian else ["snli-nli"]
+        results = timed("snli", lambda: evaluate(model, tasks, data_dir, batch_size, progress=False,
+                                                 similarity="kl" if gaussian else None, on_error="raise"))
+        row["snli"] = results["tasks"]
+    if "amr" not in skip:
+        import amr_retrieval
+
+        args = amr_retrieval.build_parser().parse_args(
+            ["--model", model_path, "--penman", str(Path(data_dir) / "amr/little-prince/amr-bank-struct-v1.6-test.txt"),
+             "--threads", str(max(1, (os.cpu_count() or 1)))])
+        row["amr"] = timed("amr", lambda: amr_retrieval.run(args))
+    if "entity" not in skip and ckpt:
+        import ease_entity_retrieval
+
+        try:
+            row["entity"] = timed("entity", lambda: ease_entity_retrieval.entity_retrieval(ckpt))
+        except ValueError as error:  # no EASE objective in this run: no entity table to retrieve from
+            row["entity"] = {"error": str(error)}
+    if "tatoeba" not in skip:
+        results = timed("tatoeba", lambda: evaluate(model, ["tatoeba-deu"], data_dir, batch_size, progress=False,
+                                                    on_error="raise"))
+        row["tatoeba"] = results["tasks"]
+    return row
+
+
+def _metric(entry: dict | None, key: str) -> float | None:
+    if not entry:
+        return None
+    metrics = entry.get("metrics", entry)
+    return metrics.get(key)
+
+
+def table(paths: list[str]) -> str:
+    """The markdown panel from rows written by ``--output``."""
+    head = ("| model | STS-B test | SICK-R | stc | SNLI direction | SNLI 2-way | AMR t->g | AMR g->t | "
+            "entity top-10 | Tatoeba deu | train min |")
+    lines = [head, "|" + "---|" + "---:|" * 10]
+    for path in paths:
+        row = json.loads(Path(path).read_text(encoding="utf-8"))
+
+        def fmt(value) -> str:
+            return "n/a" if value is None else f"{value:.2f}"
+
+        sts, snli = row.get("sts", {}), row.get("snli", {})
+        stc = (row.get("stc") or {}).get("group") or {}
+        entity = row.get("entity") or {}
+        amr = row.get("amr") or {}
+        lines.append("| " + " | ".join([
+            row.get("name", Path(path).stem),
+            fmt(_metric(sts.get("stsb-test"), "spearman")), fmt(_metric(sts.get("sick-r"), "spearman")),
+            fmt(stc.get("mean")), fmt(_metric(snli.get("snli-direction"), "direction_sim")),
+            fmt(_metric(snli.get("snli-nli"), "accuracy")),
+            fmt(amr.get("text_to_graph_top1")), fmt(amr.get("graph_to_text_top1")),
+            fmt(entity.get("top10")), fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),
+            fmt(row.get("train_minutes")),
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="a saved model directory, preset or checkpoint")
+    parser.add_argument("--ckpt", help="the run's checkpoint (for entity retrieval)")
+    parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--name", help="the row's name in the table")
+    parser.add_argument("--train-minutes", type=float, help="wall time of the run that made the model")
+    parser.add_argument("--skip", nargs="*", default=[], choices=COLUMNS)
+    parser.add_argument("--output", help="write the row as JSON here")
+    parser.add_argument("--table", nargs="*", metavar="ROW.json", help="print the markdown table of these rows")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
+    if not args.model:
+        parser.error("--model is required (or --table ROW.json ...)")
+    row = panel_row(args.model, args.data_dir, args.ckpt, tuple(args.skip))
+    row["name"] = args.name or args.model
+    row["train_minutes"] = args.train_minutes
+    text = json.dumps(row, indent=1, default=str)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

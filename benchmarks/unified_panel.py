@@ -115,7 +115,7 @@ def table(paths: list[str]) -> str:
             fmt(stc.get("mean")), fmt(_metric(snli.get("snli-direction"), "direction_sim")),
             fmt(_metric(snli.get("snli-nli"), "accuracy")),
             fmt(amr.get("text_to_graph_top1")), fmt(amr.get("graph_to_text_top1")),
-            fmt(entity.get("top10")), fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),
+            fmt(None if entity.get("top10") is None else 100.0 * entity["top10"]), fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),
             fmt(row.get("train_minutes")),
         ]) + " |")
     return "\n".join(lines)

@@ -49,3 +49,33 @@ def test_useful_flops_follow_the_formula(tiny_bert_dir):
     lengths = [3, 5, 4]
     expected = (2 * params + 4 * config.num_hidden_layers * 4.0 * config.hidden_size) * 12
     assert harness._encode_flops(model, lengths) == expected
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
+    ablation = _load("unified_ablation").ablation
+    only = ablation(keep=["cmlm"])  # CMLM keeps its bitext term
+    assert [o["class_path"].rsplit(".", 1)[-1] for o in only["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
+    assert set(only["data"]["train"]) == set(only["data"]["batch_size"]) == {"cmlm", "bitext"}
+    assert only["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
+    without = ablation(drop=["gausscse"])
+    assert set(without["data"]["train"]) == {"ease", "amr", "cmlm", "bitext"} and not any(
+        o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"])
+    assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
+    assert without["trainer"]["max_epochs"] == -1
+
+
+def test_unified_panel_table_reads_rows(tmp_path):
+    table = _load("unified_panel").table
+    row = {"name": "m", "sts": {"stsb-test": {"metrics": {"spearman": 80.5}}}, "entity": {"top10": 0.1116},
+           "amr": {"text_to_graph_top1": 90.0}, "train_minutes": 3.0}
+    path = tmp_path / "m.json"
+    path.write_text(__import__("json").dumps(row))
+    line = table([str(path)]).splitlines()[-1]
+    assert line.startswith("| m | 80.50 | n/a |") and "| 11.16 |" in line and "| 90.00 |" in line

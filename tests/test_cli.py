@@ -112,7 +112,7 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
     args += ["--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.init_args.save_dir",
              str(tmp_path / "runs"), f"--model.evaluation.data_dir={SAMPLE_DIR}", "--checkpoint.monitor=val/score",
              "--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null",
-             "--trainer.accumulate_grad_batches=1"]
+             "--trainer.accumulate_grad_batches=1", "--trainer.limit_val_batches=1.0"]
     main(args)
     metrics = pd.read_csv(next((tmp_path / "runs").rglob("metrics.csv")))
     assert metrics["train/loss"].notna().sum() == 3 and np.isfinite(metrics["train/loss"].dropna()).all()

@@ -58,3 +58,11 @@ def test_direction_on_the_sample_with_a_gaussian_model(gaussian_model, model) ->
     # a symmetric similarity (cosine) ties on every pair: 0, not chance
     cosine = evaluate(model, ["snli-direction-sample"], SAMPLE_DIR, progress=False)
     assert cosine["tasks"]["snli-direction-sample"]["score"] == 0.0
+
+
+def test_evaluate_takes_a_similarity_by_name(gaussian_model) -> None:
+    by_name = evaluate(gaussian_model, ["snli-direction-sample"], SAMPLE_DIR, progress=False, similarity="kl")
+    by_object = evaluate(gaussian_model, ["snli-direction-sample"], SAMPLE_DIR, progress=False,
+                         similarity=get_similarity("kl"))
+    assert by_name["config"]["similarity"] == "kl"
+    assert by_name["tasks"]["snli-direction-sample"]["metrics"] == by_object["tasks"]["snli-direction-sample"]["metrics"]

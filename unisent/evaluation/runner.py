@@ -32,7 +32,7 @@ def evaluate(
     data_dir: str | Path,
     batch_size: int = 64,
     progress: bool = True,
-    similarity: Similarity | None = None,
+    similarity: Similarity | str | None = None,
     on_error: Literal["report", "raise"] = "report",
 ) -> dict[str, Any]:
     """Evaluate a model on tasks and groups of tasks.
@@ -55,7 +55,8 @@ def evaluate(
         data_dir: root of the data layout (see docs/evaluation.md).
         batch_size: encoding batch size.
         progress: show progress bars and one line per finished task on stderr.
-        similarity: pairwise similarity for STS and NLI tasks; cosine of ``encode`` by default.
+        similarity: pairwise similarity for STS and NLI tasks (a ``Similarity`` or its name: ``"kl"``,
+            ...; see :mod:`unisent.evaluation.similarities`); cosine of ``encode`` by default.
         on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
             malformed file then raises before anything is encoded).
 
@@ -125,6 +126,10 @@ def evaluate(
     # pass 2: encode and score
     from .encoding import Embedder
 
+    if isinstance(similarity, str):
+        from .similarities import get_similarity
+
+        similarity = get_similarity(similarity)
     embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress)
     results: dict[str, Any] = {
         "tasks": {},

@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-HERE = Path(__file__).resolve().parent
 COLUMNS = ("sts", "stc", "snli", "amr", "entity", "tatoeba")
 
 
@@ -41,7 +39,6 @@ def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tup
     import unisent
     from unisent.evaluation import evaluate
 
-    sys.path.insert(0, str(HERE))
     row: dict = {"model": model_path, "checkpoint": ckpt, "seconds": {}}
     model = unisent.load(model_path)
     gaussian = hasattr(model, "encode_gaussian")
@@ -67,7 +64,7 @@ def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tup
                                                  similarity="kl" if gaussian else None, on_error="raise"))
         row["snli"] = results["tasks"]
     if "amr" not in skip:
-        import amr_retrieval
+        import amr_retrieval  # a sibling script: benchmarks/ is sys.path[0] when this file runs
 
         args = amr_retrieval.build_parser().parse_args(
             ["--model", model_path, "--penman", str(Path(data_dir) / "amr/little-prince/amr-bank-struct-v1.6-test.txt"),

@@ -167,6 +167,7 @@ def test_the_bundled_heldout_file_is_held_out_and_in_the_training_vocabulary():
     assert texts == [r["text"] for r in heldout] and entities == [r["entity"] for r in heldout]
 
 
+@pytest.mark.slow  # reads ../shared (the project's data checkout): never part of the default run
 @pytest.mark.skipif(not FEWREL.is_file(), reason="needs ../shared/data/entities/fewrel")
 def test_the_heldout_file_is_rebuilt_by_its_recorded_command(tmp_path):
     from unisent.data.builders.ease.fewrel import ease_fewrel

@@ -44,7 +44,9 @@ def ablation(keep: list[str] | None = None, drop: list[str] | None = None, steps
     model["objectives"] = [o for o in model["objectives"]
                            if ((o.get("init_args") or {}).get("name") or _default_name(o["class_path"])) in kept]
     config["data"]["train"] = {k: v for k, v in train.items() if k in kept}
-    config["data"]["batch_size"] = {k: v for k, v in config["data"]["batch_size"].items() if k in kept}
+    for key in ("batch_size", "length_grouped"):  # per-objective settings follow the objectives
+        if isinstance(config["data"].get(key), dict):
+            config["data"][key] = {k: v for k, v in config["data"][key].items() if k in kept}
     model["weight_schedule"] = {k: v for k, v in (model.get("weight_schedule") or {}).items() if k in kept}
     trainer = config["trainer"]
     trainer.update(max_steps=steps, max_epochs=-1, check_val_every_n_epoch=None)

@@ -93,6 +93,26 @@ def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, lis
     return checked
 
 
+
+def parameter_groups(named_parameters, objectives) -> list[dict[str, Any]]:
+    """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
+    the same split again, with ``lr`` set, for the parameters of each objective whose
+    :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``). Without such an
+    objective, the two groups of before (checkpoints resume unchanged). The schedule multiplies every
+    group's own learning rate."""
+    own: dict[int, float] = {}
+    for objective in objectives:
+        if objective.param_lr is not None:
+            own.update({id(p): float(objective.param_lr) for p in objective.parameters()})
+    named = list(named_parameters)
+    groups = split_weight_decay((n, p) for n, p in named if id(p) not in own)
+    for lr in sorted(set(own.values())):
+        for group in split_weight_decay((n, p) for n, p in named if own.get(id(p)) == lr):
+            if group["params"]:
+                groups.append(group | {"lr": lr})
+    return groups
+
+
 class UnisentModule(L.LightningModule):
     """Trains one shared encoder with a weighted sum of objectives.
 
@@ -221,7 +241,7 @@ class UnisentModule(L.LightningModule):
         return self.inference_model()(**batch["text"]).float()
 
     def configure_optimizers(self):
-        params = split_weight_decay(self.named_parameters())
+        params = parameter_groups(self.named_parameters(), self.objectives)
         optimizer = self.optimizer_factory(params)
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
         warmup = self.warmup_steps or round(self.warmup_ratio * total)

@@ -94,6 +94,8 @@ class UnisentDataModule(L.LightningDataModule):
             Either way the order comes from :class:`~unisent.data.ResumableSampler`: deterministic
             from ``seed`` and the epoch, sharded across processes, and resumed mid-epoch from a
             checkpoint (the DataModule saves the position of every loader; see :meth:`state_dict`).
+            A bool for every objective, or ``{objective name: bool}`` (absent names: ``False``), e.g.
+            length-grouped batches for AMR's graphs only.
         combine_mode: how loaders of several objectives are combined (Lightning's CombinedLoader
             modes); ``max_size_cycle`` cycles the shorter ones until the longest is exhausted.
         cache_dir: where tokenised data is cached; default ``$UNISENT_CACHE/tokenized`` or
@@ -109,7 +111,7 @@ class UnisentDataModule(L.LightningDataModule):
         train: dict[str, DataSource] | None = None,
         batch_size: int | dict[str, int] = 64,
         num_workers: int = 0,
-        length_grouped: bool = False,
+        length_grouped: bool | dict[str, bool] = False,
         combine_mode: Literal["max_size_cycle", "min_size", "max_size", "sequential"] = "max_size_cycle",
         cache_dir: str | None = None,
         seed: int = 42,
@@ -154,6 +156,11 @@ class UnisentDataModule(L.LightningDataModule):
             raise ValueError(f"data.batch_size has no entry for objective {name!r} (has: {', '.join(self.batch_size)})")
         return self.batch_size[name]
 
+    def _length_grouped(self, name: str) -> bool:
+        if isinstance(self.length_grouped, dict):
+            return bool(self.length_grouped.get(name, False))
+        return bool(self.length_grouped)
+
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":
             if self.predict is None:
@@ -165,6 +172,8 @@ class UnisentDataModule(L.LightningDataModule):
         objectives = {o.name: o for o in self.module.objectives}
         unknown = sorted(set(self.train) - set(objectives))
         missing = sorted(set(objectives) - set(self.train))
+        if isinstance(self.length_grouped, dict) and (extra := sorted(set(self.length_grouped) - set(objectives))):
+            raise ValueError(f"data.length_grouped names {', '.join(map(repr, extra))}, but the model's objectives are: {', '.join(objectives)}")
         if unknown:
             raise ValueError(f"data.train has {', '.join(map(repr, unknown))}, but the model's objectives are: {', '.join(objectives)}")
         if missing:
@@ -227,7 +236,7 @@ class UnisentDataModule(L.LightningDataModule):
             )
         sampler = ResumableSampler(
             len(dataset), batch_size, seed=self.seed, num_replicas=world, rank=rank,
-            lengths=dataset["length"] if self.length_grouped else None,
+            lengths=dataset["length"] if self._length_grouped(name) else None,
         )
         self.samplers[name] = sampler
         collate = partial(objective.collate, pad_id=self.module.encoder.pad_token_id)

@@ -177,6 +177,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: vocabulary): the training module sets these up before the others, so that parameters sized by
     #: the vocabulary (CMLM's MLM head) see the final one, whatever the order of the objectives.
     extends_vocabulary: ClassVar[bool] = False
+    #: learning rate of this objective's own parameters (a head, an entity table) when it should differ
+    #: from the encoder's; ``None``: the optimiser's. The training module puts them in their own
+    #: parameter groups (same schedule, same weight-decay split). GaussCSE sets it with ``head_lr``.
+    param_lr: float | None = None
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()

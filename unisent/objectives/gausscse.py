@@ -35,6 +35,14 @@ class GaussCSE(Objective):
         point: what the trained model's ``encode`` returns (:class:`GaussianHead`): ``mean`` (the
             paper's STS vector) or ``pooled`` (the encoder's own vector, e.g. when other objectives of
             the run train it; see docs/training.md, "Combining objectives").
+        head_lr: learning rate of the Gaussian head; ``None`` (the paper): the optimiser's. A head on an
+            encoder that other objectives also train, or on a frozen one, learns in few steps only at
+            a higher rate than the encoder's fine-tuning rate (docs/results/unified.md).
+        encoder_grad: scale of the gradient this loss sends into the shared encoder: 1 (the paper)
+            fine-tunes the encoder with it, 0 trains the head alone on the encoder's vectors (the
+            encoder then runs without a graph for this objective's batch), values between let
+            GaussCSE shape the shared space only that much (the unified recipe: 0.1). The loss and
+            the head's gradient are unchanged.
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
@@ -51,6 +59,8 @@ class GaussCSE(Objective):
         mean_activation: Literal["none", "tanh"] = "none",
         var_floor: float = 1e-6,
         point: Literal["mean", "pooled"] = "mean",
+        head_lr: float | None = None,
+        encoder_grad: float = 1.0,
         hidden_size: int = 0,
         weight: float = 1.0,
         name: str | None = None,
@@ -60,8 +70,12 @@ class GaussCSE(Objective):
         self.sets = tuple(sets or ("ent", "rev"))
         if "ent" not in self.sets or not set(self.sets) <= set(GAUSS_SETS):
             raise ValueError(f"sets must contain 'ent' and be drawn from {GAUSS_SETS}, got {list(self.sets)}")
+        if not 0.0 <= encoder_grad <= 1.0:
+            raise ValueError(f"encoder_grad must be in [0, 1], got {encoder_grad}")
         self.temperature = temperature
         self.similarity = similarity
+        self.param_lr = head_lr
+        self.encoder_grad = float(encoder_grad)
         self.head_settings = {"variance": variance, "mean_activation": mean_activation, "var_floor": var_floor,
                               "point": point}
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
@@ -75,7 +89,11 @@ class GaussCSE(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
-        views = [self.head(v) for v in encode_views(encoder, batch, self.text_keys)]
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.encoder_grad > 0):
+            pooled = encode_views(encoder, batch, self.text_keys)
+        if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
+            pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
+        views = [self.head(v) for v in pooled]
         loss = gauss_cse_loss(
             views[0], views[1], views[2] if "con" in self.sets else None,
             sets=self.sets, temperature=self.temperature, reduction=self.similarity,

@@ -1,0 +1,75 @@
+"""The knobs that let objectives of different papers share one encoder (docs/training.md, "Combining
+objectives"): an objective's own learning rate for its head, a scaled encoder gradient, and
+length-grouped batches for one objective only."""
+
+import pytest
+import torch
+
+from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.encoders import EncoderConfig
+from unisent.module import UnisentModule, parameter_groups
+from unisent.objectives import GaussCSE, SimCSE
+from unisent.optim import AdamW
+
+
+def _module(model_dir, **gauss):
+    return UnisentModule(encoder=EncoderConfig(model=str(model_dir), pooler="mean"),
+                         objectives=[SimCSE(name="unsup"), GaussCSE(**gauss)], optimizer=lambda p: AdamW(p, lr=2e-5))
+
+
+def test_head_lr_puts_the_head_in_its_own_groups_and_nothing_else(tiny_model_dir):
+    module = _module(tiny_model_dir, head_lr=3e-3)
+    groups = parameter_groups(module.named_parameters(), module.objectives)
+    head = {id(p) for p in module.objectives[1].head.parameters()}
+    own = [g for g in groups if "lr" in g]
+    assert {id(p) for g in own for p in g["params"]} == head
+    assert all(g["lr"] == 3e-3 for g in own) and [g.get("weight_decay") for g in own] == [None, 0.0]
+    everything = [id(p) for g in groups for p in g["params"]]
+    assert sorted(everything) == sorted(id(p) for p in module.parameters())  # each parameter exactly once
+    optimizer = module.optimizer_factory(groups)
+    assert sorted({g["lr"] for g in optimizer.param_groups}) == [2e-5, 3e-3]
+    plain = _module(tiny_model_dir)  # no head_lr: the two groups of before
+    assert len(parameter_groups(plain.named_parameters(), plain.objectives)) == 2
+
+
+def _grads(model_dir, encoder_grad):
+    torch.manual_seed(0)
+    module = _module(model_dir, encoder_grad=encoder_grad)
+    module.eval()  # no dropout: the same forward for every setting
+    objective = module.objectives[1]
+    ids = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 3, 0], [2, 10, 11, 12, 3]])
+    mask = (ids != 0).long()
+    batch = {k: {"input_ids": ids.roll(i, 0), "attention_mask": mask.roll(i, 0)} for i, k in enumerate(("anchor", "positive"))}
+    loss = objective(module.encoder, batch)["contrastive"]
+    loss.backward()
+    encoder = torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel())
+                         for p in module.encoder.parameters()])
+    head = torch.cat([p.grad.flatten() for p in objective.head.parameters()])
+    return loss.detach(), encoder, head
+
+
+def test_encoder_grad_scales_only_the_encoders_gradient(tiny_model_dir):
+    loss1, enc1, head1 = _grads(tiny_model_dir, 1.0)
+    loss_s, enc_s, head_s = _grads(tiny_model_dir, 0.1)
+    loss0, enc0, head0 = _grads(tiny_model_dir, 0.0)
+    assert enc1.abs().sum() > 0
+    torch.testing.assert_close(enc_s, 0.1 * enc1, rtol=1e-4, atol=1e-8)
+    assert torch.count_nonzero(enc0) == 0  # the encoder ran without a graph for this objective
+    for loss, head in ((loss_s, head_s), (loss0, head0)):
+        torch.testing.assert_close(loss, loss1)
+        torch.testing.assert_close(head, head1, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="encoder_grad must be in \\[0, 1\\]"):
+        GaussCSE(encoder_grad=2.0)
+
+
+def test_length_grouped_per_objective(tiny_model_dir, tmp_path):
+    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
+                           objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup")])
+    train = {"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")), "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"))}
+    dm = UnisentDataModule(train=train, batch_size=8, length_grouped={"sup": True}, cache_dir=str(tmp_path)).attach(module)
+    dm.setup("fit")
+    dm._loader("unsup"), dm._loader("sup")
+    assert dm.samplers["sup"].lengths is not None and dm.samplers["unsup"].lengths is None
+    bad = UnisentDataModule(train=train, length_grouped={"supp": True}, cache_dir=str(tmp_path)).attach(module)
+    with pytest.raises(ValueError, match="data.length_grouped names 'supp'.*objectives are: unsup, sup"):
+        bad.setup("fit")

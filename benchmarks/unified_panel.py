@@ -16,6 +16,7 @@ Columns (each skipped with ``--skip NAME``):
     python benchmarks/unified_panel.py --model runs/unified-minilm-cpu/full/encoder \\
         --ckpt runs/unified-minilm-cpu/full/checkpoints/last.ckpt --data-dir ../shared/data \\
         --name unified --output runs/panel/unified.json
+    python benchmarks/unified_panel.py --length-rule --name "length rule" --output runs/panel/length-rule.json
     python benchmarks/unified_panel.py --table runs/panel/*.json     # the markdown table
 """
 
@@ -93,6 +94,26 @@ def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tup
     return row
 
 
+def length_rule_row(data_dir: str, tokenizer_model: str = "minilm-l6") -> dict:
+    """The reference row of the direction column: no model, the rule "the longer sentence (in the
+    tokenizer's tokens) is the premise" on the same SNLI test entailment pairs; a tie counts as wrong."""
+    import unisent
+    from unisent.evaluation.readers.nli import read_aligned_nli
+
+    snli = Path(data_dir) / "nli" / "snli"
+    pairs = read_aligned_nli(*(snli / f"{f}.test" for f in ("s1", "s2", "labels")))
+    keep = [i for i, y in enumerate(pairs.labels) if y == "entailment"]
+    tokenizer = unisent.load(tokenizer_model).tokenizer
+    count = lambda texts: [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]  # noqa: E731
+    pre = count([pairs.sentences1[i] for i in keep])
+    hyp = count([pairs.sentences2[i] for i in keep])
+    right = sum(p > h for p, h in zip(pre, hyp))
+    ties = sum(p == h for p, h in zip(pre, hyp))
+    return {"model": f"length rule ({tokenizer_model} tokens)", "seconds": {},
+            "snli": {"snli-direction": {"direction_sim": 100.0 * right / len(keep), "ties": 100.0 * ties / len(keep),
+                                        "n_pairs": len(keep)}}}
+
+
 def _metric(entry: dict | None, key: str) -> float | None:
     if not entry:
         return None
@@ -137,15 +158,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", nargs="*", default=[], choices=COLUMNS)
     parser.add_argument("--max-length", type=int, default=MAX_LENGTH,
                         help=f"token limit for every text of every column (default {MAX_LENGTH}; 0: the model's own)")
+    parser.add_argument("--length-rule", action="store_true",
+                        help="the direction column's reference row: the longer sentence is the premise (no model)")
     parser.add_argument("--output", help="write the row as JSON here")
     parser.add_argument("--table", nargs="*", metavar="ROW.json", help="print the markdown table of these rows")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
         return 0
-    if not args.model:
-        parser.error("--model is required (or --table ROW.json ...)")
-    row = panel_row(args.model, args.data_dir, args.ckpt, tuple(args.skip), max_length=args.max_length or None)
+    if args.length_rule:
+        row = length_rule_row(args.data_dir)
+    elif not args.model:
+        parser.error("--model is required (or --table ROW.json ..., or --length-rule)")
+    else:
+        row = panel_row(args.model, args.data_dir, args.ckpt, tuple(args.skip), max_length=args.max_length or None)
     row["name"] = args.name or args.model
     row["train_minutes"] = args.train_minutes
     text = json.dumps(row, indent=1, default=str)

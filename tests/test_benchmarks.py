@@ -69,6 +69,7 @@ def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
         o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"])
     assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
     assert without["trainer"]["max_epochs"] == -1
+    assert without["data"]["length_grouped"] == {"amr": True} and only["data"]["length_grouped"] == {}
 
 
 def test_unified_panel_table_reads_rows(tmp_path):
@@ -79,3 +80,18 @@ def test_unified_panel_table_reads_rows(tmp_path):
     path.write_text(__import__("json").dumps(row))
     line = table([str(path)]).splitlines()[-1]
     assert line.startswith("| m | 80.50 | n/a |") and "| 11.16 |" in line and "| 90.00 |" in line
+
+
+def test_length_rule_row_counts_longer_premises_and_ties(tmp_path):
+    snli = tmp_path / "nli" / "snli"
+    snli.mkdir(parents=True)
+    pairs = [("a man plays a guitar on stage .", "a man plays .", "entailment"),  # longer premise: right
+             ("two dogs run .", "two dogs run fast in a park .", "entailment"),  # shorter premise: wrong
+             ("a cat sleeps .", "a cat rests .", "entailment"),  # tie: wrong
+             ("a boy eats an apple in the kitchen .", "a girl .", "neutral")]  # not an entailment pair
+    for i, name in enumerate(("s1", "s2", "labels")):
+        (snli / f"{name}.test").write_text("".join(p[i] + "\n" for p in pairs))
+    row = _load("unified_panel").length_rule_row(str(tmp_path))
+    direction = row["snli"]["snli-direction"]
+    assert direction["n_pairs"] == 3
+    assert abs(direction["direction_sim"] - 100 / 3) < 1e-9 and abs(direction["ties"] - 100 / 3) < 1e-9

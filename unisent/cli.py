@@ -39,14 +39,14 @@ def _one_line(text: str) -> str:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``ModelNotAvailableError``), a missing or
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelNotAvailableError``), a missing or
     unreadable file (``OSError``), YAML that does not parse, and Lightning's ``MisconfigurationException``."""
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from .io import CheckpointError, RecordError
+    from .io import CheckpointError, DataConfigError, RecordError
 
-    return (RecordError, CheckpointError, OSError, yaml.YAMLError, MisconfigurationException)
+    return (RecordError, CheckpointError, DataConfigError, OSError, yaml.YAMLError, MisconfigurationException)
 
 
 def _lightning(argv: Sequence[str] | None) -> None:

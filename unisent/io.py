@@ -40,6 +40,7 @@ from typing import IO, Any, Literal
 __all__ = [
     "FORMATS",
     "CheckpointError",
+    "DataConfigError",
     "SUPPORTED_FORMATS",
     "Record",
     "RecordError",
@@ -547,6 +548,12 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
 
 class CheckpointError(ValueError):
     """A checkpoint file is truncated or not a PyTorch checkpoint (checked before ``torch.load``)."""
+
+
+class DataConfigError(ValueError):
+    """The ``data`` section does not match the model: a name in ``data.train``, ``data.batch_size`` or
+    ``data.length_grouped`` that is no objective's, or an objective without training data. The CLI
+    reports it in one line."""
 
 
 def check_checkpoint(path: str | os.PathLike) -> Path:

@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from ..io import DataConfigError
 from ..objectives.base import PREDICT_SCHEMA, BatchSchema, Objective
 from .readers import DataSource, read_records
 from .sampling import ResumableSampler
@@ -153,7 +154,7 @@ class UnisentDataModule(L.LightningDataModule):
         if isinstance(self.batch_size, int):
             return self.batch_size
         if name not in self.batch_size:
-            raise ValueError(f"data.batch_size has no entry for objective {name!r} (has: {', '.join(self.batch_size)})")
+            raise DataConfigError(f"data.batch_size has no entry for objective {name!r} (has: {', '.join(self.batch_size)})")
         return self.batch_size[name]
 
     def _length_grouped(self, name: str) -> bool:
@@ -173,11 +174,11 @@ class UnisentDataModule(L.LightningDataModule):
         unknown = sorted(set(self.train) - set(objectives))
         missing = sorted(set(objectives) - set(self.train))
         if isinstance(self.length_grouped, dict) and (extra := sorted(set(self.length_grouped) - set(objectives))):
-            raise ValueError(f"data.length_grouped names {', '.join(map(repr, extra))}, but the model's objectives are: {', '.join(objectives)}")
+            raise DataConfigError(f"data.length_grouped names {', '.join(map(repr, extra))}, but the model's objectives are: {', '.join(objectives)}")
         if unknown:
-            raise ValueError(f"data.train has {', '.join(map(repr, unknown))}, but the model's objectives are: {', '.join(objectives)}")
+            raise DataConfigError(f"data.train has {', '.join(map(repr, unknown))}, but the model's objectives are: {', '.join(objectives)}")
         if missing:
-            raise ValueError(f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train")
+            raise DataConfigError(f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train")
         for name, source in self.train.items():
             self.datasets[name] = self.tokenized(source, objectives[name])
             # objectives whose state depends on the data (EASE's entity vocabulary) build it now,

@@ -139,7 +139,7 @@ def table(paths: list[str]) -> str:
         lines.append("| " + " | ".join([
             row.get("name", Path(path).stem),
             fmt(_metric(sts.get("stsb-test"), "spearman")), fmt(_metric(sts.get("sick-r"), "spearman")),
-            fmt(stc.get("mean")), fmt(_metric(snli.get("snli-direction"), "direction_sim")),
+            fmt(stc.get("score")), fmt(_metric(snli.get("snli-direction"), "direction_sim")),
             fmt(_metric(snli.get("snli-nli"), "accuracy")),
             fmt(amr.get("text_to_graph_top1")), fmt(amr.get("graph_to_text_top1")),
             fmt(None if entity.get("top10") is None else 100.0 * entity["top10"]), fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),

@@ -75,11 +75,11 @@ def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
 def test_unified_panel_table_reads_rows(tmp_path):
     table = _load("unified_panel").table
     row = {"name": "m", "sts": {"stsb-test": {"metrics": {"spearman": 80.5}}}, "entity": {"top10": 0.1116},
-           "amr": {"text_to_graph_top1": 90.0}, "train_minutes": 3.0}
+           "amr": {"text_to_graph_top1": 90.0}, "train_minutes": 3.0, "stc": {"group": {"score": 68.377}}}
     path = tmp_path / "m.json"
     path.write_text(__import__("json").dumps(row))
     line = table([str(path)]).splitlines()[-1]
-    assert line.startswith("| m | 80.50 | n/a |") and "| 11.16 |" in line and "| 90.00 |" in line
+    assert line.startswith("| m | 80.50 | n/a | 68.38 |") and "| 11.16 |" in line and "| 90.00 |" in line
 
 
 def test_length_rule_row_counts_longer_premises_and_ties(tmp_path):

@@ -93,7 +93,6 @@ def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, lis
     return checked
 
 
-
 def parameter_groups(named_parameters, objectives) -> list[dict[str, Any]]:
     """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
     the same split again, with ``lr`` set, for the parameters of each objective whose

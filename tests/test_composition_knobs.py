@@ -73,3 +73,29 @@ def test_length_grouped_per_objective(tiny_model_dir, tmp_path):
     bad = UnisentDataModule(train=train, length_grouped={"supp": True}, cache_dir=str(tmp_path)).attach(module)
     with pytest.raises(ValueError, match="data.length_grouped names 'supp'.*objectives are: unsup, sup"):
         bad.setup("fit")
+
+
+def test_length_input_head_reads_token_counts_in_training_and_after_loading(tiny_model_dir, tmp_path):
+    import unisent
+    from unisent.objectives import GaussianHead
+
+    head = GaussianHead(8, length_input=True)
+    with pytest.raises(ValueError, match="token count"):
+        head(torch.zeros(2, 8))
+    pooled = torch.randn(1, 8).repeat(2, 1)
+    _, var = head(pooled, torch.tensor([4, 40]))
+    assert not torch.allclose(var[0], var[1])  # same vector, other length: other variance
+    module = _module(tiny_model_dir, length_input=True, point="pooled")
+    model = module.inference_model().eval()
+    sentences = ["a man plays .", "a man is playing a guitar on a stage tonight ."]
+    mu, var = model.encode_gaussian(sentences)
+    ids = module.encoder.tokenize_ids(sentences)
+    from unisent.encoders.encoder import pad_batch
+
+    batch_ids, mask = pad_batch(ids, module.encoder.pad_token_id)
+    with torch.no_grad():  # the training path: lengths from the batch's attention mask
+        mu2, var2 = module.objectives[1].head(module.encoder(batch_ids, mask), mask.sum(dim=1))
+    torch.testing.assert_close(var, var2, rtol=1e-4, atol=1e-6)
+    loaded = unisent.load(str(model.save_pretrained(tmp_path / "g")))
+    for a, b in zip(loaded.encode_gaussian(sentences), (mu, var)):
+        torch.testing.assert_close(a, b)

@@ -40,6 +40,11 @@ class GaussianHead(nn.Module):
             mean, GaussCSE's STS vector) or ``pooled`` (the encoder's pooled vector under the head:
             what other objectives trained in the same run, e.g. EASE, CMLM, AMR, shape). Saved with the
             head; ``encode_gaussian`` gives (mean, variance) either way.
+        length_input: the variance map also reads ``log`` of each sentence's token count (special
+            tokens included, after truncation). Not in the paper: mean pooling divides the token
+            count away, and a sentence's specificity, which the variance stands for, goes with its
+            length ([CLS] of a fine-tuned BERT, the paper's vector, can carry it). Saved with the
+            head; ``forward`` then needs ``lengths``. docs/results/unified.md measures it.
     """
 
     def __init__(
@@ -49,6 +54,7 @@ class GaussianHead(nn.Module):
         mean_activation: Literal["none", "tanh"] = "none",
         var_floor: float = 1e-6,
         point: Literal["mean", "pooled"] = "mean",
+        length_input: bool = False,
     ) -> None:
         super().__init__()
         if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
@@ -59,15 +65,28 @@ class GaussianHead(nn.Module):
                          "var_floor": var_floor}
         if point != "mean":  # heads saved before this option have no key: they are "mean"
             self.settings["point"] = point
+        if length_input:  # likewise: absent = False
+            self.settings["length_input"] = True
         self.mean = nn.Linear(hidden_size, hidden_size)
-        self.var = nn.Linear(hidden_size, hidden_size)
+        self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
 
-    def forward(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32."""
+    @property
+    def length_input(self) -> bool:
+        return bool(self.settings.get("length_input"))
+
+    def forward(self, pooled: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32. ``lengths`` (batch,): token
+        counts, needed (and only read) with ``length_input``."""
         mu = self.mean(pooled).float()
         if self.settings["mean_activation"] == "tanh":
             mu = torch.tanh(mu)
-        raw = self.var(pooled).float()
+        var_in = pooled
+        if self.length_input:
+            if lengths is None:
+                raise ValueError("this Gaussian head reads each sentence's token count (length_input): pass lengths")
+            log_len = lengths.to(device=pooled.device, dtype=pooled.dtype).clamp(min=1).log().unsqueeze(-1)
+            var_in = torch.cat([pooled, log_len], dim=-1)
+        raw = self.var(var_in).float()
         kind = self.settings["variance"]
         if kind == "exp":
             var = torch.exp(raw.clamp(max=60.0))
@@ -112,7 +131,12 @@ class GaussianEncoder(EncoderWrapper):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order."""
         pooled = self.encoder.encode_pooled(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
-        mu, var = zip(*self.map_head(self.head, pooled, self.head))
+        if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
+            lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
+            mu, var = zip(*self.map_head(self.head, torch.cat([pooled, lengths[:, None]], dim=-1),
+                                         lambda c: self.head(c[:, :-1], c[:, -1])))
+        else:
+            mu, var = zip(*self.map_head(self.head, pooled, self.head))
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
 
     def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
@@ -133,7 +157,8 @@ class GaussianEncoder(EncoderWrapper):
     def head_facts(self) -> list[tuple[str, str]]:
         s = self.head.settings
         return [("Gaussian head", f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
-                                  f"variance: Linear + {s['variance']} (+ {s['var_floor']:g})"),
+                                  f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
+                                  f"{s['variance']} (+ {s['var_floor']:g})"),
                 ("point embedding (`encode`)", "the pooled vector under the head" if self.point == "pooled"
                  else "the Gaussian mean")]
 

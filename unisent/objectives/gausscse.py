@@ -43,6 +43,8 @@ class GaussCSE(Objective):
             encoder then runs without a graph for this objective's batch), values between let
             GaussCSE shape the shared space only that much (the unified recipe: 0.1). The loss and
             the head's gradient are unchanged.
+        length_input: the variance also reads the log token count of each sentence (not in the
+            paper; :class:`GaussianHead`).
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
         weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
@@ -61,6 +63,7 @@ class GaussCSE(Objective):
         point: Literal["mean", "pooled"] = "mean",
         head_lr: float | None = None,
         encoder_grad: float = 1.0,
+        length_input: bool = False,
         hidden_size: int = 0,
         weight: float = 1.0,
         name: str | None = None,
@@ -77,7 +80,7 @@ class GaussCSE(Objective):
         self.param_lr = head_lr
         self.encoder_grad = float(encoder_grad)
         self.head_settings = {"variance": variance, "mean_activation": mean_activation, "var_floor": var_floor,
-                              "point": point}
+                              "point": point, "length_input": length_input}
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
         self.batch_keys = self.text_keys = ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
 
@@ -93,7 +96,8 @@ class GaussCSE(Objective):
             pooled = encode_views(encoder, batch, self.text_keys)
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
-        views = [self.head(v) for v in pooled]
+        lengths = [batch[k]["attention_mask"].sum(dim=1) for k in self.text_keys]  # token counts per view
+        views = [self.head(v, n) for v, n in zip(pooled, lengths)]
         loss = gauss_cse_loss(
             views[0], views[1], views[2] if "con" in self.sets else None,
             sets=self.sets, temperature=self.temperature, reduction=self.similarity,

@@ -148,8 +148,8 @@ class GaussianEncoder(EncoderWrapper):
         return F.normalize(mu, dim=-1) if normalize else mu
 
     def similarity(self, a: Sequence[str], b: Sequence[str], reduction: Literal["sum", "mean"] = "sum") -> torch.Tensor:
-        """``sim(a_i || b_j)`` for all pairs: (len(a), len(b)). ``a_i`` entails ``b_j`` when this is
-        larger than ``sim(b_j || a_i)``."""
+        """``sim(a_i || b_j)`` for all pairs: (len(a), len(b)). ``b_j`` entails ``a_i`` when this is
+        larger than ``sim(b_j || a_i)`` (the direction tasks score ``sim(hyp || pre) > sim(pre || hyp)``)."""
         (mu_a, var_a), (mu_b, var_b) = self.encode_gaussian(a), self.encode_gaussian(b)
         return gaussian_similarity_matrix(mu_a, var_a, mu_b, var_b, reduction)
 
@@ -188,7 +188,8 @@ vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])
 ```
 
 The **full model** with unisent: means and variances, and the asymmetric similarity
-`sim(a || b) = 1 / (1 + KL(a || b))`; `a` entails `b` when `sim(a || b) > sim(b || a)`:
+`sim(a || b) = 1 / (1 + KL(a || b))`; `b` entails `a` when `sim(a || b) > sim(b || a)`
+(the premise entails the hypothesis when `sim(hypothesis || premise)` is the larger):
 
 ```python
 import unisent

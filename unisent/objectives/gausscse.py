@@ -96,8 +96,10 @@ class GaussCSE(Objective):
             pooled = encode_views(encoder, batch, self.text_keys)
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
-        lengths = [batch[k]["attention_mask"].sum(dim=1) for k in self.text_keys]  # token counts per view
-        views = [self.head(v, n) for v, n in zip(pooled, lengths)]
+        if self.head.length_input:  # token counts per view, from the attention masks
+            views = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(pooled, self.text_keys)]
+        else:
+            views = [self.head(v) for v in pooled]
         loss = gauss_cse_loss(
             views[0], views[1], views[2] if "con" in self.sets else None,
             sets=self.sets, temperature=self.temperature, reduction=self.similarity,

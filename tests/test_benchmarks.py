@@ -95,3 +95,31 @@ def test_length_rule_row_counts_longer_premises_and_ties(tmp_path):
     direction = row["snli"]["snli-direction"]
     assert direction["n_pairs"] == 3
     assert abs(direction["direction_sim"] - 100 / 3) < 1e-9 and abs(direction["ties"] - 100 / 3) < 1e-9
+
+
+def _results(path: Path, tasks: dict[str, dict[str, float]]) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"tasks": {name: {"score": 0.0, "metrics": m} for name, m in tasks.items()}}))
+
+
+def test_preset_parity_compares_every_metric_at_the_printed_digits(tmp_path):
+    parity = _load("preset_parity")
+    _results(tmp_path / "preset" / "a.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74},
+                                              "snli-nli": {"accuracy": 74.34, "threshold": 0.6141}})
+    _results(tmp_path / "preset" / "b.json", {"stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
+    _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324 + 1e-9, "pearson": 82.74},
+                                            "snli-nli": {"accuracy": 74.34, "threshold": 0.6141},
+                                            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
+    assert parity.main(["compare", str(tmp_path / "preset"), str(tmp_path / "st")]) == 0
+    # one metric differs in its last printed digit (3 digits for a threshold): a difference, exit 1
+    _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74},
+                                            "snli-nli": {"accuracy": 74.34, "threshold": 0.6149},
+                                            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
+    rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"))
+    assert not same and [r.split(" | ")[0] for r in rows if r.endswith("| NO |")] == ["| snli-nli"]
+    # a task on one side only is reported, not skipped
+    _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74}})
+    rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"))
+    assert not same and sum("missing in SentenceTransformer" in r for r in rows) == 2

@@ -142,3 +142,37 @@ def test_packed_encode_matches_unpadded_off(tiny_bert_dir):
     packed = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")).encode(sentences, batch_size=16)
     plain = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", unpad=False)).encode(sentences, batch_size=16)
     torch.testing.assert_close(packed, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_reference_batching_is_sentence_transformers_batching(tiny_bert_dir, monkeypatch):
+    """Inside ``reference_batching``: character-length order, one batch at a time, the padded forward."""
+    import numpy as np
+
+    from unisent.encoders import reference_batching
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")).eval()
+    # character length and token length disagree on these: the two orders differ
+    texts = ["a b c d e f g", "abcdefghijklmnopqrstuvwxyz", "x y", "hello world again", "z", "the the the the"]
+    calls, seen = [], []
+    real_packed = encoder_module.packed_forward
+    monkeypatch.setattr(encoder_module, "packed_forward", lambda *a, **k: calls.append(1) or real_packed(*a, **k))
+    real_forward = Encoder.forward
+
+    def recording(self, input_ids, attention_mask, **kwargs):
+        seen.append(attention_mask.sum(1).tolist())
+        return real_forward(self, input_ids, attention_mask, **kwargs)
+
+    monkeypatch.setattr(Encoder, "forward", recording)
+    fast = encoder.encode(texts, batch_size=2)
+    assert calls and len(seen) == 3
+    calls.clear(), seen.clear()
+    with reference_batching():
+        exact = encoder.encode(texts, batch_size=2)
+    assert calls == []  # the backbone's own forward
+    order = np.argsort([-len(t) for t in texts]).tolist()
+    lengths = [len(ids) for ids in encoder.tokenizer(texts)["input_ids"]]
+    assert seen == [[lengths[i] for i in order[s:s + 2]] for s in range(0, 6, 2)]  # in that order, one by one
+    torch.testing.assert_close(exact, fast, atol=1e-5, rtol=0)  # the same vectors up to float rounding
+    calls.clear()
+    encoder.encode(texts, batch_size=2)
+    assert calls  # the setting ends with the block

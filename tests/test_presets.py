@@ -185,3 +185,22 @@ def test_pcr_follows_the_normalisation_it_was_fitted_after(tiny_model_dir, tmp_p
     st_dir = export_model(model, tmp_path / "st", "sentence-transformers").out
     got = SentenceTransformer(str(st_dir), device="cpu").encode(SENTENCES)
     np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+
+
+def test_the_evaluation_embeds_bit_identically_to_sentence_transformers(minilm, sentence_transformer):
+    """K-means on 20,000 texts moves by a point for 2e-7 differences: the evaluation's batches are Sentence
+    Transformers' own, so its vectors are the same bits (at the same batch size and thread count)."""
+    from unisent.encoders import reference_batching
+    from unisent.evaluation.encoding import Embedder
+    from unisent.evaluation.readers import read_text_and_labels
+
+    stc = FIXTURE_DATA / "clustering" / "stc"
+    texts = read_text_and_labels(stc / "searchsnippets.txt", stc / "searchsnippets_label.txt").texts + SENTENCES
+    for batch_size in (128, 5):
+        want = torch.as_tensor(sentence_transformer.encode(texts, batch_size=batch_size))
+        with reference_batching():
+            assert torch.equal(minilm.encode(texts, batch_size=batch_size), want), batch_size
+        ours = Embedder(minilm, batch_size=batch_size).encode(texts)
+        assert torch.equal(ours, Embedder(sentence_transformer, batch_size=batch_size).encode(texts)), batch_size
+    # unisent's default (faster) batching differs in the last bits only
+    torch.testing.assert_close(minilm.encode(texts, batch_size=5), want, atol=1e-5, rtol=0)

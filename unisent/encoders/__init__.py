@@ -1,6 +1,6 @@
 """Encoder registry: backbones from a preset, a directory or a hub id, with poolers."""
 
-from .encoder import Encoder, EncoderConfig, pad_batch
+from .encoder import Encoder, EncoderConfig, pad_batch, reference_batching
 from .loading import ModelNotAvailableError, resolve_model_location
 from .poolers import POOLERS, Pooler, build_pooler, pooler_class, register_pooler
 from .presets import PRESETS, Preset
@@ -25,6 +25,7 @@ __all__ = [
     "build_pooler",
     "pad_batch",
     "pooler_class",
+    "reference_batching",
     "register_pooler",
     "resolve_model_location",
 ]

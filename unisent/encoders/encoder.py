@@ -24,7 +24,7 @@ from .poolers import PoolerName, PoolerPath, build_pooler, pooler_class
 from .presets import PRESETS
 
 __all__ = ["Encoder", "EncoderConfig", "TruncationCount", "TruncationWarning", "collect_truncation", "pad_batch",
-           "truncation_message"]
+           "reference_batching", "truncation_message"]
 
 UNISENT_CONFIG = "unisent_encoder.json"
 POOLER_WEIGHTS = "pooler.pt"
@@ -65,6 +65,32 @@ def collect_truncation() -> Iterator[TruncationCount]:
         yield count
     finally:
         _TRUNCATION.reset(token)
+
+
+_REFERENCE: ContextVar[bool] = ContextVar("unisent_reference_batching", default=False)
+
+
+@contextmanager
+def reference_batching(enabled: bool = True) -> Iterator[None]:
+    """Inside the block, ``Encoder.encode`` batches as ``SentenceTransformer.encode`` does: sentences in
+    its order (character length, longest first), one batch at a time on all intra-op threads (unless
+    ``workers`` is passed), through the backbone's own padded forward, not the unpadded one. The
+    vectors are then bit-identical to Sentence Transformers' at the same batch size and thread count.
+
+    Why it matters: a row's float rounding depends on its batch (the padded length attention runs
+    over, the matrix shapes of the unpadded forward), so the default, faster batching (token-length
+    order, unpadded) differs from Sentence Transformers by about 2e-7 per coordinate. Cosine tasks do not
+    notice; K-means with k-means++ starts does: on the 20,000 Biomedical texts that difference moved
+    all-MiniLM-L6-v2's accuracy from 51.29 to 50.32 (as does Sentence Transformers' own batch size 64
+    against 128). The evaluation runs inside this block, so its numbers are those Sentence Transformers
+    gives for the same model (an exported unisent model included). It costs speed on texts of mixed
+    length: 5% on STS-B, 25% on Biomedical abstracts (2 CPU threads).
+    """
+    token = _REFERENCE.set(enabled)
+    try:
+        yield
+    finally:
+        _REFERENCE.reset(token)
 
 
 def truncation_message(truncated: int, total: int, max_length: int, hint: str = "set model.config.max_length") -> str:
@@ -177,10 +203,13 @@ class Encoder(EncoderModel):
         self,
         input_ids: torch.Tensor,  # (batch, seq)
         attention_mask: torch.Tensor,  # (batch, seq)
+        unpad: bool | None = None,
         **backbone_kwargs,
     ) -> torch.Tensor:
-        """Return pooled sentence vectors of shape (batch, hidden)."""
-        if self.packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
+        """Return pooled sentence vectors of shape (batch, hidden); ``unpad=False``: the backbone's own
+        forward even where the unpadded one applies (``None``: ``config.unpad``)."""
+        packs = self.packs if unpad is None else unpad and self.packs
+        if packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
             last, states = packed_forward(
                 self.backbone, input_ids, attention_mask, output_hidden_states=self.pooler.needs_hidden_states,
                 **backbone_kwargs,
@@ -250,8 +279,13 @@ class Encoder(EncoderModel):
         return ids, len(over)
 
     # ----------------------------------------------------------------------------------- inference
-    def _batches(self, ids: list[list[int]], batch_size: int) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+    def _batches(
+        self, texts: Sequence[str], ids: list[list[int]], batch_size: int, reference: bool = False
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        if reference:  # SentenceTransformer.encode's order: numpy's default argsort of minus the characters
+            order = np.argsort([-len(text) for text in texts]).tolist()
+        else:  # token length, longest first: less padding than characters
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             yield idx, *pad_batch([ids[i] for i in idx], self.pad_token_id)
@@ -289,7 +323,8 @@ class Encoder(EncoderModel):
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
         tensor (n, hidden) on the CPU, rows in input order; ``normalize``: L2-normalise them.
 
-        Batches are formed from length-sorted sentences (less padding) and put back in order.
+        Batches are formed from length-sorted sentences (less padding) and put back in order; inside
+        :func:`reference_batching` they are Sentence Transformers' batches and vectors.
         ``workers``: on a CPU, batches run in this many threads at once, the intra-op threads
         (``torch.get_num_threads()``) split between them; small models waste less time in
         synchronising threads inside each small operation that way. Default: one worker per
@@ -310,10 +345,11 @@ class Encoder(EncoderModel):
         out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
         threads = torch.get_num_threads()
+        reference = _REFERENCE.get()
         if workers is None:
-            workers = min(threads, 4) if device.type == "cpu" else 1
+            workers = min(threads, 4) if device.type == "cpu" and not reference else 1
         workers = max(1, min(workers, n_batches))
-        batches = self._batches(ids, batch_size)
+        batches = self._batches(sentences, ids, batch_size, reference)
         if show_progress_bar:
             from tqdm.auto import tqdm
 
@@ -324,7 +360,8 @@ class Encoder(EncoderModel):
             # grad and autocast modes are per thread: set them in the thread that runs the batch
             autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
             with torch.inference_mode(), autocast:
-                emb = self(input_ids.to(device), attention_mask.to(device)).float()
+                unpad = False if reference else None
+                emb = self(input_ids.to(device), attention_mask.to(device), unpad=unpad).float()
                 if normalize:
                     emb = nn.functional.normalize(emb, dim=-1)
                 return idx, emb.cpu()

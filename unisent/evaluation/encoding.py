@@ -85,10 +85,11 @@ class Embedder:
         return self.encode(sentences)
 
     def _call_model(self, method: str, chunk: list[str]) -> tuple[Tensor, ...]:
-        from ..encoders.encoder import collect_truncation
+        from ..encoders.encoder import collect_truncation, reference_batching
 
-        # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk
-        with torch.no_grad(), collect_truncation() as truncation:
+        # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk;
+        # Sentence Transformers' batches, so that a unisent model scores as its sentence-transformers export
+        with torch.no_grad(), collect_truncation() as truncation, reference_batching():
             output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
         self.truncated += truncation.worst[0]
         if method == "encode":

@@ -11,6 +11,8 @@ score and every metric, and whether the two agree to the digits the results page
     python benchmarks/preset_parity.py compare preset st
 
 ``compare`` exits with status 1 when a task differs at the printed precision or is missing on one side.
+``table preset`` prints the folder's results as one markdown page (``format_markdown`` of the merged
+files), the tables of ``docs/results/minilm-baseline.md``.
 
 ``vectors`` looks one level down, at the vectors: it encodes the lines of a text file with
 ``SentenceTransformer.encode``, with ``Encoder.encode`` (unisent's default batching) and with
@@ -30,6 +32,8 @@ from pathlib import Path
 
 # digits the results pages print (unisent.evaluation.format_markdown): 3 for these, 2 for the rest
 THREE_DIGITS = ("alignment", "uniformity", "threshold")
+#: the results page's order of the per-group files (``sts.json`` first); other files follow by name
+PAGE_ORDER = ("sts", "stsbmulti", "nli", "stc", "transfer", "mewsc16", "tatoeba", "pawsx", "xnli")
 
 
 def run_sentence_transformers(tasks: str, data_dir: str, output: Path, batch_size: int = 128) -> None:
@@ -125,12 +129,24 @@ def main(argv: list[str] | None = None) -> int:
     vec.add_argument("texts", type=Path)
     vec.add_argument("--limit", type=int, default=4000)
     vec.add_argument("--batch-size", type=int, default=128)
+    table = sub.add_parser("table", help="one markdown page of a folder of results JSON files")
+    table.add_argument("folder", type=Path)
     cmp = sub.add_parser("compare", help="compare two folders of results JSON files")
     cmp.add_argument("preset", type=Path)
     cmp.add_argument("sentence_transformers", type=Path)
     args = parser.parse_args(argv)
     if args.command == "st":
         run_sentence_transformers(args.tasks, args.data_dir, args.output, args.batch_size)
+        return 0
+    if args.command == "table":
+        from unisent.evaluation import format_markdown, merge_results
+
+        paths = sorted(args.folder.glob("*.json"), key=lambda p: (PAGE_ORDER.index(p.stem)
+                                                                   if p.stem in PAGE_ORDER else len(PAGE_ORDER), p.stem))
+        parts = [json.loads(path.read_text()) for path in paths]
+        if not parts:
+            parser.error(f"no results JSON files in {args.folder}")
+        print(format_markdown(merge_results(*parts)))
         return 0
     if args.command == "vectors":
         print("\n".join(compare_vectors(args.texts, args.limit, args.batch_size)))

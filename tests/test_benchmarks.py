@@ -123,3 +123,15 @@ def test_preset_parity_compares_every_metric_at_the_printed_digits(tmp_path):
     _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74}})
     rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"))
     assert not same and sum("missing in SentenceTransformer" in r for r in rows) == 2
+
+
+def test_preset_parity_table_puts_the_groups_in_the_pages_order(tmp_path, capsys):
+    import json
+
+    parity = _load("preset_parity")
+    entry = {"group": "", "main_metric": "spearman", "score": 1.0, "metrics": {"spearman": 1.0}, "seconds": 0.1}
+    for stem, task, group in (("xnli", "xnli-en", "xnli"), ("sts", "stsb-test", "sts"), ("extra", "x-task", "zzz")):
+        (tmp_path / f"{stem}.json").write_text(json.dumps({"tasks": {task: entry | {"group": group}}}))
+    assert parity.main(["table", str(tmp_path)]) == 0
+    headings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("### ")]
+    assert headings[:3] == ["### sts", "### xnli", "### zzz"]

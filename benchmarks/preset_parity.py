@@ -98,14 +98,17 @@ def _printed(name: str, value: float) -> str:
     return f"{value:.3f}" if name in THREE_DIGITS else f"{value:.2f}"
 
 
-def compare(ours: dict[str, dict], theirs: dict[str, dict]) -> tuple[list[str], bool]:
-    """Markdown rows, one per task in either set, and whether every task agrees at the printed digits."""
+def compare(ours: dict[str, dict], theirs: dict[str, dict], allow_missing: bool = False) -> tuple[list[str], bool]:
+    """Markdown rows, one per task in either set (with ``allow_missing``: in both, the others named in a
+    last line), and whether every task agrees at the printed digits."""
     rows = ["| task | metrics compared | max abs difference | same printed digits |", "|---|---:|---:|---|"]
     same_everywhere = True
+    one_sided = sorted(set(ours) ^ set(theirs))
     for task in sorted(set(ours) | set(theirs)):
         if task not in ours or task not in theirs:
-            rows.append(f"| {task} | missing in {'preset' if task not in ours else 'SentenceTransformer'} | | no |")
-            same_everywhere = False
+            if not allow_missing:
+                rows.append(f"| {task} | missing in {'preset' if task not in ours else 'SentenceTransformer'} | | no |")
+                same_everywhere = False
             continue
         a, b = ours[task]["metrics"], theirs[task]["metrics"]
         names = sorted(set(a) | set(b))
@@ -114,6 +117,8 @@ def compare(ours: dict[str, dict], theirs: dict[str, dict]) -> tuple[list[str], 
         printed = not missing and all(_printed(n, a[n]) == _printed(n, b[n]) for n in names)
         same_everywhere &= printed
         rows.append(f"| {task} | {len(names)} | {max(diffs, default=0.0):.2g} | {'yes' if printed else 'NO'} |")
+    if allow_missing and one_sided:
+        rows.append(f"\nOn one side only (not compared): {', '.join(one_sided)}")
     return rows, same_everywhere
 
 
@@ -134,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     cmp = sub.add_parser("compare", help="compare two folders of results JSON files")
     cmp.add_argument("preset", type=Path)
     cmp.add_argument("sentence_transformers", type=Path)
+    cmp.add_argument("--allow-missing", action="store_true", help="compare the tasks both folders have")
     args = parser.parse_args(argv)
     if args.command == "st":
         run_sentence_transformers(args.tasks, args.data_dir, args.output, args.batch_size)
@@ -154,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ours, theirs = load_tasks(args.preset), load_tasks(args.sentence_transformers)
     if not ours or not theirs:
         parser.error(f"no task results in {args.preset if not ours else args.sentence_transformers}/*.json")
-    rows, same = compare(ours, theirs)
-    differing = sum(1 for row in rows[2:] if row.endswith("| no |") or row.endswith("| NO |"))
+    rows, same = compare(ours, theirs, args.allow_missing)
+    table = [row for row in rows[2:] if row.startswith("| ")]
+    differing = sum(1 for row in table if row.endswith("| no |") or row.endswith("| NO |"))
     print("\n".join(rows))
-    print(f"\n{len(rows) - 2} tasks, {differing} differ at the printed digits")
+    print(f"\n{len(table)} tasks, {differing} differ at the printed digits")
     return 0 if same else 1
 
 

@@ -123,6 +123,8 @@ def test_preset_parity_compares_every_metric_at_the_printed_digits(tmp_path):
     _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74}})
     rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"))
     assert not same and sum("missing in SentenceTransformer" in r for r in rows) == 2
+    rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"), True)
+    assert same and len(rows) == 4 and rows[-1].endswith("not compared): snli-nli, stc-tweet")
 
 
 def test_preset_parity_table_puts_the_groups_in_the_pages_order(tmp_path, capsys):

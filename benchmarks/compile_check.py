@@ -19,6 +19,10 @@ import json
 import os
 import random
 import time
+from pathlib import Path
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -31,9 +35,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from unisent.data import SAMPLE_DIR
+    from unisent.data.schema import pad_batch
     from unisent.encoders import Encoder, EncoderConfig
-    from unisent.encoders.encoder import pad_batch
 
     sentences = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
     results = {}

@@ -15,13 +15,13 @@ objective is found by type (``--objective NAME`` picks one of several).
     python benchmarks/ease_entity_retrieval.py --ckpt runs/ease-authors/version_0/checkpoints/last.ckpt \\
         --output runs/ease-authors/entity-retrieval.json
 
-Default ``--records``: ``unisent/data/sample/ease_fewrel_heldout.jsonl`` (995 FewRel sentences not in the
+Default ``--records``: ``samples/ease_fewrel_heldout.jsonl`` (995 FewRel sentences not in the
 quickstart's training file, each with a gold entity linked in it; see the sample's LICENSE.md). It was
 made with ``--make-heldout`` from all FewRel validation records:
 
     unisent data ease-fewrel --input ../shared/data/entities/fewrel/val_wiki.json --output /tmp/ease_fewrel_all
     python benchmarks/ease_entity_retrieval.py --make-heldout /tmp/ease_fewrel_all/records.jsonl \
-        --output unisent/data/sample/ease_fewrel_heldout.jsonl
+        --output samples/ease_fewrel_heldout.jsonl
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def make_heldout(records: str | Path, train: str | Path = TRAIN, per_entity: int
     entities, 180 held-out sentences of "Soprano", do not make up the score)."""
     import random
 
-    from unisent.io import iter_records
+    from unisent.data.records import iter_records
 
     seen, linked = set(), set()
     for record in iter_records(train, "jsonl", fields=("text", "entity")):

@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -44,7 +47,6 @@ def build_tiny_model(directory: Path) -> Path:
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from unisent.data import SAMPLE_DIR
     from unisent.encoders import Encoder, EncoderConfig
 
     backbone = directory / "backbone"
@@ -71,7 +73,6 @@ def build_tiny_model(directory: Path) -> Path:
 
 def write_lines(path: Path, n: int, seed: int = 0) -> Path:
     """``n`` distinct lines: 1 to 3 bundled sentences joined, numbered (lengths vary widely)."""
-    from unisent.data import SAMPLE_DIR
 
     pool = [s for s in (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     rng = random.Random(seed)

@@ -38,6 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from unisent.resources import AMR_ADDITIONS, AMR_PREDICATES  # noqa: E402
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -62,8 +67,6 @@ def _sentences(n: int | None = None) -> list[str]:
     """Distinct STS-B train sentences, shuffled (seed 0); the bundled copy where ../shared is absent.
     Repeated only when more than exist are asked for."""
     import random
-
-    from unisent.data import SAMPLE_DIR
 
     if STSB_TRAIN.is_file():
         rows = [line.rstrip("\n").split("\t") for line in STSB_TRAIN.read_text(encoding="utf-8").splitlines()]
@@ -139,7 +142,6 @@ class _Clock:
 def _objective(name: str, workdir: Path, records: int):
     """(objective, training file) for the objective-cost table; the data are the bundled samples."""
     from unisent import objectives as O
-    from unisent.data import SAMPLE_DIR
 
     if name == "simcse-unsup":
         path = workdir / "sentences.txt"
@@ -166,8 +168,8 @@ def _objective(name: str, workdir: Path, records: int):
         return O.NLIClassifier(), path
     if name == "amr":
         return O.AMRSimCSE(mode="self", forms={"anchor": "text", "positive": "graph"}, temperature=0.05,
-                           symbol_counts=str(SAMPLE_DIR / "amr_predicates.tsv"),
-                           symbol_lists=str(SAMPLE_DIR / "amr_additions.txt"), min_count=5), \
+                           symbol_counts=str(AMR_PREDICATES),
+                           symbol_lists=str(AMR_ADDITIONS), min_count=5), \
             SAMPLE_DIR / "amr_little_prince.jsonl"
     raise ValueError(f"unknown objective {name!r}; one of {', '.join(OBJECTIVES)}")
 

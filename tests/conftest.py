@@ -11,12 +11,15 @@ import numpy as np
 import pytest
 import torch
 
+from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from unisent.data import SAMPLE_DIR
 
 
 def sample_sentences() -> list[str]:
@@ -204,7 +207,7 @@ def tiny_recipe_config(recipe: Path, model_dir: Path, directory: Path, swap_all:
             source["max_records"] = max_records
         train[name] = source
     model["evaluation"] = {**(model.get("evaluation") or {}), "val_tasks": ["stsb-dev"], "test_tasks": ["stsb-test"],
-                           "data_dir": str(SAMPLE_DIR)}
+                           "data_dir": str(EVALUATION_DATA_DIR)}
     return config
 
 

@@ -36,6 +36,9 @@ from unisent.amr import (
 )
 from unisent.cli import main
 
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "amr"
 LPP = FIXTURES / "little-prince.txt"
 IDS = ["lpp_1943.1", "lpp_1943.2", "lpp_1943.3", "lpp_1943.23", "lpp_1943.155", "lpp_1943.389", "lpp_1943.475"]
@@ -374,8 +377,6 @@ def tiny_marian_dir(tmp_path_factory) -> Path:
 
     import sentencepiece as spm
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
-
-    from unisent.data import SAMPLE_DIR
 
     directory = tmp_path_factory.mktemp("tiny-marian")
     sentences = (SAMPLE_DIR / "sentences.txt").read_text().splitlines()

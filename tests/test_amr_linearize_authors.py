@@ -163,7 +163,7 @@ def test_authors_vocabulary_is_their_token_set():
 
 # ------------------------------------------------------------------------------- CLI and objective
 def test_amr_linearize_command_has_the_switch(tmp_path):
-    from unisent.data.builders.amr import amr_records, build_amr_linearize
+    from unisent.builders.amr import amr_records, build_amr_linearize
 
     out = tmp_path / "authors.jsonl"
     build_amr_linearize(input=[str(GRAPHS)], output=str(out), style="authors")
@@ -192,7 +192,7 @@ def test_amr_objective_linearization_selects_the_authors_vocabulary():
 
 def test_amr_nli_builder_passes_the_style():
     from unisent.amr import PreParsedAMR
-    from unisent.data.builders.amr_nli import amr_nli_records
+    from unisent.builders.amr_nli import amr_nli_records
 
     parser = PreParsedAMR({"I said it to me .": "(s / say-01 :ARG0 (i / i) :ARG2 i)"})
     records = [{"anchor": "I said it to me ."}]

@@ -16,23 +16,24 @@ import torch.nn.functional as F
 
 import unisent
 from unisent.amr import (
-    MissingGraphError,
     PreParsedAMR,
-    RetrofittedEncoder,
-    combine,
     extend_vocabulary,
     read_counts,
     read_symbols,
     select_symbols,
 )
+from unisent.builders.amr_nli import amr_nli_records
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
-from unisent.data.builders.amr_nli import amr_nli_records
+from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.evaluation import evaluate
+from unisent.models.retrofit import MissingGraphError, RetrofittedEncoder, combine
 from unisent.module import EvaluationConfig, UnisentModule
 from unisent.objectives import AMRSimCSE
 from unisent.optim import AdamW
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "amr"
 SAMPLE = SAMPLE_DIR / "amr_little_prince.jsonl"
@@ -372,7 +373,7 @@ def test_a_retrofitted_model_evaluates_saves_and_loads(tiny_encoders, tmp_path):
 def test_sentence_transformers_text_encoder_and_the_command_line(tiny_encoders, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from unisent.amr.retrofit import main as retrofit_main
+    from unisent.commands.retrofit import main as retrofit_main
     from unisent.export import export_model
 
     text, amr = tiny_encoders
@@ -418,7 +419,7 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
     torch.testing.assert_close(namespace["embed"](sentences, graphs), expected, atol=1e-5, rtol=0)
     for combination in ("concat", "sum", "norm_sum"):  # every combination's card code is right
         other = RetrofittedEncoder(text, amr, combination)
-        from unisent.export.retrofit import retrofit_usage_code
+        from unisent.models.retrofit import retrofit_usage_code
 
         namespace = {}
         exec(retrofit_usage_code(combination), namespace)
@@ -432,7 +433,7 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
 def test_a_failing_batch_is_retried_sentence_by_sentence():
     from collections import Counter
 
-    from unisent.data.builders.amr_nli import _translations
+    from unisent.builders.amr_nli import _translations
 
     class Translator:
         calls = 0

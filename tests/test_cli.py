@@ -8,6 +8,10 @@ import pytest
 import yaml
 
 from unisent.cli import main
+from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts))
@@ -105,12 +109,11 @@ def test_evaluate_command_on_a_saved_encoder_writes_json(tmp_path, tiny_bert_dir
 def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir, tiny_recipe):
     """Every recipe (AMR and NLI included) on the tiny BERT, each objective on a bundled sample or a file
     derived from one (tests/conftest.py: ``tiny_recipe_config``), with the recipe's own objective settings."""
-    from unisent.data import SAMPLE_DIR
 
     config = tiny_recipe(recipe, swap_all=True)
     args = _fit_args(tmp_path, tiny_bert_dir, str(config)) + ["--trainer.precision", "32-true"]
     args += ["--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.init_args.save_dir",
-             str(tmp_path / "runs"), f"--model.evaluation.data_dir={SAMPLE_DIR}", "--checkpoint.monitor=val/score",
+             str(tmp_path / "runs"), f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}", "--checkpoint.monitor=val/score",
              "--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null",
              "--trainer.accumulate_grad_batches=1", "--trainer.limit_val_batches=1.0"]
     main(args)
@@ -129,7 +132,7 @@ def test_help_lists_every_command_without_importing_torch():
             "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     listed = [line.split()[0] for line in done.stdout.split("commands:\n")[1].split("\n\n")[0].splitlines()]
-    assert listed == ["fit", "validate", "test", "predict", "evaluate", "export", "encode", "data", "sweep"]
+    assert listed == ["fit", "validate", "test", "predict", "evaluate", "export", "encode", "data", "sweep", "retrofit"]
     assert "HEAVY []" in done.stdout
 
 

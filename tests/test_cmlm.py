@@ -12,18 +12,22 @@ import pytest
 import torch
 
 import unisent
+from unisent.builders.cmlm import bitext_pairs, consecutive_pairs, nli_pairs, read_documents
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
-from unisent.data.builders.cmlm import bitext_pairs, consecutive_pairs, nli_pairs, read_documents
+from unisent.data import DataSource, UnisentDataModule
+from unisent.data.schema import pad_batch
 from unisent.encoders import Encoder, EncoderConfig
-from unisent.encoders.encoder import pad_batch
 from unisent.losses import additive_margin_softmax
+from unisent.models import PCREncoder, PrincipalComponentRemoval, fit_pcr
 from unisent.module import UnisentModule
 from unisent.objectives import CMLM, BitextRetrieval, NLIClassifier, ProjectionEncoder
 from unisent.objectives.cmlm import SentenceProjection, mask_tokens
 from unisent.objectives.nli_classifier import label_id
 from unisent.optim import Lamb, split_weight_decay
-from unisent.postprocess import PCREncoder, PrincipalComponentRemoval, fit_pcr
+from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -569,7 +573,7 @@ def test_cmlm_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_ber
         "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
         "--trainer.log_every_n_steps", "1", "--data.batch_size", "8",
         "--model.evaluation.val_tasks=[stsb-dev]", "--model.evaluation.test_tasks=[stsb-test]",
-        f"--model.evaluation.data_dir={SAMPLE_DIR}", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null",
+        f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null",
         "--trainer.accumulate_grad_batches=1",
     ] + _recipe_data(recipe, tmp_path)
     main(args)

@@ -1,15 +1,21 @@
+
 """The knobs that let objectives of different papers share one encoder (docs/training.md, "Combining
 objectives"): an objective's own learning rate for its head, a scaled encoder gradient, and
 length-grouped batches for one objective only."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule, parameter_groups
 from unisent.objectives import GaussCSE, SimCSE
 from unisent.optim import AdamW
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def _module(model_dir, **gauss):
@@ -92,7 +98,7 @@ def test_length_input_head_reads_token_counts_in_training_and_after_loading(tiny
     sentences = ["a man plays .", "a man is playing a guitar on a stage tonight ."]
     mu, var = model.encode_gaussian(sentences)
     ids = module.encoder.tokenize_ids(sentences)
-    from unisent.encoders.encoder import pad_batch
+    from unisent.data.schema import pad_batch
 
     batch_ids, mask = pad_batch(ids, module.encoder.pad_token_id)
     with torch.no_grad():  # the training path: lengths from the batch's attention mask

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from unisent.builders import nli_triples
 from unisent.cli import main
-from unisent.data.builders import nli_triples
 
 SNLI = Path(__file__).resolve().parent / "evaluation" / "fixtures" / "data" / "nli" / "snli"
 

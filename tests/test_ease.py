@@ -1,7 +1,9 @@
+
 """EASE: the entity loss against a hand computation of eq. 2, the entity table, Wikipedia2Vec, training."""
 
 import json
 import math
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -10,13 +12,16 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.data import DataSource, UnisentDataModule
 from unisent.data.entities import read_wikipedia2vec
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule
 from unisent.objectives import EASE
 from unisent.optim import AdamW
 from unisent.testing import run_distributed
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from unisent.builders import ease
 from unisent.commands.data import main
-from unisent.data import SAMPLE_DIR
-from unisent.data.builders import ease
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ease"
 DUMP = FIXTURES / "enwiki-pages-articles-sample.xml.bz2"
@@ -351,7 +353,7 @@ def test_bundled_fewrel_sample():
 
 
 def test_dump_reader_skips_pages_and_names_malformed_xml(tmp_path):
-    from unisent.data.builders.ease.dump import iter_dump
+    from unisent.builders.ease.dump import iter_dump
 
     events = list(iter_dump(DUMP))
     assert events[0][0] == "namespaces" and events[0][1]["Category"] == 14 and "" not in events[0][1]
@@ -371,7 +373,7 @@ def test_dump_reader_skips_pages_and_names_malformed_xml(tmp_path):
 
 
 def test_killed_writes_leave_no_temporary_files(full, tmp_path, monkeypatch):
-    from unisent.data.builders.ease import steps
+    from unisent.builders.ease import steps
 
     out = tmp_path / "k"
     shutil.copytree(full, out)
@@ -389,12 +391,9 @@ def test_killed_writes_leave_no_temporary_files(full, tmp_path, monkeypatch):
     assert not (out / ".records.jsonl.x1.tmp").exists() and not (out / "records.jsonl").exists()
 
 
-def test_entity_titles_reader_and_its_old_import_path(tmp_path):
-    import unisent.objectives.ease as objective_module
+def test_entity_titles_reader(tmp_path):
     from unisent.data import entities
 
-    assert objective_module.read_entity_titles is entities.read_entity_titles
-    assert objective_module.read_wikipedia2vec is entities.read_wikipedia2vec
     path = tmp_path / "entities.tsv"
     path.write_text('id\ttitle\tcount\nQ1\tUniverse\t3\nQ2\t"Quoted" title\t1\n', encoding="utf-8")
     assert entities.read_entity_titles(path) == {"Q1": "Universe", "Q2": '"Quoted" title'}

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from unisent.data import SAMPLE_DIR
 from unisent.data.entities import read_entity_records
+from unisent.data.records import RecordError
 from unisent.encoders import EncoderConfig
-from unisent.io import RecordError
 from unisent.module import UnisentModule
 from unisent.objectives import EASE, SimCSE
 from unisent.objectives.ease import find_ease
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -170,7 +172,7 @@ def test_the_bundled_heldout_file_is_held_out_and_in_the_training_vocabulary():
 @pytest.mark.slow  # reads ../shared (the project's data checkout): never part of the default run
 @pytest.mark.skipif(not FEWREL.is_file(), reason="needs ../shared/data/entities/fewrel")
 def test_the_heldout_file_is_rebuilt_by_its_recorded_command(tmp_path):
-    from unisent.data.builders.ease.fewrel import ease_fewrel
+    from unisent.builders.ease.fewrel import ease_fewrel
 
     ease_fewrel(FEWREL, tmp_path / "all", seed=0, log=lambda *a: None)
     out = tmp_path / "heldout.jsonl"

@@ -14,10 +14,12 @@ import torch
 
 import unisent
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR
 from unisent.encoders import Encoder, EncoderConfig
-from unisent.encoders.encoder import TruncationWarning
+from unisent.encoders.batching import TruncationWarning
 from unisent.export import EmptyInputError, EncodeInputError, OutputExistsError, encode_file
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,8 +1,13 @@
+from pathlib import Path
+
 import pytest
 import torch
 
 import unisent
 from unisent.encoders import POOLERS, Encoder, EncoderConfig, ModelNotAvailableError, build_pooler
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def test_poolers_match_manual_computation():
@@ -70,7 +75,6 @@ def test_presets_fill_defaults():
 
 
 def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_bert_dir):
-    from unisent.data import SAMPLE_DIR
 
     sentences = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()[:70]
     enc = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean"))
@@ -88,7 +92,7 @@ def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_b
 
 
 def test_ordered_map_keeps_order_and_reads_ahead_boundedly():
-    from unisent.encoders.encoder import _ordered_map
+    from unisent.encoders.batching import ordered_map as _ordered_map
 
     read = []
 

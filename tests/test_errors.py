@@ -14,7 +14,7 @@ import torch
 from unisent.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "unisent" / "data" / "sample" / "nli_triples.jsonl"
+SAMPLE = ROOT / "samples" / "nli_triples.jsonl"
 HEAVY = ("torch", "transformers", "lightning", "sklearn")
 
 
@@ -97,7 +97,7 @@ def test_evaluate_progress_bar_names_the_task(tiny_bert_dir, capsys):
         def encode(self, sentences, batch_size=64):
             return torch.randn(len(sentences), 4)
 
-    evaluate(Model(), "stsb-dev", ROOT / "unisent" / "data" / "sample", progress=True)
+    evaluate(Model(), "stsb-dev", ROOT / "unisent" / "resources", progress=True)
     assert "task stsb-dev" in capsys.readouterr().err
 
 

@@ -1,12 +1,15 @@
+
 """Evaluation as a Lightning callback: the scores it logs, its place in the CLI, and the encoding
 sharded across processes (2 gloo processes score exactly as one)."""
+
+from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
 import torch.distributed as dist
 
-from unisent.data import SAMPLE_DIR, UnisentDataModule
+from unisent.data import UnisentDataModule
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.evaluation import evaluate
 from unisent.evaluation.callback import (
@@ -17,7 +20,11 @@ from unisent.evaluation.callback import (
 )
 from unisent.module import EvaluationConfig, UnisentModule
 from unisent.objectives import GaussCSE
+from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
 from unisent.testing import run_distributed
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 SENTENCES = ["a man plays a guitar .", "two dogs run on the grass in the park .", "rain .", "the cat sleeps .",
              "a woman is slicing an onion on a wooden board .", "kids play football .", "the sun sets ."]
@@ -96,7 +103,7 @@ def test_callback_logs_the_scores_of_the_modules_tasks(tiny_bert_dir, tmp_path):
     data = UnisentDataModule()
     [val] = trainer.validate(module, datamodule=data)
     [test] = trainer.test(module, datamodule=data)
-    want = evaluate(module.inference_model(), ["stsb-dev", "stsb-test"], SAMPLE_DIR, batch_size=16, progress=False)["tasks"]
+    want = evaluate(module.inference_model(), ["stsb-dev", "stsb-test"], EVALUATION_DATA_DIR, batch_size=16, progress=False)["tasks"]
     assert val["val/stsb-dev"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
     assert val["val/score"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
     assert val["val/stsb-dev/pearson"] == pytest.approx(want["stsb-dev"]["metrics"]["pearson"], abs=1e-4)

@@ -14,7 +14,7 @@ import yaml
 
 import unisent
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
 from unisent.export import (
     EncoderHuggingFaceExporter,
@@ -28,6 +28,9 @@ from unisent.export import (
 from unisent.export import registry as export_registry
 from unisent.module import UnisentModule
 from unisent.objectives import SimCSE
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 SENTENCES = [
     "a man plays a guitar .",
@@ -278,7 +281,7 @@ def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_a
 
 @pytest.mark.parametrize("center", [False, True])
 def test_pcr_model_exports_one_language_as_a_dense_and_keeps_all(center, tiny_bert_dir, tmp_path):
-    from unisent.postprocess import PCREncoder, PrincipalComponentRemoval
+    from unisent.models import PCREncoder, PrincipalComponentRemoval
 
     encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=24)).eval()
     sentences = (SAMPLE_DIR / "sentences.txt").read_text().splitlines()

@@ -20,10 +20,12 @@ import yaml
 
 import unisent
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR
 from unisent.encoders import Encoder, EncoderConfig
+from unisent.encoders.model import EncoderModel
 from unisent.export import export_model
-from unisent.models import EncoderModel
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

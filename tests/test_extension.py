@@ -18,11 +18,14 @@ import pytest
 import torch
 
 import unisent
-from unisent.data import SAMPLE_DIR, DataSource, UnisentDataModule
+from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
 from unisent.export import export_model
-from unisent.models import registry as model_registry
+from unisent.inference import registry as model_registry
 from unisent.module import UnisentModule
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = [
@@ -188,7 +191,8 @@ def test_a_pooler_without_export_knowledge_fails_at_export_and_names_itself(tiny
 
 def test_registries_refuse_a_second_class_under_a_taken_name():
     from unisent.encoders import Pooler, register_pooler
-    from unisent.models import EncoderWrapper, register_model
+    from unisent.inference import register_model
+    from unisent.models import EncoderWrapper
 
     class Other(Pooler):
         pass

@@ -25,7 +25,10 @@ import torch
 import yaml
 
 from unisent.cli import main
-from unisent.data import SAMPLE_DIR
+from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 12  # 96 records / batch 16 = 6 steps an epoch, max_epochs: 2
@@ -87,7 +90,7 @@ def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, re
     main(["validate", "-c", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt")])
     assert (runs / "quickstart" / "version_0-validate-0" / "metrics.csv").is_file()
 
-    main(["evaluate", "--model", str(run / "encoder"), "--tasks", "stsb-test", "--data-dir", str(SAMPLE_DIR),
+    main(["evaluate", "--model", str(run / "encoder"), "--tasks", "stsb-test", "--data-dir", str(EVALUATION_DATA_DIR),
           "--output", str(tmp_path / "eval.json"), "--quiet"])                     # unisent evaluate
     assert json.loads((tmp_path / "eval.json").read_text())
     main(["export", str(best), "--format", "sentence-transformers", "--out", str(tmp_path / "exported")])

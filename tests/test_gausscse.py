@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -6,11 +7,14 @@ import torch
 from torch.distributions import Independent, Normal, kl_divergence
 
 import unisent
-from unisent.data import SAMPLE_DIR, UnisentDataModule
+from unisent.data import UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.losses import gauss_cse_loss, gaussian_similarity_matrix, kl_matrix
 from unisent.module import UnisentModule
 from unisent.objectives import GaussCSE, GaussianEncoder, GaussianHead
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def _gauss(n, d=6, seed=0):

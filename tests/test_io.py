@@ -15,14 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from unisent.io import (
-    Record,
-    RecordError,
-    atomic_write,
-    import_object,
-    iter_records,
-    remove_stale_temporaries,
-)
+from unisent.data.records import Record, RecordError, iter_records
+from unisent.io import atomic_write, import_object, remove_stale_temporaries
 
 
 def _data(records):

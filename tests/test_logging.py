@@ -1,14 +1,19 @@
+
 """Weights & Biases through Lightning's WandbLogger, offline; logging happens on rank zero only."""
 
 import json
+from pathlib import Path
 
 import lightning as L
 import pytest
 import wandb  # in the dev extra: a missing install fails these tests instead of skipping them
 
-from unisent.data import SAMPLE_DIR, UnisentDataModule
+from unisent.data import UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def test_wandb_offline_run_is_recorded(tiny_bert_dir, tmp_path, monkeypatch):

@@ -1,12 +1,16 @@
+
 """The objective contract: hooks declared on the base class with their defaults, metrics apart from
 loss terms, class-level default names, and the batch schema shared with ``unisent predict``."""
+
+from pathlib import Path
 
 import lightning as L
 import pandas as pd
 import pytest
 import torch
 
-from unisent.data import SAMPLE_DIR, UnisentDataModule
+from unisent.data import UnisentDataModule
+from unisent.data.schema import PREDICT_SCHEMA
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule
 from unisent.objectives import (
@@ -22,7 +26,9 @@ from unisent.objectives import (
     SimCSE,
     encode_views,
 )
-from unisent.objectives.base import PREDICT_SCHEMA
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 class AlignUniformObjective(Objective):

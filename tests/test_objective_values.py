@@ -11,16 +11,19 @@ nothing, masks that exclude nothing) the test also checks that the wrong variant
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from unisent.data import SAMPLE_DIR
 from unisent.encoders import EncoderConfig
 from unisent.encoders.encoder import Encoder
 from unisent.losses import info_nce
 from unisent.objectives import EASE, AMRSimCSE, GaussCSE, NLIClassifier, SimCSE
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

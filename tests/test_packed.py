@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from unisent.data import SAMPLE_DIR
+from unisent.data.schema import pad_batch
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.encoders import encoder as encoder_module
-from unisent.encoders.encoder import pad_batch
 from unisent.encoders.packed import packed_forward, supports_packing
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,6 +19,9 @@ from unisent.export import export_model, hf_usage_code
 from unisent.models import GaussianEncoder
 from unisent.models.gaussian import GaussianHead
 
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +176,6 @@ def test_pcr_follows_the_normalisation_it_was_fitted_after(tiny_model_dir, tmp_p
     """PCR is fitted on the model's embeddings (normalised here): its export keeps the Normalize before it."""
     from sentence_transformers import SentenceTransformer
 
-    from unisent.data import SAMPLE_DIR
     from unisent.models.pcr import fit_pcr
 
     sentences = (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()[:64]

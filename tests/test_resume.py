@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from unisent.data import SAMPLE_DIR, DataSource, ResumableSampler, UnisentDataModule
+from unisent.data import DataSource, ResumableSampler, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.module import EvaluationConfig, UnisentModule
 from unisent.objectives import SimCSE
@@ -28,6 +28,9 @@ from unisent.resume import (
     settle_stopped_epoch,
     stopping_point_reached,
 )
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +108,7 @@ def test_checkpoints_are_written_to_a_temporary_file_and_renamed(tmp_path, monke
 def test_ckpt_path_last_points_the_logger_at_the_newest_run(tmp_path):
     from jsonargparse import Namespace
 
-    from unisent.cli import _continue_last_run
+    from unisent.commands.train import _continue_last_run
 
     def config(logger_args, ckpt_path="last"):
         logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(**logger_args))

@@ -31,8 +31,10 @@ from unisent.commands.sweep import (
     search_space,
 )
 from unisent.commands.sweep import main as sweep_main
-from unisent.data import SAMPLE_DIR
 from unisent.sweep_metrics import METRIC_FILE_ENV, MetricFile, read_metric
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((ROOT / "recipes" / "sweeps").glob("*.yaml"))

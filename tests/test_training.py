@@ -1,6 +1,8 @@
+
 """Training through the module and DataModule on a tiny model: several objectives, bf16, checkpoints."""
 
 import json
+from pathlib import Path
 
 import lightning as L
 import pandas as pd
@@ -8,11 +10,14 @@ import pytest
 import torch
 
 import unisent
-from unisent.data import SAMPLE_DIR, DataSource, LengthGroupedSampler, UnisentDataModule
+from unisent.data import DataSource, LengthGroupedSampler, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.module import UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
+
+#: the repository's training, benchmark and test samples (not in the wheel)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def _module(model_dir, **kw):

@@ -18,7 +18,7 @@ __all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
 def __getattr__(name: str) -> Any:
     """``unisent.Encoder``/``EncoderConfig`` are imported on first use (PEP 562), so that importing the
     package (``unisent --help``, ``unisent --version``) does not import torch."""
-    if name in ("Encoder", "EncoderConfig"):
+    if name in ("Encoder", "EncoderConfig"):  # lazy, not moved: unisent.encoders defines them
         from . import encoders
 
         return getattr(encoders, name)
@@ -35,9 +35,12 @@ def load(model: str | os.PathLike, device: str | torch.device | None = None) -> 
         device: where to put it (default: CPU).
 
     A saved directory is loaded as the model type it records (``unisent_model.json``), through the
-    registry of :mod:`unisent.models`, which third-party packages extend with
-    :func:`unisent.models.register_model`. Modules inside unisent call :func:`unisent.models.load`.
+    registry of :mod:`unisent.inference`, which third-party packages extend with
+    :func:`unisent.inference.register_model`. This imports every model type of unisent
+    (:mod:`unisent.models`) and the training module (which loads ``.ckpt`` files), then calls
+    :func:`unisent.inference.load`.
     """
-    from .models import load as load_model
+    from . import models, module  # noqa: F401 - registers unisent's model types and the .ckpt loader
+    from .inference import load as load_model
 
     return load_model(model, device)

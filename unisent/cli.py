@@ -10,24 +10,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-__all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "UnisentCLI", "main", "usage", "version"]  # noqa: F822
-
-# The Lightning commands (UnisentCLI, UnisentSaveConfig, TRAINER_DEFAULTS, RESUME_EVERY_N_STEPS and the
-# resume helpers) live in unisent/commands/train.py, so that `unisent --help` and the other commands do
-# not import Lightning; they stay importable from here (PEP 562).
-_TRAIN_NAMES = ("UnisentCLI", "UnisentSaveConfig", "TRAINER_DEFAULTS", "RESUME_EVERY_N_STEPS", "_continue_last_run",
-                "_keep_metrics", "_logger_class")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _TRAIN_NAMES:
-        from .commands import train
-
-        return getattr(train, name)
-    raise AttributeError(f"module 'unisent.cli' has no attribute {name!r}")
-
+__all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "main", "usage", "version"]
 
 #: set to 1 for the full traceback of a data, config or checkpoint error instead of its one line
 TRACEBACK_ENV = "UNISENT_TRACEBACK"
@@ -44,7 +28,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from .io import CheckpointError, DataConfigError, RecordError
+    from .data.records import DataConfigError, RecordError
+    from .io import CheckpointError
 
     return (RecordError, CheckpointError, DataConfigError, OSError, yaml.YAMLError, MisconfigurationException)
 
@@ -137,6 +122,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("unisent.commands.export", "main"),
     "encode": ("unisent.commands.encode", "main"),
     "sweep": ("unisent.commands.sweep", "main"),
+    "retrofit": ("unisent.commands.retrofit", "main"),
 }
 
 #: one line of ``unisent --help`` per command (kept here so that the help imports no command)
@@ -147,6 +133,7 @@ COMMAND_HELP: dict[str, str] = {
     "encode": "embed a txt/jsonl/csv/tsv/parquet file into .npy or .parquet with bounded memory",
     "data": "build training records (nli-triples, ease-wikipedia, cmlm-pairs, amr-nli ...)",
     "sweep": "a hyperparameter sweep from a W&B sweep file, on W&B or locally (--local)",
+    "retrofit": "combine a text encoder with an AMR encoder (Cai et al. 2022) and save the model",
 }
 
 

@@ -13,12 +13,13 @@ from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 
 from .encoders import Encoder, EncoderConfig
-from .io import instantiate  # re-exported: `from unisent.module import instantiate` keeps working
+from .inference import register_checkpoint_loader
+from .io import instantiate
 from .objectives import Objective, SimCSE
 from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 
-__all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
+__all__ = ["EvaluationConfig", "UnisentModule"]
 
 CHECKPOINT_KEY = "unisent"
 
@@ -294,3 +295,11 @@ class UnisentModule(L.LightningModule):
         )
         module.load_state_dict(ckpt["state_dict"])
         return module
+
+
+def _load_checkpoint(path: Path) -> torch.nn.Module:
+    """A ``.ckpt`` of ``unisent fit`` as its inference model: what ``unisent.load(ckpt)`` returns."""
+    return UnisentModule.from_checkpoint(path).inference_model()
+
+
+register_checkpoint_loader(_load_checkpoint)

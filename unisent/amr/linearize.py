@@ -31,7 +31,7 @@ Two styles (``style=``):
   then ``linearize(graph, use_pointer_tokens=True, drop_parentheses=False)``), for users reproducing
   the authors' models. It differs from ``"clean"`` in three ways, each reproduced here:
 
-  (a) tokens are split against the authors' vocabulary (their lists ship in ``unisent/data/sample``,
+  (a) tokens are split against the authors' vocabulary (their lists ship in ``unisent/resources``,
       see :func:`authors_vocabulary`): an inverse role ``:ARG1-of`` -> ``:ARG1 -of`` (``: foo -of`` when
       ``:foo`` is unknown), a frame outside the vocabulary ``tame-01`` -> ``tame -01``, an unknown
       relation ``:foo`` -> ``: foo``;
@@ -62,13 +62,15 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import penman
 from penman.exceptions import PenmanError
 from penman.model import Model
+
+from ..resources import AMR_ADDITIONS, AMR_PREDICATES
+from .symbols import read_counts, read_symbols, select_symbols
 
 __all__ = [
     "AMRError",
@@ -255,8 +257,6 @@ def _walk(tree: penman.Tree, *, drop_wiki: bool, quote_strings: bool) -> list[tu
 
 
 # ------------------------------------------------------------------------------ the authors' style
-# the authors' vocabulary lists (jcyk/MSE-AMR amr/vocab), bundled with the package's samples
-_VOCABULARY_LISTS = ("data/sample/amr_predicates.tsv", "data/sample/amr_additions.txt")
 _AUTHORS_MIN_COUNT = 5  # AMRTokens.pred_min
 # amr/IO.py's AMRTokens also holds these special tokens (none occurs in a parsed graph; kept so that
 # the membership test is the same)
@@ -273,14 +273,10 @@ def authors_vocabulary() -> frozenset[str]:
     The frames of their ``predicates.txt`` counted at least 5 times, their ``additions.txt`` (relations,
     ``-of``, sense suffixes ``-00`` ... ``-98``, special concepts) and their special tokens
     (``<pointer:0>`` ... ``<pointer:511>``, ``<lit>``, ...). Both lists ship with unisent, unchanged
-    (``unisent/data/sample/amr_predicates.tsv`` and ``amr_additions.txt``; source and licence in that
+    (``unisent/resources/amr_predicates.tsv`` and ``amr_additions.txt``; source and licence in that
     folder's ``LICENSE.md``), so the authors' style needs no download.
     """
-    from .vocab import read_counts, read_symbols, select_symbols  # vocab imports this module
-
-    predicates, additions = (resources.files("unisent").joinpath(name) for name in _VOCABULARY_LISTS)
-    with resources.as_file(predicates) as counts_path, resources.as_file(additions) as additions_path:
-        tokens = set(select_symbols(read_counts(counts_path), _AUTHORS_MIN_COUNT)) | set(read_symbols(additions_path))
+    tokens = set(select_symbols(read_counts(AMR_PREDICATES), _AUTHORS_MIN_COUNT)) | set(read_symbols(AMR_ADDITIONS))
     tokens.update(_SPECIAL_TOKENS)
     tokens.update(f"<pointer:{i}>" for i in range(512))
     return frozenset(tokens)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..io import iter_records
+from ..data.records import iter_records
 from .linearize import iter_penman_blocks
 
 __all__ = [

@@ -26,7 +26,7 @@ def builders() -> dict[str, Callable]:
     """Sub-command name -> builder function, over every module of :data:`BUILDER_MODULES`."""
     out: dict[str, Callable] = {}
     for name in BUILDER_MODULES:
-        module = importlib.import_module(f"unisent.data.builders.{name}")
+        module = importlib.import_module(f"unisent.builders.{name}")
         for command, function in module.COMMANDS.items():
             if command in out:
                 raise ValueError(f"unisent data {command} is defined twice ({module.__name__})")

@@ -51,7 +51,7 @@ def encode(
         overwrite: replace --output if it exists
         quiet: no progress bar
     """
-    from ..encoders.encoder import TruncationWarning
+    from ..encoders.batching import TruncationWarning
     from ..export import EmptyInputError, OutputExistsError, encode_file
 
     try:
@@ -69,7 +69,7 @@ def encode(
     print(f"wrote {summary.rows} x {summary.dim} float32 embeddings to {summary.output} "
           f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros})")
     if summary.truncated:
-        from ..encoders.encoder import truncation_message
+        from ..encoders.batching import truncation_message
 
         message = truncation_message(summary.truncated, summary.rows - summary.empty_rows, summary.max_length or 0,
                                      "pass --max-length")

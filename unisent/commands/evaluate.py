@@ -43,11 +43,11 @@ def evaluate(
     """
     import sys
 
-    from ..data import SAMPLE_DIR
     from ..evaluation import evaluate as run_evaluation
     from ..evaluation import format_markdown, list_tasks
+    from ..resources import EVALUATION_DATA_DIR
 
-    data_dir = str(SAMPLE_DIR) if data_dir is None else data_dir
+    data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
     if list:
         sys.stdout.write(list_tasks(data_dir))
         return

@@ -1,21 +1,24 @@
-"""Readers, the DataModule, collation helpers and samplers.
+"""The training data layer: records (:mod:`.records`), the batch schema objectives declare
+(:mod:`.schema`), readers with the objectives' checks (:mod:`.readers`), the DataModule
+(:mod:`.datamodule`), samplers (:mod:`.sampling`) and entity tables (:mod:`.entities`).
 
-The names below are imported on first use (PEP 562), so that ``unisent data <builder> --help`` and
-the builders do not pay for Lightning and torch when they only need ``SAMPLE_DIR`` or a reader.
+Names are imported on first use (PEP 562) from the submodule :data:`_LAZY` names, so that readers of
+records (the builders, ``unisent data --help``) do not pay for torch and Lightning.
 """
 
 from importlib import import_module
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-#: Bundled sample data (STS-B sentences, SNLI triples); see its LICENSE.md.
-SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
-
+#: exported name -> the submodule of this package that defines it
 _LAZY = {
+    "DataConfigError": "records",
+    "RecordError": "records",
+    "iter_records": "records",
+    "BatchSchema": "schema",
+    "PREDICT_SCHEMA": "schema",
     "UnisentDataModule": "datamodule",
     "default_cache_dir": "datamodule",
     "DataSource": "readers",
-    "RecordError": "readers",
     "read_records": "readers",
     "LengthGroupedSampler": "sampling",
     "ResumableSampler": "sampling",
@@ -23,8 +26,10 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from .datamodule import UnisentDataModule, default_cache_dir
-    from .readers import DataSource, RecordError, read_records
+    from .readers import DataSource, read_records
+    from .records import DataConfigError, RecordError, iter_records
     from .sampling import LengthGroupedSampler, ResumableSampler
+    from .schema import PREDICT_SCHEMA, BatchSchema
 
 
 def __getattr__(name: str):
@@ -35,4 +40,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["SAMPLE_DIR", "DataSource", "LengthGroupedSampler", "RecordError", "ResumableSampler", "UnisentDataModule", "default_cache_dir", "read_records"]
+__all__ = [
+    "BatchSchema",
+    "DataConfigError",
+    "DataSource",
+    "LengthGroupedSampler",
+    "PREDICT_SCHEMA",
+    "RecordError",
+    "ResumableSampler",
+    "UnisentDataModule",
+    "default_cache_dir",
+    "iter_records",
+    "read_records",
+]

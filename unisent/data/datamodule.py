@@ -13,10 +13,10 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..io import DataConfigError
-from ..objectives.base import PREDICT_SCHEMA, BatchSchema, Objective
 from .readers import DataSource, read_records
+from .records import DataConfigError
 from .sampling import ResumableSampler
+from .schema import PREDICT_SCHEMA, BatchSchema
 
 __all__ = ["UnisentDataModule", "default_cache_dir"]
 
@@ -185,12 +185,12 @@ class UnisentDataModule(L.LightningDataModule):
             # before the optimiser exists and before a resumed checkpoint is loaded
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
-    def tokenized(self, source: DataSource, schema: BatchSchema | Objective):
+    def tokenized(self, source: DataSource, schema: BatchSchema | Any):
         """Read, validate and tokenise ``source`` by ``schema`` (an objective's, or predict's), through
         the Arrow cache."""
         from datasets import Dataset, disable_progress_bars
 
-        if isinstance(schema, Objective):
+        if not isinstance(schema, BatchSchema):  # an objective: its declared schema
             schema = schema.schema
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length

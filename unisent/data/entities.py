@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import iter_records
+from .records import iter_records
 
 __all__ = ["read_entity_records", "read_entity_titles", "read_wikipedia2vec"]
 

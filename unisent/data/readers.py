@@ -3,7 +3,7 @@
 Every record is checked against the fields an objective needs. A problem is reported with the file,
 the line (or row) and the field; by default all problems are collected and raised together, nothing
 is silently dropped. With ``on_error="skip"`` bad records are skipped, counted and reported in a
-warning. The files are read by :func:`unisent.io.iter_records` (streamed); this module adds the
+warning. The files are read by :func:`unisent.data.records.iter_records` (streamed); this module adds the
 objective's checks (non-empty sentences) and collects the columns.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..io import SUPPORTED_FORMATS, Record, RecordError, iter_records
+from .records import SUPPORTED_FORMATS, Record, RecordError, iter_records
 
 __all__ = ["DataSource", "RecordError", "read_records", "SUPPORTED_FORMATS"]
 

@@ -1,18 +1,15 @@
-"""Encoder registry: backbones from a preset, a directory or a hub id, with poolers."""
+"""The encoder: backbones from a preset, a directory or a hub id (:mod:`.loading`, :mod:`.presets`),
+poolers that declare their Sentence Transformers modules (:mod:`.poolers`), the whole
+:class:`Encoder` (:mod:`.encoder`, its export declarations in :mod:`.model`), its settings
+(:mod:`.config`), batching and truncation reporting (:mod:`.batching`) and the unpadded forward
+(:mod:`.packed`)."""
 
-from .encoder import Encoder, EncoderConfig, pad_batch, reference_batching
+from .batching import reference_batching
+from .config import EncoderConfig
+from .encoder import Encoder
 from .loading import ModelNotAvailableError, resolve_model_location
 from .poolers import POOLERS, Pooler, build_pooler, pooler_class, register_pooler
 from .presets import PRESETS, Preset
-
-
-def __getattr__(name: str):
-    if name == "EncoderWrapper":  # moved to unisent.models; kept importable from here
-        from ..models.wrapper import EncoderWrapper
-
-        return EncoderWrapper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "Encoder",
@@ -23,7 +20,6 @@ __all__ = [
     "Pooler",
     "Preset",
     "build_pooler",
-    "pad_batch",
     "pooler_class",
     "reference_batching",
     "register_pooler",

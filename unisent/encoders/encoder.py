@@ -1,165 +1,37 @@
-"""The sentence encoder: a Hugging Face backbone, a tokenizer and a pooler."""
+"""The sentence encoder: a Hugging Face backbone, a tokenizer and a pooler (its save/load here; its
+export declarations in :mod:`.model`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..data.schema import pad_batch
+from ..inference.registry import register_model
 from ..io import atomic_write
-from ..models.encoder import EncoderModel
-from ..models.registry import register_model
+from .batching import (
+    TruncationWarning,
+    current_truncation,
+    ordered_map,
+    reference_batching_enabled,
+    truncation_message,
+)
+from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .loading import load_backbone, load_tokenizer, resolve_model_location
+from .model import EncoderModel
 from .packed import packed_forward, supports_packing
-from .poolers import PoolerName, PoolerPath, build_pooler, pooler_class
-from .presets import PRESETS
+from .poolers import build_pooler
 
-__all__ = ["Encoder", "EncoderConfig", "TruncationCount", "TruncationWarning", "collect_truncation", "pad_batch",
-           "reference_batching", "truncation_message"]
-
-UNISENT_CONFIG = "unisent_encoder.json"
-POOLER_WEIGHTS = "pooler.pt"
-
-
-class TruncationWarning(UserWarning):
-    """Inputs of ``encode`` were longer than the model's maximum length and were truncated."""
-
-
-@dataclass
-class TruncationCount:
-    """What :func:`collect_truncation` collected: per encoder (``id``), ``[truncated, encoded, max_length]``."""
-
-    per_encoder: dict[int, list[int]] = field(default_factory=dict)
-
-    def add(self, encoder: object, truncated: int, encoded: int, max_length: int) -> None:
-        entry = self.per_encoder.setdefault(id(encoder), [0, 0, max_length])
-        entry[0] += truncated
-        entry[1] += encoded
-
-    @property
-    def worst(self) -> tuple[int, int, int]:
-        """``(truncated, encoded, max_length)`` of the encoder that truncated most (zeros if none ran)."""
-        return tuple(max(self.per_encoder.values(), default=[0, 0, 0], key=lambda e: (e[0], e[1])))
-
-
-_TRUNCATION: ContextVar[TruncationCount | None] = ContextVar("unisent_truncation", default=None)
-
-
-@contextmanager
-def collect_truncation() -> Iterator[TruncationCount]:
-    """Inside the block, ``Encoder.encode`` adds its truncation counts to the yielded
-    :class:`TruncationCount` instead of warning: a caller that encodes in chunks (``unisent encode``,
-    the evaluation) reports once for all of them."""
-    count = TruncationCount()
-    token = _TRUNCATION.set(count)
-    try:
-        yield count
-    finally:
-        _TRUNCATION.reset(token)
-
-
-_REFERENCE: ContextVar[bool] = ContextVar("unisent_reference_batching", default=False)
-
-
-@contextmanager
-def reference_batching(enabled: bool = True) -> Iterator[None]:
-    """Inside the block, ``Encoder.encode`` batches as ``SentenceTransformer.encode`` does: sentences in
-    its order (character length, longest first), one batch at a time on all intra-op threads (unless
-    ``workers`` is passed), through the backbone's own padded forward, not the unpadded one. The
-    vectors are then bit-identical to Sentence Transformers' at the same batch size and thread count.
-
-    Why it matters: a row's float rounding depends on its batch (the padded length attention runs
-    over, the matrix shapes of the unpadded forward), so the default, faster batching (token-length
-    order, unpadded) differs from Sentence Transformers by about 2e-7 per coordinate. Cosine tasks do not
-    notice; K-means with k-means++ starts does: on the 20,000 Biomedical texts that difference moved
-    all-MiniLM-L6-v2's accuracy from 51.29 to 50.32 (as does Sentence Transformers' own batch size 64
-    against 128). The evaluation runs inside this block, so its numbers are those Sentence Transformers
-    gives for the same model (an exported unisent model included). It costs what Sentence Transformers
-    costs: 4,000 Biomedical abstracts took 11.1 s in the block, 7.2 s outside it and 10.7 s through
-    Sentence Transformers (2 CPU threads; ``benchmarks/preset_parity.py vectors``).
-    """
-    token = _REFERENCE.set(enabled)
-    try:
-        yield
-    finally:
-        _REFERENCE.reset(token)
-
-
-def truncation_message(truncated: int, total: int, max_length: int, hint: str = "set model.config.max_length") -> str:
-    """``3 of 1,000 inputs were longer than 256 tokens and were truncated; <hint> to change``."""
-    return (f"{truncated:,} of {total:,} inputs were longer than {max_length} tokens and were truncated; "
-            f"{hint} to change")
-
-
-@dataclass
-class EncoderConfig:
-    """Which backbone to load and how to pool it.
-
-    Attributes:
-        model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
-            Hugging Face hub id.
-        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``,
-            a pooler's dotted class path (``my_pkg.poolers.MyPooler``, imported and so registered),
-            or, from Python, any name registered with ``unisent.encoders.register_pooler``; unset for
-            the preset's default (``cls`` for a plain directory or hub id).
-        max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
-        attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
-        dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
-        unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
-            result, computed on real tokens only. Used for BERT-family backbones; others ignore it.
-        normalize: L2-normalise the embeddings of ``encode`` as the model's last step (Sentence
-            Transformers' ``Normalize`` module, which an export writes); unset for the preset's
-            setting (true for ``minilm-l6``, as the published model), false otherwise. Inference
-            only: the training losses and the heads on the encoder (GaussCSE's Gaussian head, CMLM's
-            projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
-            cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
-            losses and heads keep training on the unnormalised vectors.
-    """
-
-    model: str = "minilm-l6"
-    pooler: PoolerName | PoolerPath | None = None
-    max_length: int = 0
-    attn_implementation: str = "sdpa"
-    dropout: float | None = None
-    unpad: bool = True
-    normalize: bool | None = None
-
-    def __post_init__(self) -> None:
-        preset = PRESETS.get(self.model)
-        if not self.pooler:
-            self.pooler = preset.pooler if preset else "cls"
-        if self.normalize is None:
-            self.normalize = preset.normalize if preset else False
-        if not isinstance(self.normalize, bool):
-            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
-        self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
-        pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
-        if not self.max_length:
-            self.max_length = preset.max_length if preset else 32
-        if self.max_length < 1:
-            raise ValueError(f"max_length must be positive, got {self.max_length}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, length: int | None = None):
-    """Right-pad token id lists into ``(input_ids, attention_mask)`` of shape (batch, length)."""
-    length = length or max(len(s) for s in sequences)
-    input_ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-        attention_mask[row, : len(seq)] = 1
-    return input_ids, attention_mask
+__all__ = ["Encoder"]
 
 
 @register_model("encoder")
@@ -167,7 +39,7 @@ class Encoder(EncoderModel):
     """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
 
     How it is exported and described (model card, Sentence Transformers modules, ``transformers``
-    recipe) is declared by its base :class:`~unisent.models.encoder.EncoderModel` and its pooler.
+    recipe) is declared by its base :class:`~unisent.encoders.model.EncoderModel` and its pooler.
 
     Args:
         config: an :class:`EncoderConfig`.
@@ -337,7 +209,7 @@ class Encoder(EncoderModel):
         self.eval()
         device = next(self.parameters()).device
         ids, truncated = self._tokenize_counting(sentences)
-        collector = _TRUNCATION.get()  # a caller that encodes in chunks counts them and reports once
+        collector = current_truncation()  # a caller that encodes in chunks counts them and reports once
         if collector is not None:
             collector.add(self, truncated, len(ids), self.config.max_length)
         elif truncated:  # once per call, with the count
@@ -346,7 +218,7 @@ class Encoder(EncoderModel):
         out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
         threads = torch.get_num_threads()
-        reference = _REFERENCE.get()
+        reference = reference_batching_enabled()
         if workers is None:
             workers = min(threads, 4) if device.type == "cpu" and not reference else 1
         workers = max(1, min(workers, n_batches))
@@ -368,7 +240,7 @@ class Encoder(EncoderModel):
                 return idx, emb.cpu()
 
         try:
-            for idx, emb in _ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
+            for idx, emb in ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
                 out[torch.as_tensor(idx)] = emb
         finally:
             torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
@@ -376,6 +248,11 @@ class Encoder(EncoderModel):
         return out
 
     # ----------------------------------------------------------------------------------- save/load
+    @classmethod
+    def from_name(cls, name: str) -> Encoder:
+        """``Encoder(EncoderConfig(model=name))``: a preset name or a hub id."""
+        return cls(EncoderConfig(model=name))
+
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """Write backbone, tokenizer, pooler weights, the encoder settings and the model record to
         ``directory``.
@@ -405,30 +282,3 @@ class Encoder(EncoderModel):
         settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
         settings["model"] = str(directory)
         return cls(EncoderConfig(**settings))
-
-
-def _ordered_map(fn, items: Iterable, workers: int, per_thread: int = 1) -> Iterator:
-    """``map(fn, items)`` in ``workers`` threads, results in input order, at most ``2 * workers`` items
-    in flight (the input is not read ahead further, so a long stream keeps bounded memory)."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
-    pending: deque = deque()
-    with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(per_thread,)) as pool:
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def __getattr__(name: str):
-    if name == "EncoderWrapper":  # moved to unisent.models; kept importable from here
-        from ..models.wrapper import EncoderWrapper
-
-        return EncoderWrapper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,7 @@ import torch
 from jsonargparse.typing import restricted_string_type
 from torch import nn
 
-from ..models.base import NotExportableError, STModule
+from ..inference.base import NotExportableError, STModule
 
 if TYPE_CHECKING:
     from .encoder import Encoder

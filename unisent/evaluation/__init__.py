@@ -18,17 +18,27 @@ from typing import TYPE_CHECKING, Any
 # Every name is imported on first use (PEP 562): `unisent evaluate --list` builds the task registry
 # without torch, scikit-learn or Lightning (tests/test_errors.py checks it).
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("Embedder", "SentenceModel"), "encoding"),
-    **dict.fromkeys(("COSINE", "Similarity", "cosine_similarity", "kl_similarity", "symmetric_kl_similarity"),
-                    "metrics.similarity"),
+    "Embedder": "encoding",
+    "SentenceModel": "encoding",
+    "COSINE": "metrics.similarity",
+    "Similarity": "metrics.similarity",
+    "cosine_similarity": "metrics.similarity",
+    "kl_similarity": "metrics.similarity",
+    "symmetric_kl_similarity": "metrics.similarity",
     "ProbeConfig": "metrics.probe_config",
     "DataFormatError": "readers",
-    **dict.fromkeys(("evaluate", "format_markdown", "list_tasks", "merge_results"), "runner"),
-    **dict.fromkeys(("GROUPS", "TASKS", "Source", "Task", "get_task", "register_task"), "tasks"),
-    "EvaluationCallback": "callback",  # the Lightning callback: the evaluation itself needs no Lightning
+    "evaluate": "runner",
+    "format_markdown": "runner",
+    "list_tasks": "runner",
+    "merge_results": "runner",
+    "GROUPS": "tasks",
+    "TASKS": "tasks",
+    "Source": "tasks",
+    "Task": "tasks",
+    "get_task": "tasks",
+    "register_task": "tasks",
+    "EvaluationCallback": "callback",
 }
-
-_SUBMODULES = ("callback", "encoding", "metrics", "readers", "runner", "similarities", "tasks")
 
 if TYPE_CHECKING:
     from .callback import EvaluationCallback as EvaluationCallback  # not in __all__: it imports Lightning
@@ -73,8 +83,6 @@ def __getattr__(name: str) -> Any:
         value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:  # `unisent.evaluation.metrics` without importing it first, as before
-        return import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

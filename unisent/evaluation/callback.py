@@ -99,9 +99,9 @@ class ShardedModel:
 def _data_dir(config: EvaluationConfig) -> str:
     if config.data_dir:
         return config.data_dir
-    from ..data import SAMPLE_DIR
+    from ..resources import EVALUATION_DATA_DIR
 
-    return str(SAMPLE_DIR)
+    return str(EVALUATION_DATA_DIR)
 
 
 def evaluate_config(model: Any, tasks: Sequence[str], config: EvaluationConfig, *, rank: int = 0,

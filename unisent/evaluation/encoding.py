@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..models.base import to_tensor
+from ..inference.base import to_tensor
 from .metrics.similarity import COSINE, Representation, Similarity
 
 __all__ = ["Embedder", "SentenceModel", "to_tensor"]
@@ -85,7 +85,7 @@ class Embedder:
         return self.encode(sentences)
 
     def _call_model(self, method: str, chunk: list[str]) -> tuple[Tensor, ...]:
-        from ..encoders.encoder import collect_truncation, reference_batching
+        from ..encoders.batching import collect_truncation, reference_batching
 
         # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk;
         # Sentence Transformers' batches, so that a unisent model scores as its sentence-transformers export

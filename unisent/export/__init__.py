@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from ..models.encoder import hf_usage_code
+from ..encoders.model import hf_usage_code
 from .api import ExportCheckError, ExportReport, export_model
 from .card import card_metadata, default_name, read_results, render_card
 from .formats import HuggingFaceExporter, SentenceTransformersExporter

@@ -12,8 +12,8 @@ from typing import Any
 
 from torch import nn
 
+from ..inference.base import MODEL_RECORD, NotExportableError, share_files
 from ..io import atomic_write
-from ..models.base import MODEL_RECORD, NotExportableError, share_files
 from .card import default_name, read_results, render_card
 from .registry import PROBE_SENTENCES, NoExporterError, exporter_for
 from .source import ExportSource, TrainingRecord, load_source
@@ -150,7 +150,7 @@ def export_model(
         NoExporterError: the model cannot be exported in ``format`` (it declares no such export).
         ValueError: ``max_seq_length`` is not positive or longer than the backbone's positions.
     """
-    from ..encoders.encoder import collect_truncation
+    from ..encoders.batching import collect_truncation
 
     out = Path(out).expanduser()
     _prepare_out(out, overwrite)

@@ -1,6 +1,6 @@
 """The built-in formats, written by the model itself.
 
-Each exporter here only adapts what an :class:`~unisent.models.InferenceModel` declares in its own
+Each exporter here only adapts what an :class:`~unisent.inference.InferenceModel` declares in its own
 class (how it writes the format, its card rows, usage and tags, how the result is checked) to the
 :class:`~unisent.export.Exporter` interface; no exporter knows a model type or a pooler.
 
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from torch import nn
 
-from ..models.base import HUGGINGFACE, SENTENCE_TRANSFORMERS
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, max_abs_diff
+from ..inference.registry import load_pretrained
 from .registry import Exporter, model_format
 
 __all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]
@@ -42,7 +43,22 @@ class SentenceTransformersExporter(Exporter):
         return model.sentence_transformers_usage()
 
     def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        return model.verify_sentence_transformers(out, sentences)
+        """``unisent.load`` and ``SentenceTransformer`` (when installed) of the directory against
+        ``model.encode``, and the model's own checks (``export_checks``)."""
+        checks = []
+        if model.generic_export_check:
+            expected = model.encode(list(sentences))
+            checks.append((max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected),
+                           f"`unisent.load(DIR).encode` on {len(sentences)} sentences"))
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                SentenceTransformer = None  # noqa: N806 - the class, when installed
+            if SentenceTransformer is not None:
+                st = SentenceTransformer(str(out), device="cpu")
+                checks.append((max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected),
+                               "`SentenceTransformer(DIR).encode`"))
+        return _combined(checks + model.export_checks(out, sentences, self.format))
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
         return self.tags + tuple(type(model).card_tags)
@@ -67,7 +83,19 @@ class HuggingFaceExporter(Exporter):
         return model.huggingface_usage()
 
     def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        return model.verify_huggingface(out, sentences)
+        """``unisent.load`` of the directory against ``model.encode``, and the model's own checks."""
+        checks = []
+        if model.generic_export_check:
+            checks.append((max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), model.encode(list(sentences))),
+                           f"`unisent.load(DIR).encode` on {len(sentences)} sentences"))
+        return _combined(checks + model.export_checks(out, sentences, self.format))
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
         return self.tags + tuple(type(model).card_tags)
+
+
+def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
+    """The largest difference of all checks and how they were made, or (None, ...) when there was none."""
+    if not checks:
+        return None, "not checked: the model declares no check"
+    return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)

@@ -44,7 +44,7 @@ KNOWN_BACKBONES: dict[str, dict[str, Any]] = {
 }
 
 #: Hub dataset ids of training files by name: the files the recipes name, and the bundled samples
-#: (``unisent/data/sample``, see its LICENSE.md for where each comes from)
+#: (the repository's ``samples/`` and ``unisent/resources``; their LICENSE.md says where each comes from)
 KNOWN_DATASETS: dict[str, str] = {
     "nli_for_simcse.csv": "princeton-nlp/datasets-for-simcse",
     "wiki1m_for_simcse.txt": "princeton-nlp/datasets-for-simcse",
@@ -95,11 +95,11 @@ def scrub_paths(text: str) -> str:
 
 
 def _is_bundled(path: Path) -> bool:
-    from ..data import SAMPLE_DIR
+    from ..resources import RESOURCES
 
     try:
         resolved = (path if path.is_absolute() else Path.cwd() / path).resolve()
-        return resolved.is_relative_to(Path(SAMPLE_DIR).resolve()) or "/".join(path.parts[-4:-1]) == "unisent/data/sample"
+        return resolved.is_relative_to(RESOURCES) or resolved.parent.name == "samples"
     except OSError:
         return False
 

@@ -1,8 +1,8 @@
 """Exporters and their registry.
 
 The built-in formats (``sentence-transformers``, ``huggingface``) are written by the model itself:
-every :class:`~unisent.models.InferenceModel` declares its formats (``export_formats``) and how it
-writes, describes and checks each (see :mod:`unisent.models.base`); :mod:`unisent.export.formats`
+every :class:`~unisent.inference.InferenceModel` declares its formats (``export_formats``) and how it
+writes, describes and checks each (see :mod:`unisent.inference.base`); :mod:`unisent.export.formats`
 adapts those declarations to the :class:`Exporter` interface. So a new model type, from any package,
 exports without an edit here.
 
@@ -112,7 +112,7 @@ def register_exporter(model_type: type) -> Callable[[E], E]:
 
 def model_format(exporter_cls: E) -> E:
     """Class decorator: ``exporter_cls`` writes its ``format`` for every
-    :class:`~unisent.models.InferenceModel` that lists the format in ``export_formats``."""
+    :class:`~unisent.inference.InferenceModel` that lists the format in ``export_formats``."""
     _MODEL_FORMATS[exporter_cls.format] = exporter_cls
     return exporter_cls
 
@@ -125,7 +125,7 @@ def available_formats() -> list[str]:
 def registered() -> dict[str, list[str]]:
     """``{format: [model class names]}``: the registered exporters' classes and the registered model
     types that declare the format (for error messages and docs)."""
-    from ..models import registered_models
+    from ..inference import registered_models
 
     table: dict[str, set[str]] = {fmt: {cls.__name__ for cls in classes} for fmt, classes in _EXPORTERS.items()}
     for cls in registered_models().values():
@@ -143,7 +143,7 @@ def exporter_for(model: Any, fmt: str) -> Exporter:
         ValueError: ``fmt`` is not a known format.
         NoExporterError: ``model`` cannot be exported in this format.
     """
-    from ..models import InferenceModel
+    from ..inference import InferenceModel
 
     if fmt not in available_formats():
         raise ValueError(f"unknown export format {fmt!r}; formats: {', '.join(available_formats())}")

@@ -16,12 +16,20 @@ from typing import Any
 from torch import nn
 
 from ..io import import_object, instantiate
-from ..models import load
 from .hub import dataset_id, display_path
 
 __all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_source"]
 
 RUN_CONFIG = "config.yaml"
+
+
+def load_model(spec: str, device: str | None = None) -> nn.Module:
+    """``unisent.load`` from the export layer: every model type of unisent registered (importing
+    :mod:`unisent.models`) and ``.ckpt`` files readable (importing :mod:`unisent.module`)."""
+    from .. import models, module  # noqa: F401 - registrations
+    from ..inference import load
+
+    return load(spec, device=device)
 
 
 @dataclass
@@ -279,11 +287,11 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         _apply_run_config(record, _find_run_config([path.parent, path.parent.parent]), objectives=False)
         kind = "checkpoint"
     elif path.is_dir():
-        model = load(str(path))
+        model = load_model(str(path))
         _apply_run_config(record, _find_run_config([path.parent]), objectives=True)
         kind = "encoder directory"
     else:
-        model = load(str(spec))
+        model = load_model(str(spec))
         record.base_model = str(spec)
         kind = "preset or model id"
     model.eval()

@@ -17,7 +17,7 @@ last line is reported before hours of encoding), the second encodes ``chunk_size
 (``Encoder.encode`` sorts each chunk by length into batches and restores the order) and appends
 them to the output, written through :func:`unisent.io.atomic_write` (a hidden temporary sibling,
 renamed when complete, removed on any error: never a half-written output). The input is read by
-:func:`unisent.io.iter_records`.
+:func:`unisent.data.records.iter_records`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..io import RecordError, atomic_write, iter_records, require_file
+from ..data.records import RecordError, iter_records, require_file
+from ..io import atomic_write
 
 __all__ = [
     "EmptyInputError",
@@ -58,7 +59,7 @@ MAX_LISTED = 10
 
 class EncodeInputError(RecordError):
     """A row of the input cannot be encoded as it is; the message names the file and its line (or
-    row). A :class:`unisent.io.RecordError` (``path``, ``line``, ``field`` attributes)."""
+    row). A :class:`unisent.data.records.RecordError` (``path``, ``line``, ``field`` attributes)."""
 
 
 class EmptyInputError(EncodeInputError):
@@ -137,7 +138,7 @@ def iter_texts(path: str | os.PathLike, column: str = "text", encoding: str = "u
     ``where`` names the row (``line 12``, ``row 12``); an empty text (a blank line, an empty cell, a
     null) is returned as ``""`` (the caller decides). ``.txt`` has one sentence per line; ``.jsonl`` an
     object with ``column`` (or a JSON string) per line; ``.csv``/``.tsv`` a header with ``column``;
-    ``.parquet`` a string ``column``. Read by :func:`unisent.io.iter_records`.
+    ``.parquet`` a string ``column``. Read by :func:`unisent.data.records.iter_records`.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -336,10 +337,10 @@ def encode_file(
         raise _empty_error(input_path, scan)
 
     if not isinstance(model, nn.Module):
-        from ..models import load
+        from .source import load_model
 
         spec = str(model)
-        model = load(spec, device=device)
+        model = load_model(spec, device=device)
     else:
         spec = type(model).__name__
         model.eval()
@@ -350,7 +351,7 @@ def encode_file(
         meta["max_length"] = max_length
     from tqdm.auto import tqdm
 
-    from ..encoders.encoder import TruncationWarning, collect_truncation, truncation_message
+    from ..encoders.batching import TruncationWarning, collect_truncation, truncation_message
 
     length_context = nullcontext(None)
     if max_length is not None:

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..inference.base import SENTENCE_TRANSFORMERS, STModule, max_abs_diff
+from ..inference.registry import register_model
 from ..losses.gaussian import gaussian_similarity_matrix
-from .base import STModule, max_abs_diff
-from .registry import register_model
 from .wrapper import EncoderWrapper
 
 __all__ = ["GaussianEncoder", "GaussianHead"]
@@ -200,13 +200,11 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
 ```
 """
 
-    def verify_sentence_transformers(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """The means through ``unisent.load`` and ``SentenceTransformer``, and the variances through
-        ``unisent.load``."""
-        diff, how = super().verify_sentence_transformers(out, sentences)
+    def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
+        """Besides the exporters' check of ``encode`` (the pooled vectors or the means): the variances
+        through ``unisent.load(DIR).encode_gaussian`` (a Sentence Transformers export keeps them for unisent)."""
+        if format != SENTENCE_TRANSFORMERS:
+            return []
         _, var = self.encode_gaussian(list(sentences))
         _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences))
-        return max(diff or 0.0, max_abs_diff(var2, var)), (
-            f"{how} ({'pooled vectors' if self.point == 'pooled' else 'means'}) and `unisent.load(DIR).encode_gaussian` "
-            "(variances)"
-        )
+        return [(max_abs_diff(var2, var), "`unisent.load(DIR).encode_gaussian` (variances)")]

@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..inference.base import STModule
+from ..inference.registry import load_pretrained, register_model
 from ..io import atomic_write
-from ..postprocess.pcr import PrincipalComponentRemoval
-from .base import STModule
-from .registry import load_pretrained, register_model
+from .components import PrincipalComponentRemoval
 from .wrapper import EncoderWrapper
 
 __all__ = ["INNER_DIR", "PCR_FILE", "PCREncoder", "fit_pcr"]

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .registry import register_model
+from ..inference.registry import register_model
 from .wrapper import EncoderWrapper
 
 __all__ = ["ProjectionEncoder", "SentenceProjection"]

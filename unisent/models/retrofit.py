@@ -25,7 +25,7 @@ Its Sentence Transformers export serves both worlds, since Sentence Transformers
 ``unisent.load(DIR)`` gives the full model (``retrofit.json``, the parser's pre-parsed lookup if any),
 and ``DIR/text`` (the text encoder) and ``DIR/amr`` (the AMR encoder, over linearised graphs) each
 load with ``SentenceTransformer``; the model card shows how to combine them by hand. The command line
-builder is ``python -m unisent.amr.retrofit``.
+builder is ``unisent retrofit``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from ..inference.base import InferenceModel, NotExportableError, max_abs_diff
+from ..inference.registry import load, register_model
 from ..io import atomic_write, instantiate
-from .base import InferenceModel, NotExportableError, max_abs_diff
-from .registry import load, register_model
 
 __all__ = [
     "AMR_DIR",
@@ -303,7 +303,7 @@ class RetrofittedEncoder(InferenceModel):
     # ------------------------------------------------------------------------------------ encoding
     def encode_text(self, sentences: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
         """The text encoder's embeddings ``s``, float32 (n, d_s) on the CPU."""
-        from .base import to_tensor
+        from ..inference.base import to_tensor
 
         if _is_sentence_transformer(self.text_encoder):
             out = self.text_encoder.encode(list(sentences), batch_size=batch_size, convert_to_numpy=True,
@@ -315,7 +315,7 @@ class RetrofittedEncoder(InferenceModel):
 
     def encode_graphs(self, graphs: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
         """The AMR encoder's embeddings ``h`` of graphs (PENMAN or linearised), float32 (n, d_h) on the CPU."""
-        from .base import to_tensor
+        from ..inference.base import to_tensor
 
         linearised = [self.linearize(g) for g in graphs]
         kwargs = {"show_progress_bar": True} if show_progress_bar else {}
@@ -440,6 +440,8 @@ class RetrofittedEncoder(InferenceModel):
         return Path(directory, CONFIG_FILE).is_file()
 
     # ------------------------------------------------------------------------------------ exports
+    generic_export_check = False  # encode needs graphs: export_checks runs on PROBE_GRAPHS
+
     def card_facts(self) -> list[tuple[str, str]]:
         from ..amr.parsing import PreParsedAMR
         from ..encoders.encoder import Encoder
@@ -521,9 +523,10 @@ AMR encoder over **linearised** graphs (`unisent.amr.linearize(penman)`: depth-f
 ```
 """
 
-    def verify_sentence_transformers(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """On :data:`PROBE_GRAPHS` (sentences with graphs): ``unisent.load`` of the directory, and the
-        card's recipe (``text/`` + ``amr/`` with ``SentenceTransformer``, combined by hand)."""
+    def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
+        """On :data:`PROBE_GRAPHS` (sentences with graphs; the generic check cannot parse): ``unisent.load``
+        of the directory, and the card's recipe (``text/`` + ``amr/`` with ``SentenceTransformer``,
+        combined by hand)."""
         probe_sentences = [s for s, _ in PROBE_GRAPHS]
         graphs = [g for _, g in PROBE_GRAPHS]
         expected = self.encode(probe_sentences, graphs=graphs)
@@ -533,11 +536,11 @@ AMR encoder over **linearised** graphs (`unisent.amr.linearize(penman)`: depth-f
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:
-            return diff, how
+            return [(diff, how)]
         s = torch.as_tensor(SentenceTransformer(str(Path(out) / TEXT_DIR), device="cpu").encode(probe_sentences))
         h = torch.as_tensor(SentenceTransformer(str(Path(out) / AMR_DIR), device="cpu").encode(graphs))
         by_hand = combine(s.float(), h.float(), self.combination)
-        return max(diff, max_abs_diff(by_hand, expected)), how + " and `text/` + `amr/` with `SentenceTransformer`"
+        return [(diff, how), (max_abs_diff(by_hand, expected), "`text/` + `amr/` with `SentenceTransformer`")]
 
 
 def _resolve_paths(init_args: dict[str, Any], directory: Path) -> dict[str, Any]:

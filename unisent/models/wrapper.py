@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..inference.base import InferenceModel, NotExportableError, STModule
 from ..io import atomic_write
-from .base import InferenceModel, NotExportableError, STModule
 
 __all__ = ["EncoderWrapper"]
 

@@ -1,7 +1,8 @@
 """Pluggable training objectives; each returns named loss terms."""
 
+from ..data.schema import BatchSchema
 from .amr import AMRSimCSE
-from .base import BatchSchema, Objective, ObjectiveOutput, encode_views
+from .base import Objective, ObjectiveOutput, encode_views
 from .bitext import BitextRetrieval
 from .cmlm import CMLM, ProjectionEncoder
 from .ease import EASE

@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 import torch
 
-from ..encoders.encoder import Encoder, pad_batch
+from ..data.schema import pad_batch
+from ..encoders.encoder import Encoder
 from ..losses import info_nce, rank_and_world
 from .base import Objective, encode_views
 
@@ -56,7 +57,7 @@ def read_amr_symbols(
     """The vocabulary extension of the paper: names with ``count >= min_count`` in the count files
     (``NAME<TAB>COUNT``, e.g. MSE-AMR's ``predicates.txt``), most frequent first, then every name of
     the plain lists (e.g. ``additions.txt``); repeats are dropped, the order is kept."""
-    from ..amr.vocab import read_counts, read_symbols, select_symbols
+    from ..amr.symbols import read_counts, read_symbols, select_symbols
 
     symbols: list[str] = []
     for path in _as_list(counts):

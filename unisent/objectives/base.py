@@ -12,65 +12,14 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..encoders.encoder import Encoder, pad_batch
+from ..data.schema import PREDICT_SCHEMA, BatchSchema
+from ..encoders import Encoder
 
 __all__ = ["PREDICT_SCHEMA", "BatchSchema", "Objective", "ObjectiveOutput", "encode_views"]
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-
-
-@dataclass(frozen=True)
-class BatchSchema:
-    """The record fields a batch is built from, and how they are batched.
-
-    Every :class:`Objective` has one (:attr:`Objective.schema`, from its class attributes); ``unisent
-    predict`` uses one of its own (:data:`PREDICT_SCHEMA`: a single text field). The DataModule reads,
-    validates, tokenises and caches records by a schema and batches them with :meth:`collate`.
-
-    Attributes:
-        batch_keys: record fields a batch needs (each record is checked for them).
-        text_keys: the subset that is text: tokenised, and padded to one length per batch.
-        optional_keys: fields that may be null in a record.
-        max_length: token limit of the text fields; ``None``: the encoder's.
-    """
-
-    batch_keys: tuple[str, ...]
-    text_keys: tuple[str, ...] = ()
-    optional_keys: tuple[str, ...] = ()
-    max_length: int | None = None
-
-    def __post_init__(self) -> None:
-        for attr in ("text_keys", "optional_keys"):
-            extra = sorted(set(getattr(self, attr)) - set(self.batch_keys))
-            if extra:
-                raise ValueError(f"BatchSchema.{attr} {extra} are not in batch_keys {list(self.batch_keys)}")
-
-    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-        """Batch tokenised records.
-
-        All text fields of one batch are padded to one common length, so that an objective can
-        stack several views and run a single forward pass. Text fields become
-        ``{"input_ids": (batch, seq), "attention_mask": (batch, seq)}``; numeric fields become
-        tensors and anything else a list.
-        """
-        batch: dict[str, Any] = {}
-        if self.text_keys:
-            length = max(len(f[k]) for f in features for k in self.text_keys)
-            for key in self.text_keys:
-                ids, mask = pad_batch([f[key] for f in features], pad_id, length)
-                batch[key] = {"input_ids": ids, "attention_mask": mask}
-        for key in self.batch_keys:
-            if key in self.text_keys:
-                continue
-            values = [f[key] for f in features]
-            batch[key] = torch.as_tensor(values) if isinstance(values[0], (int, float, bool)) else values
-        return batch
-
-
-#: The record schema of ``unisent predict``: one text field, tokenised and padded like training data.
-PREDICT_SCHEMA = BatchSchema(batch_keys=("text",), text_keys=("text",))
 
 
 @dataclass

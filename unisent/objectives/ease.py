@@ -26,15 +26,6 @@ CITATION = (
 PAD = "<pad>"
 
 
-def __getattr__(name: str):
-    # the readers moved to unisent.data.entities; imported on use: unisent.data imports the objectives
-    if name in ("read_entity_titles", "read_wikipedia2vec"):
-        from ..data import entities
-
-        return getattr(entities, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """An int64 hash per row of token ids (padding ignored): equal sentences get equal keys on every
     process, whatever their padded length."""

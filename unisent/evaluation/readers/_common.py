@@ -2,7 +2,7 @@
 
 Every reader returns plain Python lists inside a small dataclass, raises :class:`FileNotFoundError`
 naming the missing path, and raises :class:`DataFormatError` naming the file, the line and the field of a
-malformed record. The files are read by :func:`unisent.io.iter_records`; this module only names the
+malformed record. The files are read by :func:`unisent.data.records.iter_records`; this module only names the
 benchmark layouts (one text per line; tab-separated fields without a header, quotes taken literally).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...io import RecordError, iter_records, require_file
+from ...data.records import RecordError, iter_records, require_file
 
 __all__ = [
     "BuccCorpus",
@@ -29,7 +29,7 @@ __all__ = [
 
 
 #: A record of a benchmark file does not have the expected layout: ``DataFormatError(path, line,
-#: message)``, line 0 for a problem of the whole file (the I/O layer's :class:`unisent.io.RecordError`).
+#: message)``, line 0 for a problem of the whole file (the I/O layer's :class:`unisent.data.records.RecordError`).
 DataFormatError = RecordError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import iter_records
+from ...data.records import iter_records
 from ._common import DataFormatError, LabeledTexts, read_lines
 
 __all__ = ["read_labeled_jsonl", "read_labeled_tsv", "read_mewsc16", "read_text_and_labels"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import iter_records
+from ...data.records import iter_records
 from ._common import (
     DataFormatError,
     LabeledPairs,

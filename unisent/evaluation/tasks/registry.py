@@ -41,7 +41,7 @@ __all__ = ["GROUPS", "TASKS", "get_task", "register_task", "resolve_tasks", "tas
 STSB = "sts/stsbenchmark"
 SICK = "sts/sick"
 SENTEVAL = "senteval"
-#: the bundled SNLI test sample (the default data directory, unisent/data/sample, holds it)
+#: the bundled SNLI test sample (the default data directory, unisent/resources, holds it)
 SNLI_SAMPLE = "snli_test_entailment.tsv"
 
 # SentEval's STS12-16 subsets (STS13 without the licensed SMT subset), folder sts/STS1x-en-test/.
@@ -356,7 +356,7 @@ def _nli_tasks() -> None:
                 source=source,
             )
         )
-    # 1,000 SNLI test entailment pairs bundled in unisent/data/sample (the default --data-dir; see its
+    # 1,000 SNLI test entailment pairs bundled in unisent/resources (the default --data-dir; see its
     # LICENSE.md): the quickstart's held-out test. In no group but `all`, and optional there (a --data-dir
     # without the file skips it).
     register_task(

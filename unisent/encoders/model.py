@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, STModule
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, STModule
 
 if TYPE_CHECKING:
-    from ..encoders.poolers import Pooler
+    from .poolers import Pooler
 
 __all__ = ["EncoderModel", "hf_usage_code"]
 
@@ -42,7 +42,7 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
     ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler;
     ``normalize``: the model L2-normalises its embeddings (``embed`` then normalises the pooled ones).
     """
-    from ..encoders.poolers import build_pooler
+    from .poolers import build_pooler
 
     if isinstance(pooler, str):
         pooler = build_pooler(pooler, 1)  # the recipe is the same for every size
@@ -81,8 +81,8 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
 def _st_max_seq_length(model: str) -> int | None:
     """``max_seq_length`` of the Sentence Transformers configuration of ``model`` (a preset, a directory,
     or a hub id already in the local Hugging Face cache); None when it has none."""
-    from ..encoders.loading import looks_like_path
-    from ..encoders.presets import PRESETS, resolve_preset_path
+    from .loading import looks_like_path
+    from .presets import PRESETS, resolve_preset_path
 
     location: str | None = model
     if model in PRESETS:

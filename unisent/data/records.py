@@ -1,169 +1,28 @@
-"""One I/O layer: dotted-path imports, atomic writes and the record iterator.
+"""The record reader: one streaming iterator for training, evaluation, encode and builder inputs.
 
-Every module of unisent that imports a class named in a config, writes a file that must never be
-seen half-written, or reads training/evaluation/export records goes through this module, so that
-the error messages, the temp-file naming and the streaming behaviour are the same everywhere.
+:func:`iter_records` reads ``.jsonl``, ``.csv``, ``.tsv``, ``.txt``, ``.parquet`` and saved Hugging
+Face dataset directories. Every problem is a :class:`RecordError` naming the file, the line (or row)
+and, where it concerns one, the field.
 
-* :func:`import_object` / :func:`instantiate`: ``"pkg.mod.Name"`` -> the object.
-* :func:`atomic_write`: a temporary sibling ``.<name>.<random>.<pid>@<host>.tmp``, renamed over the
-  target when complete (optionally fsynced); :func:`remove_stale_temporaries` deletes the ones that
-  killed writers left behind.
-* :func:`iter_records`: one streaming reader for ``.jsonl``, ``.csv``, ``.tsv``, ``.txt``,
-  ``.parquet`` and saved Hugging Face dataset directories. Every problem is a :class:`RecordError`
-  naming the file, the line (or row) and, where it concerns one, the field.
-
-Why not a library: Lightning's ``instantiate_class`` builds an object from ``{"class_path",
-"init_args"}`` (used by :func:`instantiate`) but does not resolve a bare class (needed for
-registries and model cards); ``import_object`` is its four lines. Atomic replace is a
-``tempfile`` + ``os.replace`` idiom for which no maintained package adds anything but a dependency.
-The record iterator is thin glue over the libraries that parse each format (:mod:`json`, :mod:`csv`,
-``pyarrow.parquet``, ``datasets``): what it adds is the same line numbers, field checks and error
-messages for all of them, which no one of those libraries gives.
+Why not a library: it is thin glue over the libraries that parse each format (:mod:`json`,
+:mod:`csv`, ``pyarrow.parquet``, ``datasets``); what it adds is the same line numbers, field checks
+and error messages for all of them, which no one of those libraries gives.
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
-import importlib
 import json
 import os
-import re
-import socket
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
-__all__ = [
-    "FORMATS",
-    "CheckpointError",
-    "DataConfigError",
-    "SUPPORTED_FORMATS",
-    "Record",
-    "RecordError",
-    "atomic_write",
-    "check_checkpoint",
-    "fsync_directory",
-    "import_object",
-    "instantiate",
-    "iter_records",
-    "record_format",
-    "remove_stale_temporaries",
-    "require_file",
-    "temporary_name",
-]
+__all__ = ["FORMATS", "SUPPORTED_FORMATS", "DataConfigError", "Record", "RecordError", "iter_records",
+           "record_format", "require_file"]
 
-
-# ---------------------------------------------------------------------------------------- imports
-def import_object(path: str, what: str = "class") -> Any:
-    """``"pkg.mod.Name"`` -> the object; a clear ``ValueError`` naming the path if it cannot be imported."""
-    module_name, _, name = str(path).rpartition(".")
-    if not module_name:
-        raise ValueError(f"{what} {path!r} is not a dotted path (expected 'package.module.Name')")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"{what} {path!r} cannot be imported: {err}") from err
-
-
-def instantiate(spec: dict[str, Any]) -> Any:
-    """Build an object from ``{"class_path": "pkg.mod.Class", "init_args": {...}}``."""
-    return import_object(spec["class_path"])(**spec.get("init_args", {}))
-
-
-# ---------------------------------------------------------------------------------------- atomic writes
-#: ``.<name>.<random>.<pid>@<host>.tmp`` (the random part is absent in names of older versions)
-_TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")
-
-
-def temporary_name(target: str | os.PathLike) -> Path:
-    """Create a unique hidden sibling of ``target`` (same directory, so ``os.replace`` is atomic):
-    ``.<name>.<random>.<pid>@<host>.tmp``. The writer's process id and host let
-    :func:`remove_stale_temporaries` tell a killed writer's leftovers from a running writer's file."""
-    target = Path(target)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp",
-                                dir=target.parent)
-    os.close(fd)
-    return Path(name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
-    """Delete the temporary files of :func:`atomic_write` in ``directory`` whose writer was a process
-    of this host that no longer runs; returns them. Files of running writers and of other hosts (a
-    shared disk) are kept."""
-    removed = []
-    host = socket.gethostname()
-    for tmp in sorted(Path(directory).glob(".*.tmp")):
-        match = _TEMPORARY.match(tmp.name)
-        if match is None or match.group(2) != host or _alive(int(match.group(1))):
-            continue
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
-    return removed
-
-
-def fsync_directory(directory: str | os.PathLike) -> None:
-    """Make a rename inside ``directory`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def atomic_write(
-    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", durable: bool = False, **open_kwargs
-) -> Iterator[IO]:
-    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path`` in one step,
-    on an exception it is removed and ``path`` is untouched. The file gets the usual permissions
-    (``0o666`` minus the umask), not ``mkstemp``'s ``0o600``.
-
-    Args:
-        path: the file to (re)write; its directory is created.
-        mode: ``"w"`` or ``"wb"``.
-        encoding: for text mode.
-        durable: fsync the file and its directory (checkpoints).
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_name(target)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        with open(tmp, mode, encoding=None if "b" in mode else encoding, **open_kwargs) as fh:
-            yield fh
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_directory(target.parent)
-
-
-# ---------------------------------------------------------------------------------------- records
 #: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
 SUPPORTED_FORMATS = (*FORMATS, "a saved datasets directory")
@@ -546,35 +405,7 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
             yield Record(options.path, row, data, "row")
 
 
-class CheckpointError(ValueError):
-    """A checkpoint file is truncated or not a PyTorch checkpoint (checked before ``torch.load``)."""
-
-
 class DataConfigError(ValueError):
     """The ``data`` section does not match the model: a name in ``data.train``, ``data.batch_size`` or
     ``data.length_grouped`` that is no objective's, or an objective without training data. The CLI
     reports it in one line."""
-
-
-def check_checkpoint(path: str | os.PathLike) -> Path:
-    """Check that ``path`` is a complete PyTorch checkpoint file (a zip archive with its central
-    directory, as ``torch.save`` writes it) before anything loads it, so that a truncated copy is
-    reported in one line instead of a ``PytorchStreamReader`` traceback.
-
-    Raises:
-        FileNotFoundError: no such file.
-        CheckpointError: the file is truncated or not a checkpoint.
-    """
-    import zipfile
-
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist" if not path.is_dir()
-                                else f"checkpoint {str(path)!r} is a directory; give the .ckpt file")
-    size = path.stat().st_size
-    if not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"checkpoint {path} ({size} bytes) is truncated or not a PyTorch checkpoint; copy it again, "
-            "or pick another one (e.g. --ckpt_path last, or an earlier file in the run's checkpoints/)"
-        )
-    return path

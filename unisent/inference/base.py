@@ -5,7 +5,7 @@ Every model that ``unisent.load`` returns (the plain :class:`~unisent.encoders.E
 derives from :class:`InferenceModel` and declares, in its own class:
 
 - **saving and loading**: ``save_pretrained(directory)`` writes its files and a record
-  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.models.registry`);
+  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.inference.registry`);
   ``from_pretrained(directory)`` reads them back;
 - **Sentence Transformers export**: the modules after the ``Transformer``
   (:meth:`InferenceModel.sentence_transformers_modules`, e.g. a pooler's ``Pooling`` and ``Dense``, a
@@ -13,7 +13,7 @@ derives from :class:`InferenceModel` and declares, in its own class:
 - **the model card**: its summary rows (:meth:`InferenceModel.card_facts`), its usage text and tags;
 - **the export check**: how the written files are loaded back and compared with ``encode``.
 
-This module imports nothing else of unisent, so the lowest layer (``unisent.encoders``) can build on it.
+This module imports only the foundation (:mod:`unisent.io`), so every layer above can build on it.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class InferenceModel(nn.Module):
     :meth:`write_model_record`), :meth:`from_pretrained` and :meth:`card_facts`; to export to Sentence
     Transformers it lists its modules in :meth:`sentence_transformers_modules` (or overrides
     :meth:`write_sentence_transformers` for another layout). Registering it with
-    :func:`unisent.models.register_model` gives it a stable type name for ``unisent.load``.
+    :func:`unisent.inference.register_model` gives it a stable type name for ``unisent.load``.
 
     Class attributes:
         model_type: the registered name (set by ``register_model``); recorded in ``unisent_model.json``.
@@ -161,6 +161,10 @@ class InferenceModel(nn.Module):
     """
 
     model_type: ClassVar[str] = ""
+    #: whether the exporters' generic check applies (reload the directory, compare ``encode`` on probe
+    #: sentences); a model whose ``encode`` needs more than sentences says False and checks itself in
+    #: :meth:`export_checks` (``RetrofittedEncoder``: graphs)
+    generic_export_check: ClassVar[bool] = True
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS,)
     card_tags: ClassVar[tuple[str, ...]] = ()
 
@@ -173,6 +177,12 @@ class InferenceModel(nn.Module):
     def from_pretrained(cls, directory: str | os.PathLike) -> InferenceModel:  # pragma: no cover - abstract
         """Load a directory written by :meth:`save_pretrained`."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_pretrained")
+
+    @classmethod
+    def from_name(cls, name: str) -> InferenceModel:
+        """Build the model from a name that is no saved directory (a preset, a hub id): what
+        ``unisent.load`` does for the default type (the plain encoder); other types have no names."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a name ({name!r}); give a saved directory")
 
     @classmethod
     def is_saved_in(cls, directory: str | os.PathLike) -> bool:
@@ -270,19 +280,13 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
 {chr(10) + note + chr(10) if note else ""}
 {self.unisent_usage()}"""
 
-    def verify_sentence_transformers(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """Load ``out`` back with ``unisent.load`` and ``SentenceTransformer`` (when installed) and compare
-        with :meth:`encode`; returns ``(largest absolute difference, how it was checked)``."""
-        from .registry import load_pretrained
-
-        expected = self.encode(list(sentences))
-        diff = max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected)
-        how = f"`unisent.load(DIR).encode` on {len(sentences)} sentences"
-        st = _sentence_transformer(out)
-        if st is None:
-            return diff, how
-        st_diff = max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected)
-        return max(diff, st_diff), how + " and `SentenceTransformer(DIR).encode`"
+    # ------------------------------------------------------------------------------ export checks
+    def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
+        """Checks of an export of ``format`` beyond the exporters' generic one (``unisent.load`` and, for
+        Sentence Transformers, ``SentenceTransformer`` of the directory against :meth:`encode`, in
+        :mod:`unisent.export.formats`): ``(largest absolute difference, how it was checked)`` each.
+        Default: none."""
+        return []
 
     # ------------------------------------------------------------------------------ huggingface
     def write_huggingface(self, out: Path) -> None:
@@ -297,23 +301,6 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
     def huggingface_usage(self) -> str:
         """Markdown of the card's usage section for a ``huggingface`` export."""
         raise NotExportableError(f"{type(self).__name__} declares no huggingface export")
-
-    def verify_huggingface(self, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """Load ``out`` back and compare with :meth:`encode` (default: through ``unisent.load``)."""
-        from .registry import load_pretrained
-
-        return max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), self.encode(list(sentences))), (
-            f"`unisent.load(DIR).encode` on {len(sentences)} sentences"
-        )
-
-
-def _sentence_transformer(directory: Path):
-    """``SentenceTransformer(directory)`` on the CPU, or None when sentence-transformers is not installed."""
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        return None
-    return SentenceTransformer(str(directory), device="cpu")
 
 
 def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:

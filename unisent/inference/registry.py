@@ -5,8 +5,14 @@ A saved directory names its type in ``unisent_model.json`` (``{"type": "gaussian
 registry; a type that is not registered yet is imported from its class path (importing the module of a
 third-party package registers it), so ``unisent.load`` reads a user's own model type without any edit
 of unisent. Directories written before the record existed are recognised by each registered type's
-``is_saved_in`` (their marker files); anything else loads as a plain :class:`~unisent.encoders.Encoder`
-(a unisent encoder directory, a Hugging Face model, a Sentence Transformers export).
+``is_saved_in`` (their marker files); anything else loads as the default type ``encoder`` (the plain
+:class:`~unisent.encoders.Encoder`: a unisent encoder directory, a Hugging Face model, a Sentence
+Transformers export).
+
+A type registers when its module is imported: this layer imports no model class, so that every layer
+above can build on it. ``import unisent.models`` registers all of unisent's own types (``unisent.load``
+does), and ``unisent.module`` registers how a training checkpoint is loaded
+(:func:`register_checkpoint_loader`).
 
 A third-party package registers its type once, next to the class::
 
@@ -19,7 +25,6 @@ A third-party package registers its type once, next to the class::
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Callable
@@ -29,22 +34,18 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from ..io import import_object
+from ..io import check_checkpoint, import_object
 from .base import MODEL_RECORD, InferenceModel
 
-__all__ = ["load", "load_pretrained", "model_class", "register_model", "registered_models", "saved_model_class"]
+__all__ = ["load", "load_pretrained", "model_class", "register_checkpoint_loader", "register_model", "registered_models",
+           "saved_model_class"]
 
 M = TypeVar("M", bound=type)
 
 _MODELS: dict[str, type[InferenceModel]] = {}
-#: Modules whose import registers unisent's own model types (imported before the first lookup).
-_BUILTIN_MODULES = (
-    "unisent.encoders.encoder",
-    "unisent.models.gaussian",
-    "unisent.models.projection",
-    "unisent.models.pcr",
-    "unisent.models.retrofit",
-)
+#: Loads a training checkpoint (``.ckpt``) as its inference model; set by the training module when it
+#: is imported (:func:`register_checkpoint_loader`), the layer that can rebuild a run's objectives.
+_CHECKPOINT_LOADER: Callable[[Path], nn.Module] | None = None
 #: The type a directory without a record or marker is loaded as.
 DEFAULT_TYPE = "encoder"
 
@@ -79,14 +80,15 @@ def _qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _ensure_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(module)
+def register_checkpoint_loader(loader: Callable[[Path], nn.Module]) -> None:
+    """Set how :func:`load` turns a ``.ckpt`` file into an inference model (``unisent.module`` does,
+    on import: only the training module can rebuild a run's objectives and their heads)."""
+    global _CHECKPOINT_LOADER
+    _CHECKPOINT_LOADER = loader
 
 
 def registered_models() -> dict[str, type[InferenceModel]]:
     """``{type name: class}`` of every registered model type (unisent's own included)."""
-    _ensure_builtins()
     return dict(_MODELS)
 
 
@@ -96,7 +98,6 @@ def model_class(name: str) -> type[InferenceModel]:
     Raises:
         KeyError: no such type (the message lists the registered ones).
     """
-    _ensure_builtins()
     try:
         return _MODELS[name]
     except KeyError:
@@ -130,7 +131,6 @@ def _from_record(record_file: Path) -> type[InferenceModel]:
 def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
     """The model type saved in ``directory``: from its ``unisent_model.json``, else the first registered
     type whose ``is_saved_in`` recognises the files, else the plain encoder."""
-    _ensure_builtins()
     directory = Path(directory)
     record = directory / MODEL_RECORD
     if record.is_file():
@@ -138,7 +138,15 @@ def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
     for name, cls in _MODELS.items():
         if name != DEFAULT_TYPE and cls.is_saved_in(directory):
             return cls
-    return _MODELS[DEFAULT_TYPE]
+    return _default_class()
+
+
+def _default_class() -> type[InferenceModel]:
+    try:
+        return _MODELS[DEFAULT_TYPE]
+    except KeyError:
+        raise RuntimeError(f"no model type {DEFAULT_TYPE!r} is registered: import unisent.encoders (unisent.load "
+                           "does)") from None
 
 
 def load_pretrained(directory: str | os.PathLike) -> nn.Module:
@@ -163,17 +171,14 @@ def load(model: str | os.PathLike, device: str | torch.device | None = None) -> 
     """
     path = Path(model).expanduser()
     if path.suffix == ".ckpt":
-        from ..io import check_checkpoint
-
         check_checkpoint(path)  # missing or truncated: one-line FileNotFoundError / CheckpointError
-        from ..module import UnisentModule  # the training module rebuilds the objectives and their heads
-
-        loaded = UnisentModule.from_checkpoint(path).inference_model()
+        if _CHECKPOINT_LOADER is None:
+            raise RuntimeError(f"{path}: loading a training checkpoint needs the training module; "
+                               "use unisent.load (or import unisent.module first)")
+        loaded = _CHECKPOINT_LOADER(path)
     elif path.is_dir():
         loaded = load_pretrained(path)
-    else:
-        from ..encoders import Encoder, EncoderConfig
-
-        loaded = Encoder(EncoderConfig(model=str(model)))
+    else:  # a preset name or hub id: the default type builds it
+        loaded = _default_class().from_name(str(model))
     loaded.eval()
     return loaded.to(device) if device else loaded

@@ -139,14 +139,3 @@ class PrincipalComponentRemoval:
 
     def __repr__(self) -> str:
         return f"PrincipalComponentRemoval(k={self.k}, center={self.center}, languages={self.languages})"
-
-
-_MOVED = ("INNER_DIR", "PCR_FILE", "PCREncoder", "fit_pcr")
-
-
-def __getattr__(name: str):
-    if name in _MOVED:  # the inference model moved to unisent.models.pcr; kept importable from here
-        from ..models import pcr
-
-        return getattr(pcr, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ...io import iter_records
+from ..data.records import iter_records
 from .nli import write_jsonl
 
 __all__ = ["COMMANDS", "SLOTS", "amr_nli_records", "build_amr_nli", "read_slot_records"]
@@ -65,8 +65,8 @@ def _graphs(
     parser, sentences: list[str], lang: str, on_missing: str, linearize_kwargs: dict, failures: Counter, what: str
 ) -> list[str | None]:
     """Parse and linearise; a batch that fails is retried sentence by sentence to isolate failures."""
-    from ...amr.linearize import linearize
-    from ...amr.retrofit import is_penman
+    from ..amr.linearize import linearize
+    from ..models.retrofit import is_penman
 
     def one(graph: str) -> str:  # a lookup may hold linearised graphs already: kept as they are
         return linearize(graph, **linearize_kwargs) if is_penman(graph) else " ".join(graph.split())
@@ -182,7 +182,7 @@ def amr_nli_records(
 # --------------------------------------------------------------------------------------------- CLI
 def _make_parser(parser_lookup: Sequence[str] | None, amrlib: bool, amrlib_model: str | None, languages: Sequence[str],
                  source_language: str):
-    from ...amr.parsing import AmrlibParser, PreParsedAMR
+    from ..amr.parsing import AmrlibParser, PreParsedAMR
 
     if parser_lookup and amrlib:
         raise ValueError("give either --parser-lookup or --amrlib, not both")
@@ -195,7 +195,7 @@ def _make_parser(parser_lookup: Sequence[str] | None, amrlib: bool, amrlib_model
 
 def _make_translator(languages: Sequence[str], translations: Sequence[str] | None, marian: Sequence[str] | None,
                      source_language: str):
-    from ...amr.parsing import MarianTranslator, PreTranslated
+    from ..amr.parsing import MarianTranslator, PreTranslated
 
     if not languages:
         return None

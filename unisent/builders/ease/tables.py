@@ -1,7 +1,7 @@
 """The tables of the EASE Wikipedia pipeline: the user's Wikidata map and type table, the
 pipeline's own ``redirects.tsv`` and ``counts.tsv``, and the hard-negative sampler over the types.
 
-Every table is read through :func:`unisent.io.iter_records` (streamed; lines numbered from 1).
+Every table is read through :func:`unisent.data.records.iter_records` (streamed; lines numbered from 1).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from ....io import iter_records
+from ...data.records import iter_records
 from .wikitext import normalize_title
 
 __all__ = ["read_title_map", "read_types", "read_redirects", "read_counts", "resolver", "pick_candidate",

@@ -25,7 +25,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ....io import atomic_write, iter_records
+from ...data.records import iter_records
+from ...io import atomic_write
 from .dump import iter_dump
 from .sentences import SentenceSplitter, init_worker, process_article
 from .tables import HardNegativeSampler, read_counts, read_redirects, read_title_map, read_types, resolver

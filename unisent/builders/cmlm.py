@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from ...io import iter_records
+from ..data.records import iter_records
 from .nli import read_nli_pairs, write_jsonl
 
 __all__ = [

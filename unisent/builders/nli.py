@@ -25,8 +25,8 @@ def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str =
     Returns:
         ``(premises, hypotheses, labels)``.
     """
-    from ...evaluation.readers.nli import read_pair_tsv, read_snli
-    from ...evaluation.readers.sts import read_sick_entailment
+    from ..evaluation.readers.nli import read_pair_tsv, read_snli
+    from ..evaluation.readers.sts import read_sick_entailment
 
     if fmt == "snli":
         pairs = read_snli(path, split)

@@ -29,7 +29,7 @@ def amr_records(
     (without comments; what :class:`unisent.amr.PreParsedAMR` reads back) and every ``# ::`` field. Malformed graphs are
     skipped and appended to ``errors`` (see :func:`unisent.amr.linearize_string`).
     """
-    from ...amr.linearize import iter_penman_blocks, linearize_blocks
+    from ..amr.linearize import iter_penman_blocks, linearize_blocks
 
     for path in paths:
         path = Path(path)

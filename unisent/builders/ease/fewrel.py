@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from ....io import atomic_write
+from ...io import atomic_write
 from .tables import pick_candidate
 
 __all__ = ["detokenize", "read_fewrel", "ease_fewrel"]

@@ -1,12 +1,9 @@
-"""Retrofitting (Cai et al., 2022, Sec. 4.2) from the command line: combine a text encoder with an AMR
-encoder and save the model.
-
-The model itself, :class:`~unisent.models.RetrofittedEncoder` (and ``combine``, ``is_penman``...),
-lives with the other inference models in :mod:`unisent.models.retrofit`; it stays importable from here.
+"""``unisent retrofit`` (Cai et al., 2022, Sec. 4.2): combine a text encoder with an AMR encoder and
+save the model, a :class:`~unisent.models.RetrofittedEncoder`.
 
 Command line::
 
-    python -m unisent.amr.retrofit --text-encoder minilm-l6 --amr-encoder runs/amr/version_0/encoder \\
+    unisent retrofit --text-encoder minilm-l6 --amr-encoder runs/amr/version_0/encoder \\
         --parser-lookup lookup.txt --out runs/retrofitted
 """
 
@@ -16,33 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..models.retrofit import (
-    AMR_DIR,
-    COMBINATIONS,
-    CONFIG_FILE,
-    LOOKUP_FILE,
-    TEXT_DIR,
-    MissingGraphError,
-    RetrofittedEncoder,
-    combine,
-    is_penman,
-    load_text_encoder,
-)
+from ._cli import run_command
 
-__all__ = [
-    "AMR_DIR",
-    "COMBINATIONS",
-    "CONFIG_FILE",
-    "LOOKUP_FILE",
-    "TEXT_DIR",
-    "MissingGraphError",
-    "RetrofittedEncoder",
-    "combine",
-    "is_penman",
-    "load_text_encoder",
-    "main",
-    "retrofit",
-]
+__all__ = ["main", "retrofit"]
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -80,8 +53,14 @@ def retrofit(
         parser = list(parser_lookup)
     elif amrlib:
         parser = {"class_path": "unisent.amr.parsing.AmrlibParser", "init_args": {"model_dir": amrlib_model}}
+    from .. import load
+    from ..models.retrofit import RetrofittedEncoder
+
+    # a .ckpt needs the training module to rebuild its heads: unisent.load (this layer) reads it
+    text: Any = load(text_encoder) if text_encoder.endswith(".ckpt") else text_encoder
+    amr: Any = load(amr_encoder) if amr_encoder.endswith(".ckpt") else amr_encoder
     try:
-        model = RetrofittedEncoder(text_encoder, amr_encoder, combination, parser, language=language,
+        model = RetrofittedEncoder(text, amr, combination, parser, language=language,
                                    parentheses=parentheses)
         saved = model.save_pretrained(out)
     except TypeError as err:  # a parser spec that does not fit: reported in one line as the others
@@ -91,13 +70,8 @@ def retrofit(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m unisent.amr.retrofit``: build a retrofitted model and save it (:func:`retrofit`).
-
-    The parser comes from :mod:`unisent.commands._cli` (typed function -> jsonargparse, as every
-    unisent command); that module imports nothing of unisent."""
-    from ..commands._cli import run_command
-
-    run_command(retrofit, sys.argv[1:] if argv is None else argv, "python -m unisent.amr.retrofit")
+    """``unisent retrofit``: build a retrofitted model and save it (:func:`retrofit`)."""
+    run_command(retrofit, sys.argv[1:] if argv is None else argv, "unisent retrofit")
 
 
 if __name__ == "__main__":

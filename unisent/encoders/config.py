@@ -1,0 +1,67 @@
+"""What an encoder is built from: :class:`EncoderConfig` (backbone, pooler, length, normalisation) and
+the names of the files an encoder saves beside its backbone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .poolers import PoolerName, PoolerPath, pooler_class
+from .presets import PRESETS
+
+__all__ = ["POOLER_WEIGHTS", "UNISENT_CONFIG", "EncoderConfig"]
+
+#: unisent's settings of a saved encoder (``EncoderConfig`` as JSON)
+UNISENT_CONFIG = "unisent_encoder.json"
+#: the pooler's weights (poolers with parameters)
+POOLER_WEIGHTS = "pooler.pt"
+
+
+@dataclass
+class EncoderConfig:
+    """Which backbone to load and how to pool it.
+
+    Attributes:
+        model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
+            Hugging Face hub id.
+        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``,
+            a pooler's dotted class path (``my_pkg.poolers.MyPooler``, imported and so registered),
+            or, from Python, any name registered with ``unisent.encoders.register_pooler``; unset for
+            the preset's default (``cls`` for a plain directory or hub id).
+        max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
+        attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
+        dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
+        unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
+            result, computed on real tokens only. Used for BERT-family backbones; others ignore it.
+        normalize: L2-normalise the embeddings of ``encode`` as the model's last step (Sentence
+            Transformers' ``Normalize`` module, which an export writes); unset for the preset's
+            setting (true for ``minilm-l6``, as the published model), false otherwise. Inference
+            only: the training losses and the heads on the encoder (GaussCSE's Gaussian head, CMLM's
+            projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
+            cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
+            losses and heads keep training on the unnormalised vectors.
+    """
+
+    model: str = "minilm-l6"
+    pooler: PoolerName | PoolerPath | None = None
+    max_length: int = 0
+    attn_implementation: str = "sdpa"
+    dropout: float | None = None
+    unpad: bool = True
+    normalize: bool | None = None
+
+    def __post_init__(self) -> None:
+        preset = PRESETS.get(self.model)
+        if not self.pooler:
+            self.pooler = preset.pooler if preset else "cls"
+        if self.normalize is None:
+            self.normalize = preset.normalize if preset else False
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
+        self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
+        pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
+        if not self.max_length:
+            self.max_length = preset.max_length if preset else 32
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")

@@ -1,0 +1,18 @@
+"""The foundation's file layer: dotted-path imports (:mod:`.imports`), atomic writes (:mod:`.files`)
+and checkpoint checks (:mod:`.checkpoints`). Records (training, evaluation and encode input) are read
+by :mod:`unisent.data.records`."""
+
+from .checkpoints import CheckpointError, check_checkpoint
+from .files import atomic_write, fsync_directory, remove_stale_temporaries, temporary_name
+from .imports import import_object, instantiate
+
+__all__ = [
+    "CheckpointError",
+    "atomic_write",
+    "check_checkpoint",
+    "fsync_directory",
+    "import_object",
+    "instantiate",
+    "remove_stale_temporaries",
+    "temporary_name",
+]

@@ -1,0 +1,107 @@
+"""Atomic writes: a file is either the old one or the complete new one, never half-written.
+
+:func:`atomic_write` writes a temporary sibling ``.<name>.<random>.<pid>@<host>.tmp`` and renames it
+over the target when complete (optionally fsynced); :func:`remove_stale_temporaries` deletes the ones
+that killed writers left behind. Why not a library: this is a ``tempfile`` + ``os.replace`` idiom for
+which no maintained package adds anything but a dependency.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+__all__ = ["atomic_write", "fsync_directory", "remove_stale_temporaries", "temporary_name"]
+
+#: ``.<name>.<random>.<pid>@<host>.tmp`` (the random part is absent in names of older versions)
+_TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")
+
+
+def temporary_name(target: str | os.PathLike) -> Path:
+    """Create a unique hidden sibling of ``target`` (same directory, so ``os.replace`` is atomic):
+    ``.<name>.<random>.<pid>@<host>.tmp``. The writer's process id and host let
+    :func:`remove_stale_temporaries` tell a killed writer's leftovers from a running writer's file."""
+    target = Path(target)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp",
+                                dir=target.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of :func:`atomic_write` in ``directory`` whose writer was a process
+    of this host that no longer runs; returns them. Files of running writers and of other hosts (a
+    shared disk) are kept."""
+    removed = []
+    host = socket.gethostname()
+    for tmp in sorted(Path(directory).glob(".*.tmp")):
+        match = _TEMPORARY.match(tmp.name)
+        if match is None or match.group(2) != host or _alive(int(match.group(1))):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def fsync_directory(directory: str | os.PathLike) -> None:
+    """Make a rename inside ``directory`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_write(
+    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", durable: bool = False, **open_kwargs
+) -> Iterator[IO]:
+    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path`` in one step,
+    on an exception it is removed and ``path`` is untouched. The file gets the usual permissions
+    (``0o666`` minus the umask), not ``mkstemp``'s ``0o600``.
+
+    Args:
+        path: the file to (re)write; its directory is created.
+        mode: ``"w"`` or ``"wb"``.
+        encoding: for text mode.
+        durable: fsync the file and its directory (checkpoints).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_name(target)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else encoding, **open_kwargs) as fh:
+            yield fh
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_directory(target.parent)

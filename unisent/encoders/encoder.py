@@ -10,6 +10,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
 from .poolers import PoolerName, PoolerPath, build_pooler, pooler_class
 from .presets import PRESETS
+from .sentence_transformers import apply_prompt, encoder_defaults, pooled_prompt, set_lowercase
 
 __all__ = ["Encoder", "EncoderConfig", "TruncationCount", "TruncationWarning", "collect_truncation", "pad_batch",
            "reference_batching", "truncation_message"]
@@ -123,6 +125,13 @@ class EncoderConfig:
             projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
             cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
             losses and heads keep training on the unnormalised vectors.
+        similarity: the model's similarity function, ``cosine``, ``dot``, ``euclidean`` or
+            ``manhattan`` (Sentence Transformers' ``similarity_fn_name``): what an export declares and
+            what MTEB compares with. Unset: the Sentence Transformers model's own, else ``cosine``.
+        sentence_transformers: what a Sentence Transformers ``model`` declares beyond its backbone
+            (:func:`unisent.encoders.sentence_transformers.read_sentence_transformers`: its modules after
+            the Transformer, ``do_lower_case``, prompts); read from ``model`` when unset and no pooler
+            is given, and recorded with the encoder. ``{}`` for a plain Hugging Face model.
     """
 
     model: str = "minilm-l6"
@@ -132,9 +141,14 @@ class EncoderConfig:
     dropout: float | None = None
     unpad: bool = True
     normalize: bool | None = None
+    similarity: Literal["cosine", "dot", "euclidean", "manhattan"] | None = None
+    sentence_transformers: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         preset = PRESETS.get(self.model)
+        encoder_defaults(self, preset)  # a Sentence Transformers model's own modules and settings
+        if self.similarity is None:
+            self.similarity = "cosine"
         if not self.pooler:
             self.pooler = preset.pooler if preset else "cls"
         if self.normalize is None:
@@ -185,15 +199,21 @@ class Encoder(EncoderModel):
         )
         self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
         self.tokenizer = load_tokenizer(location)
+        if (self.config.sentence_transformers or {}).get("do_lower_case"):
+            set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
+        self.pooler.configure(self.config, location)
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
             self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))
 
     @property
     def hidden_size(self) -> int:
-        return self.backbone.config.hidden_size
+        """Size of the pooled sentence vectors: the backbone's hidden size, unless the pooler changes
+        it (``output_size``: a Sentence Transformers model's ``Dense``)."""
+        return getattr(self.__dict__.get("_modules", {}).get("pooler"), "output_size", None) or (
+            self.backbone.config.hidden_size)
 
     @property
     def pad_token_id(self) -> int:
@@ -300,6 +320,8 @@ class Encoder(EncoderModel):
         bf16: bool = False,
         show_progress_bar: bool = False,
         workers: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
 
@@ -308,7 +330,8 @@ class Encoder(EncoderModel):
         normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
         """
         return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, bf16=bf16,
-                                  show_progress_bar=show_progress_bar, workers=workers)
+                                  show_progress_bar=show_progress_bar, workers=workers, prompt_name=prompt_name,
+                                  prompt=prompt)
 
     def encode_pooled(
         self,
@@ -319,6 +342,8 @@ class Encoder(EncoderModel):
         bf16: bool = False,
         show_progress_bar: bool = False,
         workers: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -330,9 +355,12 @@ class Encoder(EncoderModel):
         (``torch.get_num_threads()``) split between them; small models waste less time in
         synchronising threads inside each small operation that way. Default: one worker per
         intra-op thread, at most 4, on CPU; 1 on accelerators. The thread setting is restored after.
+        ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers model's prompts) is put
+        in front of every sentence; by default the model's default prompt, if it has one.
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
+        sentences, prompt_length = apply_prompt(self, sentences, prompt, prompt_name)
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
@@ -368,8 +396,9 @@ class Encoder(EncoderModel):
                 return idx, emb.cpu()
 
         try:
-            for idx, emb in _ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
-                out[torch.as_tensor(idx)] = emb
+            with pooled_prompt(self.pooler, prompt_length):
+                for idx, emb in _ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
+                    out[torch.as_tensor(idx)] = emb
         finally:
             torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
             self.train(was_training)

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     # the LightningModule and what plugs into the Trainer
     ("unisent.module", "unisent.evaluation", "unisent.resume", "unisent.strategies", "unisent.sweep_metrics"),
     # tools over trained models and public data layouts
-    ("unisent.export", "unisent.data.builders", "unisent.amr.retrofit", "unisent.amr"),
+    ("unisent.export", "unisent.data.builders", "unisent.amr.retrofit", "unisent.amr", "unisent.integrations"),
     # the command line and the package root (unisent.load)
     ("unisent.commands", "unisent.cli", "unisent"),
 ]

@@ -97,7 +97,10 @@ def _module_class(type_path: str, where: str) -> type:
 
 
 def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]:
-    from sentence_transformers.base.modules.transformer import Transformer
+    try:
+        from sentence_transformers.base.modules.transformer import Transformer
+    except ImportError:  # Sentence Transformers 5
+        from sentence_transformers.models import Transformer
 
     cls = _module_class(str(entry.get("type")), where)
     if not (isinstance(cls, type) and issubclass(cls, Transformer)):

@@ -139,10 +139,11 @@ def test_what_unisent_cannot_represent_is_one_line_naming_the_module(tiny_bert_d
         Encoder(EncoderConfig(model=str(directory)))
 
 
-def test_a_plain_model_keeps_cls_and_says_so_once(tiny_bert_dir, caplog):
+def test_a_plain_model_keeps_cls_and_says_so_once(tiny_model_dir, caplog):
+    # tiny_model_dir: a fresh copy, a path no other test has loaded (the note is once per model and process)
     with caplog.at_level(logging.WARNING, logger="unisent.encoders.sentence_transformers"):
-        first = EncoderConfig(model=str(tiny_bert_dir))
-        EncoderConfig(model=str(tiny_bert_dir))
+        first = EncoderConfig(model=str(tiny_model_dir))
+        EncoderConfig(model=str(tiny_model_dir))
     assert (first.pooler, first.max_length, first.normalize, first.sentence_transformers) == ("cls", 32, False, {})
     notes = [r.getMessage() for r in caplog.records if "has no modules.json" in r.getMessage()]
     assert len(notes) == 1 and "pooled with cls" in notes[0]

@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("models",)),
     ("objectives", ("objectives",)),
     ("training", ("module", "callbacks", "resume", "strategies", "sweep_metrics")),
-    ("tools", ("evaluation", "export", "builders")),
+    ("tools", ("evaluation", "export", "builders", "integrations")),
     ("commands", ("commands", "cli", "")),  # "": the package root (unisent.load)
 ]
 

@@ -22,6 +22,8 @@ def evaluate(
     device: str | None = None,
     list: bool = False,
     quiet: bool = False,
+    mteb: str | None = None,
+    mteb_data: str | None = None,
 ) -> None:
     """The papers' evaluation protocols on a checkpoint, a saved model or a preset.
 
@@ -40,6 +42,9 @@ def evaluate(
         device: cpu, cuda, cuda:1 ... (default: cpu)
         list: list the tasks and groups (marked ok/missing for --data-dir)
         quiet: no progress bars
+        mteb: comma-separated MTEB task names (e.g. STSBenchmark), run with MTEB's own evaluators instead
+            of --tasks; the model's own similarity (or --similarity, kl for GaussCSE)
+        mteb_data: folder with one sub-folder per MTEB task holding its data (else the Hugging Face cache)
     """
     import sys
 
@@ -53,6 +58,11 @@ def evaluate(
         return
     if not model:
         raise UsageError("--model is required (or --list)")
+    if mteb:
+        _check_model(model)
+        _evaluate_mteb(model, mteb, mteb_data, output, batch_size,
+                       None if similarity == "cosine" else similarity, device, quiet)
+        return
     _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
     _check_model(model)
     if quiet:
@@ -76,6 +86,37 @@ def evaluate(
         names = ", ".join(results["failed"])
         raise CommandFailed(f"{len(results['failed'])} of {len(results['failed']) + len(results['tasks'])} "
                             f"tasks failed: {names} (the others are reported above)")
+
+
+def _evaluate_mteb(model: str, tasks: str, data_dir: str | None, output: str | None, batch_size: int,
+                   similarity: str | None, device: str | None, quiet: bool) -> None:
+    """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, printed and written like ``--tasks``."""
+    import sys
+
+    names = [name.strip() for name in tasks.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--mteb is empty; name MTEB tasks, e.g. --mteb STSBenchmark")
+    if quiet:
+        _quiet_transformers()
+    from ..evaluation import format_markdown
+    from ..integrations.mteb import MTEBDataError, run_tasks
+
+    try:
+        results = run_tasks(model, names, data_dir=data_dir, similarity=similarity, batch_size=batch_size,
+                            device=device)
+    except MTEBDataError as err:
+        raise CommandFailed(str(err)) from None
+    except KeyError as err:
+        raise ValueError(f"--mteb: {err.args[0] if err.args else err}") from None
+    results.pop("mteb")
+    results["config"]["model"] = model
+    sys.stdout.write(format_markdown(results))
+    if output:
+        from ..io import atomic_write
+
+        with atomic_write(output) as handle:
+            handle.write(json.dumps(results, indent=2) + "\n")
+        print(f"results written to {output}")
 
 
 def _check_tasks(tasks: str) -> None:

@@ -24,6 +24,8 @@ def export(
     language: list[str] | None = None,
     overwrite: bool = False,
     verify: bool = True,
+    push_to: str | None = None,
+    private: bool = False,
 ) -> None:
     """Export a checkpoint, a saved encoder or a preset as a Sentence Transformers or Hugging Face directory.
 
@@ -44,6 +46,9 @@ def export(
         language: the card's languages, e.g. en (default: the backbone's where known)
         overwrite: replace --out if it holds a previous export
         verify: load the export back to check that it reproduces the embeddings (--no-verify: skip)
+        push_to: after exporting, upload the directory to this Hugging Face Hub repository (ORG/NAME)
+            with huggingface_hub.upload_folder (needs a token: hf auth login)
+        private: create the --push-to repository as private
     """
     from ..export import ExportCheckError, NoExporterError, export_model
 
@@ -64,6 +69,14 @@ def export(
         print(f"check: {report.check}")
     else:
         print(f"check: {report.check}: largest absolute difference {report.max_diff:.2e}")
+    if push_to:
+        from ..export.push import PushError, push_to_hub
+
+        try:
+            url = push_to_hub(report.out, push_to, private=private)
+        except PushError as err:
+            raise CommandFailed(str(err)) from None
+        print(f"pushed to https://huggingface.co/{push_to} ({url})")
 
 
 def main(argv: Sequence[str]) -> None:

@@ -4,9 +4,11 @@ the names of the files an encoder saves beside its backbone."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from .poolers import PoolerName, PoolerPath, pooler_class
 from .presets import PRESETS
+from .sentence_transformers import encoder_defaults
 
 __all__ = ["POOLER_WEIGHTS", "UNISENT_CONFIG", "EncoderConfig"]
 
@@ -39,6 +41,13 @@ class EncoderConfig:
             projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
             cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
             losses and heads keep training on the unnormalised vectors.
+        similarity: the model's similarity function, ``cosine``, ``dot``, ``euclidean`` or
+            ``manhattan`` (Sentence Transformers' ``similarity_fn_name``): what an export declares and
+            what MTEB compares with. Unset: the Sentence Transformers model's own, else ``cosine``.
+        sentence_transformers: what a Sentence Transformers ``model`` declares beyond its backbone
+            (:func:`unisent.encoders.sentence_transformers.read_sentence_transformers`: its modules after
+            the Transformer, ``do_lower_case``, prompts); read from ``model`` when unset and no pooler
+            is given, and recorded with the encoder. ``{}`` for a plain Hugging Face model.
     """
 
     model: str = "minilm-l6"
@@ -48,9 +57,14 @@ class EncoderConfig:
     dropout: float | None = None
     unpad: bool = True
     normalize: bool | None = None
+    similarity: Literal["cosine", "dot", "euclidean", "manhattan"] | None = None
+    sentence_transformers: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         preset = PRESETS.get(self.model)
+        encoder_defaults(self, preset)  # a Sentence Transformers model's own modules and settings
+        if self.similarity is None:
+            self.similarity = "cosine"
         if not self.pooler:
             self.pooler = preset.pooler if preset else "cls"
         if self.normalize is None:

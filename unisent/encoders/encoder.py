@@ -30,6 +30,7 @@ from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .model import EncoderModel
 from .packed import packed_forward, supports_packing
 from .poolers import build_pooler
+from .sentence_transformers import apply_prompt, pooled_prompt, set_lowercase
 
 __all__ = ["Encoder"]
 
@@ -57,15 +58,21 @@ class Encoder(EncoderModel):
         )
         self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
         self.tokenizer = load_tokenizer(location)
+        if (self.config.sentence_transformers or {}).get("do_lower_case"):
+            set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
+        self.pooler.configure(self.config, location)
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
             self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))
 
     @property
     def hidden_size(self) -> int:
-        return self.backbone.config.hidden_size
+        """Size of the pooled sentence vectors: the backbone's hidden size, unless the pooler changes
+        it (``output_size``: a Sentence Transformers model's ``Dense``)."""
+        return getattr(self.__dict__.get("_modules", {}).get("pooler"), "output_size", None) or (
+            self.backbone.config.hidden_size)
 
     @property
     def pad_token_id(self) -> int:
@@ -172,6 +179,8 @@ class Encoder(EncoderModel):
         bf16: bool = False,
         show_progress_bar: bool = False,
         workers: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
 
@@ -180,7 +189,8 @@ class Encoder(EncoderModel):
         normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
         """
         return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, bf16=bf16,
-                                  show_progress_bar=show_progress_bar, workers=workers)
+                                  show_progress_bar=show_progress_bar, workers=workers, prompt_name=prompt_name,
+                                  prompt=prompt)
 
     def encode_pooled(
         self,
@@ -191,6 +201,8 @@ class Encoder(EncoderModel):
         bf16: bool = False,
         show_progress_bar: bool = False,
         workers: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -202,9 +214,12 @@ class Encoder(EncoderModel):
         (``torch.get_num_threads()``) split between them; small models waste less time in
         synchronising threads inside each small operation that way. Default: one worker per
         intra-op thread, at most 4, on CPU; 1 on accelerators. The thread setting is restored after.
+        ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers model's prompts) is put
+        in front of every sentence; by default the model's default prompt, if it has one.
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
+        sentences, prompt_length = apply_prompt(self, sentences, prompt, prompt_name)
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
@@ -240,8 +255,9 @@ class Encoder(EncoderModel):
                 return idx, emb.cpu()
 
         try:
-            for idx, emb in ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
-                out[torch.as_tensor(idx)] = emb
+            with pooled_prompt(self.pooler, prompt_length):
+                for idx, emb in ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
+                    out[torch.as_tensor(idx)] = emb
         finally:
             torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
             self.train(was_training)

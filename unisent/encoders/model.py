@@ -199,7 +199,7 @@ class EncoderModel(InferenceModel):
             ("embedding dimension", str(self.hidden_size)),
             ("max sequence length", f"{self.config.max_length} tokens (longer inputs are truncated)"),
             *([("normalisation", "L2: unit-length embeddings (`Normalize`)")] if self.config.normalize else []),
-            ("similarity", "cosine"),
+            ("similarity", self.similarity_fn_name),
         ]
 
     # ------------------------------------------------------------------------------ sentence-transformers
@@ -214,8 +214,18 @@ class EncoderModel(InferenceModel):
         """The pooler's modules only (what ``encode_pooled`` gives): a head on the encoder follows these."""
         return self.pooler.sentence_transformers_modules(self.backbone.config)
 
+    @property
+    def similarity_fn_name(self) -> str:
+        return self.config.similarity or "cosine"
+
+    def sentence_transformers_model_config(self) -> dict[str, Any]:
+        spec = self.config.sentence_transformers or {}
+        return {"prompts": dict(spec.get("prompts") or {}), "default_prompt_name": spec.get("default_prompt_name"),
+                "similarity_fn_name": self.similarity_fn_name}
+
     def sentence_transformers_config(self) -> dict[str, Any]:
-        st_config: dict[str, Any] = {"max_seq_length": self.config.max_length, "do_lower_case": False}
+        lower = bool((self.config.sentence_transformers or {}).get("do_lower_case"))
+        st_config: dict[str, Any] = {"max_seq_length": self.config.max_length, "do_lower_case": lower}
         if self.pooler.needs_hidden_states:
             st_config["config_args"] = {"output_hidden_states": True}
         return st_config

@@ -120,6 +120,12 @@ class Pooler(nn.Module):
     ) -> torch.Tensor:
         raise NotImplementedError
 
+    def configure(self, config: Any, location: str) -> None:
+        """Called once by the encoder after construction, with its ``EncoderConfig`` and the resolved
+        model location (a directory or hub id), before saved weights (``pooler.pt``) are loaded: a
+        pooler whose structure the model declares (a Sentence Transformers model's modules) builds
+        it here. The default does nothing."""
+
     # ------------------------------------------------------------------------------ export knowledge
     def sentence_transformers_modules(self, backbone_config: Any) -> list[STModule]:
         """The Sentence Transformers modules after the ``Transformer`` that compute this pooling (only

@@ -24,6 +24,7 @@ __all__ = [
     "backbone_metadata",
     "dataset_id",
     "display_path",
+    "eval_results",
     "hub_id",
     "model_index",
     "scrub_paths",
@@ -180,6 +181,21 @@ def backbone_metadata(base_model: str | None) -> dict[str, Any]:
     return {**known, **found}
 
 
+def eval_results(results: dict[str, Any]) -> list[Any]:
+    """``huggingface_hub.EvalResult`` objects of ``unisent evaluate`` (or ``--mteb``) results: one per
+    task, its main metric in percent; the card's ``model-index`` is generated from them."""
+    from huggingface_hub import EvalResult
+
+    out = []
+    for entry in model_index("", results)[0]["results"]:
+        metric = entry["metrics"][0]
+        dataset = entry["dataset"]
+        out.append(EvalResult(task_type=entry["task"]["type"], dataset_type=dataset["type"],
+                              dataset_name=dataset["name"], dataset_split=dataset.get("split"),
+                              metric_type=metric["type"], metric_value=metric["value"], metric_name=metric["name"]))
+    return out
+
+
 def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
     """The Hub's ``model-index`` of ``unisent evaluate`` results: one entry per task, its main metric
     (in percent, as unisent reports it).
@@ -197,7 +213,7 @@ def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
             dataset["split"] = split
         metric = str(entry["main_metric"])
         entries.append({
-            "task": {"type": TASK_TYPES.get(group, group or "sentence-similarity")},
+            "task": {"type": entry.get("task_type") or TASK_TYPES.get(group, group or "sentence-similarity")},
             "dataset": dataset,
             "metrics": [{"type": metric, "value": round(float(entry["score"]), 4), "name": f"{metric} (%)"}],
         })

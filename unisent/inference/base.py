@@ -125,10 +125,12 @@ def max_abs_diff(a: Any, b: Any) -> float:
     return float((a - b).abs().max())
 
 
-def write_sentence_transformers_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any]) -> None:
+def write_sentence_transformers_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any],
+                                        model_config: dict[str, Any] | None = None) -> None:
     """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
-    already in ``out``) and ``modules.json``, in the layout Sentence Transformers 3 and newer load
-    without ``trust_remote_code``."""
+    already in ``out``), ``modules.json`` and ``config_sentence_transformers.json`` (``model_config``:
+    prompts, default prompt and similarity function; default: none and cosine), in the layout
+    Sentence Transformers 3 and newer load without ``trust_remote_code``."""
     from safetensors.torch import save_file
 
     write_json(out / "sentence_bert_config.json", st_config)
@@ -142,7 +144,7 @@ def write_sentence_transformers_modules(out: Path, modules: Sequence[STModule], 
         entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
     write_json(out / "modules.json", entries)
     write_json(out / "config_sentence_transformers.json",
-               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"})
+               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})})
 
 
 class InferenceModel(nn.Module):
@@ -251,11 +253,22 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         :meth:`save_pretrained`, so that ``unisent.load(DIR)`` returns this model again."""
         self.save_pretrained(out)
 
+    @property
+    def similarity_fn_name(self) -> str:
+        """The similarity this model's ``encode`` vectors are compared with (Sentence Transformers'
+        ``similarity_fn_name``: ``cosine``, ``dot``, ``euclidean`` or ``manhattan``); ``cosine`` by default."""
+        return "cosine"
+
+    def sentence_transformers_model_config(self) -> dict[str, Any]:
+        """``config_sentence_transformers.json``: prompts, default prompt and :attr:`similarity_fn_name`."""
+        return {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": self.similarity_fn_name}
+
     def write_sentence_transformers(self, out: Path) -> None:
         """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load."""
         modules = self.sentence_transformers_modules()
         self.save_sentence_transformers_root(out)
-        write_sentence_transformers_modules(out, modules, self.sentence_transformers_config())
+        write_sentence_transformers_modules(out, modules, self.sentence_transformers_config(),
+                                            self.sentence_transformers_model_config())
 
     def sentence_transformers_facts(self) -> list[tuple[str, str]]:
         """The card's rows for a Sentence Transformers export: :meth:`card_facts` and the module chain."""

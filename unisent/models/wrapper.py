@@ -106,6 +106,16 @@ class EncoderWrapper(InferenceModel):
     def sentence_transformers_config(self) -> dict[str, Any]:
         return self.encoder.sentence_transformers_config()
 
+    @property
+    def similarity_fn_name(self) -> str:
+        """The wrapped encoder's (a head that changes the geometry overrides it)."""
+        return getattr(self.encoder, "similarity_fn_name", "cosine")
+
+    def sentence_transformers_model_config(self) -> dict[str, Any]:
+        inner = getattr(self.encoder, "sentence_transformers_model_config", None)
+        config = inner() if inner is not None else super().sentence_transformers_model_config()
+        return {**config, "similarity_fn_name": self.similarity_fn_name}
+
     @contextmanager
     def export_max_length(self, max_length: int | None = None,
                           base_model: str | None = None) -> Iterator[tuple[int, int] | None]:

@@ -1,0 +1,1 @@
+"""Bridges from unisent models to other libraries' protocols (MTEB)."""

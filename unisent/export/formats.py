@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
-from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, max_abs_diff
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, STModule, max_abs_diff, write_json
 from ..inference.registry import load_pretrained
 from .registry import Exporter, model_format
 
@@ -34,7 +35,7 @@ class SentenceTransformersExporter(Exporter):
     tags = ("sentence-transformers", "sentence-similarity", "feature-extraction")
 
     def write(self, model: nn.Module, out: Path) -> None:
-        model.write_sentence_transformers(out)
+        write_sentence_transformers(model, out)
 
     def facts(self, model: nn.Module) -> list[tuple[str, str]]:
         return model.sentence_transformers_facts()
@@ -99,3 +100,36 @@ def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
     if not checks:
         return None, "not checked: the model declares no check"
     return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)
+
+
+def write_sentence_transformers(model: nn.Module, out: Path) -> None:
+    """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the
+    model's own layout where it has one (``write_sentence_transformers_layout``), else its files
+    (``save_sentence_transformers_root``) and the modules it declares, in the usual layout."""
+    if model.write_sentence_transformers_layout(out, write_sentence_transformers):
+        return
+    modules = model.sentence_transformers_modules()
+    model.save_sentence_transformers_root(out)
+    _write_modules(out, modules, model.sentence_transformers_config(), model.sentence_transformers_model_config())
+
+
+def _write_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any],
+                   model_config: dict[str, Any] | None = None) -> None:
+    """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
+    already in ``out``), ``modules.json`` and ``config_sentence_transformers.json`` (``model_config``:
+    prompts, default prompt and similarity function; default: none and cosine), in the layout
+    Sentence Transformers 3 and newer load without ``trust_remote_code``."""
+    from safetensors.torch import save_file
+
+    write_json(out / "sentence_bert_config.json", st_config)
+    entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    for idx, module in enumerate(modules, start=1):
+        folder = out / f"{idx}_{module.name}"
+        folder.mkdir()
+        write_json(folder / "config.json", module.config)
+        if module.weights is not None:
+            save_file(module.weights, str(folder / "model.safetensors"))
+        entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
+    write_json(out / "modules.json", entries)
+    write_json(out / "config_sentence_transformers.json",
+               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,6 @@ __all__ = [
     "share_files",
     "to_tensor",
     "write_json",
-    "write_sentence_transformers_modules",
 ]
 
 #: The record every ``save_pretrained`` writes: ``{"type": registered name, "class_path": ...}``.
@@ -125,35 +124,13 @@ def max_abs_diff(a: Any, b: Any) -> float:
     return float((a - b).abs().max())
 
 
-def write_sentence_transformers_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any],
-                                        model_config: dict[str, Any] | None = None) -> None:
-    """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
-    already in ``out``), ``modules.json`` and ``config_sentence_transformers.json`` (``model_config``:
-    prompts, default prompt and similarity function; default: none and cosine), in the layout
-    Sentence Transformers 3 and newer load without ``trust_remote_code``."""
-    from safetensors.torch import save_file
-
-    write_json(out / "sentence_bert_config.json", st_config)
-    entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
-    for idx, module in enumerate(modules, start=1):
-        folder = out / f"{idx}_{module.name}"
-        folder.mkdir()
-        write_json(folder / "config.json", module.config)
-        if module.weights is not None:
-            save_file(module.weights, str(folder / "model.safetensors"))
-        entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
-    write_json(out / "modules.json", entries)
-    write_json(out / "config_sentence_transformers.json",
-               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})})
-
-
 class InferenceModel(nn.Module):
     """Base class of every inference model: ``encode``, save/load, and its own export declarations.
 
     A subclass implements ``encode``, :meth:`save_pretrained` (ending with
     :meth:`write_model_record`), :meth:`from_pretrained` and :meth:`card_facts`; to export to Sentence
     Transformers it lists its modules in :meth:`sentence_transformers_modules` (or overrides
-    :meth:`write_sentence_transformers` for another layout). Registering it with
+    :meth:`write_sentence_transformers_layout` for another layout). Registering it with
     :func:`unisent.inference.register_model` gives it a stable type name for ``unisent.load``.
 
     Class attributes:
@@ -263,12 +240,13 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         """``config_sentence_transformers.json``: prompts, default prompt and :attr:`similarity_fn_name`."""
         return {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": self.similarity_fn_name}
 
-    def write_sentence_transformers(self, out: Path) -> None:
-        """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load."""
-        modules = self.sentence_transformers_modules()
-        self.save_sentence_transformers_root(out)
-        write_sentence_transformers_modules(out, modules, self.sentence_transformers_config(),
-                                            self.sentence_transformers_model_config())
+    def write_sentence_transformers_layout(self, out: Path, write: Callable[[InferenceModel, Path], None]) -> bool:
+        """A model whose Sentence Transformers export is not the usual layout writes it here and returns
+        True (``write(model, directory)`` exports an inner model the usual way: a retrofitted model's
+        ``text/`` and ``amr/``); False (the default): the exporter writes the usual layout
+        (:meth:`save_sentence_transformers_root`, then the modules this model declares;
+        :func:`unisent.export.formats.write_sentence_transformers`)."""
+        return False
 
     def sentence_transformers_facts(self) -> list[tuple[str, str]]:
         """The card's rows for a Sentence Transformers export: :meth:`card_facts` and the module chain."""

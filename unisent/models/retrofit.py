@@ -472,9 +472,9 @@ class RetrofittedEncoder(InferenceModel):
             ("similarity", "cosine"),
         ]
 
-    def write_sentence_transformers(self, out: Path) -> None:
-        """``text/`` and ``amr/`` as Sentence Transformers models, ``retrofit.json`` and the parser's
-        lookup beside them."""
+    def write_sentence_transformers_layout(self, out: Path, write) -> bool:
+        """``text/`` and ``amr/`` as Sentence Transformers models (each through ``write``), ``retrofit.json``
+        and the parser's lookup beside them."""
         from ..encoders.encoder import Encoder
 
         if not isinstance(self.amr_encoder, Encoder):
@@ -485,14 +485,15 @@ class RetrofittedEncoder(InferenceModel):
             kind = "sentence-transformers"
         elif isinstance(self.text_encoder, InferenceModel):
             text_dir.mkdir()
-            self.text_encoder.write_sentence_transformers(text_dir)
+            write(self.text_encoder, text_dir)
             kind = "unisent"
         else:
             raise NotExportableError(f"the text encoder ({type(self.text_encoder).__name__}) is neither a Sentence "
                                      "Transformers model nor a unisent model")
         amr_dir.mkdir()
-        self.amr_encoder.write_sentence_transformers(amr_dir)
+        write(self.amr_encoder, amr_dir)
         self.save_config(out, kind)
+        return True
 
     def sentence_transformers_facts(self) -> list[tuple[str, str]]:
         return self.card_facts()

@@ -63,17 +63,14 @@ def _lightning(argv: Sequence[str] | None) -> None:
 
     from .commands.train import main as train_main
 
+    received: dict[str, str] = {}
+    if command == "fit":
+        _terminate_as_interrupt(received)
     try:
         train_main(argv)
     except KeyboardInterrupt:
-        if command == "fit":
-            import shlex
-
-            resume = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or
-                                                             (i and words[i - 1] == "--ckpt_path"))]
-            print(f"\n{prog}: interrupted; continue this run with: "
-                  f"{shlex.join(['unisent', *resume, '--ckpt_path', 'last'])}", file=sys.stderr)
-        sys.exit(130)
+        signal_name = _interrupt_message(prog, command, words, received)
+        sys.exit(143 if signal_name == "SIGTERM" else 130)
     except ArgumentError as err:
         if traceback:
             raise
@@ -86,6 +83,48 @@ def _lightning(argv: Sequence[str] | None) -> None:
         print(f"{prog}: error: {_file_error(err)} "
               f"(full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
         sys.exit(1)
+
+
+def _terminate_as_interrupt(received: dict[str, str]) -> None:
+    """Until training starts (model, data, tokenisation), SIGTERM stops ``fit`` as Ctrl-C does (cleanup,
+    one message) instead of killing it; during training the checkpoint callback takes both signals over
+    (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        received["signal"] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _interrupt_message(prog: str, command: str | None, words: Sequence[str], received: dict[str, str]) -> str:
+    """Print what an interrupted ``fit`` left and the exact command that continues it; returns the signal's name."""
+    import shlex
+
+    interrupt: dict = {}
+    if "unisent.resume" in sys.modules:
+        interrupt = dict(sys.modules["unisent.resume"].INTERRUPT)
+    name = interrupt.get("signal") or received.get("signal") or "SIGINT"
+    if command != "fit":
+        return name
+    checkpoint = interrupt.get("checkpoint")
+    rest = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or (i and words[i - 1] == "--ckpt_path"))]
+    if checkpoint is None:
+        print(f"\n{prog}: interrupted ({name}) before a checkpoint was saved; nothing to resume. Start again with: "
+              f"{shlex.join(['unisent', *rest])}", file=sys.stderr)
+        return name
+    step = interrupt.get("step")
+    saved = (f"saved {checkpoint} at step {step}" if step is not None and not interrupt.get("now") else
+             f"its last checkpoint is {checkpoint}")
+    pin = [f"--trainer.logger.init_args.version={interrupt['version']}"] if interrupt.get("version") else []
+    print(f"\n{prog}: interrupted ({name}); {saved}; continue this run with: "
+          f"{shlex.join(['unisent', *rest, *pin, '--ckpt_path', 'last'])}", file=sys.stderr)
+    return name
 
 
 def _config_error(message: str, words: Sequence[str]) -> str:

@@ -17,6 +17,7 @@ from .io import instantiate  # re-exported: `from unisent.module import instanti
 from .objectives import Objective, SimCSE
 from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
+from .testing import fault_point
 
 __all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
 
@@ -225,6 +226,7 @@ class UnisentModule(L.LightningModule):
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
+        fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
 
     # ------------------------------------------------------------------------------------ loops

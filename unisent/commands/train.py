@@ -104,7 +104,8 @@ class UnisentCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except BaseException as err:
             _remove_empty_run_dirs(self.trainer)
-            if isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False):
+            if isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False)):
+                _record_interrupt(self.trainer)
                 raise KeyboardInterrupt from err  # Lightning turns Ctrl-C into sys.exit(1) after its shutdown
             raise
 
@@ -176,11 +177,17 @@ def _continue_last_run(config) -> None:
         save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
         name = args.get("name", "lightning_logs")
         version = args.get("version")
-        if version is not None:  # a pinned run: resume it
-            pinned = Path(save_dir) / (name or "") / (version if isinstance(version, str) else f"version_{version}")
-            _refuse_finished_run(config, last_checkpoint(pinned / "checkpoints"))
-            return
-        run = latest_run(Path(save_dir) / (name or ""))
+        root = Path(save_dir) / (name or "")
+        if version is not None:  # a pinned run: resume that one, never another
+            run = root / (version if isinstance(version, str) else f"version_{version}")
+            if last_checkpoint(run / "checkpoints") is None:
+                _say(f"--ckpt_path last: {run} has no checkpoint; training starts from scratch in it")
+                config["ckpt_path"] = None
+                return
+        else:
+            run = latest_run(root)
+            if run is None:
+                _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
         if run is not None:
             _refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
             version = run.name
@@ -201,7 +208,51 @@ def _continue_last_run(config) -> None:
     if run is not None:
         # the file itself, so that a run without a checkpoint callback (trainer.enable_checkpointing:
         # false) resumes it too
-        config["ckpt_path"] = str(last_checkpoint(run / "checkpoints"))
+        ckpt = last_checkpoint(run / "checkpoints")
+        config["ckpt_path"] = str(ckpt)
+        _say(_resuming_line(config, run, ckpt))
+
+
+def _say(message: str) -> None:
+    """One line on stderr from the first process (``unisent fit: ...``)."""
+    import os
+    import sys
+
+    if all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
+        print(f"unisent fit: {message}", file=sys.stderr, flush=True)
+
+
+def _resuming_line(config, run: Path, ckpt: Path) -> str:
+    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done); training to max_steps=16``."""
+    from ..resume import checkpoint_progress
+
+    progress = checkpoint_progress(ckpt)
+    where = f" (step {progress.global_step}, {progress.epochs_done} epoch(s) done)" if progress else ""
+    max_steps, max_epochs = config.get("trainer.max_steps"), config.get("trainer.max_epochs")
+    until = (f"max_steps={max_steps}" if max_steps not in (None, -1) else
+             f"max_epochs={max_epochs}" if max_epochs is not None else "the end")
+    return f"resuming {run} from {ckpt.relative_to(run) if ckpt.is_relative_to(run) else ckpt}{where}; training to {until}"
+
+
+def _record_interrupt(trainer: Any) -> None:
+    """After a SIGINT/SIGTERM: note in :data:`unisent.resume.INTERRUPT` the checkpoint that continues the
+    run (saved at the interrupted step, or the run's earlier last.ckpt) and the run's directory, for the
+    message ``unisent fit`` prints."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from ..resume import INTERRUPT, last_checkpoint
+
+    callback = getattr(trainer, "checkpoint_callback", None)
+    dirpath = getattr(callback, "dirpath", None)
+    if not INTERRUPT.get("checkpoint") and dirpath and Path(dirpath).is_dir():
+        found = last_checkpoint(dirpath)
+        INTERRUPT["checkpoint"] = str(found) if found else None
+    for logger in getattr(trainer, "loggers", ()):
+        if isinstance(logger, (CSVLogger, TensorBoardLogger)) and INTERRUPT.get("checkpoint"):
+            run = Path(logger.log_dir)
+            if Path(INTERRUPT["checkpoint"]).parent.parent == run:  # the run's own checkpoints/: pin its version
+                INTERRUPT["version"] = run.name
+            break
 
 
 _SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")

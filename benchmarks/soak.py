@@ -97,6 +97,12 @@ def _env(cache: Path, fault: str | None = None) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT as in a terminal (a shell's background job, e.g. this soak under `&` or nohup,
+    would pass SIGINT on as ignored, and `unisent fit` keeps an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _step_of(path: Path) -> int:
     import torch
 
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         log = out / "soak" / f"attempt-{len(attempts):02d}.log"
         with open(log, "w") as handle:
             proc = subprocess.Popen(_command(recipe, out / "soak", "--ckpt_path", "last"), env=_env(cache, fault),
-                                    cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+                                    cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, preexec_fn=_default_sigint)
             try:
                 proc.wait(timeout=delay)
             except subprocess.TimeoutExpired:

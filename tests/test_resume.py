@@ -407,6 +407,10 @@ def _tree_bytes(run: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal, also when the tests run in a background job
+
+
 def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_that_run(tiny_bert_dir, tmp_path):
     """Run A finishes; run B gets SIGINT in the middle of step 3 and run C SIGTERM in the middle of step 5
     (sent by the process itself through the UNISENT_FAULT hook, so at a known moment). Each saves its own
@@ -432,7 +436,8 @@ def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_th
     for version, (signal_name, step, status) in enumerate((("SIGINT", 3, 130), ("SIGTERM", 5, 143)), start=1):
         run = root / "run" / f"version_{version}"
         last = run / "checkpoints" / "last.ckpt"
-        stopped = subprocess.run(_command(config, root), env={**env, "UNISENT_FAULT": f"train_step@{step}={signal_name}"}, **kw)
+        stopped = subprocess.run(_command(config, root), env={**env, "UNISENT_FAULT": f"train_step@{step}={signal_name}"},
+                                 preexec_fn=_default_sigint, **kw)
         assert stopped.returncode == status, stopped.stderr[-3000:]
         assert f"interrupted ({signal_name}); saved {last} at step {step}; continue this run with:" in stopped.stderr
         assert stopped.stderr.rstrip().endswith(f"--trainer.logger.init_args.version=version_{version} --ckpt_path last")

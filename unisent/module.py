@@ -19,7 +19,7 @@ from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
 
-__all__ = ["EvaluationConfig", "UnisentModule", "instantiate"]
+__all__ = ["EvaluationConfig", "UnisentModule", "check_unisent_checkpoint", "instantiate"]
 
 CHECKPOINT_KEY = "unisent"
 
@@ -57,6 +57,39 @@ class EvaluationConfig:
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with
 # torch.load(weights_only=True), as Lightning does when resuming (`fit(ckpt_path=...)`)
 torch.serialization.add_safe_globals([EncoderConfig, EvaluationConfig])
+
+
+def check_unisent_checkpoint(path: str | Path) -> None:
+    """Check that ``path`` is a complete checkpoint written by ``unisent fit`` before anything loads it:
+    every problem is one :class:`~unisent.io.CheckpointError` naming the file (a truncated copy, a file
+    that is not a PyTorch checkpoint, one of another program, without the ``unisent`` record). Reads the
+    file memory-mapped: no tensor is loaded.
+
+    Raises:
+        FileNotFoundError: no such file.
+        unisent.io.CheckpointError: what is wrong with it.
+    """
+    import pickle
+
+    from .io import CheckpointError, check_checkpoint
+
+    path = check_checkpoint(path)  # missing, truncated, not a zip archive
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"checkpoint {path} could not be read as a PyTorch checkpoint ({type(err).__name__}: "
+                              f"{first[:200]}); copy it again, or pick another one") from err
+    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:
+        what = f"a {type(ckpt).__name__}" if not isinstance(ckpt, dict) else (
+            f"keys: {', '.join(sorted(map(str, ckpt))[:6])}" if ckpt else "an empty dict")
+        raise CheckpointError(f"checkpoint {path} was not written by `unisent fit` (it holds {what}, not the "
+                              f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder")
+    record = ckpt[CHECKPOINT_KEY]
+    if not isinstance(record, dict) or not isinstance(record.get("encoder"), dict) or not isinstance(
+            record.get("objectives"), list):
+        raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
+                              "it was not written by `unisent fit`")
 
 
 def _clock(device: torch.device) -> float:
@@ -285,10 +318,14 @@ class UnisentModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
-        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint."""
+        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint.
+
+        Raises:
+            FileNotFoundError: no such file.
+            unisent.io.CheckpointError: truncated, not a PyTorch checkpoint, or not one of ``unisent fit``.
+        """
+        check_unisent_checkpoint(path)
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
-        if CHECKPOINT_KEY not in ckpt:
-            raise ValueError(f"{path} is not a unisent checkpoint (no {CHECKPOINT_KEY!r} entry)")
         record = ckpt[CHECKPOINT_KEY]
         module = cls(
             encoder=EncoderConfig(**record["encoder"]),

@@ -142,6 +142,8 @@ class InterruptRequest:
             return
         for name in self.SIGNALS:
             signum = getattr(signal, name)
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # ignored on purpose (nohup; a shell's background job ignores SIGINT): keep it so
             self._previous[signum] = signal.signal(signum, self._handle)
 
     def restore(self) -> None:

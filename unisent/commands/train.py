@@ -91,9 +91,9 @@ class UnisentCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in ("last", "best", "hpc", "registry"):
-            from ..io import check_checkpoint
+            from ..module import check_unisent_checkpoint
 
-            check_checkpoint(ckpt_path)
+            check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
         super()._parse_ckpt_path()
 
     def _run_subcommand(self, subcommand: str) -> None:

@@ -134,10 +134,12 @@ def _plan(kills: int, rng: random.Random) -> list[tuple[str, str]]:
     return plan
 
 
-def _fault(phase: str, kind: str, rng: random.Random) -> tuple[str | None, float | None]:
-    """The UNISENT_FAULT spec, or the delay of an outside kill."""
+def _fault(phase: str, kind: str, rng: random.Random, first_step: float) -> tuple[str | None, float | None]:
+    """The UNISENT_FAULT spec, or the delay of an outside kill: from 1 s to 2 s after the reference run's
+    first step (``first_step`` seconds after its start), so that it lands in the start-up (imports, model,
+    tokenisation) or in the first steps, and an attempt makes little progress."""
     if phase == "anywhere":
-        return None, rng.uniform(2.0, 20.0)
+        return None, rng.uniform(1.0, first_step + 2.0)
     n = {"train_step": rng.randint(1, 3), "checkpoint_write": rng.randint(1, 2), "cache_write": 1, "evaluation": 1}[phase]
     return f"{phase}@{n}={kind}", None
 
@@ -161,10 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
 
     print(f"reference: {args.steps} steps uninterrupted", flush=True)
-    ref = subprocess.run(_command(recipe, out / "reference"), env=_env(cache), cwd=ROOT, capture_output=True, text=True)
-    if ref.returncode:
-        sys.exit(f"the reference run failed:\n{ref.stderr[-3000:]}")
     ref_run = out / "reference" / "soak" / "version_0"
+    begin, first_step = time.monotonic(), None
+    with open(out / "reference.log", "w") as handle:
+        ref = subprocess.Popen(_command(recipe, out / "reference"), env=_env(cache), cwd=ROOT, stdout=handle,
+                               stderr=subprocess.STDOUT)
+        while ref.poll() is None:
+            if first_step is None and _logged(ref_run / "metrics.csv"):
+                first_step = time.monotonic() - begin
+            time.sleep(0.05)
+    if ref.returncode or first_step is None:
+        sys.exit(f"the reference run failed; see {out / 'reference.log'}")
     reference_losses = _logged(ref_run / "metrics.csv")
 
     run = out / "soak" / "soak" / "version_0"
@@ -173,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     attempts: list[dict] = []
     plan = _plan(args.kills, rng)
     while True:
-        kind, phase = plan[len(attempts)] if len(attempts) < len(plan) else ("none", "none")
-        fault, delay = _fault(phase, kind, rng) if kind != "none" else (None, None)
+        landed_so_far = sum(a["killed"] for a in attempts)
+        kind, phase = plan[landed_so_far] if landed_so_far < len(plan) else ("none", "none")
+        fault, delay = _fault(phase, kind, rng, first_step) if kind != "none" else (None, None)
         if phase == "cache_write":
             shutil.rmtree(cache, ignore_errors=True)  # so that this attempt writes it
         resumed_from = _step_of(last) if last.is_file() else 0
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 proc.send_signal(getattr(signal, kind))
                 proc.wait(timeout=600)
         rc = proc.returncode
-        landed = kind != "none" and rc != 0
+        landed = (kind == "SIGKILL" and rc == -signal.SIGKILL) or (kind == "SIGINT" and rc in (130, -signal.SIGINT))
         logged = _logged(run / "metrics.csv")
         if (run / "metrics.csv").is_file():  # this attempt's log, out of the next attempt's way
             (run / "metrics.csv").rename(out / "soak" / f"attempt-{len(attempts):02d}-metrics.csv")
@@ -198,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         a = attempts[-1]
         print(f"attempt {len(attempts) - 1:2d}: {kind:7s} {phase:16s} rc={rc:4d} resumed at step {resumed_from:3d}, "
               f"logged {len(a['logged']):3d} steps, checkpoint now at step {a['checkpoint_after']}", flush=True)
-        if kind == "none" or not landed:
-            if rc != 0:
-                sys.exit(f"attempt {len(attempts) - 1} failed without a kill (rc {rc}); see {log}")
+        if not landed and rc != 0:
+            sys.exit(f"attempt {len(attempts) - 1} failed without a kill (rc {rc}); see {log}")
+        if rc == 0:  # the run reached its end (the planned kill, if any, came too late)
             break
 
     # ---------------------------------------------------------------- steps

@@ -56,6 +56,13 @@ def _lightning(argv: Sequence[str] | None) -> None:
     import os
 
     words = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in words  # unisent's own option: everything Lightning and transformers print
+    if verbose:
+        words = [w for w in words if w != "--verbose"]
+        if argv is None:
+            sys.argv = [sys.argv[0], *words]
+        else:
+            argv = words
     command = next((w for w in words if w in LIGHTNING_COMMANDS), None)
     prog = f"unisent {command}" if command else "unisent"
     traceback = os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
@@ -67,7 +74,7 @@ def _lightning(argv: Sequence[str] | None) -> None:
     if command == "fit":
         _terminate_as_interrupt(received)
     try:
-        train_main(argv)
+        train_main(argv, verbose=verbose)
     except KeyboardInterrupt:
         signal_name = _interrupt_message(prog, command, words, received)
         sys.exit(143 if signal_name == "SIGTERM" else 130)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
-from lightning.pytorch.utilities import rank_zero_info
 
 from .encoders import Encoder, EncoderConfig
 from .io import instantiate  # re-exported: `from unisent.module import instantiate` keeps working
@@ -303,7 +303,7 @@ class UnisentModule(L.LightningModule):
         if not self.trainer.is_global_zero:
             return
         self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
-        rank_zero_info(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)")
+        print(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)", file=sys.stderr)
 
     # ------------------------------------------------------------------------------------ records
     def run_config(self) -> dict[str, Any]:

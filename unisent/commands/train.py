@@ -85,6 +85,18 @@ class UnisentCLI(LightningCLI):
         elif self.subcommand in ("validate", "test", "predict"):
             _separate_from_training_run(config, self.subcommand)
 
+    def parse_arguments(self, parser, args) -> None:
+        """Lightning's parsing; a mistyped key gets a suggestion (:func:`did_you_mean`)."""
+        from jsonargparse import ArgumentError
+
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            better = did_you_mean(str(err), parser)
+            if better is None:
+                raise
+            raise ArgumentError(None, better) from err
+
     def _parse_ckpt_path(self) -> None:
         """A ``--ckpt_path`` file is checked before Lightning loads it (for its hyperparameters, then to
         resume): a missing or truncated file is one line (FileNotFoundError / CheckpointError)."""
@@ -134,7 +146,73 @@ class UnisentCLI(LightningCLI):
                           "from a checkpoint; the trained encoder is still saved to <run>/encoder", file=sys.stderr)
         trainer = self._instantiate_trainer(trainer_config, extra_callbacks)
         add_evaluation_callback(trainer, self.model)
+        if not _VERBOSE:
+            _without_version_number(trainer)
         return trainer
+
+
+def _option_names(parser) -> set[str]:
+    """Every ``--option`` of ``parser`` and of its subcommands' parsers."""
+    import argparse
+
+    names: set[str] = set()
+    for action in parser._actions:
+        names.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names |= _option_names(sub)
+    return names
+
+
+def _close(word: str, candidates: Sequence[str]) -> list[str]:
+    import difflib
+
+    return difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.7)
+
+
+def did_you_mean(message: str, parser) -> str | None:
+    """jsonargparse's message for an unknown key, rewritten to name the key and the closest valid ones:
+
+    * ``unrecognized arguments: --trainer.max_step=2`` (abbreviations are off: a prefix is not a key)
+      -> ``... (did you mean --trainer.max_steps?)``;
+    * a key a recipe gives that the command does not accept -> the same, from the parser's keys;
+    * an argument of a class given by ``class_path`` (``--model.objectives.0.init_args.temprature``; the
+      union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
+      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``.
+
+    ``None`` when the message is about something else or nothing is close."""
+    import inspect
+    import re
+
+    nested = re.search(r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
+                       r"--([\w.\-]+)", message, re.S)
+    if nested:
+        key, class_path, rest = nested.groups()
+        from ..io import import_object
+
+        try:
+            params = [p for p in inspect.signature(import_object(class_path).__init__).parameters
+                      if p not in ("self", "args", "kwargs")]
+        except (ImportError, AttributeError, TypeError, ValueError):
+            return None
+        name = rest.rsplit(".", 1)[-1]
+        close = _close(name, params)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
+        return (f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}")
+    unknown = re.findall(r"unrecognized arguments: ((?:--[\w.\-]+(?:=\S*)?\s*)+)", message)
+    unknown = [w.split("=", 1)[0] for group in unknown for w in group.split() if w.startswith("--")]
+    for group, key in re.findall(r"(?:Group '([\w.]+)' )?does not accept (?:option|key) '([\w.\-]+)'", message):
+        unknown.append(f"--{group}.{key}" if group else f"--{key}")
+    if not unknown:
+        return None
+    options = sorted(_option_names(parser))
+    hints = []
+    for word in unknown:
+        prefix = word.rsplit(".", 1)[0] + "." if "." in word else "--"
+        close = _close(word, [o for o in options if o.startswith(prefix)] or options)
+        if close:
+            hints.append(f"{word}: did you mean {' or '.join(close)}?")
+    return f"{message.rstrip('.')} ({'; '.join(hints)})" if hints else None
 
 
 def _logger_class(spec: Any):
@@ -370,18 +448,69 @@ def _remove_empty_run_dirs(trainer: Any) -> None:
             shutil.rmtree(run, ignore_errors=True)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word)."""
+#: what a quiet run leaves out: Lightning's own notices (hardware, seed, tips, "Restoring states", "`Trainer.fit`
+#: stopped"), the model summary, transformers' weight-loading and shard-writing bars, the version number in the
+#: progress bar, and these warnings (each a known, harmless case)
+QUIET_WARNINGS = (
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning on torch's _pytree (a DeprecationWarning)
+    r"`ModelCheckpoint\(monitor='val/score'\)` could not find the monitored key",  # max_steps before a validation
+    r"Checkpoint directory .* exists and is not empty",
+    r"The dirpath has changed from",  # `unisent test` of a run's checkpoint: its logs go beside the run
+)
+
+
+def quiet() -> None:
+    """Make a Lightning command print the progress bar and what the user asked for (``unisent fit``'s
+    own lines, warnings that matter, errors); ``--verbose`` skips this."""
+    import logging
+    import warnings
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for message in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+
+
+def _without_version_number(trainer: Any) -> None:
+    """The progress bar without Lightning's ``v_num`` (the run's directory says which run it is)."""
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if bar is None:
+        return
+    metrics = bar.get_metrics
+    bar.get_metrics = lambda *args, **kwargs: {k: v for k, v in metrics(*args, **kwargs).items() if k != "v_num"}
+
+
+#: set by :func:`main` (``unisent fit --verbose``)
+_VERBOSE = False
+
+
+def main(argv: Sequence[str] | None = None, verbose: bool = False) -> None:
+    """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word). Quiet unless
+    ``verbose`` (:func:`quiet`)."""
+    global _VERBOSE
+
+    _VERBOSE = verbose
+    if not verbose:
+        quiet()
     UnisentCLI(
         UnisentModule,
         UnisentDataModule,
         save_config_callback=UnisentSaveConfig,
-        trainer_defaults=TRAINER_DEFAULTS,
+        trainer_defaults=TRAINER_DEFAULTS if verbose else {**TRAINER_DEFAULTS, "enable_model_summary": False},
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
         args=None if argv is None else list(argv),
         # a bad option, key or value raises jsonargparse's ArgumentError: `unisent fit` prints it in one
         # line naming the config file (unisent.cli), without the ~75-line usage block
-        parser_kwargs={"exit_on_error": False,
-                       **{name: {"exit_on_error": False} for name in ("fit", "validate", "test", "predict")}},
+        # no argparse abbreviations: `--trainer.max_step=2` is an error with a suggestion, not max_steps
+        parser_kwargs={"exit_on_error": False, "allow_abbrev": False,
+                       **{name: {"exit_on_error": False, "allow_abbrev": False}
+                          for name in ("fit", "validate", "test", "predict")}},
     )

@@ -71,8 +71,7 @@ def _lightning(argv: Sequence[str] | None) -> None:
     from .commands.train import main as train_main
 
     received: dict[str, str] = {}
-    if command == "fit":
-        _terminate_as_interrupt(received)
+    previous = _terminate_as_interrupt(received) if command == "fit" else None
     try:
         train_main(argv, verbose=verbose)
     except KeyboardInterrupt:
@@ -90,23 +89,28 @@ def _lightning(argv: Sequence[str] | None) -> None:
         print(f"{prog}: error: {_file_error(err)} "
               f"(full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
         sys.exit(1)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
 
 
-def _terminate_as_interrupt(received: dict[str, str]) -> None:
+def _terminate_as_interrupt(received: dict[str, str]) -> Any:
     """Until training starts (model, data, tokenisation), SIGTERM stops ``fit`` as Ctrl-C does (cleanup,
     one message) instead of killing it; during training the checkpoint callback takes both signals over
     (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return None
 
     def handler(signum, frame):
         received["signal"] = signal.Signals(signum).name
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    return signal.signal(signal.SIGTERM, handler)  # the previous handler, restored when fit returns
 
 
 def _interrupt_message(prog: str, command: str | None, words: Sequence[str], received: dict[str, str]) -> str:

@@ -7,6 +7,7 @@ Lightning; ``unisent.cli`` re-exports these names.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -459,23 +460,34 @@ QUIET_WARNINGS = (
 )
 
 
-def quiet() -> None:
-    """Make a Lightning command print the progress bar and what the user asked for (``unisent fit``'s
-    own lines, warnings that matter, errors); ``--verbose`` skips this."""
+@contextlib.contextmanager
+def quiet():
+    """While a Lightning command runs: print the progress bar and what the user asked for (``unisent fit``'s
+    own lines, warnings that matter, errors); ``--verbose`` skips this. Restores the logging levels,
+    warning filters and transformers' settings afterwards (the command may run inside another program)."""
     import logging
     import warnings
 
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    for message in QUIET_WARNINGS:
-        warnings.filterwarnings("ignore", message=message)
-    try:
-        from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging
 
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {name: logging.getLogger(name).level for name in names}
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    with warnings.catch_warnings():
+        for message in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        for name in names:
+            logging.getLogger(name).setLevel(logging.WARNING)
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
 
 
 def _without_version_number(trainer: Any) -> None:
@@ -497,8 +509,11 @@ def main(argv: Sequence[str] | None = None, verbose: bool = False) -> None:
     global _VERBOSE
 
     _VERBOSE = verbose
-    if not verbose:
-        quiet()
+    with contextlib.nullcontext() if verbose else quiet():
+        _cli(argv, verbose)
+
+
+def _cli(argv: Sequence[str] | None, verbose: bool) -> None:
     UnisentCLI(
         UnisentModule,
         UnisentDataModule,

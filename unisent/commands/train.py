@@ -106,6 +106,7 @@ class UnisentCLI(LightningCLI):
         if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in ("last", "best", "hpc", "registry"):
             from ..module import check_unisent_checkpoint
 
+            _name_the_other_checkpoints(Path(ckpt_path))
             check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
         super()._parse_ckpt_path()
 
@@ -150,6 +151,19 @@ class UnisentCLI(LightningCLI):
         if not _VERBOSE:
             _without_version_number(trainer)
         return trainer
+
+
+def _name_the_other_checkpoints(path: Path) -> None:
+    """A ``--ckpt_path`` that does not exist in a folder that holds other checkpoints: name them (a run
+    stopped before its first validation has ``last.ckpt`` but no ``best.ckpt``)."""
+    if path.exists() or not path.parent.is_dir():
+        return
+    others = sorted(p.name for p in path.parent.glob("*.ckpt"))
+    if not others:
+        return
+    why = (" (best.ckpt is written when a validation ranks the run: a run stopped before its first validation "
+           "has only last.ckpt)" if path.name.startswith("best") else "")
+    raise FileNotFoundError(f"checkpoint {path} does not exist; {path.parent} holds {', '.join(others)}{why}")
 
 
 def _option_names(parser) -> set[str]:
@@ -447,6 +461,11 @@ def _remove_empty_run_dirs(trainer: Any) -> None:
         files = [f for f in run.rglob("*") if f.is_file()]
         if all(f.name in _CONFIG_FILES and f.parent == run for f in files):
             shutil.rmtree(run, ignore_errors=True)
+            for parent in (run.parent, run.parent.parent):  # <save_dir>/<name>, then <save_dir>, when left empty
+                try:
+                    parent.rmdir()
+                except OSError:  # not empty (other runs), or not ours to remove
+                    break
 
 
 #: what a quiet run leaves out: Lightning's own notices (hardware, seed, tips, "Restoring states", "`Trainer.fit`

@@ -380,7 +380,7 @@ def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str) -> None:
 
     resumed = subprocess.run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra), **kw)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert f"Restoring states from the checkpoint path at {last}" in resumed.stdout
+    assert f"unisent fit: resuming {last.parent.parent} from checkpoints/last.ckpt (step {killed_at}," in resumed.stdout
     out = reference.communicate()[0]
     assert reference.returncode == 0, out[-3000:]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SAMPLE = Path(__file__).resolve().parents[1] / "unisent" / "data" / "sample"
+SAMPLE = Path(__file__).resolve().parents[1] / "samples"
 HELDOUT = SAMPLE / "ease_fewrel_heldout.jsonl"
 TRAIN = SAMPLE / "ease_fewrel.jsonl"
 

@@ -210,3 +210,57 @@ def test_every_command_has_help_and_print_config(capsys):
         assert out.startswith(f"usage: unisent {' '.join(words)}"), words
         if words != ["data"]:
             assert "--config" in out and "--print_config" in out, words
+
+
+# ------------------------------------------------------------------ typos, abbreviations, a quiet fit
+def _parse_error(capsys, *args: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "-c", str(ROOT / "recipes/quickstart.yaml"), *args, "--print_config"])
+    assert exit_.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_a_mistyped_key_gets_did_you_mean(tmp_path, capsys):
+    line = _parse_error(capsys, "--model.objectives.0.init_args.temprature=0.05")
+    assert ("model.objectives.0.init_args.temprature: unisent.objectives.SimCSE has no argument 'temprature' "
+            "(did you mean 'temperature'?)") in line and len(line) < 400
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("trainer:\n  max_stepz: 3\n")
+    line = _parse_error(capsys, "-c", str(typo))
+    assert "--trainer.max_stepz: did you mean --trainer.max_steps" in line and str(typo) in line
+
+
+def test_an_abbreviated_option_is_an_error_with_a_suggestion(capsys):
+    # argparse would take --trainer.max_step as --trainer.max_steps (a unique prefix)
+    line = _parse_error(capsys, "--trainer.max_step=2")
+    assert line.startswith("unisent fit: error: unrecognized arguments: --trainer.max_step=2")
+    assert "did you mean --trainer.max_steps" in line
+
+
+def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_bert_dir):
+    """`unisent fit -c recipes/quickstart.yaml --trainer.max_steps=2` (on the tiny model): the progress bar
+    and at most a few lines (issue 29: it printed 30); --verbose brings back the model summary and the rest."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "COLUMNS": "100"}
+    command = [sys.executable, "-m", "unisent.cli", "fit", "-c", str(ROOT / "recipes/quickstart.yaml"),
+               "--trainer.max_steps=2", f"--model.encoder.model={tiny_bert_dir}", "--data.batch_size=8",
+               f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}"]
+    quiet = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    # the progress bar redraws with \r (TQDM) or cursor moves (rich); its lines mention the epoch
+    lines = [line for line in (quiet.stdout + quiet.stderr).replace("\r", "\n").splitlines()
+             if line.strip() and not line.lstrip().startswith(("Epoch", "train/loss"))]
+    assert len(lines) <= 12, lines
+    assert any(line.startswith("unisent: trained encoder saved to") for line in lines), lines
+    for noise in ("Loading weights", "Writing model shards", "LeafSpec", "litlogger", "Total params", "v_num",
+                  "could not find the monitored key", "GPU available"):
+        assert noise not in quiet.stdout + quiet.stderr, noise
+    verbose = subprocess.run([*command, "--verbose"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert "Total params" in verbose.stdout + verbose.stderr and "GPU available" in verbose.stdout + verbose.stderr

@@ -140,7 +140,7 @@ def _one_line_error(capsys, argv, code=1) -> str:
 
 def _no_run_dirs(tmp_path) -> None:
     runs = tmp_path / "runs"
-    assert not runs.exists() or not [p for p in runs.rglob("version_*")], list(runs.rglob("*"))
+    assert not runs.exists(), list(runs.rglob("*"))  # no version_N, and no empty runs/quickstart/ either
 
 
 def test_fit_missing_training_file(tmp_path, tiny_bert_dir, capsys):
@@ -170,6 +170,59 @@ def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):
 def test_fit_truncated_checkpoint(tmp_path, tiny_bert_dir, truncated_ckpt, capsys):
     line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(truncated_ckpt)))
     assert "is truncated or not a PyTorch checkpoint; copy it again" in line
+
+
+def _bad_checkpoint(tmp_path, kind: str) -> Path:
+    path = tmp_path / f"{kind}.ckpt"
+    if kind == "truncated":  # a real checkpoint of `unisent fit`, cut (an interrupted copy)
+        full = tmp_path / "full.ckpt"
+        torch.save({"unisent": {"encoder": {}, "objectives": []}, "state_dict": {"w": torch.zeros(4000)}}, full)
+        path.write_bytes(full.read_bytes()[:3000])
+    elif kind == "foreign":  # a PyTorch checkpoint of another program
+        torch.save({"model": {"w": torch.zeros(3)}, "epoch": 3}, path)
+    elif kind == "pickle":  # not a PyTorch archive at all
+        import pickle
+
+        path.write_bytes(pickle.dumps({"a": 1}))
+    else:  # a zip archive that is no PyTorch checkpoint
+        import zipfile
+
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("notes.txt", "hello")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["truncated", "foreign", "pickle", "zip"])
+def test_every_command_reports_a_bad_checkpoint_in_one_line(tmp_path, tiny_bert_dir, kind, capsys):
+    """fit/validate/test --ckpt_path, evaluate/encode --model and export: one line naming the file, no traceback."""
+    ckpt = _bad_checkpoint(tmp_path, kind)
+    lightning = _fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(ckpt))
+    commands = [lightning, ["validate", *lightning[1:]], ["test", *lightning[1:]],
+                ["evaluate", "--model", str(ckpt), "--tasks", "stsb-dev"],
+                ["encode", "--model", str(ckpt), "--input", str(SAMPLE), "--column", "anchor", "--output", str(tmp_path / "v.npy")],
+                ["export", str(ckpt), "--format", "sentence-transformers", "--out", str(tmp_path / "out")]]
+    expected = {"truncated": "is truncated or not a PyTorch checkpoint", "pickle": "is truncated or not a PyTorch checkpoint",
+                "foreign": "was not written by `unisent fit` (it holds keys: epoch, model",
+                "zip": "could not be read as a PyTorch checkpoint (RuntimeError: "}[kind]
+    for argv in commands:
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        if isinstance(exit_.value.code, str):  # sys.exit(message): printed by the interpreter as it exits
+            err.append(exit_.value.code)
+        else:
+            assert exit_.value.code == 1
+        assert len(err) == 1 and "Traceback" not in err[0], err
+        line = err[0]
+        assert line.startswith(f"unisent {argv[0]}: error: checkpoint {ckpt}") and expected in line, line
+
+
+def test_a_missing_best_checkpoint_names_the_ones_there(tmp_path, tiny_bert_dir, capsys):
+    run = tmp_path / "runs" / "quickstart" / "version_0" / "checkpoints"
+    run.mkdir(parents=True)
+    (run / "last.ckpt").write_bytes(b"x")
+    line = _one_line_error(capsys, ["test", *_fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(run / "best.ckpt"))[1:]])
+    assert f"checkpoint {run / 'best.ckpt'} does not exist; {run} holds last.ckpt (best.ckpt is written when" in line
 
 
 def test_traceback_env_shows_the_traceback(tmp_path, tiny_bert_dir, truncated_ckpt, monkeypatch):
@@ -212,6 +265,9 @@ def test_ctrl_c_suggests_resume(tmp_path, tiny_bert_dir, capsys, monkeypatch):
     assert exit_.value.code == 130 and time.perf_counter() - start < 120
     err = capsys.readouterr().err
     hint = [line for line in err.splitlines() if "interrupted" in line]
-    assert len(hint) == 1 and hint[0].startswith("unisent fit: interrupted; continue this run with: unisent fit -c ")
-    assert hint[0].endswith("--ckpt_path last")
+    # interrupted inside the first step: nothing was trained, so nothing is offered to resume (issue 29: the
+    # old hint's --ckpt_path last picked another run); the resumable cases: tests/test_resume.py
+    assert len(hint) == 1 and hint[0].startswith("unisent fit: interrupted (SIGINT) before a checkpoint was saved; "
+                                                 "nothing to resume. Start again with: unisent fit -c ")
+    assert "--ckpt_path" not in hint[0]
     _no_run_dirs(tmp_path)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from unisent.encoders import EncoderConfig
 from unisent.encoders.encoder import Encoder
 from unisent.losses import info_nce
-from unisent.objectives import EASE, AMRSimCSE, GaussCSE, NLIClassifier, SimCSE
+from unisent.objectives import CMLM, EASE, AMRSimCSE, BitextRetrieval, GaussCSE, NLIClassifier, SimCSE
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -419,3 +419,108 @@ def test_nli_classifier_cross_entropy_by_hand(tiny_bert_dir):
     assert _close(out["classification"], expected)
     assert float(out.metrics["accuracy"]) == pytest.approx(accuracy.item())
     assert not _close(out["classification"], swapped, rel=1e-4)  # premise and hypothesis are not interchangeable
+
+
+# ------------------------------------------------------------------------------------------ CMLM
+def _pairs_batch(objective, encoder, keys: tuple[str, str], n: int = 5):
+    rows = _jsonl("cmlm_pairs.jsonl", n)
+    features = [{key: encoder.tokenize_ids([row[field]])[0] for key, field in zip(keys, ("s1", "s2"))} for row in rows]
+    return features, objective.collate(features, encoder.pad_token_id)
+
+
+def _cmlm_by_hand(objective, encoder, first, masked_ids, mask, targets, labels, condition: bool = True, flip: bool = False):
+    """CMLM's masked-token loss and accuracy with plain torch: the first sentence's pooled vector ``v``,
+    the projection ``P`` by its own weights (identity first), the N vectors prefixed to the masked second
+    sentence's token embeddings (positions 0 for the prefix, the sentence's own 0..L-1 after it), one
+    backbone pass, BERT's MLM head (dense, GELU, LayerNorm, tied embeddings + bias) by hand on the masked
+    positions, cross-entropy by logsumexp. ``condition=False``: the same without the prefix;
+    ``flip``: conditioned on ``-v`` (another sentence vector; BERT's embedding LayerNorm undoes a scale)."""
+    backbone, projection, head = encoder.backbone, objective.projection, objective.head
+    v = encoder(first[0], first[1])  # (B, d)
+    v = -v if flip else v
+    mlp = projection.mlp
+    h = F.gelu(v @ mlp[0].weight.T + mlp[0].bias)
+    h = F.gelu(h @ mlp[2].weight.T + mlp[2].bias)
+    learned = (h @ mlp[4].weight.T + mlp[4].bias).view(v.shape[0], -1, v.shape[1])
+    vp = torch.cat([v.unsqueeze(1), learned], dim=1)  # (B, N, d)
+    n, batch, length = vp.shape[1], masked_ids.shape[0], masked_ids.shape[1]
+    tokens = backbone.get_input_embeddings()(masked_ids)
+    if condition:
+        embeds, attention = torch.cat([vp, tokens], dim=1), torch.cat([torch.ones(batch, n, dtype=mask.dtype), mask], 1)
+        positions = torch.cat([torch.zeros(n, dtype=torch.long), torch.arange(length)])
+    else:
+        embeds, attention, positions, n = tokens, mask, torch.arange(length), 0
+    out = backbone(inputs_embeds=embeds, attention_mask=attention, position_ids=positions.expand(batch, -1),
+                   token_type_ids=torch.zeros_like(attention)).last_hidden_state
+    hidden = out[:, n:][targets].double()
+    x = F.gelu(hidden @ head.dense.weight.double().T + head.dense.bias.double())
+    x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + head.layer_norm.eps)
+    x = x * head.layer_norm.weight.double() + head.layer_norm.bias.double()
+    logits = x @ backbone.get_input_embeddings().weight.double().T + head.bias.double()
+    gold = labels[targets]
+    loss = (torch.logsumexp(logits, dim=1) - logits[torch.arange(len(gold)), gold]).mean()
+    return loss, (logits.argmax(-1) == gold).double().mean()
+
+
+def test_cmlm_masked_lm_loss_conditioned_on_the_first_sentence_by_hand(tiny_bert_dir):
+    encoder = _encoder(tiny_bert_dir, pooler="mean")
+    objective = CMLM(num_projections=3, swap_prob=0.0, head_init="fresh")
+    objective.setup_for(encoder)  # P and the head's initialisation: before the seed
+    with torch.no_grad():  # a fresh head predicts ~uniformly (loss ~ log V whatever the input): sharpen it
+        objective.head.layer_norm.weight.fill_(40.0)
+    features, batch = _pairs_batch(objective, encoder, ("s1", "s2"))
+
+    torch.manual_seed(SEED)
+    out = objective(encoder, batch)
+    s1, s2 = batch["s1"], batch["s2"]
+    torch.manual_seed(SEED)
+    assert not (torch.rand(s1["input_ids"].shape[0]) < 0.0).any()  # the swap draw (swap_prob 0: no swap)
+    masked, targets = objective.mask(s2["input_ids"], s2["attention_mask"])  # the same mask draws
+    assert 0 < targets.sum() < s2["attention_mask"].sum()  # some, not all, tokens are predicted
+    assert (masked[targets] != s2["input_ids"][targets]).any()
+    args = (masked, s2["attention_mask"], targets, s2["input_ids"])
+    state = torch.get_rng_state()
+    expected, accuracy = _cmlm_by_hand(objective, encoder, (s1["input_ids"], s1["attention_mask"]), *args)
+    assert set(out.terms) == {"mlm"} and set(out.metrics) == {"accuracy"}
+    assert abs(out["mlm"].item() - expected.item()) < 2e-5  # float32 noise (~1e-6 at a loss of ~15)
+    assert float(out.metrics["accuracy"]) == pytest.approx(accuracy.item())
+
+    # the controls, with the same dropout draws: the loss depends on WHICH first sentence conditions the
+    # prediction, and a pass without the prefix (no conditioning) gives another value
+    # (an untrained tiny encoder lets the prefix move the loss little: another first sentence (the pooled
+    # vectors are all alike) by ~5e-5, the opposite vector -v by ~4e-4, 20 times the tolerance above)
+    torch.set_rng_state(state)
+    flipped = _cmlm_by_hand(objective, encoder, (s1["input_ids"], s1["attention_mask"]), *args, flip=True)
+    assert abs(flipped[0].item() - out["mlm"].item()) > 1e-4
+    torch.set_rng_state(state)
+    unconditioned = _cmlm_by_hand(objective, encoder, (s1["input_ids"], s1["attention_mask"]), *args, condition=False)
+    assert not _close(out["mlm"], unconditioned[0], rel=1e-3)
+    # and the loss trains the first sentence's encoding through P (the gradient reaches P's weights)
+    out["mlm"].backward()
+    assert objective.projection.mlp[0].weight.grad.abs().sum() > 0
+
+
+# ------------------------------------------------------------------------------------------ bitext
+def _margin_by_hand(s: torch.Tensor, t: torch.Tensor, margin: float) -> torch.Tensor:
+    """L_s + L_t: row i of s against every t_j by inner product, the true pair's logit minus the margin."""
+    phi = s.double() @ t.double().T
+    eye = torch.eye(len(s), dtype=torch.float64)
+    return _ce_diagonal(phi - margin * eye) + _ce_diagonal(phi.T - margin * eye)
+
+
+def test_bitext_retrieval_additive_margin_by_hand(tiny_bert_dir):
+    encoder = _encoder(tiny_bert_dir, pooler="mean")
+    objective = BitextRetrieval()  # the paper's margin 0.3 on inner products, both directions
+    assert objective.margin == 0.3
+    features, batch = _pairs_batch(objective, encoder, ("source", "target"), n=6)
+
+    torch.manual_seed(SEED)
+    term = objective(encoder, batch)["retrieval"]
+    length = max(len(f[k]) for f in features for k in f)
+    s, t = _encode_stacked(encoder, [_pad([f[k] for f in features], encoder.pad_token_id, length)
+                                     for k in ("source", "target")])
+
+    assert _close(term, _margin_by_hand(s, t, 0.3))
+    assert not _close(term, _margin_by_hand(s, t, 0.0), rel=1e-4)  # the margin is applied
+    assert not _close(term, _ce_diagonal(s.double() @ t.double().T - 0.3 * torch.eye(6, dtype=torch.float64)),
+                      rel=1e-4)  # both directions count

@@ -383,7 +383,7 @@ def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str) -> None:
 
     resumed = subprocess.run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra), **kw)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert f"Restoring states from the checkpoint path at {last}" in resumed.stdout
+    assert f"unisent fit: resuming {last.parent.parent} from checkpoints/last.ckpt (step {killed_at}," in resumed.stdout
     out = reference.communicate()[0]
     assert reference.returncode == 0, out[-3000:]
 
@@ -403,3 +403,60 @@ def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str) -> None:
     assert all(torch.equal(ea[k], eb[k]) for k in ea)
     # the interrupted attempt's metrics are kept next to the resumed ones
     assert (last.parent.parent / "metrics-0.csv").is_file() and (last.parent.parent / "metrics.csv").is_file()
+
+
+# ------------------------------------------------------------------------------------------ SIGINT / SIGTERM
+def _tree_bytes(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal, also when the tests run in a background job
+
+
+def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_that_run(tiny_bert_dir, tmp_path):
+    """Run A finishes; run B gets SIGINT in the middle of step 3 and run C SIGTERM in the middle of step 5
+    (sent by the process itself through the UNISENT_FAULT hook, so at a known moment). Each saves its own
+    last.ckpt at the end of that step, says so with the exact path, and the README's `--ckpt_path last`
+    continues it (not A, the newest finished run) to its end, with A's weights; A's files stay byte-identical."""
+    config = _config(tmp_path, tiny_bert_dir)
+    data = yaml.safe_load(config.read_text())
+    data["trainer"].update(max_steps=8, val_check_interval=None, check_val_every_n_epoch=1)
+    data["checkpoint"] = {"every_n_train_steps": 0}  # no resume points: the interrupt's save is the only one
+    config.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("UNISENT_FAULT", None)
+    kw = {"cwd": ROOT, "capture_output": True, "text": True}
+    root = tmp_path / "runs"
+
+    finished = subprocess.run(_command(config, root), env=env, **kw)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    run_a = root / "run" / "version_0"
+    a_files = _tree_bytes(run_a)
+    a = torch.load(run_a / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert a["global_step"] == 8
+
+    for version, (signal_name, step, status) in enumerate((("SIGINT", 3, 130), ("SIGTERM", 5, 143)), start=1):
+        run = root / "run" / f"version_{version}"
+        last = run / "checkpoints" / "last.ckpt"
+        stopped = subprocess.run(_command(config, root), env={**env, "UNISENT_FAULT": f"train_step@{step}={signal_name}"},
+                                 preexec_fn=_default_sigint, **kw)
+        assert stopped.returncode == status, stopped.stderr[-3000:]
+        assert f"interrupted ({signal_name}); saved {last} at step {step}; continue this run with:" in stopped.stderr
+        assert stopped.stderr.rstrip().endswith(f"--trainer.logger.init_args.version=version_{version} --ckpt_path last")
+        assert _step_of(last) == step  # the step in progress was finished and saved, no later one
+        assert not (run / "encoder").exists()  # the run did not finish
+        logged = [int(line.split(",")[1]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+        assert logged == list(range(step))  # every step up to the saved one logged (Lightning counts from 0)
+
+        resumed = subprocess.run(_command(config, root, "--ckpt_path", "last"), env=env, **kw)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {step}, 0 epoch(s) done); " \
+               "training to max_steps=8" in resumed.stderr
+        b = torch.load(last, map_location="cpu", weights_only=True)
+        assert b["global_step"] == 8 and (run / "encoder").is_dir()
+        for name, tensor in a["state_dict"].items():
+            assert torch.equal(tensor, b["state_dict"][name]), name
+        logged = [int(line.split(",")[1]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+        assert logged == list(range(step, 8))  # the resumed attempt starts at the next step: none lost, none repeated
+        assert _tree_bytes(run_a) == a_files  # run A untouched

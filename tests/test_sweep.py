@@ -340,3 +340,23 @@ def test_help_and_print_config_behave_as_in_other_commands(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:  # trial arguments without --local: a usage error
         sweep_main([str(ROOT / "recipes/sweeps/quickstart-grid.yaml"), "--", "--trainer.max_steps=5"])
     assert exit_.value.code == 2 and "need --local" in capsys.readouterr().err
+
+
+def test_online_sweep_and_its_agent_get_the_sweep_files_entity(monkeypatch, capsys):
+    """The entity of the sweep file reaches wandb.agent too, not only wandb.sweep (an agent of another
+    entity would not find the sweep); --entity overrides it for both."""
+    import sys
+    import types
+
+    from unisent.commands.sweep import run_online
+
+    calls = []
+    fake_wandb = types.SimpleNamespace(sweep=lambda config, **kw: calls.append(("sweep", kw)) or "abc123",
+                                       agent=lambda sweep_id, **kw: calls.append(("agent", kw)))
+    monkeypatch.setitem(sys.modules, "wandb", fake_wandb)
+    run_online({"entity": "team-a", "project": "p", "method": "grid", "parameters": {}}, None, None, 2)
+    assert [kw["entity"] for _, kw in calls] == ["team-a", "team-a"]
+    assert "wandb agent team-a/p/abc123" in capsys.readouterr().out
+    calls.clear()
+    run_online({"entity": "team-a", "method": "grid", "parameters": {}}, "q", "me", None)
+    assert [kw["entity"] for _, kw in calls] == ["me", "me"]

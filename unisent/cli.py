@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "main", "usage", "version"]
 
@@ -41,6 +42,13 @@ def _lightning(argv: Sequence[str] | None) -> None:
     import os
 
     words = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in words  # unisent's own option: everything Lightning and transformers print
+    if verbose:
+        words = [w for w in words if w != "--verbose"]
+        if argv is None:
+            sys.argv = [sys.argv[0], *words]
+        else:
+            argv = words
     command = next((w for w in words if w in LIGHTNING_COMMANDS), None)
     prog = f"unisent {command}" if command else "unisent"
     traceback = os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
@@ -48,17 +56,13 @@ def _lightning(argv: Sequence[str] | None) -> None:
 
     from .commands.train import main as train_main
 
+    received: dict[str, str] = {}
+    previous = _terminate_as_interrupt(received) if command == "fit" else None
     try:
-        train_main(argv)
+        train_main(argv, verbose=verbose)
     except KeyboardInterrupt:
-        if command == "fit":
-            import shlex
-
-            resume = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or
-                                                             (i and words[i - 1] == "--ckpt_path"))]
-            print(f"\n{prog}: interrupted; continue this run with: "
-                  f"{shlex.join(['unisent', *resume, '--ckpt_path', 'last'])}", file=sys.stderr)
-        sys.exit(130)
+        signal_name = _interrupt_message(prog, command, words, received)
+        sys.exit(143 if signal_name == "SIGTERM" else 130)
     except ArgumentError as err:
         if traceback:
             raise
@@ -71,6 +75,53 @@ def _lightning(argv: Sequence[str] | None) -> None:
         print(f"{prog}: error: {_file_error(err)} "
               f"(full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
         sys.exit(1)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_as_interrupt(received: dict[str, str]) -> Any:
+    """Until training starts (model, data, tokenisation), SIGTERM stops ``fit`` as Ctrl-C does (cleanup,
+    one message) instead of killing it; during training the checkpoint callback takes both signals over
+    (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return None
+
+    def handler(signum, frame):
+        received["signal"] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)  # the previous handler, restored when fit returns
+
+
+def _interrupt_message(prog: str, command: str | None, words: Sequence[str], received: dict[str, str]) -> str:
+    """Print what an interrupted ``fit`` left and the exact command that continues it; returns the signal's name."""
+    import shlex
+
+    interrupt: dict = {}
+    if "unisent.resume" in sys.modules:
+        interrupt = dict(sys.modules["unisent.resume"].INTERRUPT)
+    name = interrupt.get("signal") or received.get("signal") or "SIGINT"
+    if command != "fit":
+        return name
+    checkpoint = interrupt.get("checkpoint")
+    rest = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or (i and words[i - 1] == "--ckpt_path"))]
+    if checkpoint is None:
+        print(f"\n{prog}: interrupted ({name}) before a checkpoint was saved; nothing to resume. Start again with: "
+              f"{shlex.join(['unisent', *rest])}", file=sys.stderr)
+        return name
+    step = interrupt.get("step")
+    saved = (f"saved {checkpoint} at step {step}" if step is not None and not interrupt.get("now") else
+             f"its last checkpoint is {checkpoint}")
+    pin = [f"--trainer.logger.init_args.version={interrupt['version']}"] if interrupt.get("version") else []
+    print(f"\n{prog}: interrupted ({name}); {saved}; continue this run with: "
+          f"{shlex.join(['unisent', *rest, *pin, '--ckpt_path', 'last'])}", file=sys.stderr)
+    return name
 
 
 def _config_error(message: str, words: Sequence[str]) -> str:

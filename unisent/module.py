@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Any, Literal
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
-from lightning.pytorch.utilities import rank_zero_info
 
 from .encoders import Encoder, EncoderConfig
 from .inference import register_checkpoint_loader
@@ -18,8 +18,9 @@ from .io import instantiate
 from .objectives import Objective, SimCSE
 from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
+from .testing import fault_point
 
-__all__ = ["EvaluationConfig", "UnisentModule"]
+__all__ = ["EvaluationConfig", "UnisentModule", "check_unisent_checkpoint"]
 
 CHECKPOINT_KEY = "unisent"
 
@@ -57,6 +58,39 @@ class EvaluationConfig:
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with
 # torch.load(weights_only=True), as Lightning does when resuming (`fit(ckpt_path=...)`)
 torch.serialization.add_safe_globals([EncoderConfig, EvaluationConfig])
+
+
+def check_unisent_checkpoint(path: str | Path) -> None:
+    """Check that ``path`` is a complete checkpoint written by ``unisent fit`` before anything loads it:
+    every problem is one :class:`~unisent.io.CheckpointError` naming the file (a truncated copy, a file
+    that is not a PyTorch checkpoint, one of another program, without the ``unisent`` record). Reads the
+    file memory-mapped: no tensor is loaded.
+
+    Raises:
+        FileNotFoundError: no such file.
+        unisent.io.CheckpointError: what is wrong with it.
+    """
+    import pickle
+
+    from .io import CheckpointError, check_checkpoint
+
+    path = check_checkpoint(path)  # missing, truncated, not a zip archive
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"checkpoint {path} could not be read as a PyTorch checkpoint ({type(err).__name__}: "
+                              f"{first[:200]}); copy it again, or pick another one") from err
+    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:
+        what = f"a {type(ckpt).__name__}" if not isinstance(ckpt, dict) else (
+            f"keys: {', '.join(sorted(map(str, ckpt))[:6])}" if ckpt else "an empty dict")
+        raise CheckpointError(f"checkpoint {path} was not written by `unisent fit` (it holds {what}, not the "
+                              f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder")
+    record = ckpt[CHECKPOINT_KEY]
+    if not isinstance(record, dict) or not isinstance(record.get("encoder"), dict) or not isinstance(
+            record.get("objectives"), list):
+        raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
+                              "it was not written by `unisent fit`")
 
 
 def _clock(device: torch.device) -> float:
@@ -226,6 +260,7 @@ class UnisentModule(L.LightningModule):
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
+        fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
 
     # ------------------------------------------------------------------------------------ loops
@@ -269,7 +304,7 @@ class UnisentModule(L.LightningModule):
         if not self.trainer.is_global_zero:
             return
         self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
-        rank_zero_info(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)")
+        print(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)", file=sys.stderr)
 
     # ------------------------------------------------------------------------------------ records
     def run_config(self) -> dict[str, Any]:
@@ -284,10 +319,14 @@ class UnisentModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
-        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint."""
+        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint.
+
+        Raises:
+            FileNotFoundError: no such file.
+            unisent.io.CheckpointError: truncated, not a PyTorch checkpoint, or not one of ``unisent fit``.
+        """
+        check_unisent_checkpoint(path)
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
-        if CHECKPOINT_KEY not in ckpt:
-            raise ValueError(f"{path} is not a unisent checkpoint (no {CHECKPOINT_KEY!r} entry)")
         record = ckpt[CHECKPOINT_KEY]
         module = cls(
             encoder=EncoderConfig(**record["encoder"]),

@@ -24,9 +24,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .io import atomic_write, remove_stale_temporaries
+from .testing import fault_point
 
-__all__ = ["RNG_KEY", "AtomicCheckpointIO", "Progress", "UnisentCheckpoint", "checkpoint_progress", "last_checkpoint",
-           "latest_run", "rng_states", "set_rng_states", "settle_stopped_epoch", "stopping_point_reached"]
+__all__ = ["INTERRUPT", "RNG_KEY", "AtomicCheckpointIO", "InterruptRequest", "Progress", "UnisentCheckpoint",
+           "checkpoint_progress", "last_checkpoint", "latest_run", "rng_states", "set_rng_states", "settle_stopped_epoch",
+           "stopping_point_reached"]
 
 #: where the random states of all processes are stored in a checkpoint
 RNG_KEY = "unisent_rng_states"
@@ -99,12 +101,73 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
         with atomic_write(path, "wb", durable=True) as f:
             torch.save(checkpoint, f)
+            fault_point("checkpoint_write")  # (benchmarks/soak.py: a kill before the rename; no-op otherwise)
 
     @staticmethod
     def remove_stale_temporaries(directory: str | Path) -> list[Path]:
         """Delete temporary files that killed writers of this host left in ``directory``
         (:func:`unisent.io.remove_stale_temporaries`)."""
         return remove_stale_temporaries(directory)
+
+
+# ---------------------------------------------------------------------------------------- interrupts
+#: what the last interrupted ``fit`` of this process left: ``signal`` (name), ``step`` and ``checkpoint``
+#: (the file that resumes it, or ``None``); read by ``unisent fit`` to print how to go on
+INTERRUPT: dict[str, Any] = {}
+
+
+class InterruptRequest:
+    """SIGINT (Ctrl-C) and SIGTERM (what schedulers send before they kill) during training: the first one
+    is remembered and the current step finishes; the checkpoint callback then saves ``last.ckpt`` at that
+    step boundary and stops the run. A second signal stops at once, without saving (the previous complete
+    checkpoint stays: every write is atomic)."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def name(self) -> str | None:
+        import signal
+
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread() or self._previous:
+            return
+        for name in self.SIGNALS:
+            signum = getattr(signal, name)
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # ignored on purpose (nohup; a shell's background job ignores SIGINT): keep it so
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        import signal
+
+        previous, self._previous = self._previous, {}
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:  # the second signal: stop now
+            self.restore()
+            INTERRUPT.update(signal=self.name, now=True)
+            raise KeyboardInterrupt
+        self.signum = signum
+        INTERRUPT.update(signal=self.name)
+        if _is_rank_zero():
+            print(f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping "
+                  f"({'Ctrl-C' if self.name == 'SIGINT' else self.name} again stops at once, without saving)",
+                  file=sys.stderr, flush=True)
+
+
+def _is_rank_zero() -> bool:
+    return all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
 
 
 # ---------------------------------------------------------------------------------------- the callback
@@ -148,6 +211,8 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._resume_step_saved = -1
         self._last_saved_step = -1
         self._rng_to_restore: list[dict[str, Any]] | None = None
+        self._interrupt = InterruptRequest()
+        self._stop_pending = False
 
     # ---------------------------------------------------------------- files
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -160,6 +225,10 @@ class UnisentCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        self._save_resume_point(trainer)
+        self._save_if_interrupted(trainer)
+
+    def _save_resume_point(self, trainer) -> None:
         n, step = self.every_n_train_steps, trainer.global_step
         if not n or step == 0 or step % n or step == self._resume_step_saved:
             return  # (with gradient accumulation, several batches end at the same step: save once)
@@ -177,7 +246,79 @@ class UnisentCheckpoint(ModelCheckpoint):
         if self.save_last:
             self._last_saved_step = trainer.global_step
 
+    # ---------------------------------------------------------------- SIGINT / SIGTERM
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._restart_iterator(trainer)
+        self._stop_pending = False
+        self._interrupt = InterruptRequest()
+        INTERRUPT.clear()
+        if trainer.state.fn == "fit" and not trainer.fast_dev_run:
+            self._interrupt.install()
+
+    def _interrupted(self, trainer) -> bool:
+        """Whether a signal asked to stop, on any process (collective under DDP: every process stops at
+        the same step and takes part in the save)."""
+        requested = self._interrupt.signum is not None
+        dist = torch.distributed
+        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            flag = torch.tensor([float(requested)], device=trainer.strategy.root_device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            requested = bool(flag.item())
+        return requested
+
+    def _save_if_interrupted(self, trainer) -> None:
+        """At a step boundary after SIGINT/SIGTERM: save ``last.ckpt`` (unless this step is saved already);
+        the run stops at the next hook, once this step's metrics are logged (:meth:`_stop_if_pending`)."""
+        if self._stop_pending or not self._interrupted(trainer):
+            return
+        loop = trainer.fit_loop.epoch_loop
+        if getattr(loop, "_should_accumulate", lambda: False)():
+            return  # in the middle of an accumulated step: the boundary is the optimiser step
+        if self.save_last and trainer.global_step > 0 and trainer.global_step != self._last_saved_step:
+            before = self._last_global_step_saved
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+            self._last_global_step_saved = before
+        self._stop_pending = True
+
+    def _stop_if_pending(self, trainer) -> None:
+        if not self._stop_pending:
+            return
+        self._stop_pending = False
+        self._interrupt.restore()
+        last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}" if self.dirpath else None
+        INTERRUPT.update(signal=self._interrupt.name or INTERRUPT.get("signal"), step=trainer.global_step,
+                         checkpoint=str(last) if last is not None and last.is_file() else None)
+        raise KeyboardInterrupt  # Lightning's shutdown; `unisent fit` then prints how to continue
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        self._stop_if_pending(trainer)
+        self._restore_rng(trainer)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._stop_if_pending(trainer)  # (a resumed run validates this step: Lightning restarts there)
+        super().on_validation_start(trainer, pl_module)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        super().on_validation_end(trainer, pl_module)
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._save_if_interrupted(trainer)  # a signal during validation: saved after it
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._stop_if_pending(trainer)  # before an end-of-epoch save would count the epoch as done
+        super().on_train_epoch_end(trainer, pl_module)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._interrupt.restore()
+        super().on_exception(trainer, pl_module, exception)
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self._interrupt.restore()
+        super().teardown(trainer, pl_module, stage)
+
     def on_train_end(self, trainer, pl_module) -> None:
+        # a signal with the last step: the run has finished, nothing to stop (the final step is saved below)
+        self._stop_pending = False
+        self._interrupt.restore()
         # Lightning saves last.ckpt at the end only when this run has saved none yet: a run that wrote a
         # resume point or validated, then stopped (max_steps, early stop) before the next save, would
         # leave a last.ckpt some steps behind its final weights. Save the final state.
@@ -202,14 +343,14 @@ class UnisentCheckpoint(ModelCheckpoint):
         # the same state dict until its loaders are built, so the settled epoch reaches it too)
         settle_stopped_epoch(checkpoint)
 
-    def on_train_start(self, trainer, pl_module) -> None:
+    def _restart_iterator(self, trainer) -> None:
         restart = getattr(trainer.datamodule, "restart_position", None)
         if restart is not None and restart():
             # the strategy read the checkpoint after the loaders' iterator was made: make a new one
             # (now at the restored position) before the first batch is taken from it
             iter(trainer.fit_loop._data_fetcher)
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+    def _restore_rng(self, trainer) -> None:
         # restored here, as late as possible: anything that ran between reading the checkpoint and
         # the first step (building the model and loaders, the fetch of this batch) used the random
         # state of the new process, as the interrupted run did before its step

@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["run_distributed"]
+__all__ = ["FAULT_ENV", "fault_point", "run_distributed"]
 
 
 def _free_port() -> int:
@@ -85,3 +85,35 @@ def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: floa
             if p.is_alive():
                 p.terminate()
     return result
+
+
+# ---------------------------------------------------------------------------------------- fault injection
+#: ``<point>@<n>=<SIGNAL>``: the n-th time (1-based) this process passes ``fault_point(<point>)``, it sends
+#: itself ``SIGNAL`` (``SIGKILL``, ``SIGINT``, ``SIGTERM``); several specs are separated by commas
+FAULT_ENV = "UNISENT_FAULT"
+
+#: the points unisent passes: the middle of a training step (loss computed, not yet applied), a checkpoint
+#: written to its temporary file but not yet renamed, the tokenisation cache being written (inside the
+#: ``datasets.map`` that writes the Arrow file), a validation's evaluation done but not yet logged
+FAULT_POINTS = ("train_step", "checkpoint_write", "cache_write", "evaluation")
+
+_fault_counts: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """A place where ``benchmarks/soak.py`` (and tests) can kill this process deterministically.
+
+    Does nothing unless the environment variable ``UNISENT_FAULT`` names ``name``, e.g.
+    ``UNISENT_FAULT=checkpoint_write@3=SIGKILL``: the third checkpoint write of the process is killed
+    between writing its temporary file and renaming it. The cost when unset is one dictionary lookup."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    _fault_counts[name] = count = _fault_counts.get(name, 0) + 1
+    for item in spec.split(","):
+        point, _, rest = item.strip().partition("@")
+        when, _, signal_name = rest.partition("=")
+        if point == name and when.strip().isdigit() and int(when) == count:
+            import signal
+
+            os.kill(os.getpid(), getattr(signal, signal_name.strip().upper()))

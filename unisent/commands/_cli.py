@@ -143,7 +143,8 @@ def command_parser(function: Callable, prog: str, description: str | None = None
         prog: the command line that runs it, e.g. ``unisent encode``.
     """
     text, _ = _docstring(function)
-    parser = ArgumentParser(prog=prog, description=description or text, exit_on_error=False, env_prefix=False)
+    parser = ArgumentParser(prog=prog, description=description or text, exit_on_error=False, env_prefix=False,
+                            allow_abbrev=False)  # a prefix of an option is an error, not that option
     parser.add_argument("-c", "--config", action=ActionConfigFile,
                         help="a YAML file of these options (keys as --print_config writes them); repeatable")
     add_function(parser, function)

@@ -214,7 +214,8 @@ def run_online(config: dict[str, Any], project: str | None, entity: str | None, 
     except ImportError:
         raise SystemExit("unisent sweep: needs wandb (pip install 'unisent[wandb]'), or use --local") from None
     project = project or config.get("project") or "unisent"
-    sweep_id = wandb.sweep(config, project=project, entity=entity or config.get("entity"))
+    entity = entity or config.get("entity")  # the sweep file's entity, for the sweep and its agent alike
+    sweep_id = wandb.sweep(config, project=project, entity=entity)
     print(f"unisent sweep: registered sweep {sweep_id}; more agents: wandb agent {entity + '/' if entity else ''}"
           f"{project}/{sweep_id}", flush=True)
     wandb.agent(sweep_id, project=project, entity=entity, count=count)

@@ -7,6 +7,7 @@ Lightning; ``unisent.cli`` re-exports these names.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,15 +86,28 @@ class UnisentCLI(LightningCLI):
         elif self.subcommand in ("validate", "test", "predict"):
             _separate_from_training_run(config, self.subcommand)
 
+    def parse_arguments(self, parser, args) -> None:
+        """Lightning's parsing; a mistyped key gets a suggestion (:func:`did_you_mean`)."""
+        from jsonargparse import ArgumentError
+
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            better = did_you_mean(str(err), parser)
+            if better is None:
+                raise
+            raise ArgumentError(None, better) from err
+
     def _parse_ckpt_path(self) -> None:
         """A ``--ckpt_path`` file is checked before Lightning loads it (for its hyperparameters, then to
         resume): a missing or truncated file is one line (FileNotFoundError / CheckpointError)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in ("last", "best", "hpc", "registry"):
-            from ..io import check_checkpoint
+            from ..module import check_unisent_checkpoint
 
-            check_checkpoint(ckpt_path)
+            _name_the_other_checkpoints(Path(ckpt_path))
+            check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
         super()._parse_ckpt_path()
 
     def _run_subcommand(self, subcommand: str) -> None:
@@ -104,7 +118,8 @@ class UnisentCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except BaseException as err:
             _remove_empty_run_dirs(self.trainer)
-            if isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False):
+            if isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False)):
+                _record_interrupt(self.trainer)
                 raise KeyboardInterrupt from err  # Lightning turns Ctrl-C into sys.exit(1) after its shutdown
             raise
 
@@ -133,7 +148,86 @@ class UnisentCLI(LightningCLI):
                           "from a checkpoint; the trained encoder is still saved to <run>/encoder", file=sys.stderr)
         trainer = self._instantiate_trainer(trainer_config, extra_callbacks)
         add_evaluation_callback(trainer, self.model)
+        if not _VERBOSE:
+            _without_version_number(trainer)
         return trainer
+
+
+def _name_the_other_checkpoints(path: Path) -> None:
+    """A ``--ckpt_path`` that does not exist in a folder that holds other checkpoints: name them (a run
+    stopped before its first validation has ``last.ckpt`` but no ``best.ckpt``)."""
+    if path.exists() or not path.parent.is_dir():
+        return
+    others = sorted(p.name for p in path.parent.glob("*.ckpt"))
+    if not others:
+        return
+    why = (" (best.ckpt is written when a validation ranks the run: a run stopped before its first validation "
+           "has only last.ckpt)" if path.name.startswith("best") else "")
+    raise FileNotFoundError(f"checkpoint {path} does not exist; {path.parent} holds {', '.join(others)}{why}")
+
+
+def _option_names(parser) -> set[str]:
+    """Every ``--option`` of ``parser`` and of its subcommands' parsers."""
+    import argparse
+
+    names: set[str] = set()
+    for action in parser._actions:
+        names.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names |= _option_names(sub)
+    return names
+
+
+def _close(word: str, candidates: Sequence[str]) -> list[str]:
+    import difflib
+
+    return difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.7)
+
+
+def did_you_mean(message: str, parser) -> str | None:
+    """jsonargparse's message for an unknown key, rewritten to name the key and the closest valid ones:
+
+    * ``unrecognized arguments: --trainer.max_step=2`` (abbreviations are off: a prefix is not a key)
+      -> ``... (did you mean --trainer.max_steps?)``;
+    * a key a recipe gives that the command does not accept -> the same, from the parser's keys;
+    * an argument of a class given by ``class_path`` (``--model.objectives.0.init_args.temprature``; the
+      union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
+      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``.
+
+    ``None`` when the message is about something else or nothing is close."""
+    import inspect
+    import re
+
+    nested = re.search(r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
+                       r"--([\w.\-]+)", message, re.S)
+    if nested:
+        key, class_path, rest = nested.groups()
+        from ..io import import_object
+
+        try:
+            params = [p for p in inspect.signature(import_object(class_path).__init__).parameters
+                      if p not in ("self", "args", "kwargs")]
+        except (ImportError, AttributeError, TypeError, ValueError):
+            return None
+        name = rest.rsplit(".", 1)[-1]
+        close = _close(name, params)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
+        return (f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}")
+    unknown = re.findall(r"unrecognized arguments: ((?:--[\w.\-]+(?:=\S*)?\s*)+)", message)
+    unknown = [w.split("=", 1)[0] for group in unknown for w in group.split() if w.startswith("--")]
+    for group, key in re.findall(r"(?:Group '([\w.]+)' )?does not accept (?:option|key) '([\w.\-]+)'", message):
+        unknown.append(f"--{group}.{key}" if group else f"--{key}")
+    if not unknown:
+        return None
+    options = sorted(_option_names(parser))
+    hints = []
+    for word in unknown:
+        prefix = word.rsplit(".", 1)[0] + "." if "." in word else "--"
+        close = _close(word, [o for o in options if o.startswith(prefix)] or options)
+        if close:
+            hints.append(f"{word}: did you mean {' or '.join(close)}?")
+    return f"{message.rstrip('.')} ({'; '.join(hints)})" if hints else None
 
 
 def _logger_class(spec: Any):
@@ -176,11 +270,17 @@ def _continue_last_run(config) -> None:
         save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
         name = args.get("name", "lightning_logs")
         version = args.get("version")
-        if version is not None:  # a pinned run: resume it
-            pinned = Path(save_dir) / (name or "") / (version if isinstance(version, str) else f"version_{version}")
-            _refuse_finished_run(config, last_checkpoint(pinned / "checkpoints"))
-            return
-        run = latest_run(Path(save_dir) / (name or ""))
+        root = Path(save_dir) / (name or "")
+        if version is not None:  # a pinned run: resume that one, never another
+            run = root / (version if isinstance(version, str) else f"version_{version}")
+            if last_checkpoint(run / "checkpoints") is None:
+                _say(f"--ckpt_path last: {run} has no checkpoint; training starts from scratch in it")
+                config["ckpt_path"] = None
+                return
+        else:
+            run = latest_run(root)
+            if run is None:
+                _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
         if run is not None:
             _refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
             version = run.name
@@ -201,7 +301,51 @@ def _continue_last_run(config) -> None:
     if run is not None:
         # the file itself, so that a run without a checkpoint callback (trainer.enable_checkpointing:
         # false) resumes it too
-        config["ckpt_path"] = str(last_checkpoint(run / "checkpoints"))
+        ckpt = last_checkpoint(run / "checkpoints")
+        config["ckpt_path"] = str(ckpt)
+        _say(_resuming_line(config, run, ckpt))
+
+
+def _say(message: str) -> None:
+    """One line on stderr from the first process (``unisent fit: ...``)."""
+    import os
+    import sys
+
+    if all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
+        print(f"unisent fit: {message}", file=sys.stderr, flush=True)
+
+
+def _resuming_line(config, run: Path, ckpt: Path) -> str:
+    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done); training to max_steps=16``."""
+    from ..resume import checkpoint_progress
+
+    progress = checkpoint_progress(ckpt)
+    where = f" (step {progress.global_step}, {progress.epochs_done} epoch(s) done)" if progress else ""
+    max_steps, max_epochs = config.get("trainer.max_steps"), config.get("trainer.max_epochs")
+    until = (f"max_steps={max_steps}" if max_steps not in (None, -1) else
+             f"max_epochs={max_epochs}" if max_epochs is not None else "the end")
+    return f"resuming {run} from {ckpt.relative_to(run) if ckpt.is_relative_to(run) else ckpt}{where}; training to {until}"
+
+
+def _record_interrupt(trainer: Any) -> None:
+    """After a SIGINT/SIGTERM: note in :data:`unisent.resume.INTERRUPT` the checkpoint that continues the
+    run (saved at the interrupted step, or the run's earlier last.ckpt) and the run's directory, for the
+    message ``unisent fit`` prints."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from ..resume import INTERRUPT, last_checkpoint
+
+    callback = getattr(trainer, "checkpoint_callback", None)
+    dirpath = getattr(callback, "dirpath", None)
+    if not INTERRUPT.get("checkpoint") and dirpath and Path(dirpath).is_dir():
+        found = last_checkpoint(dirpath)
+        INTERRUPT["checkpoint"] = str(found) if found else None
+    for logger in getattr(trainer, "loggers", ()):
+        if isinstance(logger, (CSVLogger, TensorBoardLogger)) and INTERRUPT.get("checkpoint"):
+            run = Path(logger.log_dir)
+            if Path(INTERRUPT["checkpoint"]).parent.parent == run:  # the run's own checkpoints/: pin its version
+                INTERRUPT["version"] = run.name
+            break
 
 
 _SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
@@ -317,20 +461,90 @@ def _remove_empty_run_dirs(trainer: Any) -> None:
         files = [f for f in run.rglob("*") if f.is_file()]
         if all(f.name in _CONFIG_FILES and f.parent == run for f in files):
             shutil.rmtree(run, ignore_errors=True)
+            for parent in (run.parent, run.parent.parent):  # <save_dir>/<name>, then <save_dir>, when left empty
+                try:
+                    parent.rmdir()
+                except OSError:  # not empty (other runs), or not ours to remove
+                    break
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word)."""
+#: what a quiet run leaves out: Lightning's own notices (hardware, seed, tips, "Restoring states", "`Trainer.fit`
+#: stopped"), the model summary, transformers' weight-loading and shard-writing bars, the version number in the
+#: progress bar, and these warnings (each a known, harmless case)
+QUIET_WARNINGS = (
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning on torch's _pytree (a DeprecationWarning)
+    r"`ModelCheckpoint\(monitor='val/score'\)` could not find the monitored key",  # max_steps before a validation
+    r"Checkpoint directory .* exists and is not empty",
+    r"The dirpath has changed from",  # `unisent test` of a run's checkpoint: its logs go beside the run
+)
+
+
+@contextlib.contextmanager
+def quiet():
+    """While a Lightning command runs: print the progress bar and what the user asked for (``unisent fit``'s
+    own lines, warnings that matter, errors); ``--verbose`` skips this. Restores the logging levels,
+    warning filters and transformers' settings afterwards (the command may run inside another program)."""
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {name: logging.getLogger(name).level for name in names}
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    with warnings.catch_warnings():
+        for message in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        for name in names:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
+
+
+def _without_version_number(trainer: Any) -> None:
+    """The progress bar without Lightning's ``v_num`` (the run's directory says which run it is)."""
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if bar is None:
+        return
+    metrics = bar.get_metrics
+    bar.get_metrics = lambda *args, **kwargs: {k: v for k, v in metrics(*args, **kwargs).items() if k != "v_num"}
+
+
+#: set by :func:`main` (``unisent fit --verbose``)
+_VERBOSE = False
+
+
+def main(argv: Sequence[str] | None = None, verbose: bool = False) -> None:
+    """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word). Quiet unless
+    ``verbose`` (:func:`quiet`)."""
+    global _VERBOSE
+
+    _VERBOSE = verbose
+    with contextlib.nullcontext() if verbose else quiet():
+        _cli(argv, verbose)
+
+
+def _cli(argv: Sequence[str] | None, verbose: bool) -> None:
     UnisentCLI(
         UnisentModule,
         UnisentDataModule,
         save_config_callback=UnisentSaveConfig,
-        trainer_defaults=TRAINER_DEFAULTS,
+        trainer_defaults=TRAINER_DEFAULTS if verbose else {**TRAINER_DEFAULTS, "enable_model_summary": False},
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
         args=None if argv is None else list(argv),
         # a bad option, key or value raises jsonargparse's ArgumentError: `unisent fit` prints it in one
         # line naming the config file (unisent.cli), without the ~75-line usage block
-        parser_kwargs={"exit_on_error": False,
-                       **{name: {"exit_on_error": False} for name in ("fit", "validate", "test", "predict")}},
+        # no argparse abbreviations: `--trainer.max_step=2` is an error with a suggestion, not max_steps
+        parser_kwargs={"exit_on_error": False, "allow_abbrev": False,
+                       **{name: {"exit_on_error": False, "allow_abbrev": False}
+                          for name in ("fit", "validate", "test", "predict")}},
     )

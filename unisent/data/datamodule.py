@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from ..testing import fault_point
 from .readers import DataSource, read_records
 from .records import DataConfigError
 from .sampling import ResumableSampler
@@ -203,6 +204,7 @@ class UnisentDataModule(L.LightningDataModule):
         text_keys = list(schema.text_keys)
 
         def tokenize(rows: dict[str, list]) -> dict[str, list]:
+            fault_point("cache_write")  # (benchmarks/soak.py: a kill while the Arrow cache is written)
             out = {k: _tokenize_column(encoder, rows[k], max_length) for k in text_keys}
             n = len(rows[text_keys[0]]) if text_keys else 0
             out["length"] = [max((len(out[k][i]) for k in text_keys if out[k][i] is not None), default=0) for i in range(n)]

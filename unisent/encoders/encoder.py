@@ -282,7 +282,8 @@ class Encoder(EncoderModel):
         self.tokenizer.save_pretrained(directory)
         if any(True for _ in self.pooler.parameters()):
             torch.save(self.pooler.state_dict(), directory / POOLER_WEIGHTS)
-        settings = asdict(self.config) | {"model": str(directory)}
+        # "model": "." (this directory; loading reads the directory it is in), never a machine's absolute path
+        settings = asdict(self.config) | {"model": "."}
         pooler = type(self.pooler)
         if not pooler.__module__.startswith("unisent."):
             settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"

@@ -25,6 +25,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from ..testing import fault_point
 from .encoding import to_tensor
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ class EvaluationCallback(L.Callback):
         if not tasks:
             return
         results = self.run_tasks(trainer, pl_module, tasks)
+        fault_point("evaluation")  # (benchmarks/soak.py: a kill after evaluating, before logging; no-op otherwise)
         scores: dict[str, float] = {}
         details: dict[str, float] = {}
         if trainer.is_global_zero:

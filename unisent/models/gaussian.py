@@ -174,6 +174,12 @@ class GaussianEncoder(EncoderWrapper):
     def sentence_transformers_usage(self) -> str:
         point = ("**pooled vectors** (the encoder's sentence vectors under the Gaussian head)" if self.point == "pooled"
                  else "**means**")
+        pooled_note = ("""
+These pooled vectors are the encoder's own: if the encoder was frozen during training (as in
+`recipes/gausscse/quickstart.yaml`), they are exactly the base model's vectors, unchanged by this
+training. What the training learned is in the Gaussian head (the entailment direction comes from the
+variances), which only `unisent.load` below uses.
+""" if self.point == "pooled" else "")
         return f"""This is a Gaussian sentence embedding model (GaussCSE): each sentence is a Gaussian with a mean
 and a diagonal variance. The directory holds both.
 
@@ -186,7 +192,7 @@ from sentence_transformers import SentenceTransformer
 model = SentenceTransformer("path/to/this/directory")
 vectors = model.encode(["A man is playing a guitar.", "Someone plays music."])
 ```
-
+{pooled_note}
 The **full model** with unisent: means and variances, and the asymmetric similarity
 `sim(a || b) = 1 / (1 + KL(a || b))`; `b` entails `a` when `sim(a || b) > sim(b || a)`
 (the premise entails the hypothesis when `sim(hypothesis || premise)` is the larger):

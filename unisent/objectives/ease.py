@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -193,10 +194,11 @@ class EASE(Objective):
         negatives = dataset["hard_negative"] if self.use_hard_negatives else []
         keep = self.build_vocabulary(positives, negatives)
         dropped = len(keep) - sum(keep)
-        from lightning.pytorch.utilities import rank_zero_info
+        from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-        rank_zero_info(f"EASE: {len(self.entities) - 1} entities ({dropped} of {len(keep)} records dropped: "
-                       f"positive entity linked fewer than min_count={self.min_count} times)")
+        if getattr(rank_zero_only, "rank", 0) == 0:  # (printed, not logged: shown by a quiet `unisent fit` too)
+            print(f"EASE: {len(self.entities) - 1} entities ({dropped} of {len(keep)} records dropped: positive "
+                  f"entity linked fewer than min_count={self.min_count} times)", file=sys.stderr)
         if dropped:
             return dataset.select([i for i, k in enumerate(keep) if k])
         return None

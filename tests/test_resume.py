@@ -217,6 +217,27 @@ def test_a_run_stopped_by_max_steps_saves_its_last_step_and_resumes_inside_that_
         assert torch.equal(a, b), name
 
 
+@pytest.mark.usefixtures("one_thread")
+def test_two_resumes_across_an_epoch_boundary_match_an_uninterrupted_run(tiny_bert_dir, tmp_path):
+    """A resume from a checkpoint saved at an epoch's last batch, then a second crash and resume inside
+    the next epoch: the second resume must find the data where the uninterrupted run had it (the soak
+    found the epoch recorded one behind after the first resume, so the second drew epoch 0's batches)."""
+    reference, _ = _fit(tiny_bert_dir, tmp_path / "ref", max_steps=12)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _fit(tiny_bert_dir, tmp_path / "run", max_steps=12, callbacks=[_Crash(step=7)])
+    boundary = torch.load(tmp_path / "run" / "ckpt" / "last.ckpt", weights_only=False)
+    assert boundary["global_step"] == 6  # 48 records / 8 = 6 batches: the epoch's last batch
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _fit(tiny_bert_dir, tmp_path / "run", max_steps=12, callbacks=[_Crash(step=9)], ckpt_path="last")
+    inside = torch.load(tmp_path / "run" / "ckpt" / "last.ckpt", weights_only=False)
+    assert inside["global_step"] == 8
+    assert inside["UnisentDataModule"]["epoch"] == 1 and inside["UnisentDataModule"]["batches"] == 2
+    resumed, trainer = _fit(tiny_bert_dir, tmp_path / "run", max_steps=12, ckpt_path="last")
+    assert trainer.global_step == 12
+    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
 def progress_of(checkpoint: dict):
     import tempfile
 

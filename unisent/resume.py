@@ -27,7 +27,7 @@ from .io import atomic_write, remove_stale_temporaries
 from .testing import fault_point
 
 __all__ = ["INTERRUPT", "RNG_KEY", "AtomicCheckpointIO", "InterruptRequest", "Progress", "UnisentCheckpoint",
-           "checkpoint_progress", "last_checkpoint", "latest_run", "rng_states", "set_rng_states", "settle_stopped_epoch",
+           "checkpoint_progress", "last_checkpoint", "latest_run", "rng_states", "set_rng_states", "settle_epoch_boundary", "settle_stopped_epoch",
            "stopping_point_reached"]
 
 #: where the random states of all processes are stored in a checkpoint
@@ -342,6 +342,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         # (checkpoints written at the end of a run cut short before this fix; the DataModule keeps
         # the same state dict until its loaders are built, so the settled epoch reaches it too)
         settle_stopped_epoch(checkpoint)
+        settle_epoch_boundary(checkpoint)  # written at an epoch's last batch: resume into the next epoch
 
     def _restart_iterator(self, trainer) -> None:
         restart = getattr(trainer.datamodule, "restart_position", None)
@@ -405,6 +406,32 @@ def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
         if isinstance(state, dict) and "positions" in state and "epoch" in state and "batches" in state:
             state["epoch"] = epoch
     return True
+
+
+def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
+    """Make a checkpoint written at an epoch's last batch resume into the next epoch as an uninterrupted
+    run goes on.
+
+    Such a checkpoint is written before the epoch's end: Lightning's loop state says the epoch was
+    processed and not completed. Resumed as it is, the loop counts the epoch as processed a second
+    time, so every later epoch reaches the samplers (``set_epoch``) one higher than in the
+    uninterrupted run, and the batches after the resume are another epoch's (``benchmarks/soak.py``
+    found it; ``tests/test_resume.py`` pins it). Here the epoch is marked not yet processed: the
+    resumed loop finds no batch left in it, processes and completes it (its end-of-epoch hooks run, as
+    they would have) and starts the next one with the uninterrupted run's number. Returns whether it
+    changed anything."""
+    loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
+    if not epochs or not batches or not batches.get("is_last_batch"):
+        return False
+    changed = False
+    for part in ("current", "total"):
+        progress = epochs.get(part)
+        if progress and progress.get("ready") and progress["processed"] == progress["ready"] \
+                and progress["completed"] == progress["ready"] - 1:
+            progress["processed"] -= 1
+            changed = True
+    return changed
 
 
 class Progress(NamedTuple):

@@ -412,14 +412,21 @@ def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
     """Make a checkpoint written at an epoch's last batch resume into the next epoch as an uninterrupted
     run goes on.
 
-    Such a checkpoint is written before the epoch's end: Lightning's loop state says the epoch was
-    processed and not completed. Resumed as it is, the loop counts the epoch as processed a second
-    time, so every later epoch reaches the samplers (``set_epoch``) one higher than in the
-    uninterrupted run, and the batches after the resume are another epoch's (``benchmarks/soak.py``
-    found it; ``tests/test_resume.py`` pins it). Here the epoch is marked not yet processed: the
-    resumed loop finds no batch left in it, processes and completes it (its end-of-epoch hooks run, as
-    they would have) and starts the next one with the uninterrupted run's number. Returns whether it
-    changed anything."""
+    Such a checkpoint is written before the epoch's end, in one of two states, and Lightning resumes
+    neither as an uninterrupted run goes on (``benchmarks/soak.py`` found both; ``tests/test_resume.py``
+    pins them):
+
+    * written after the last batch (``on_train_batch_end``): the epoch is processed and not completed;
+      the resumed loop counts it as processed a second time, so the next epoch reaches the samplers
+      (``set_epoch``) one higher than in the uninterrupted run: other batches;
+    * written inside the last batch (the validation it ends with): the batch is processed and not
+      completed; the resumed loop trains the next epoch's batches without counting a new epoch, so the
+      checkpoints after it record the epoch one behind and a later resume draws an earlier epoch.
+
+    Both become one state: the last batch completed, the epoch not yet processed. The resumed loop
+    finds no batch left, processes and completes the epoch (its end-of-epoch hooks run, as they would
+    have) and starts the next one with the uninterrupted run's number. Returns whether it changed
+    anything."""
     loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
     epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
     if not epochs or not batches or not batches.get("is_last_batch"):
@@ -429,7 +436,11 @@ def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
         progress = epochs.get(part)
         if progress and progress.get("ready") and progress["processed"] == progress["ready"] \
                 and progress["completed"] == progress["ready"] - 1:
-            progress["processed"] -= 1
+            progress["processed"] -= 1  # written after the last batch (on_train_batch_end)
+            changed = True
+        done = batches.get(part)
+        if done and done.get("processed") and done["completed"] == done["processed"] - 1:
+            done["completed"] = done["processed"]  # written inside the last batch (its validation): it is done
             changed = True
     return changed
 

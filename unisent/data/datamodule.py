@@ -26,7 +26,7 @@ from .records import DataConfigError
 from .sampling import ResumableSampler
 from .schema import PREDICT_SCHEMA, BatchSchema
 from .sources import DataSource, ResolvedSource, load_source, resolve_source, source_fingerprint
-from .streaming import TokenizedStream
+from .streaming import StreamLoader, TokenizedStream
 from .tokenizing import RowTokenizer
 
 __all__ = ["UnisentDataModule", "default_cache_dir"]
@@ -99,6 +99,10 @@ class _TrainLoader(DataLoader):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Nothing to do: see the class docstring."""
+
+
+class _StreamTrainLoader(StreamLoader, _TrainLoader):
+    """The training loader of a stream: :class:`StreamLoader`'s resume, :class:`_TrainLoader`'s state."""
 
 
 class UnisentDataModule(L.LightningDataModule):
@@ -355,7 +359,7 @@ class UnisentDataModule(L.LightningDataModule):
     def _stream_loader(self, name: str, stream: TokenizedStream, objective) -> DataLoader:
         self.streams[name] = stream
         workers = stream.active_workers(self.num_workers) if self.num_workers else 0
-        return _TrainLoader(
+        return _StreamTrainLoader(
             stream,
             batch_size=stream.batch_size,
             drop_last=True,
@@ -394,7 +398,8 @@ class UnisentDataModule(L.LightningDataModule):
     # ------------------------------------------------------------------------------------ resume
     def _loader_names(self) -> list[str]:
         """The training loaders in the order they are combined."""
-        return [name for name in getattr(self, "_order", self.datasets) if name in self.samplers or name in self.streams]
+        order = getattr(self, "_order", None) or [*self.samplers, *self.streams]
+        return [name for name in order if name in self.samplers or name in self.streams]
 
     def positions(self, batches: int) -> dict[str, dict[str, int]]:
         """Where each training loader stands after ``batches`` training batches of an epoch:

@@ -23,7 +23,9 @@ files. :class:`TokenizedStream` adds what training needs on top:
 
 Dataloader workers: ``datasets`` gives worker ``w`` of ``W`` the files ``w, w + W, ...`` of the
 process's share (at most one worker per file), and the loader takes batches from the working workers in
-turn, so the batches a worker has made are known from the number of batches trained.
+turn, so the batches a worker has made are known from the number of batches trained. A new loader
+iterator always asks worker 0 first, so a resumed one starts at the last full round of workers and
+:class:`StreamLoader` drops the few batches of that round that were trained on already.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .records import RecordError
 from .sources import MAX_LISTED, ResolvedSource, open_dataset
 from .tokenizing import RowTokenizer
 
-__all__ = ["TokenizedStream", "worker_batches"]
+__all__ = ["StreamLoader", "TokenizedStream", "worker_batches"]
 
 
 def worker_batches(batches: int, worker: int, workers: int) -> int:
@@ -179,7 +181,8 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         active = self.active_workers(workers)
         if worker >= active:
             return
-        skip = worker_batches(self.start, worker, active) * self.batch_size
+        round_start = self.start - self.start % active  # StreamLoader drops the rest of the round
+        skip = worker_batches(round_start, worker, active) * self.batch_size
         chunk: list[dict[str, Any]] = []
         for record in self._records(skip):
             chunk.append(record)
@@ -192,3 +195,17 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         rows.update(self.tokenizer(rows))
         for i in range(len(chunk)):
             yield {key: rows[key][i] for key in self.required}
+
+
+class StreamLoader(torch.utils.data.DataLoader):
+    """A ``DataLoader`` over a :class:`TokenizedStream` that resumes at the stream's position with any
+    number of workers: the workers start at the last full round before the position (worker 0 first,
+    as every new iterator does), and the batches of that round before the position are dropped here."""
+
+    def __iter__(self):
+        iterator = super().__iter__()
+        stream = self.dataset
+        if isinstance(stream, TokenizedStream) and self.num_workers:
+            for _ in range(stream.start % stream.active_workers(self.num_workers)):
+                next(iterator)
+        return iterator

@@ -129,8 +129,8 @@ class LoadSampler:
         return statistics.fmean(self.samples) if self.samples else float("nan")
 
 
-def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float, int, str]:
-    """Run ``command``; (wall seconds, peak RSS in bytes, output)."""
+def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float, int, str, float]:
+    """Run ``command``; (wall seconds, peak RSS in bytes, output, CPU seconds of it and its children)."""
     start = time.time()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
@@ -149,7 +149,7 @@ def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float
         out = log.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])} ... exited with {proc.returncode}:\n{out[-4000:]}")
-    return time.time() - start, usage.ru_maxrss * 1024, out
+    return time.time() - start, usage.ru_maxrss * 1024, out, usage.ru_utime + usage.ru_stime
 
 
 def _env(work: Path) -> dict[str, str]:
@@ -167,9 +167,10 @@ def tokenizer_alone(corpus: Path, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as d, LoadSampler() as load:
         script = Path(d) / "tok.py"
         script.write_text(_TOKENIZER_ALONE)
-        _, rss, out = _run([sys.executable, str(script), str(corpus), str(model)], _env(Path(d)), timeout)
+        _, rss, out, cpu = _run([sys.executable, str(script), str(corpus), str(model)], _env(Path(d)), timeout)
     n, seconds = re.search(r"TOKENIZED (\d+) ([\d.]+)", out).groups()
-    return {"what": "tokenizer alone", "records": int(n), "seconds": float(seconds), "rss": rss, "load": load.mean}
+    return {"what": "tokenizer alone", "records": int(n), "seconds": float(seconds), "rss": rss, "load": load.mean,
+            "cpu": cpu}
 
 
 def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int = 64) -> dict:
@@ -183,18 +184,18 @@ def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int =
                       "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"temperature": 0.05}}],
                       "evaluation": {"val_tasks": [], "test_tasks": []}, "save_encoder": False},
             "data": {"train": {"simcse": {"path": str(corpus), "streaming": streaming}}, "batch_size": batch_size},
-            "trainer": {"max_steps": 2, "accelerator": "cpu", "precision": "32-true", "logger": False,
+            "trainer": {"max_steps": 2, "accelerator": "cpu", "default_root_dir": str(work), "precision": "32-true", "logger": False,
                         "enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False,
                         "callbacks": [{"class_path": "data_scale_probe.StepClock"}]},
         }
         (work / "config.json").write_text(json.dumps(config))
         command = [sys.executable, "-m", "unisent.cli", "fit", "-c", str(work / "config.json")]
         start = time.time()
-        _, rss, out = _run(command, _env(work), timeout)
+        _, rss, out, cpu = _run(command, _env(work), timeout)
         clock = [json.loads(line) for line in (work / "clock.jsonl").read_text().splitlines()]
     steps = {c["step"]: c["time"] - start for c in clock}
     return {"what": "unisent fit, streaming" if streaming else "unisent fit, cold cache", "step1": steps[1],
-            "step2": steps[2], "rss": rss, "load": load.mean, "tokenising": "Tokenising" in out}
+            "step2": steps[2], "rss": rss, "load": load.mean, "tokenising": "Tokenising" in out, "cpu": cpu}
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -204,29 +205,36 @@ def machine() -> str:
     model = fields.get("Model name", "?").strip()
     flags = fields.get("Flags", "").split()
     shown = [f for f in flags if f.startswith(("avx", "amx", "sse4", "fma"))]
-    return f"{model}, {os.cpu_count()} CPUs, flags {' '.join(shown)}"
+    family = f"family {fields.get('CPU family', '?').strip()} model {fields.get('Model', '?').strip()}"
+    return (f"{model} ({family}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor), {os.cpu_count()} CPUs, "
+            f"flags {' '.join(shown)} (lscpu)")
 
 
 def table(results: dict, sizes: dict[str, int]) -> str:
     gib = 1024 ** 3
-    alone, cold = results["tokenizer_alone"], results["cold"]
-    rows = ["| run | records | first call to end of step 1 | to end of step 2 | peak RSS | load avg (1 min) |",
-            "|---|---:|---:|---:|---:|---:|"]
-    for i, r in enumerate(alone):
-        rows.append(f"| tokenizer alone, one process (#{i + 1}) | {r['records']:,} | | {r['seconds']:.1f} s (tokenising) | "
-                    f"{r['rss'] / gib:.2f} GB | {r['load']:.1f} |")
-    for i, r in enumerate(cold):
-        rows.append(f"| unisent fit, cold cache (#{i + 1}) | {sizes['map']:,} | {r['step1']:.1f} s | {r['step2']:.1f} s | "
-                    f"{r['rss'] / gib:.2f} GB | {r['load']:.1f} |")
-    for r, n in zip(results["streaming"], sizes["streaming"]):
-        rows.append(f"| unisent fit, streaming | {n:,} | {r['step1']:.1f} s | {r['step2']:.1f} s | "
-                    f"{r['rss'] / gib:.2f} GB | {r['load']:.1f} |")
+    alone, cold, streamed = results["tokenizer_alone"], results["cold"], results["streaming"]
+    with_cpu = any("cpu" in r for r in (*alone, *cold, *streamed))  # runs before the column have none
+    header = ["run", "records", "first call to end of step 1", "to end of step 2", "peak RSS",
+              *(["CPU s (process)"] if with_cpu else []), "load avg (1 min)"]
+
+    def row(name: str, records: int, step1: str, step2: str, r: dict) -> str:
+        cells = [name, f"{records:,}", step1, step2, f"{r['rss'] / gib:.2f} GB",
+                 *([f"{r['cpu']:.0f}" if "cpu" in r else ""] if with_cpu else []), f"{r['load']:.1f}"]
+        return "| " + " | ".join(cells) + " |"
+
+    rows = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    rows += [row(f"tokenizer alone, one process (#{i + 1})", r["records"], "", f"{r['seconds']:.1f} s (tokenising)", r)
+             for i, r in enumerate(alone)]
+    rows += [row(f"unisent fit, cold cache (#{i + 1})", sizes["map"], f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
+             for i, r in enumerate(cold)]
+    rows += [row("unisent fit, streaming", n, f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
+             for r, n in zip(streamed, sizes["streaming"])]
     ratios = [c["step2"] / a["seconds"] for a, c in zip(alone, cold)]
     lines = ["\n".join(rows), "",
              f"Cold cache / tokenizer alone (pairs run one after the other): {', '.join(f'{x:.2f}x' for x in ratios)}; "
              f"mean {statistics.fmean(ratios):.2f}x (target at most 0.7x)."]
-    if len(results["streaming"]) == 2:
-        small, large = results["streaming"]
+    if len(streamed) == 2:
+        small, large = streamed
         lines.append(f"Streaming: first step after {small['step1']:.1f} s ({sizes['streaming'][0]:,}) and "
                      f"{large['step1']:.1f} s ({sizes['streaming'][1]:,}) (target within 30 s); peak RSS "
                      f"{sizes['streaming'][1]:,} / {sizes['streaming'][0]:,}: {large['rss'] / small['rss']:.3f}x "
@@ -255,7 +263,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--no-docs", action="store_true")
     parser.add_argument("--json", default=None, help="also write the raw results here")
+    parser.add_argument("--table-from", default=None, help="write the table of a --json file of an earlier run")
     args = parser.parse_args(argv)
+    if args.table_from:
+        results = json.loads(Path(args.table_from).read_text())
+        n = results["tokenizer_alone"][0]["records"]
+        text = table(results, {"map": n, "streaming": [n, n * args.stream_copies]})
+        print(text)
+        if not args.no_docs:
+            write_markdown(text)
+        return results
     corpus_dir = Path(args.corpus_dir)
     corpus_dir.mkdir(parents=True, exist_ok=True)
     n = args.sizes[0]

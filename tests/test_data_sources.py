@@ -156,6 +156,26 @@ def test_the_bundled_samples_load_through_load_dataset(tmp_path):
         assert data[0][keys[0]] == first
 
 
+def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir, tmp_path, monkeypatch):
+    from unisent.data import datamodule as dm_module
+    from unisent.encoders import EncoderConfig
+    from unisent.module import UnisentModule
+    from unisent.objectives import SimCSE
+
+    path = tmp_path / "s.txt"
+    path.write_text("\n".join(sample_sentences()[:400]) + "\n")
+    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=32), objectives=[SimCSE()])
+    monkeypatch.setattr(dm_module, "RECORDS_PER_PROCESS", 100)
+    caches = []
+    for num_proc in (1, 2):
+        data = UnisentDataModule(train={"simcse": str(path)}, cache_dir=str(tmp_path / f"c{num_proc}"), num_proc=num_proc)
+        caches.append(data.attach(module).tokenized(data.train["simcse"], module.objectives[0]))
+        assert len(data.tokenised_here) == 1
+    assert caches[0].to_dict() == caches[1].to_dict() and len(caches[1]) == 400
+    assert caches[1]["text"][3] == RowTokenizer(_tokenizer(tiny_bert_dir), ["text"], 32).ids([sample_sentences()[3]])[0]
+    assert [p.name for p in (tmp_path / "c2").iterdir()] == [Path(caches[1].cache_files[0]["filename"]).name]
+
+
 # ------------------------------------------------------------------------------------------ streams
 def _stream(tiny_bert_dir, path, *, batch_size=8, rank=0, world=1, **kw) -> TokenizedStream:
     source = DataSource(str(path), streaming=True, **kw)

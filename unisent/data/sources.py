@@ -101,7 +101,7 @@ class ResolvedSource:
     @property
     def label(self) -> str:
         """How errors name the source: the file, or the path/id with its configuration."""
-        if self.kind == "files" and len(self.files) == 1:
+        if self.kind in ("files", "saved") and len(self.files) == 1:
             return str(self.files[0])
         extra = [f"{k}={v}" for k, v in (("name", self.source.name), ("revision", self.source.revision))
                  if v is not None]
@@ -303,7 +303,8 @@ def load_source(
 
     resolved = source if isinstance(source, ResolvedSource) else resolve_source(source)
     source = resolved.source
-    line_reader = resolved.kind == "files" and resolved.format in _LOCAL_FORMATS
+    # local files the record reader names lines (rows) of
+    line_reader = resolved.kind == "saved" or (resolved.kind == "files" and resolved.format in _LOCAL_FORMATS)
 
     def by_lines():
         """The record reader on each file: line numbers in the errors, ``on_error: skip`` applied."""

@@ -244,7 +244,7 @@ def test_streaming_refuses_an_objective_that_needs_all_its_records(tiny_bert_dir
 
 
 # ------------------------------------------------------------------------------------------ two processes
-def _ddp_fit(rank, world, model_dir, path, cache_dir):
+def _ddp_fit(rank, world, model_dir, path, cache_dir, root):
     """One of two gloo processes: a Lightning DDP fit of one epoch; what it tokenised and which records it saw."""
     import lightning as L
     import torch.distributed as dist
@@ -265,7 +265,8 @@ def _ddp_fit(rank, world, model_dir, path, cache_dir):
     module = UnisentModule(encoder=EncoderConfig(model=model_dir, max_length=32), objectives=[SimCSE()],
                            evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]))
     data = UnisentDataModule(train={"simcse": path}, batch_size=8, cache_dir=cache_dir, num_proc=2)
-    trainer = L.Trainer(accelerator="cpu", devices=world, strategy="ddp_find_unused_parameters_true", max_epochs=1, logger=False,
+    trainer = L.Trainer(accelerator="cpu", devices=world, strategy="ddp_find_unused_parameters_true", max_epochs=1,
+                        logger=False, default_root_dir=root,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[Record()])
     trainer.fit(module, datamodule=data)
@@ -286,7 +287,8 @@ def test_a_two_process_fit_tokenises_once_and_the_ranks_share_the_epoch(tiny_ber
     path = tmp_path / "s.txt"
     path.write_text("\n".join(lines) + "\n")
     cache = tmp_path / "cache"
-    gathered = run_distributed(_ddp_fit, str(tiny_bert_dir), str(path), str(cache), world_size=2, timeout=300)
+    gathered = run_distributed(_ddp_fit, str(tiny_bert_dir), str(path), str(cache), str(tmp_path / "run"),
+                               world_size=2, timeout=300)
     assert [len(g["tokenised"]) for g in gathered] == [1, 0]  # rank 0 in prepare_data; rank 1 read its cache
     assert [p.name for p in cache.glob("*.arrow")] == [Path(gathered[0]["tokenised"][0]).name]
     index = {tuple(tokenize.ids([line])[0]): i for i, line in enumerate(lines)}

@@ -126,6 +126,15 @@ def _repository(directory: Path) -> Path:
     return directory
 
 
+def test_a_repository_configuration_without_a_field_is_one_error_naming_its_columns(tmp_path):
+    repo = _repository(tmp_path / "repo")
+    with pytest.raises(RecordError, match=r"repo\[name=labels, split=train\]: no column 'anchor', 'positive', 'negative' \(columns: premise, label\)"):
+        load_source(DataSource(str(repo), name="labels"), KEYS, KEYS)
+    triples = load_source(DataSource(str(repo), name="triples", columns={"sent0": "anchor", "sent1": "positive",
+                                                                          "hard_neg": "negative"}), KEYS, KEYS)
+    assert len(triples) == 160 and triples[0] == dict(zip(KEYS, (_triples()[0][k] for k in KEYS)))
+
+
 def test_a_recipe_whose_source_is_a_dataset_repository_directory_trains(tmp_path, tiny_bert_dir, monkeypatch):
     from datasets import Dataset
 

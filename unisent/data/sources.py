@@ -231,25 +231,19 @@ def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], op
     """``dataset`` with its columns renamed (``columns:``) and reduced to ``required``; a required
     column that is absent is an error of the whole source, an absent optional one reads as null."""
     source = resolved.source
-    names = list(dataset.column_names or [])
-    if not names and hasattr(dataset, "features") and dataset.features:
-        names = list(dataset.features)
-    rename = {old: new for old, new in source.columns.items() if old in names and old != new}
+    original = list(dataset.column_names)
+    rename = {old: new for old, new in source.columns.items() if old in original and old != new}
     if rename:
         dataset = dataset.rename_columns(rename)
-        names = [rename.get(n, n) for n in names]
+    names = [rename.get(n, n) for n in original]
     missing = [k for k in required if k not in optional and k not in names]
     if missing:
         renamed = f" renamed to {', '.join(names)}" if rename else ""
         raise RecordError(resolved.label, 0, f"no column {', '.join(map(repr, missing))} (columns: "
-                                             f"{', '.join(n for n in (dataset.column_names or names))}{renamed})",
-                          field=missing[0])
+                                             f"{', '.join(original)}{renamed})", field=missing[0])
     for key in required:
         if key not in names:  # an optional field no record has
-            if hasattr(dataset, "add_column") and hasattr(dataset, "__len__"):
-                dataset = dataset.add_column(key, [None] * len(dataset))
-            else:
-                dataset = dataset.map(lambda row, key=key: {key: None})
+            dataset = dataset.add_column(key, [None] * len(dataset))
     return dataset.select_columns(list(required))
 
 

@@ -183,6 +183,20 @@ def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir,
     assert caches[0].to_dict() == caches[1].to_dict() and len(caches[1]) == 400
     assert caches[1]["text"][3] == RowTokenizer(_tokenizer(tiny_bert_dir), ["text"], 32).ids([sample_sentences()[3]])[0]
     assert [p.name for p in (tmp_path / "c2").iterdir()] == [Path(caches[1].cache_files[0]["filename"]).name]
+    # a killed writer's part directory (a process that no longer runs) is removed by the next writer
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / "c2" / f".x.1234abcd.{int(dead.stdout)}@{socket.gethostname()}.tmp"
+    (stale / "part.arrow").parent.mkdir()
+    (stale / "part.arrow").write_bytes(b"half")
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(sample_sentences()[:50]) + "\n")
+    data = UnisentDataModule(train={"simcse": str(other)}, cache_dir=str(tmp_path / "c2")).attach(module)
+    data.tokenized(data.train["simcse"], module.objectives[0])
+    assert not stale.exists() and len(list((tmp_path / "c2").glob("*.arrow"))) == 2
 
 
 # ------------------------------------------------------------------------------------------ streams

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import uuid
 from functools import partial
 from pathlib import Path
@@ -21,7 +23,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..io import atomic_write
+from ..io import atomic_write, remove_stale_temporaries
 from .records import DataConfigError
 from .sampling import ResumableSampler
 from .schema import PREDICT_SCHEMA, BatchSchema
@@ -64,6 +66,21 @@ def default_num_proc() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def remove_stale_parts(directory: Path) -> None:
+    """Delete what tokenising writers of this host that no longer run left in the cache directory:
+    part directories (:meth:`UnisentDataModule._build_cache`) and ``atomic_write`` temporaries."""
+    for tmp in directory.glob(".*.tmp"):
+        match = re.match(r"^\..+\.(\d+)@(.+)\.tmp$", tmp.name)
+        if tmp.is_dir() and match and match.group(2) == socket.gethostname():
+            try:
+                os.kill(int(match.group(1)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(tmp, ignore_errors=True)
+            except PermissionError:
+                pass
+    remove_stale_temporaries(directory)  # (after the directories: it removes files only)
 
 
 def write_arrow_cache(parts: list[str], target: Path) -> None:
@@ -305,8 +322,12 @@ class UnisentDataModule(L.LightningDataModule):
             features = dataset.features.copy()
             features.update({k: List(Value("int64")) for k in schema.text_keys} | {"length": Value("int64")})
         num_proc = min(self.num_proc or default_num_proc(), max(1, len(dataset) // RECORDS_PER_PROCESS))
-        parts = cache.parent / f".{cache.stem}.{uuid.uuid4().hex[:8]}.{os.getpid()}.parts"
-        parts.mkdir(parents=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_parts(cache.parent)
+        # named as io.atomic_write names its temporaries (writer's pid and host), so that a killed
+        # writer's leftovers are recognised and removed by the next writer
+        parts = cache.parent / f".{cache.stem}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{socket.gethostname()}.tmp"
+        parts.mkdir()
         try:
             mapped = dataset.map(
                 tokenize, batched=True, batch_size=1000, num_proc=num_proc if num_proc > 1 else None,

@@ -190,7 +190,9 @@ def _builder_kwargs(resolved: ResolvedSource) -> tuple[str, dict[str, Any]]:
             header = next(csv.reader(fh, delimiter="," if fmt == "csv" else "\t"), [])
         # every field as the text it is (pandas would read "007" as 7 and "NA" as null), blank lines kept
         kwargs.update(sep="," if fmt == "csv" else "\t", na_filter=False, keep_default_na=False,
-                      skip_blank_lines=False, converters={name: str for name in header})
+                      skip_blank_lines=False, converters={name: str for name in header}, encoding="utf-8-sig")
+    elif fmt == "txt":
+        kwargs["encoding"] = "utf-8-sig"  # a byte-order mark is dropped, as the record reader does
     return BUILDERS[fmt], kwargs
 
 

@@ -325,7 +325,7 @@ class SlowSteps(L.Callback):
 '''
 
 
-def _config(tmp_path, model_dir) -> Path:
+def _config(tmp_path, model_dir, streaming: bool = False) -> Path:
     # unsupervised SimCSE (dropout: the random state matters) + supervised SimCSE on a shorter,
     # cycled loader; 160 / 16 = 10 batches per epoch, 12 steps: the kill is mid-epoch, the resumed
     # run crosses an epoch boundary; validation every 3 steps selects best.ckpt
@@ -341,7 +341,9 @@ def _config(tmp_path, model_dir) -> Path:
             "warmup_steps": 2,
         },
         "data": {
-            "train": {"unsup": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 160},
+            "train": {"unsup": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 160,
+                                # a stream: 10 batches a pass, shuffled in a buffer; the resumed run replays pass 0
+                                **({"streaming": True, "shuffle_buffer": 32} if streaming else {})},
                       "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64}},
             "batch_size": 16,
         },
@@ -382,8 +384,14 @@ def test_sigkill_and_resume_with_two_ddp_processes(tiny_bert_dir, tmp_path):
                      "--data.batch_size=8")
 
 
-def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str) -> None:
-    config = _config(tmp_path, tiny_bert_dir)
+def test_sigkill_mid_stream_then_ckpt_path_last_reproduces_the_uninterrupted_weights(tiny_bert_dir, tmp_path):
+    """The same with the unsupervised objective's data streamed (``streaming: true``): the position in the
+    stream is in the checkpoint, and the resumed stream sees the same records in the same order."""
+    _kill_and_resume(tiny_bert_dir, tmp_path, streaming=True)
+
+
+def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str, streaming: bool = False) -> None:
+    config = _config(tmp_path, tiny_bert_dir, streaming)
     (tmp_path / "slow_steps.py").write_text(textwrap.dedent(_HELPER))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}

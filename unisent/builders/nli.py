@@ -59,14 +59,57 @@ def nli_triples(premises: Iterable[str], hypotheses: Iterable[str], labels: Iter
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> int:
-    """Write records as JSON lines; returns how many were written."""
+    """Write records as JSON lines, or as parquet when ``path`` ends in ``.parquet`` (row groups of
+    10,000 records); both are what ``datasets.load_dataset`` and ``data.train`` read. The file is
+    written atomically (complete or absent), with a progress bar on a terminal. Returns how many
+    records were written."""
+    from tqdm.auto import tqdm
+
+    from ..io import atomic_write
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    records = tqdm(records, desc=f"writing {path.name}", unit=" records", mininterval=1.0, disable=None)
+    if path.suffix.lower() == ".parquet":
+        return _write_parquet(records, path)
     n = 0
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic_write(path) as fh:
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             n += 1
+    return n
+
+
+def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10_000) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..io import atomic_write
+
+    n = 0
+    with atomic_write(path, "wb") as fh:
+        writer = None
+        batch: list[dict] = []
+
+        def flush() -> None:
+            nonlocal writer
+            try:
+                table = pa.Table.from_pylist(batch, schema=writer.schema if writer is not None else None)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+                raise ValueError(f"{path}: records {n - len(batch) + 1}-{n} do not fit the columns of the first "
+                                 f"ones ({err})") from None
+            if writer is None:
+                writer = pq.ParquetWriter(fh, table.schema)
+            writer.write_table(table)
+            batch.clear()
+
+        for record in records:
+            batch.append(record)
+            n += 1
+            if len(batch) == rows_per_group:
+                flush()
+        if batch or writer is None:
+            flush()
+        writer.close()
     return n
 
 
@@ -77,7 +120,7 @@ def build_nli_triples(*, format: Literal["snli", "xnli", "sick"], input: str, sp
         format: layout of the input (snli, xnli or sick)
         input: snli: the directory with s1/s2/labels.<split>; else the file
         split: snli only: dev, test or train
-        output: jsonl to write
+        output: jsonl (or .parquet) to write
     """
     premises, hypotheses, labels = read_nli_pairs(format, input, split)
     triples = nli_triples(premises, hypotheses, labels)

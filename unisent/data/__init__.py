@@ -1,5 +1,6 @@
 """The training data layer: records (:mod:`.records`), the batch schema objectives declare
-(:mod:`.schema`), readers with the objectives' checks (:mod:`.readers`), the DataModule
+(:mod:`.schema`), sources (:mod:`.sources`, read by ``datasets.load_dataset``), streams
+(:mod:`.streaming`), readers with the objectives' checks (:mod:`.readers`), the DataModule
 (:mod:`.datamodule`), samplers (:mod:`.sampling`) and entity tables (:mod:`.entities`).
 
 Names are imported on first use (PEP 562) from the submodule :data:`_LAZY` names, so that readers of
@@ -18,7 +19,8 @@ _LAZY = {
     "PREDICT_SCHEMA": "schema",
     "UnisentDataModule": "datamodule",
     "default_cache_dir": "datamodule",
-    "DataSource": "readers",
+    "DataSource": "sources",
+    "load_source": "sources",
     "read_records": "readers",
     "LengthGroupedSampler": "sampling",
     "ResumableSampler": "sampling",
@@ -26,10 +28,11 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from .datamodule import UnisentDataModule, default_cache_dir
-    from .readers import DataSource, read_records
+    from .readers import read_records
     from .records import DataConfigError, RecordError, iter_records
     from .sampling import LengthGroupedSampler, ResumableSampler
     from .schema import PREDICT_SCHEMA, BatchSchema
+    from .sources import DataSource, load_source
 
 
 def __getattr__(name: str):
@@ -51,5 +54,6 @@ __all__ = [
     "UnisentDataModule",
     "default_cache_dir",
     "iter_records",
+    "load_source",
     "read_records",
 ]

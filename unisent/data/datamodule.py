@@ -1,10 +1,20 @@
-"""The DataModule: one training file and one dataloader per objective, tokenised once and cached."""
+"""The DataModule: one data source and one dataloader per objective.
+
+A map-style source is loaded (``datasets.load_dataset``, :mod:`.sources`), checked and tokenised once per
+machine (local rank 0 in :meth:`UnisentDataModule.prepare_data`, in ``num_proc`` processes) into an
+Arrow cache that every process then reads; a streamed one (``streaming: true``) is tokenised on the fly
+by each process (:mod:`.streaming`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import shutil
+import socket
+import uuid
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -13,11 +23,14 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from ..io import atomic_write, remove_stale_temporaries
 from ..testing import fault_point
-from .readers import DataSource, read_records
 from .records import DataConfigError
 from .sampling import ResumableSampler
 from .schema import PREDICT_SCHEMA, BatchSchema
+from .sources import DataSource, ResolvedSource, load_source, resolve_source, source_fingerprint
+from .streaming import StreamLoader, TokenizedStream
+from .tokenizing import RowTokenizer
 
 __all__ = ["UnisentDataModule", "default_cache_dir"]
 
@@ -28,16 +41,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("UNISENT_CACHE", Path.home() / ".cache" / "unisent")) / "tokenized"
 
 
-def _fingerprint(source: DataSource, schema: BatchSchema, tokenizer, max_length: int) -> str:
-    path = Path(source.path).expanduser().resolve()
-    stat = path.stat()
+#: records per tokenising process: smaller sets are tokenised in one process (starting more costs more)
+RECORDS_PER_PROCESS = 25_000
+
+
+def _fingerprint(resolved: ResolvedSource, schema: BatchSchema, tokenizer, max_length: int, dataset=None) -> str:
+    """The cache key: the source (its files' paths, sizes and times, or ``datasets``' fingerprint of a
+    repository or Hub dataset), the fields, the tokenizer with its added tokens, and the length."""
     parts = {
-        "path": str(path),
-        "mtime": stat.st_mtime_ns,
-        "size": stat.st_size,
-        "columns": source.columns,
-        "max_records": source.max_records,
-        "on_error": source.on_error,
+        "source": source_fingerprint(resolved, dataset),
         "keys": list(schema.batch_keys),
         "text_keys": list(schema.text_keys),
         "optional_keys": list(schema.optional_keys),
@@ -49,16 +61,45 @@ def _fingerprint(source: DataSource, schema: BatchSchema, tokenizer, max_length:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _tokenize_column(encoder, texts: list, max_length: int) -> list:
-    """Token ids of a text column; a null value (an optional text field) stays null."""
-    present = [i for i, text in enumerate(texts) if text is not None]
-    if len(present) == len(texts):
-        return encoder.tokenize_ids(texts, max_length)
-    column: list = [None] * len(texts)
-    if present:
-        for i, ids in zip(present, encoder.tokenize_ids([texts[i] for i in present], max_length)):
-            column[i] = ids
-    return column
+def default_num_proc() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def remove_stale_parts(directory: Path) -> None:
+    """Delete what tokenising writers of this host that no longer run left in the cache directory:
+    part directories (:meth:`UnisentDataModule._build_cache`) and ``atomic_write`` temporaries."""
+    for tmp in directory.glob(".*.tmp"):
+        match = re.match(r"^\..+\.(\d+)@(.+)\.tmp$", tmp.name)
+        if tmp.is_dir() and match and match.group(2) == socket.gethostname():
+            try:
+                os.kill(int(match.group(1)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(tmp, ignore_errors=True)
+            except PermissionError:
+                pass
+    remove_stale_temporaries(directory)  # (after the directories: it removes files only)
+
+
+def write_arrow_cache(parts: list[str], target: Path) -> None:
+    """Concatenate ``datasets``' Arrow stream files ``parts`` into ``target``, atomically (a reader sees
+    no file or the whole file, whatever kills the writer)."""
+    import pyarrow as pa
+
+    with atomic_write(target, "wb") as fh:
+        writer = None
+        for part in parts:
+            with pa.memory_map(part) as source:
+                reader = pa.ipc.open_stream(source)
+                if writer is None:
+                    writer = pa.ipc.new_stream(fh, reader.schema)
+                for batch in reader:
+                    writer.write_batch(batch)
+        if writer is not None:
+            writer.close()
 
 
 class _TrainLoader(DataLoader):
@@ -78,17 +119,25 @@ class _TrainLoader(DataLoader):
         """Nothing to do: see the class docstring."""
 
 
+class _StreamTrainLoader(StreamLoader, _TrainLoader):
+    """The training loader of a stream: :class:`StreamLoader`'s resume, :class:`_TrainLoader`'s state."""
+
+
 class UnisentDataModule(L.LightningDataModule):
     """Training data for every objective of the model.
 
-    The model's objectives declare which fields they need; this module reads each objective's file
-    (:class:`DataSource`), validates every record, tokenises the text fields once with the model's
-    tokenizer through ``datasets.map`` (cached as Arrow under ``cache_dir``, so a second run skips
-    reading and tokenising), and builds one dataloader per objective with dynamic padding. Lightning
+    The model's objectives declare which fields they need (:class:`BatchSchema`); this module loads each
+    objective's source (:class:`DataSource`: a file, glob, directory or Hub dataset, through
+    ``datasets.load_dataset``), checks every record, tokenises the text fields once per machine with the
+    model's tokenizer (:meth:`prepare_data`, on local rank 0, in ``num_proc`` processes, with a progress
+    bar; cached as Arrow under ``cache_dir``, which the other processes and later runs read), and builds
+    one dataloader per objective with dynamic padding. A source with ``streaming: true`` is read as a
+    stream and tokenised as it is trained on (:class:`~unisent.data.streaming.TokenizedStream`). Lightning
     combines the loaders; each training step gets ``{objective name: batch}``.
 
     Args:
-        train: ``{objective name: DataSource}``; every objective of the model needs an entry.
+        train: ``{objective name: DataSource}``; every objective of the model needs an entry (a string
+            is a path: ``DataSource(path)``).
         batch_size: per-process batch size (an int, or ``{objective name: int}``).
         num_workers: dataloader workers.
         length_grouped: group sentences of similar length into batches (see
@@ -106,6 +155,8 @@ class UnisentDataModule(L.LightningDataModule):
         predict: sentences for ``unisent predict`` (field ``text``; a .txt file has one per line),
             embedded in file order by the model's inference model.
         predict_batch_size: batch size of prediction.
+        num_proc: processes that tokenise a map-style source (``datasets.map(num_proc=)``); default:
+            the CPUs this process may use, one per 25,000 records at most.
     """
 
     def __init__(
@@ -119,6 +170,7 @@ class UnisentDataModule(L.LightningDataModule):
         seed: int = 42,
         predict: DataSource | None = None,
         predict_batch_size: int = 128,
+        num_proc: int | None = None,
     ) -> None:
         super().__init__()
         self.train = {k: DataSource(v) if isinstance(v, str) else v for k, v in (train or {}).items()}
@@ -130,10 +182,15 @@ class UnisentDataModule(L.LightningDataModule):
         self.seed = seed
         self.predict = DataSource(predict) if isinstance(predict, str) else predict
         self.predict_batch_size = predict_batch_size
+        if num_proc is not None and num_proc < 1:
+            raise ValueError(f"data.num_proc must be >= 1, got {num_proc}")
+        self.num_proc = num_proc
+        self.tokenised_here: list[str] = []  # cache files this process wrote (tests: once per machine)
         if combine_mode not in _COMBINE_MODES:
             raise ValueError(f"data.combine_mode must be one of {', '.join(_COMBINE_MODES)}, got {combine_mode!r}")
         self.datasets: dict[str, Any] = {}
         self.samplers: dict[str, ResumableSampler] = {}
+        self.streams: dict[str, TokenizedStream] = {}
         self._module = None
         self._resume: dict[str, Any] | None = None  # a checkpoint's data position (until training starts)
         self._loaded_after_build = False  # see load_state_dict
@@ -163,14 +220,8 @@ class UnisentDataModule(L.LightningDataModule):
             return bool(self.length_grouped.get(name, False))
         return bool(self.length_grouped)
 
-    def setup(self, stage: str | None = None) -> None:
-        if stage == "predict":
-            if self.predict is None:
-                raise ValueError("`unisent predict` needs data.predict: a file of sentences (field `text`)")
-            self.datasets["__predict__"] = self.tokenized(self.predict, PREDICT_SCHEMA)
-            return
-        if stage not in (None, "fit") or self.datasets or not self.train:
-            return
+    def _objectives(self) -> dict[str, Any]:
+        """The model's objectives by name, checked against ``data.train`` and ``data.length_grouped``."""
         objectives = {o.name: o for o in self.module.objectives}
         unknown = sorted(set(self.train) - set(objectives))
         missing = sorted(set(objectives) - set(self.train))
@@ -180,52 +231,123 @@ class UnisentDataModule(L.LightningDataModule):
             raise DataConfigError(f"data.train has {', '.join(map(repr, unknown))}, but the model's objectives are: {', '.join(objectives)}")
         if missing:
             raise DataConfigError(f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train")
+        return objectives
+
+    def _fn(self) -> str | None:
+        trainer = self.trainer
+        return None if trainer is None else getattr(trainer.state.fn, "value", trainer.state.fn)
+
+    def prepare_data(self) -> None:
+        """Tokenise every map-style source into the cache, once per machine: Lightning calls this on
+        local rank 0 only, and the other processes wait, then read the cache in :meth:`setup`."""
+        fn = self._fn()
+        if fn == "predict" and self.predict is not None:
+            self.tokenized(self.predict, PREDICT_SCHEMA)
+        elif fn in (None, "fit") and self.train:
+            objectives = self._objectives()
+            for name, source in self.train.items():
+                if not source.streaming:
+                    self.tokenized(source, objectives[name], name=name)
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage == "predict":
+            if self.predict is None:
+                raise ValueError("`unisent predict` needs data.predict: a file of sentences (field `text`)")
+            self.datasets["__predict__"] = self.tokenized(self.predict, PREDICT_SCHEMA)
+            return
+        if stage not in (None, "fit") or self.datasets or not self.train:
+            return
+        objectives = self._objectives()
         for name, source in self.train.items():
-            self.datasets[name] = self.tokenized(source, objectives[name])
+            if source.streaming:
+                self.datasets[name] = self._stream(name, source, objectives[name])
+                continue
+            self.datasets[name] = self.tokenized(source, objectives[name], name=name)
             # objectives whose state depends on the data (EASE's entity vocabulary) build it now,
             # before the optimiser exists and before a resumed checkpoint is loaded
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
-    def tokenized(self, source: DataSource, schema: BatchSchema | Any):
-        """Read, validate and tokenise ``source`` by ``schema`` (an objective's, or predict's), through
-        the Arrow cache."""
-        from datasets import Dataset, disable_progress_bars
+    def _stream(self, name: str, source: DataSource, objective) -> TokenizedStream:
+        schema = objective.schema
+        if schema.needs_all_records:
+            raise DataConfigError(f"objective {name!r} builds its state from all its training records before "
+                                  "training (setup_data): its source cannot be streamed; set streaming: false")
+        if self.combine_mode not in ("max_size_cycle", "max_size"):
+            raise DataConfigError(f"objective {name!r} streams its data, which has no end: data.combine_mode must "
+                                  f"be max_size_cycle or max_size, got {self.combine_mode!r}")
+        trainer = self.trainer
+        if trainer is not None and (trainer.max_steps is None or trainer.max_steps < 0):
+            raise DataConfigError(f"objective {name!r} streams its data (streaming: true), which has no end: set "
+                                  "trainer.max_steps")
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        encoder = self.module.encoder
+        max_length = schema.max_length or encoder.config.max_length
+        stream = TokenizedStream(
+            resolve_source(source), schema.batch_keys, schema.text_keys, schema.optional_keys,
+            RowTokenizer(encoder.tokenizer, schema.text_keys, max_length), self._batch_size(name),
+            seed=self.seed, rank=rank, world_size=world,
+        )
+        stream.check_columns()
+        return stream
+
+    def tokenized(self, source: DataSource, schema: BatchSchema | Any, name: str = "data"):
+        """Load, check and tokenise ``source`` by ``schema`` (an objective's, or predict's), through the
+        Arrow cache: the cached file when there is one, else it is built (and written atomically)."""
+        from datasets import Dataset
 
         if not isinstance(schema, BatchSchema):  # an objective: its declared schema
             schema = schema.schema
+        if isinstance(source, str):
+            source = DataSource(source)
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length
-        cache = self.cache_dir / f"{_fingerprint(source, schema, encoder.tokenizer, max_length)}.arrow"
+        resolved = resolve_source(source)
+        dataset = None
+        if resolved.kind in ("repo", "hub"):  # keyed by datasets' fingerprint of the loaded data
+            dataset = load_source(resolved, schema.batch_keys, schema.text_keys, schema.optional_keys)
+        cache = self.cache_dir / f"{_fingerprint(resolved, schema, encoder.tokenizer, max_length, dataset)}.arrow"
         if cache.is_file():
             return Dataset.from_file(str(cache))
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        columns = read_records(source, schema.batch_keys, schema.text_keys, schema.optional_keys)
-        disable_progress_bars()
-        text_keys = list(schema.text_keys)
+        if dataset is None:
+            dataset = load_source(resolved, schema.batch_keys, schema.text_keys, schema.optional_keys)
+        self._build_cache(dataset, schema, RowTokenizer(encoder.tokenizer, schema.text_keys, max_length), cache, name)
+        return Dataset.from_file(str(cache))
 
-        def tokenize(rows: dict[str, list]) -> dict[str, list]:
-            fault_point("cache_write")  # (benchmarks/soak.py: a kill while the Arrow cache is written)
-            out = {k: _tokenize_column(encoder, rows[k], max_length) for k in text_keys}
-            n = len(rows[text_keys[0]]) if text_keys else 0
-            out["length"] = [max((len(out[k][i]) for k in text_keys if out[k][i] is not None), default=0) for i in range(n)]
-            return out
-
-        dataset = Dataset.from_dict(columns)
+    def _build_cache(self, dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str) -> None:
+        """Tokenise ``dataset`` in ``num_proc`` processes into part files of a private directory, then
+        write them as one Arrow file ``cache`` (atomically)."""
         features = None
-        if set(text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type
+        if set(schema.text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type
             from datasets import List, Value
 
             features = dataset.features.copy()
-            features.update({k: List(Value("int64")) for k in text_keys} | {"length": Value("int64")})
-        return dataset.map(
-            tokenize, batched=True, batch_size=1000, cache_file_name=str(cache), new_fingerprint=cache.stem,
-            features=features,
-        )
+            features.update({k: List(Value("int64")) for k in schema.text_keys} | {"length": Value("int64")})
+        num_proc = min(self.num_proc or default_num_proc(), max(1, len(dataset) // RECORDS_PER_PROCESS))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_parts(cache.parent)
+        # named as io.atomic_write names its temporaries (writer's pid and host), so that a killed
+        # writer's leftovers are recognised and removed by the next writer
+        parts = cache.parent / f".{cache.stem}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{socket.gethostname()}.tmp"
+        parts.mkdir()
+        try:
+            mapped = dataset.map(
+                tokenize, batched=True, batch_size=1000, num_proc=num_proc if num_proc > 1 else None,
+                cache_file_name=str(parts / "part.arrow"), new_fingerprint=cache.stem, features=features,
+                desc=f"Tokenising {name} ({len(dataset):,} records, {num_proc} process{'es' if num_proc > 1 else ''})",
+            )
+            fault_point("cache_write")  # (benchmarks/soak.py: a kill while the Arrow cache is written)
+            write_arrow_cache([f["filename"] for f in mapped.cache_files], cache)
+            del mapped
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)
+        self.tokenised_here.append(str(cache))
 
     def _loader(self, name: str) -> DataLoader:
         dataset = self.datasets[name]
         objective = next(o for o in self.module.objectives if o.name == name)
         batch_size = self._batch_size(name)
+        if isinstance(dataset, TokenizedStream):
+            return self._stream_loader(name, dataset, objective)
         if len(dataset) < batch_size:
             raise ValueError(
                 f"objective {name!r} has {len(dataset)} training records, fewer than one batch of {batch_size}"
@@ -257,6 +379,19 @@ class UnisentDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
+    def _stream_loader(self, name: str, stream: TokenizedStream, objective) -> DataLoader:
+        self.streams[name] = stream
+        workers = stream.active_workers(self.num_workers) if self.num_workers else 0
+        return _StreamTrainLoader(
+            stream,
+            batch_size=stream.batch_size,
+            drop_last=True,
+            collate_fn=partial(objective.collate, pad_id=self.module.encoder.pad_token_id),
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            generator=torch.Generator().manual_seed(self.seed),  # see _loader
+        )
+
     def _evaluation_loader(self, tasks: list[str]):
         # The evaluation tasks read their own files; the loop needs one placeholder batch to run.
         # (its own generator: validation draws nothing from the global random state; see _loader)
@@ -278,18 +413,28 @@ class UnisentDataModule(L.LightningDataModule):
         from lightning.pytorch.utilities import CombinedLoader
 
         loaders = {name: self._loader(name) for name in self.datasets}
+        self._order = list(loaders)
         if self._resume is not None:
             self._apply_position(self._resume)
         return CombinedLoader(loaders, mode=self.combine_mode)
 
     # ------------------------------------------------------------------------------------ resume
+    def _loader_names(self) -> list[str]:
+        """The training loaders in the order they are combined."""
+        order = getattr(self, "_order", None) or [*self.samplers, *self.streams]
+        return [name for name in order if name in self.samplers or name in self.streams]
+
     def positions(self, batches: int) -> dict[str, dict[str, int]]:
         """Where each training loader stands after ``batches`` training batches of an epoch:
         ``{objective name: {"pass", "batch"}}``, following ``combine_mode`` (``max_size_cycle``
         restarts a shorter loader, which begins a new pass with a new order)."""
         out = {}
         remaining = batches
-        for name, sampler in self.samplers.items():
+        for name in self._loader_names():
+            if name in self.streams:  # an endless stream: its batches since the start
+                out[name] = {"pass": 0, "batch": batches}
+                continue
+            sampler = self.samplers[name]
             n = sampler.num_batches
             if self.combine_mode in ("max_size_cycle", "min_size"):
                 out[name] = {"pass": batches // n, "batch": batches % n}
@@ -311,7 +456,7 @@ class UnisentDataModule(L.LightningDataModule):
         these sized loaders without workers the two agree at n; resuming at n + 1 or n - 1 does not
         reproduce an uninterrupted run (tests/test_resume.py reproduces it exactly)."""
         trainer = self.trainer
-        if trainer is None or not self.samplers:
+        if trainer is None or not (self.samplers or self.streams):
             return {}
         batches = int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
         return {"epoch": int(trainer.current_epoch), "batches": batches, "seed": self.seed,
@@ -329,8 +474,8 @@ class UnisentDataModule(L.LightningDataModule):
         if not state_dict:
             return
         self._resume = state_dict
-        self._loaded_after_build = bool(self.samplers)
-        if self.samplers:
+        self._loaded_after_build = bool(self.samplers or self.streams)
+        if self._loaded_after_build:
             self._apply_position(state_dict)
 
     def restart_position(self) -> bool:
@@ -350,12 +495,14 @@ class UnisentDataModule(L.LightningDataModule):
                              f"has data.seed={self.seed}: resuming would not continue the same order (resume with "
                              f"the same seed, or start a new run from the weights)")
         positions = state.get("positions", {})
-        unknown = sorted(set(positions) - set(self.samplers))
+        unknown = sorted(set(positions) - set(self._loader_names()))
         if unknown:
             raise ValueError(f"the checkpoint has data positions for {', '.join(unknown)}, "
-                             f"this run's loaders are {', '.join(self.samplers)}")
+                             f"this run's loaders are {', '.join(self._loader_names())}")
         if state.get("combine_mode", self.combine_mode) != self.combine_mode:
             positions = self.positions(state["batches"])  # recompute for this run's mode
+        for name, stream in self.streams.items():
+            stream.set_position(positions.get(name, {"batch": 0})["batch"])
         for name, sampler in self.samplers.items():
             where = positions.get(name, {"pass": 0, "batch": 0})
             sampler.set_position(state["epoch"], where["pass"], min(where["batch"], sampler.num_batches))

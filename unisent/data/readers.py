@@ -1,4 +1,8 @@
-"""Read training records from jsonl, csv/tsv, txt, parquet or a saved Hugging Face dataset.
+"""Read training records of one file line by line: jsonl, csv/tsv, txt, parquet or a saved dataset.
+
+Training data is loaded by :func:`unisent.data.sources.load_source` (``datasets.load_dataset``); this
+reader is what it falls back on when a local file does not parse or holds a malformed record, because
+it names the line.
 
 Every record is checked against the fields an objective needs. A problem is reported with the file,
 the line (or row) and the field; by default all problems are collected and raised together, nothing
@@ -13,37 +17,26 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .records import SUPPORTED_FORMATS, Record, RecordError, iter_records
 
-__all__ = ["DataSource", "RecordError", "read_records", "SUPPORTED_FORMATS"]
+if TYPE_CHECKING:
+    from .sources import DataSource
+
+__all__ = ["RecordError", "read_records", "SUPPORTED_FORMATS"]
 
 MAX_LISTED = 20
 
 
 @dataclass
-class DataSource:
-    """A training file for one objective.
-
-    Attributes:
-        path: a .jsonl, .csv, .tsv, .txt (one sentence per line, field ``text``), .parquet file, or a
-            directory written by ``datasets.Dataset.save_to_disk``.
-        columns: renames ``{column in the file: field the objective expects}``, e.g.
-            ``{sent0: anchor, sent1: positive, hard_neg: negative}`` for SimCSE's NLI csv.
-        max_records: read only the first N records (0 = all).
-        on_error: ``raise`` (default) lists every bad record and stops; ``skip`` drops them, counts
-            them and reports them in a warning.
-    """
+class _File:
+    """The fields of a :class:`~unisent.data.sources.DataSource` this reader uses (for a bare path)."""
 
     path: str
     columns: dict[str, str] = field(default_factory=dict)
     max_records: int = 0
-    on_error: Literal["raise", "skip"] = "raise"
-
-    def __post_init__(self) -> None:
-        if self.on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+    on_error: str = "raise"
 
 
 def _check_text(record: Record, keys: Sequence[str]) -> RecordError | None:
@@ -72,7 +65,7 @@ def read_records(
         RecordError: a record is malformed (listed with its line and field), unless ``on_error="skip"``.
     """
     if isinstance(source, str):
-        source = DataSource(path=source)
+        source = _File(path=source)
     path = Path(source.path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"training data file {str(path)!r} does not exist")

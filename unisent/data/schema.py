@@ -37,12 +37,15 @@ class BatchSchema:
         text_keys: the subset that is text: tokenised, and padded to one length per batch.
         optional_keys: fields that may be null in a record.
         max_length: token limit of the text fields; ``None``: the encoder's.
+        needs_all_records: the objective builds state from all its training records before training
+            (``Objective.setup_data``: EASE's entity vocabulary): its source cannot be streamed.
     """
 
     batch_keys: tuple[str, ...]
     text_keys: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
     max_length: int | None = None
+    needs_all_records: bool = False
 
     def __post_init__(self) -> None:
         for attr in ("text_keys", "optional_keys"):

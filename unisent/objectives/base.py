@@ -147,8 +147,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     @property
     def schema(self) -> BatchSchema:
         """This objective's :class:`BatchSchema`, from :attr:`batch_keys`, :attr:`text_keys`,
-        :attr:`optional_keys` and ``max_length`` (instances may set the key tuples in ``__init__``)."""
-        return BatchSchema(tuple(self.batch_keys), tuple(self.text_keys), tuple(self.optional_keys), self.max_length)
+        :attr:`optional_keys` and ``max_length`` (instances may set the key tuples in ``__init__``); an
+        objective that overrides :meth:`setup_data` needs all its records at once (no stream)."""
+        return BatchSchema(tuple(self.batch_keys), tuple(self.text_keys), tuple(self.optional_keys), self.max_length,
+                           needs_all_records=type(self).setup_data is not Objective.setup_data)
 
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
         """Batch tokenised records (:meth:`BatchSchema.collate`); override to convert fields further

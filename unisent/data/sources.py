@@ -1,0 +1,350 @@
+"""Where training data comes from: one :class:`DataSource` for every objective, read through
+``datasets.load_dataset``.
+
+A source is a local file, a glob of files or a directory in any format ``datasets`` reads (jsonl/json,
+csv, tsv, txt, parquet, arrow; a dataset repository directory with its README ``configs``; a directory
+written by ``Dataset.save_to_disk``), or a Hugging Face Hub dataset id with ``name``, ``split``,
+``revision`` and ``data_files``. Offline (``HF_HUB_OFFLINE=1``/``HF_DATASETS_OFFLINE=1``) a Hub id is
+read from the ``datasets`` cache; when it is not there the error is one line saying so.
+
+Records are checked against the objective's fields with Arrow compute on the loaded table (nulls,
+empty sentences, non-text values), which costs little next to tokenising. When ``load_dataset`` cannot
+parse a local file, or the check finds a malformed record in one, the file is read again by the record
+reader (:func:`unisent.data.readers.read_records`): its errors name the file, the line and the field,
+which ``load_dataset`` cannot (it reports a pandas or Arrow parse error, without the line of the
+record). That second reading is also what ``on_error: skip`` keeps. Records of a Hub dataset or a
+repository directory are named by their row.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob as globlib
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .records import FORMATS, RecordError
+
+__all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
+
+#: record format (a suffix of :data:`unisent.data.records.FORMATS`, or ``format:``) -> ``load_dataset`` builder
+BUILDERS = {"jsonl": "json", "json": "json", "csv": "csv", "tsv": "csv", "txt": "text", "text": "text",
+            "parquet": "parquet", "arrow": "arrow"}
+_SUFFIX_FORMATS = {**FORMATS, ".arrow": "arrow"}
+_LOCAL_FORMATS = {"jsonl", "csv", "tsv", "txt", "parquet"}  # the ones the record reader names lines of
+MAX_LISTED = 20
+
+
+@dataclass
+class DataSource:
+    """The training data of one objective.
+
+    Attributes:
+        path: a local file (``.jsonl``/``.json``, ``.csv``, ``.tsv``, ``.txt`` = one sentence per line,
+            field ``text``, ``.parquet``, ``.arrow``), a glob of such files (``data/part-*.parquet``), a
+            directory (a dataset repository with data files and an optional README ``configs``
+            section, or a directory written by ``Dataset.save_to_disk``), or a Hugging Face Hub dataset
+            id (``sentence-transformers/all-nli``). Read by ``datasets.load_dataset``.
+        name: the dataset configuration (``pair-class``; a README ``configs`` entry).
+        split: the split to train on.
+        revision: a Hub revision (branch, tag or commit).
+        data_files: ``load_dataset``'s ``data_files`` (files of a repository or Hub dataset).
+        format: the format of local files when their suffix does not tell (``jsonl``, ``csv``, ``tsv``,
+            ``txt``, ``parquet``, ``arrow``).
+        columns: renames ``{column in the data: field the objective expects}``, e.g.
+            ``{sent0: anchor, sent1: positive, hard_neg: negative}`` for SimCSE's NLI csv.
+        max_records: read only the first N records (0 = all).
+        on_error: ``raise`` (default) lists every bad record and stops; ``skip`` drops them, counts
+            them and reports them in a warning.
+        streaming: read the data as a stream (``load_dataset(streaming=True)``): nothing is converted
+            or cached, records are tokenised as they are trained on; for corpora larger than memory or
+            disk. Needs ``trainer.max_steps``; see :mod:`unisent.data.streaming`.
+        shuffle_buffer: with ``streaming``: records are shuffled in a buffer of this size (and the
+            order of the files is shuffled); 0 keeps the stream's order.
+    """
+
+    path: str
+    name: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    data_files: str | list[str] | dict[str, str | list[str]] | None = None
+    format: Literal["jsonl", "json", "csv", "tsv", "txt", "text", "parquet", "arrow"] | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    max_records: int = 0
+    on_error: Literal["raise", "skip"] = "raise"
+    streaming: bool = False
+    shuffle_buffer: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if self.format is not None and self.format not in BUILDERS:
+            raise ValueError(f"format must be one of {', '.join(BUILDERS)}, got {self.format!r}")
+        if self.max_records < 0 or self.shuffle_buffer < 0:
+            raise ValueError(f"max_records and shuffle_buffer must be >= 0, got {self.max_records}, {self.shuffle_buffer}")
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """What a :class:`DataSource` names: ``kind`` is ``files`` (local files of one ``format``),
+    ``saved`` (a ``save_to_disk`` directory), ``repo`` (a local dataset repository directory) or ``hub``."""
+
+    source: DataSource
+    kind: Literal["files", "saved", "repo", "hub"]
+    files: tuple[Path, ...] = ()
+    format: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How errors name the source: the file, or the path/id with its configuration."""
+        if self.kind in ("files", "saved") and len(self.files) == 1:
+            return str(self.files[0])
+        extra = [f"{k}={v}" for k, v in (("name", self.source.name), ("revision", self.source.revision))
+                 if v is not None]
+        return f"{self.source.path}[{', '.join([*extra, f'split={self.source.split}'])}]"
+
+
+def _format_of(path: Path, source: DataSource) -> str:
+    if source.format is not None:
+        return "jsonl" if source.format == "json" else "txt" if source.format == "text" else source.format
+    fmt = _SUFFIX_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"{path}: unsupported format {path.suffix.lower()!r}; supported: "
+                         f"{', '.join(_SUFFIX_FORMATS)}, a dataset directory or a Hub id (or name one with format:)")
+    return fmt
+
+
+def _looks_local(path: str) -> bool:
+    """A path a user meant as a local file (a Hub id is ``owner/name`` without a suffix)."""
+    p = Path(path)
+    return (path.startswith(("/", ".", "~")) or p.suffix.lower() in _SUFFIX_FORMATS or os.sep + os.sep in path
+            or len(p.parts) > 2 or os.path.isabs(path))
+
+
+def resolve_source(source: DataSource | str) -> ResolvedSource:
+    """Find what ``source.path`` names (see :class:`ResolvedSource`).
+
+    Raises:
+        FileNotFoundError: a local path (or glob) that does not exist.
+        ValueError: an unknown suffix, or a glob matching files of several formats.
+    """
+    if isinstance(source, str):
+        source = DataSource(path=source)
+    raw = source.path
+    path = Path(raw).expanduser()
+    if globlib.has_magic(raw):
+        files = sorted(Path(f) for f in globlib.glob(str(path), recursive=True) if Path(f).is_file())
+        if not files:
+            raise FileNotFoundError(errno.ENOENT, "training data: no file matches the pattern", raw)
+        formats = {_format_of(f, source) for f in files}
+        if len(formats) > 1:
+            raise ValueError(f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
+                             "narrow the pattern or name one with format:")
+        return ResolvedSource(source, "files", tuple(files), formats.pop())
+    if path.is_file():
+        return ResolvedSource(source, "files", (path,), _format_of(path, source))
+    if path.is_dir():
+        if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
+            return ResolvedSource(source, "saved", (path,))
+        if (path / "dataset_dict.json").is_file():
+            raise RecordError(path, 0, "holds a dataset dictionary (splits: "
+                                       f"{', '.join(sorted(p.name for p in path.iterdir() if p.is_dir()))}); "
+                                       "point at the directory of one split")
+        return ResolvedSource(source, "repo", (path,))
+    if _looks_local(raw):
+        raise FileNotFoundError(errno.ENOENT, "training data file does not exist", str(path))
+    return ResolvedSource(source, "hub")
+
+
+def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]:
+    """What identifies the data of a source in a cache key: the description and, for local files, each
+    file's path, size and modification time; for repositories and Hub datasets ``datasets``' own
+    fingerprint of the loaded data (which follows their files and revision)."""
+    source = resolved.source
+    parts: dict[str, Any] = {"kind": resolved.kind, "path": source.path, "name": source.name, "split": source.split,
+                             "revision": source.revision, "data_files": source.data_files, "format": resolved.format,
+                             "columns": source.columns, "max_records": source.max_records,
+                             "on_error": source.on_error}
+    if resolved.kind in ("files", "saved"):
+        files = resolved.files
+        if resolved.kind == "saved":
+            files = tuple(sorted(p for p in resolved.files[0].rglob("*") if p.is_file()))
+        parts["files"] = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    elif dataset is not None:
+        parts["datasets_fingerprint"] = getattr(dataset, "_fingerprint", None)
+    return parts
+
+
+# ------------------------------------------------------------------------------------------ loading
+def _builder_kwargs(resolved: ResolvedSource) -> tuple[str, dict[str, Any]]:
+    fmt = resolved.format
+    kwargs: dict[str, Any] = {"data_files": [str(f) for f in resolved.files]}
+    if fmt in ("csv", "tsv"):
+        import csv
+
+        with resolved.files[0].open(encoding="utf-8-sig", newline="") as fh:
+            header = next(csv.reader(fh, delimiter="," if fmt == "csv" else "\t"), [])
+        # every field as the text it is (pandas would read "007" as 7 and "NA" as null), blank lines kept
+        kwargs.update(sep="," if fmt == "csv" else "\t", na_filter=False, keep_default_na=False,
+                      skip_blank_lines=False, converters={name: str for name in header}, encoding="utf-8-sig")
+    elif fmt == "txt":
+        kwargs["encoding"] = "utf-8-sig"  # a byte-order mark is dropped, as the record reader does
+    return BUILDERS[fmt], kwargs
+
+
+def _hub_error(resolved: ResolvedSource, err: Exception) -> FileNotFoundError:
+    from datasets import config
+
+    offline = " (offline: HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set)" if config.HF_HUB_OFFLINE else ""
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return FileNotFoundError(
+        f"training data {resolved.source.path!r} is no local file, directory or glob, and the Hugging Face dataset "
+        f"{resolved.label} is not in the datasets cache ({config.HF_DATASETS_CACHE}) and could not be downloaded"
+        f"{offline}: {reason}. Download it once with network access, or point path at a local copy.")
+
+
+def open_dataset(resolved: ResolvedSource, streaming: bool = False):
+    """``datasets.load_dataset`` (``load_from_disk`` for a saved directory) of a resolved source: a
+    ``Dataset``, or an ``IterableDataset`` with ``streaming``. Parse errors of local files propagate."""
+    import datasets
+
+    source = resolved.source
+    if resolved.kind == "saved":
+        dataset = datasets.load_from_disk(str(resolved.files[0]))
+        return dataset.to_iterable_dataset(num_shards=max(1, min(64, len(dataset) // 10_000))) if streaming else dataset
+    if resolved.kind == "files":
+        builder, kwargs = _builder_kwargs(resolved)
+        return datasets.load_dataset(builder, split="train", streaming=streaming, **kwargs)
+    kwargs = {"name": source.name, "split": source.split, "revision": source.revision, "data_files": source.data_files,
+              "streaming": streaming}
+    if resolved.kind == "repo":
+        return datasets.load_dataset(str(Path(source.path).expanduser()), **kwargs)
+    try:
+        return datasets.load_dataset(source.path, **kwargs)
+    except (ConnectionError, FileNotFoundError, OSError, datasets.exceptions.DatasetNotFoundError) as err:
+        raise _hub_error(resolved, err) from None
+
+
+def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], optional: Sequence[str] = ()):
+    """``dataset`` with its columns renamed (``columns:``) and reduced to ``required``; a required
+    column that is absent is an error of the whole source, an absent optional one reads as null."""
+    source = resolved.source
+    original = list(dataset.column_names)
+    rename = {old: new for old, new in source.columns.items() if old in original and old != new}
+    if rename:
+        dataset = dataset.rename_columns(rename)
+    names = [rename.get(n, n) for n in original]
+    missing = [k for k in required if k not in optional and k not in names]
+    if missing:
+        renamed = f" renamed to {', '.join(names)}" if rename else ""
+        raise RecordError(resolved.label, 0, f"no column {', '.join(map(repr, missing))} (columns: "
+                                             f"{', '.join(original)}{renamed})", field=missing[0])
+    for key in required:
+        if key not in names:  # an optional field no record has
+            dataset = dataset.add_column(key, [None] * len(dataset))
+    return dataset.select_columns(list(required))
+
+
+def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optional: Sequence[str]) -> dict[int, str]:
+    """``{row index: problem}`` of an Arrow table's records (a null required field, a text field that is
+    not a non-blank string), computed with Arrow compute; empty when every record is good."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found: dict[int, str] = {}
+    for key in required:
+        column = table.column(key)
+        if key not in optional and column.null_count:
+            for i in pc.indices_nonzero(pc.is_null(column)).to_pylist():
+                found.setdefault(i, f"field {key!r} is missing (null)")
+        if key in text_keys and len(column):
+            if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_null(column.type)):
+                kind = type(pc.drop_null(column)[0].as_py()).__name__ if len(pc.drop_null(column)) else "?"
+                for i in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
+                    found.setdefault(i, f"field {key!r} must be a string, got {kind}")
+                continue
+            if pa.types.is_null(column.type):
+                continue
+            blank = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
+            for i in pc.indices_nonzero(blank).to_pylist():
+                found.setdefault(i, f"field {key!r} is an empty sentence")
+    return found
+
+
+def report_problems(label: str, problems: dict[int, str], total: int, required: Sequence[str], on_error: str,
+                    kept: int) -> None:
+    """Raise (``on_error: raise``) or warn about malformed rows, as the record reader does for lines."""
+    listed = [f"{label}:row {i + 1}: {problems[i]}" for i in sorted(problems)[:MAX_LISTED]]
+    more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""
+    listing = "\n".join(listed) + more
+    if on_error == "raise":
+        raise RecordError(label, 0, f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
+                                    "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them.")
+    warnings.warn(f"skipped {total} malformed record(s) of {label}, kept {kept}:\n{listing}", stacklevel=3)
+
+
+def load_source(
+    source: DataSource | str,
+    required: Sequence[str],
+    text_keys: Sequence[str] = (),
+    optional: Sequence[str] = (),
+):
+    """Load a (map-style) source as a ``datasets.Dataset`` holding only the ``required`` fields, every
+    record checked (see the module docstring for how problems are named)."""
+    from .readers import read_records
+
+    resolved = source if isinstance(source, ResolvedSource) else resolve_source(source)
+    source = resolved.source
+    # local files the record reader names lines (rows) of
+    line_reader = resolved.kind == "saved" or (resolved.kind == "files" and resolved.format in _LOCAL_FORMATS)
+
+    def by_lines():
+        """The record reader on each file: line numbers in the errors, ``on_error: skip`` applied."""
+        import datasets
+
+        parts = []
+        left = source.max_records
+        for path in resolved.files:
+            part = DataSource(path=str(path), columns=source.columns, max_records=left, on_error=source.on_error)
+            columns = read_records(part, required, text_keys, optional)
+            parts.append(datasets.Dataset.from_dict(columns))
+            if source.max_records:
+                left -= len(parts[-1])
+                if left <= 0:
+                    break
+        return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+    try:
+        dataset = open_dataset(resolved)
+    except Exception:
+        if not line_reader:
+            raise
+        return by_lines()  # raises the record reader's error naming the line (or reads what it can)
+    if not line_reader and resolved.kind in ("files", "saved") and len(dataset) == 0:
+        raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")
+    try:
+        dataset = select_fields(dataset, resolved, required, optional)
+    except RecordError:
+        if line_reader:
+            return by_lines()
+        raise
+    if source.max_records and source.max_records < len(dataset):
+        dataset = dataset.select(range(source.max_records))
+    table = dataset.with_format("arrow")[:]
+    problems = problem_rows(table, required, text_keys, optional)
+    if problems or len(dataset) == 0:
+        if line_reader:
+            return by_lines()
+        if not problems:
+            raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")
+        bad = sorted(problems)
+        report_problems(resolved.label, problems, len(bad), required, source.on_error, len(dataset) - len(bad))
+        keep = sorted(set(range(len(dataset))) - set(bad))
+        if not keep:
+            raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")
+        dataset = dataset.select(keep)
+    return dataset

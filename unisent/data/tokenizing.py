@@ -1,0 +1,67 @@
+"""Tokenising records by a :class:`~unisent.data.schema.BatchSchema`: one picklable function for the
+map-style cache (``datasets.map`` with ``num_proc`` worker processes) and for streams.
+
+The function holds the tokenizer's Rust backend (``tokenizers.Tokenizer``, a small JSON when pickled),
+not the encoder, so that worker processes receive a few hundred kilobytes, not the model. It calls the
+backend as ``transformers`` does for ``tokenizer(texts, truncation=True, max_length=n)`` (truncation
+on the tokenizer's side, special tokens added, no padding) and returns the same ids
+(``tests/test_data_sources.py`` compares them); a tokenizer without a backend (a slow one) is called
+as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["RowTokenizer"]
+
+
+class RowTokenizer:
+    """``rows -> rows`` with every text field of ``text_keys`` replaced by its token ids (a null stays
+    null) and a ``length`` column (the longest text field of the record, in tokens).
+
+    Args:
+        tokenizer: a ``transformers`` tokenizer (the encoder's, with any added tokens).
+        text_keys: the fields to tokenise.
+        max_length: the token limit (special tokens included).
+    """
+
+    def __init__(self, tokenizer, text_keys: Sequence[str], max_length: int) -> None:
+        self.text_keys = list(text_keys)
+        self.max_length = max_length
+        backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+        if backend is not None:
+            from tokenizers import Tokenizer
+
+            backend = Tokenizer.from_str(backend.to_str())  # a copy: the encoder's own settings stay
+            backend.enable_truncation(max_length, direction=getattr(tokenizer, "truncation_side", "right"))
+            backend.no_padding()
+            self._backend, self._tokenizer = backend, None
+        else:
+            self._backend, self._tokenizer = None, tokenizer
+
+    def ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of non-null texts."""
+        if self._backend is not None:
+            encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+            return [encoding.ids for encoding in encode(list(texts))]
+        return self._tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False,
+                               return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+
+    def column(self, texts: Sequence[str | None]) -> list[list[int] | None]:
+        present = [i for i, text in enumerate(texts) if text is not None]
+        if len(present) == len(texts):
+            return self.ids(texts)
+        column: list[list[int] | None] = [None] * len(texts)
+        if present:
+            for i, ids in zip(present, self.ids([texts[i] for i in present])):
+                column[i] = ids
+        return column
+
+    def __call__(self, rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        out = {key: self.column(rows[key]) for key in self.text_keys}
+        n = len(rows[self.text_keys[0]]) if self.text_keys else len(next(iter(rows.values()), []))
+        out["length"] = [max((len(out[k][i]) for k in self.text_keys if out[k][i] is not None), default=0)
+                         for i in range(n)]
+        return out

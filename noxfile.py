@@ -27,8 +27,9 @@ def quickstart(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
-    session.run("ruff", "check", "unisent", "tests", "benchmarks", "noxfile.py")
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", "unisent", "tests", "benchmarks", "scripts", "noxfile.py")
+    session.run("ruff", "format", "--check", "unisent", "tests", "benchmarks", "scripts", "noxfile.py")
 
 
 @nox.session(python=False)

@@ -85,8 +85,9 @@ def top1(similarity, queries: list[str], candidates: list[str]) -> tuple[int, li
     return len(queries) - len(wrong), wrong
 
 
-def load_encoder(model: str, *, amr_vocabulary: bool, counts: list[str], lists: list[str], min_count: int,
-                 max_length: int | None):
+def load_encoder(
+    model: str, *, amr_vocabulary: bool, counts: list[str], lists: list[str], min_count: int, max_length: int | None
+):
     import unisent
 
     encoder = unisent.load(model)
@@ -125,8 +126,12 @@ def run(args: argparse.Namespace) -> dict:
     graphs = [p["graph"] for p in pairs]
 
     encoder, added = load_encoder(
-        args.model, amr_vocabulary=args.amr_vocabulary, counts=args.symbol_counts, lists=args.symbol_lists,
-        min_count=args.min_count, max_length=args.max_length,
+        args.model,
+        amr_vocabulary=args.amr_vocabulary,
+        counts=args.symbol_counts,
+        lists=args.symbol_lists,
+        min_count=args.min_count,
+        max_length=args.max_length,
     )
     max_length = getattr(getattr(encoder, "config", None), "max_length", None)
     truncated = None
@@ -173,20 +178,40 @@ def run(args: argparse.Namespace) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (also used by benchmarks/unified_panel.py)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True,
-                        help="a preset (minilm-l6), a saved encoder directory or a .ckpt (anything unisent.load reads)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="a preset (minilm-l6), a saved encoder directory or a .ckpt (anything unisent.load reads)",
+    )
     parser.add_argument("--penman", required=True, help="PENMAN file with # ::snt (or an amr-linearize jsonl)")
-    parser.add_argument("--amr-vocabulary", action="store_true",
-                        help="extend the encoder's vocabulary with the AMR names first (untrained rows: mean of subwords)")
-    parser.add_argument("--symbol-counts", nargs="*", default=[str(DEFAULT_COUNTS)],
-                        help="count files NAME<TAB>COUNT (default: the quickstart's amr_predicates.tsv)")
-    parser.add_argument("--symbol-lists", nargs="*", default=[str(DEFAULT_LISTS)],
-                        help="plain lists, always added (default: the quickstart's amr_additions.txt)")
+    parser.add_argument(
+        "--amr-vocabulary",
+        action="store_true",
+        help="extend the encoder's vocabulary with the AMR names first (untrained rows: mean of subwords)",
+    )
+    parser.add_argument(
+        "--symbol-counts",
+        nargs="*",
+        default=[str(DEFAULT_COUNTS)],
+        help="count files NAME<TAB>COUNT (default: the quickstart's amr_predicates.tsv)",
+    )
+    parser.add_argument(
+        "--symbol-lists",
+        nargs="*",
+        default=[str(DEFAULT_LISTS)],
+        help="plain lists, always added (default: the quickstart's amr_additions.txt)",
+    )
     parser.add_argument("--min-count", type=int, default=5)
-    parser.add_argument("--exclude-sentences-of", nargs="*", default=[], metavar="FILE",
-                        help="drop pairs whose sentence occurs in these PENMAN/jsonl files")
+    parser.add_argument(
+        "--exclude-sentences-of",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="drop pairs whose sentence occurs in these PENMAN/jsonl files",
+    )
     parser.add_argument("--no-parentheses", action="store_true")
     parser.add_argument("--keep-wiki", action="store_true")
     parser.add_argument("--max-length", type=int, default=None, help="override the encoder's max tokens")

@@ -81,12 +81,18 @@ def main() -> None:
         encoder.encode(sentences + sentences, batch_size=64, workers=1)
         sync()
         encode = 2 * len(sentences) / (time.perf_counter() - start)
-        results[mode] = {"train_first_two_steps_s": first, "train_s_per_step": train,
-                         "encode_first_call_s": encode_first, "encode_sentences_per_s": encode}
+        results[mode] = {
+            "train_first_two_steps_s": first,
+            "train_s_per_step": train,
+            "encode_first_call_s": encode_first,
+            "encode_sentences_per_s": encode,
+        }
         print(mode, json.dumps(results[mode]), flush=True)
     eager, compiled = results["eager"], results["compiled"]
-    print(f"training speed-up {eager['train_s_per_step'] / compiled['train_s_per_step']:.2f}x, "
-          f"encode speed-up {compiled['encode_sentences_per_s'] / eager['encode_sentences_per_s']:.2f}x")
+    print(
+        f"training speed-up {eager['train_s_per_step'] / compiled['train_s_per_step']:.2f}x, "
+        f"encode speed-up {compiled['encode_sentences_per_s'] / eager['encode_sentences_per_s']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ class StepClock(L.Callback):
             fh.write(json.dumps({"step": trainer.global_step, "time": time.time()}) + "\\n")
 '''
 
-_TOKENIZER_ALONE = '''
+_TOKENIZER_ALONE = """
 import sys, time
 from transformers import AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
@@ -69,7 +69,7 @@ n = 0
 for i in range(0, len(lines), 1000):
     n += len(tokenizer(lines[i:i + 1000], truncation=True, max_length=32)["input_ids"])
 print(f"TOKENIZED {n} {time.perf_counter() - start:.3f}")
-'''
+"""
 
 
 # ------------------------------------------------------------------------------------------ corpora
@@ -82,8 +82,11 @@ def make_corpus(path: Path, n: int, seed: int = 0) -> Path:
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for start in range(0, n, 10_000):
-            fh.write("".join(" ".join(rng.choices(words, k=rng.randint(8, 40))) + "\n"
-                             for _ in range(min(10_000, n - start))))
+            fh.write(
+                "".join(
+                    " ".join(rng.choices(words, k=rng.randint(8, 40))) + "\n" for _ in range(min(10_000, n - start))
+                )
+            )
     tmp.replace(path)
     return path
 
@@ -153,9 +156,17 @@ def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float
 
 
 def _env(work: Path) -> dict[str, str]:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline", "UNISENT_CACHE": str(work / "unisent-cache"),
-           "HF_DATASETS_CACHE": str(work / "hf-datasets"), "DATA_SCALE_CLOCK": str(work / "clock.jsonl")}
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "UNISENT_CACHE": str(work / "unisent-cache"),
+        "HF_DATASETS_CACHE": str(work / "hf-datasets"),
+        "DATA_SCALE_CLOCK": str(work / "clock.jsonl"),
+    }
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work), str(ROOT), os.environ.get("PYTHONPATH", "")] if p)
     return env
 
@@ -169,8 +180,14 @@ def tokenizer_alone(corpus: Path, timeout: float) -> dict:
         script.write_text(_TOKENIZER_ALONE)
         _, rss, out, cpu = _run([sys.executable, str(script), str(corpus), str(model)], _env(Path(d)), timeout)
     n, seconds = re.search(r"TOKENIZED (\d+) ([\d.]+)", out).groups()
-    return {"what": "tokenizer alone", "records": int(n), "seconds": float(seconds), "rss": rss, "load": load.mean,
-            "cpu": cpu}
+    return {
+        "what": "tokenizer alone",
+        "records": int(n),
+        "seconds": float(seconds),
+        "rss": rss,
+        "load": load.mean,
+        "cpu": cpu,
+    }
 
 
 def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int = 64) -> dict:
@@ -180,13 +197,24 @@ def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int =
         (work / "data_scale_probe.py").write_text(_PROBE)
         config = {
             "seed_everything": 1,
-            "model": {"encoder": {"model": "minilm-l6", "pooler": "mean", "max_length": 32},
-                      "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"temperature": 0.05}}],
-                      "evaluation": {"val_tasks": [], "test_tasks": []}, "save_encoder": False},
+            "model": {
+                "encoder": {"model": "minilm-l6", "pooler": "mean", "max_length": 32},
+                "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"temperature": 0.05}}],
+                "evaluation": {"val_tasks": [], "test_tasks": []},
+                "save_encoder": False,
+            },
             "data": {"train": {"simcse": {"path": str(corpus), "streaming": streaming}}, "batch_size": batch_size},
-            "trainer": {"max_steps": 2, "accelerator": "cpu", "default_root_dir": str(work), "precision": "32-true", "logger": False,
-                        "enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False,
-                        "callbacks": [{"class_path": "data_scale_probe.StepClock"}]},
+            "trainer": {
+                "max_steps": 2,
+                "accelerator": "cpu",
+                "default_root_dir": str(work),
+                "precision": "32-true",
+                "logger": False,
+                "enable_checkpointing": False,
+                "enable_progress_bar": False,
+                "enable_model_summary": False,
+                "callbacks": [{"class_path": "data_scale_probe.StepClock"}],
+            },
         }
         (work / "config.json").write_text(json.dumps(config))
         command = [sys.executable, "-m", "unisent.cli", "fit", "-c", str(work / "config.json")]
@@ -194,8 +222,15 @@ def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int =
         _, rss, out, cpu = _run(command, _env(work), timeout)
         clock = [json.loads(line) for line in (work / "clock.jsonl").read_text().splitlines()]
     steps = {c["step"]: c["time"] - start for c in clock}
-    return {"what": "unisent fit, streaming" if streaming else "unisent fit, cold cache", "step1": steps[1],
-            "step2": steps[2], "rss": rss, "load": load.mean, "tokenising": "Tokenising" in out, "cpu": cpu}
+    return {
+        "what": "unisent fit, streaming" if streaming else "unisent fit, cold cache",
+        "step1": steps[1],
+        "step2": steps[2],
+        "rss": rss,
+        "load": load.mean,
+        "tokenising": "Tokenising" in out,
+        "cpu": cpu,
+    }
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -206,39 +241,66 @@ def machine() -> str:
     flags = fields.get("Flags", "").split()
     shown = [f for f in flags if f.startswith(("avx", "amx", "sse4", "fma"))]
     family = f"family {fields.get('CPU family', '?').strip()} model {fields.get('Model', '?').strip()}"
-    return (f"{model} ({family}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor), {os.cpu_count()} CPUs, "
-            f"flags {' '.join(shown)} (lscpu)")
+    return (
+        f"{model} ({family}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor), {os.cpu_count()} CPUs, "
+        f"flags {' '.join(shown)} (lscpu)"
+    )
 
 
 def table(results: dict, sizes: dict[str, int]) -> str:
-    gib = 1024 ** 3
+    gib = 1024**3
     alone, cold, streamed = results["tokenizer_alone"], results["cold"], results["streaming"]
     with_cpu = any("cpu" in r for r in (*alone, *cold, *streamed))  # runs before the column have none
-    header = ["run", "records", "first call to end of step 1", "to end of step 2", "peak RSS",
-              *(["CPU s (process)"] if with_cpu else []), "load avg (1 min)"]
+    header = [
+        "run",
+        "records",
+        "first call to end of step 1",
+        "to end of step 2",
+        "peak RSS",
+        *(["CPU s (process)"] if with_cpu else []),
+        "load avg (1 min)",
+    ]
 
     def row(name: str, records: int, step1: str, step2: str, r: dict) -> str:
-        cells = [name, f"{records:,}", step1, step2, f"{r['rss'] / gib:.2f} GB",
-                 *([f"{r['cpu']:.0f}" if "cpu" in r else ""] if with_cpu else []), f"{r['load']:.1f}"]
+        cells = [
+            name,
+            f"{records:,}",
+            step1,
+            step2,
+            f"{r['rss'] / gib:.2f} GB",
+            *([f"{r['cpu']:.0f}" if "cpu" in r else ""] if with_cpu else []),
+            f"{r['load']:.1f}",
+        ]
         return "| " + " | ".join(cells) + " |"
 
     rows = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
-    rows += [row(f"tokenizer alone, one process (#{i + 1})", r["records"], "", f"{r['seconds']:.1f} s (tokenising)", r)
-             for i, r in enumerate(alone)]
-    rows += [row(f"unisent fit, cold cache (#{i + 1})", sizes["map"], f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
-             for i, r in enumerate(cold)]
-    rows += [row("unisent fit, streaming", n, f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
-             for r, n in zip(streamed, sizes["streaming"])]
+    rows += [
+        row(f"tokenizer alone, one process (#{i + 1})", r["records"], "", f"{r['seconds']:.1f} s (tokenising)", r)
+        for i, r in enumerate(alone)
+    ]
+    rows += [
+        row(f"unisent fit, cold cache (#{i + 1})", sizes["map"], f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
+        for i, r in enumerate(cold)
+    ]
+    rows += [
+        row("unisent fit, streaming", n, f"{r['step1']:.1f} s", f"{r['step2']:.1f} s", r)
+        for r, n in zip(streamed, sizes["streaming"])
+    ]
     ratios = [c["step2"] / a["seconds"] for a, c in zip(alone, cold)]
-    lines = ["\n".join(rows), "",
-             f"Cold cache / tokenizer alone (pairs run one after the other): {', '.join(f'{x:.2f}x' for x in ratios)}; "
-             f"mean {statistics.fmean(ratios):.2f}x (target at most 0.7x)."]
+    lines = [
+        "\n".join(rows),
+        "",
+        f"Cold cache / tokenizer alone (pairs run one after the other): {', '.join(f'{x:.2f}x' for x in ratios)}; "
+        f"mean {statistics.fmean(ratios):.2f}x (target at most 0.7x).",
+    ]
     if len(streamed) == 2:
         small, large = streamed
-        lines.append(f"Streaming: first step after {small['step1']:.1f} s ({sizes['streaming'][0]:,}) and "
-                     f"{large['step1']:.1f} s ({sizes['streaming'][1]:,}) (target within 30 s); peak RSS "
-                     f"{sizes['streaming'][1]:,} / {sizes['streaming'][0]:,}: {large['rss'] / small['rss']:.3f}x "
-                     "(target at most 1.1x).")
+        lines.append(
+            f"Streaming: first step after {small['step1']:.1f} s ({sizes['streaming'][0]:,}) and "
+            f"{large['step1']:.1f} s ({sizes['streaming'][1]:,}) (target within 30 s); peak RSS "
+            f"{sizes['streaming'][1]:,} / {sizes['streaming'][0]:,}: {large['rss'] / small['rss']:.3f}x "
+            "(target at most 1.1x)."
+        )
     lines.append(f"Machine: {machine()}.")
     return "\n".join(lines)
 

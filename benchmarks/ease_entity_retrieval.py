@@ -73,8 +73,9 @@ def make_heldout(records: str | Path, train: str | Path = TRAIN, per_entity: int
     return kept
 
 
-def entity_retrieval(ckpt: str | Path, records: str | Path = HELDOUT, ks=(1, 10), objective: str | None = None,
-                     batch_size: int = 64) -> dict:
+def entity_retrieval(
+    ckpt: str | Path, records: str | Path = HELDOUT, ks=(1, 10), objective: str | None = None, batch_size: int = 64
+) -> dict:
     """Load ``ckpt``, find its EASE objective and score the records of ``records`` (see the module doc)."""
     import torch
 
@@ -90,8 +91,12 @@ def entity_retrieval(ckpt: str | Path, records: str | Path = HELDOUT, ks=(1, 10)
     result = ease.retrieve_entities(module.encoder, texts, entities, ks=ks, batch_size=batch_size)
     step = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("global_step")
     return {
-        "checkpoint": str(ckpt), "global_step": step, "records_file": str(records), "objective": ease.name,
-        "entity_temperature": ease.entity_temperature, **result,
+        "checkpoint": str(ckpt),
+        "global_step": step,
+        "records_file": str(records),
+        "objective": ease.name,
+        "entity_temperature": ease.entity_temperature,
+        **result,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -104,9 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objective", default=None, help="name of the EASE objective if there are several")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--output", default=None, help="write the JSON here as well as to stdout")
-    parser.add_argument("--make-heldout", metavar="RECORDS", default=None,
-                        help="instead: write held-out records from RECORDS (all `unisent data ease-fewrel` records) "
-                             "that are not in --train to --output")
+    parser.add_argument(
+        "--make-heldout",
+        metavar="RECORDS",
+        default=None,
+        help="instead: write held-out records from RECORDS (all `unisent data ease-fewrel` records) "
+        "that are not in --train to --output",
+    )
     parser.add_argument("--train", default=str(TRAIN), help="with --make-heldout: the training records")
     args = parser.parse_args(argv)
     if args.make_heldout:

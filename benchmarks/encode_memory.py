@@ -60,10 +60,22 @@ def build_tiny_model(directory: Path) -> Path:
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
     )
-    fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                             sep_token="[SEP]", mask_token="[MASK]")
-    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+    fast = BertTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(backbone)
     fast.save_pretrained(backbone)
@@ -101,15 +113,39 @@ def child(args: argparse.Namespace) -> None:
         np.save(args.output, model.encode(lines, args.batch_size).numpy())
         rows = len(lines)
     else:
-        rows = encode_file(model, args.input, args.output, batch_size=args.batch_size, chunk_size=args.chunk_size,
-                           progress=False).rows
-    print(json.dumps({"rows": rows, "rss_loaded_mb": loaded, "rss_peak_mb": _peak_rss_mb(),
-                      "seconds": time.perf_counter() - start}))
+        rows = encode_file(
+            model, args.input, args.output, batch_size=args.batch_size, chunk_size=args.chunk_size, progress=False
+        ).rows
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "rss_loaded_mb": loaded,
+                "rss_peak_mb": _peak_rss_mb(),
+                "seconds": time.perf_counter() - start,
+            }
+        )
+    )
 
 
 def _run_child(args: argparse.Namespace, model: str, source: Path, output: Path, in_memory: bool = False) -> dict:
-    command = [sys.executable, __file__, "--child", "--model", model, "--input", str(source), "--output", str(output),
-               "--batch-size", str(args.batch_size), "--chunk-size", str(args.chunk_size), "--threads", str(args.threads)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--model",
+        model,
+        "--input",
+        str(source),
+        "--output",
+        str(output),
+        "--batch-size",
+        str(args.batch_size),
+        "--chunk-size",
+        str(args.chunk_size),
+        "--threads",
+        str(args.threads),
+    ]
     done = subprocess.run(command + (["--in-memory"] if in_memory else []), check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -142,8 +178,12 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=200, help="rows re-encoded one by one for the alignment check")
     p.add_argument("--workdir", help="where files go (default: a temporary directory, removed at the end)")
     p.add_argument("--in-memory", action="store_true", help="also encode the large file in memory, for comparison")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch intra-op threads of the encoding processes (default 0: torch's default)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads of the encoding processes (default 0: torch's default)",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--input", help=argparse.SUPPRESS)
     p.add_argument("--output", help=argparse.SUPPRESS)
@@ -157,8 +197,10 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         model = str(build_tiny_model(work / "tiny")) if args.model == "tiny" else args.model
         small, large = write_lines(work / "small.txt", args.small_lines), write_lines(work / "large.txt", args.lines)
-        runs = {"small": _run_child(args, model, small, work / "small.npy"),
-                "large": _run_child(args, model, large, work / "large.npy")}
+        runs = {
+            "small": _run_child(args, model, small, work / "small.npy"),
+            "large": _run_child(args, model, large, work / "large.npy"),
+        }
         if args.in_memory:
             runs["large, in memory"] = _run_child(args, model, large, work / "large_mem.npy", in_memory=True)
         n_checked, diff = _check_alignment(model, large, work / "large.npy", args.samples)
@@ -166,19 +208,28 @@ def main() -> None:
         sources = {"small": small, "large": large, "large, in memory": large}
 
         threads = args.threads or __import__("torch").get_num_threads()
-        print(f"model: {args.model}   chunk size: {args.chunk_size}   batch size: {args.batch_size}   "
-              f"torch threads: {threads}")
-        print("| file | lines | input MB | peak RSS after load MB | peak RSS MB | growth over load MB | seconds | sentences/s |")
+        print(
+            f"model: {args.model}   chunk size: {args.chunk_size}   batch size: {args.batch_size}   "
+            f"torch threads: {threads}"
+        )
+        print(
+            "| file | lines | input MB | peak RSS after load MB | peak RSS MB | growth over load MB | seconds "
+            "| sentences/s |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for name, r in runs.items():
             size = sources[name].stat().st_size / 2**20
-            print(f"| {name} | {r['rows']:,} | {size:.1f} | {r['rss_loaded_mb']:.0f} | {r['rss_peak_mb']:.0f} | "
-                  f"{r['rss_peak_mb'] - r['rss_loaded_mb']:.0f} | {r['seconds']:.1f} | {r['rows'] / r['seconds']:,.0f} |")
+            print(
+                f"| {name} | {r['rows']:,} | {size:.1f} | {r['rss_loaded_mb']:.0f} | {r['rss_peak_mb']:.0f} | "
+                f"{r['rss_peak_mb'] - r['rss_loaded_mb']:.0f} | {r['seconds']:.1f} | {r['rows'] / r['seconds']:,.0f} |"
+            )
         print(f"embeddings of the large file: {args.lines:,} x {dim} float32 = {args.lines * dim * 4 / 2**20:.1f} MB")
         print(f"peak RSS, large minus small: {runs['large']['rss_peak_mb'] - runs['small']['rss_peak_mb']:+.0f} MB")
         ok = runs["large"]["rows"] == args.lines and diff <= 1e-4
-        print(f"alignment: {n_checked} sampled rows re-encoded one by one, largest difference {diff:.2e} "
-              f"-> {'OK' if ok else 'MISMATCH'}")
+        print(
+            f"alignment: {n_checked} sampled rows re-encoded one by one, largest difference {diff:.2e} "
+            f"-> {'OK' if ok else 'MISMATCH'}"
+        )
         if not ok:
             sys.exit(1)
 

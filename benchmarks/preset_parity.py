@@ -68,9 +68,11 @@ def compare_vectors(path: Path, limit: int, batch_size: int, repeats: int = 3) -
         with reference_batching():
             return preset.encode(batch, batch_size=batch_size)
 
-    ways = {"SentenceTransformer.encode": lambda b, n: st.encode(b, batch_size=n),
-            "unisent encode (default batching)": lambda b, n: preset.encode(b, batch_size=n),
-            "unisent encode in reference_batching() (the evaluation)": reference}
+    ways = {
+        "SentenceTransformer.encode": lambda b, n: st.encode(b, batch_size=n),
+        "unisent encode (default batching)": lambda b, n: preset.encode(b, batch_size=n),
+        "unisent encode in reference_batching() (the evaluation)": reference,
+    }
     vectors, seconds = {}, {}
     for _ in range(repeats):  # alternate the ways so that a busy machine slows each alike
         for name, encode in ways.items():
@@ -78,12 +80,17 @@ def compare_vectors(path: Path, limit: int, batch_size: int, repeats: int = 3) -
             vectors[name] = np.asarray(encode(texts, batch_size))
             seconds.setdefault(name, []).append(time.perf_counter() - start)
     want = vectors["SentenceTransformer.encode"]
-    rows = [f"{len(texts):,} lines of {path.name}, batch size {batch_size}, {torch.get_num_threads()} threads", "",
-            "| encoding | rows bit-identical to Sentence Transformers | max abs difference | median seconds |",
-            "|---|---:|---:|---:|"]
+    rows = [
+        f"{len(texts):,} lines of {path.name}, batch size {batch_size}, {torch.get_num_threads()} threads",
+        "",
+        "| encoding | rows bit-identical to Sentence Transformers | max abs difference | median seconds |",
+        "|---|---:|---:|---:|",
+    ]
     for name, got in vectors.items():
-        rows.append(f"| {name} | {int((got == want).all(axis=1).sum()):,} | {float(np.abs(got - want).max()):.2g} "
-                    f"| {sorted(seconds[name])[len(seconds[name]) // 2]:.2f} |")
+        rows.append(
+            f"| {name} | {int((got == want).all(axis=1).sum()):,} | {float(np.abs(got - want).max()):.2g} "
+            f"| {sorted(seconds[name])[len(seconds[name]) // 2]:.2f} |"
+        )
     return rows
 
 
@@ -147,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "table":
         from unisent.evaluation import format_markdown, merge_results
 
-        paths = sorted(args.folder.glob("*.json"), key=lambda p: (PAGE_ORDER.index(p.stem)
-                                                                   if p.stem in PAGE_ORDER else len(PAGE_ORDER), p.stem))
+        paths = sorted(
+            args.folder.glob("*.json"),
+            key=lambda p: (PAGE_ORDER.index(p.stem) if p.stem in PAGE_ORDER else len(PAGE_ORDER), p.stem),
+        )
         parts = [json.loads(path.read_text()) for path in paths]
         if not parts:
             parser.error(f"no results JSON files in {args.folder}")

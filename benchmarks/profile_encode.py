@@ -27,8 +27,10 @@ def main() -> None:
     encoder = Encoder(EncoderConfig(model="minilm-l6", pooler="mean", max_length=32)).eval()
     ids = encoder.tokenize_ids(sentences)
     ratios = [m.numel() / int(m.sum()) for _, _, m in encoder._batches(ids, 64)]
-    print(f"data: {_sentence_source()}; {len(ratios)} length-sorted batches of 64: padded/real tokens "
-          f"mean {statistics.mean(ratios):.3f}, max {max(ratios):.3f}; {sum(r == 1 for r in ratios)} without padding")
+    print(
+        f"data: {_sentence_source()}; {len(ratios)} length-sorted batches of 64: padded/real tokens "
+        f"mean {statistics.mean(ratios):.3f}, max {max(ratios):.3f}; {sum(r == 1 for r in ratios)} without padding"
+    )
 
     encoder.encode(sentences[:256])
     rates: dict[str, list[float]] = {"unpadded": [], "padded": []}
@@ -40,8 +42,10 @@ def main() -> None:
             rates[name].append(len(sentences) / (time.perf_counter() - start))
     encoder.packs = True
     for name, values in rates.items():
-        print(f"encode, {name} forward: median {statistics.median(values):.1f} sentences/s "
-              f"(runs {', '.join(f'{v:.1f}' for v in values)})")
+        print(
+            f"encode, {name} forward: median {statistics.median(values):.1f} sentences/s "
+            f"(runs {', '.join(f'{v:.1f}' for v in values)})"
+        )
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         encoder.encode(sentences, batch_size=64, workers=1)
@@ -52,8 +56,10 @@ def main() -> None:
     linear_flops = (_flops_per_token(encoder.backbone, 0.0)) * tokens  # the 2 P T term: the linear layers
     peak = matmul_peak("cpu", "32-true")
     rate = linear_flops / (addmm / 1e6)
-    print(f"profile (workers=1): aten::addmm is {100 * addmm / total:.1f}% of self CPU time, running at "
-          f"{rate / 1e9:.1f} GFLOP/s = {100 * rate / peak:.0f}% of the measured matmul peak ({peak / 1e9:.1f})")
+    print(
+        f"profile (workers=1): aten::addmm is {100 * addmm / total:.1f}% of self CPU time, running at "
+        f"{rate / 1e9:.1f} GFLOP/s = {100 * rate / peak:.0f}% of the measured matmul peak ({peak / 1e9:.1f})"
+    )
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8))
 
 

@@ -58,39 +58,74 @@ def _recipe(path: Path, model: Path, steps: int) -> Path:
     import yaml
 
     sample = ROOT / "samples"
-    path.write_text(yaml.safe_dump({
-        "seed_everything": 7,
-        "model": {
-            "encoder": {"model": str(model), "pooler": "cls_mlp_train_only", "max_length": 32},
-            "objectives": [
-                {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "unsup"}},
-                {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "sup", "supervised": True, "weight": 0.5}},
-            ],
-            "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
-            "warmup_steps": 3,
-            "evaluation": {"val_tasks": ["stsb-dev"]},
-        },
-        "data": {"train": {"unsup": {"path": str(sample / "sentences.txt"), "max_records": 160},
-                           "sup": {"path": str(sample / "nli_triples.jsonl"), "max_records": 64}},
-                 "batch_size": 16},
-        "trainer": {"max_steps": steps, "max_epochs": 1000, "val_check_interval": 5, "check_val_every_n_epoch": None,
-                    "deterministic": True, "accelerator": "cpu", "enable_progress_bar": False, "log_every_n_steps": 1,
-                    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
-                               "init_args": {"save_dir": "runs", "name": "soak", "flush_logs_every_n_steps": 1}}},
-        "checkpoint": {"every_n_train_steps": 4},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "seed_everything": 7,
+                "model": {
+                    "encoder": {"model": str(model), "pooler": "cls_mlp_train_only", "max_length": 32},
+                    "objectives": [
+                        {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "unsup"}},
+                        {
+                            "class_path": "unisent.objectives.SimCSE",
+                            "init_args": {"name": "sup", "supervised": True, "weight": 0.5},
+                        },
+                    ],
+                    "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
+                    "warmup_steps": 3,
+                    "evaluation": {"val_tasks": ["stsb-dev"]},
+                },
+                "data": {
+                    "train": {
+                        "unsup": {"path": str(sample / "sentences.txt"), "max_records": 160},
+                        "sup": {"path": str(sample / "nli_triples.jsonl"), "max_records": 64},
+                    },
+                    "batch_size": 16,
+                },
+                "trainer": {
+                    "max_steps": steps,
+                    "max_epochs": 1000,
+                    "val_check_interval": 5,
+                    "check_val_every_n_epoch": None,
+                    "deterministic": True,
+                    "accelerator": "cpu",
+                    "enable_progress_bar": False,
+                    "log_every_n_steps": 1,
+                    "logger": {
+                        "class_path": "lightning.pytorch.loggers.CSVLogger",
+                        "init_args": {"save_dir": "runs", "name": "soak", "flush_logs_every_n_steps": 1},
+                    },
+                },
+                "checkpoint": {"every_n_train_steps": 4},
+            }
+        )
+    )
     return path
 
 
 def _command(recipe: Path, save_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "unisent.cli", "fit", "-c", str(recipe),
-            f"--trainer.logger.init_args.save_dir={save_dir}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "unisent.cli",
+        "fit",
+        "-c",
+        str(recipe),
+        f"--trainer.logger.init_args.save_dir={save_dir}",
+        *extra,
+    ]
 
 
 def _env(cache: Path, fault: str | None = None) -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "UNISENT_CACHE": str(cache),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "UNISENT_CACHE": str(cache),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
     env.pop("UNISENT_FAULT", None)
     if fault:
         env["UNISENT_FAULT"] = fault
@@ -140,7 +175,9 @@ def _fault(phase: str, kind: str, rng: random.Random, first_step: float) -> tupl
     tokenisation) or in the first steps, and an attempt makes little progress."""
     if phase == "anywhere":
         return None, rng.uniform(1.0, first_step + 2.0)
-    n = {"train_step": rng.randint(1, 3), "checkpoint_write": rng.randint(1, 2), "cache_write": 1, "evaluation": 1}[phase]
+    n = {"train_step": rng.randint(1, 3), "checkpoint_write": rng.randint(1, 2), "cache_write": 1, "evaluation": 1}[
+        phase
+    ]
     return f"{phase}@{n}={kind}", None
 
 
@@ -166,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     ref_run = out / "reference" / "soak" / "version_0"
     begin, first_step = time.monotonic(), None
     with open(out / "reference.log", "w") as handle:
-        ref = subprocess.Popen(_command(recipe, out / "reference"), env=_env(cache), cwd=ROOT, stdout=handle,
-                               stderr=subprocess.STDOUT)
+        ref = subprocess.Popen(
+            _command(recipe, out / "reference"), env=_env(cache), cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT
+        )
         while ref.poll() is None:
             if first_step is None and _logged(ref_run / "metrics.csv"):
                 first_step = time.monotonic() - begin
@@ -190,8 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         resumed_from = _step_of(last) if last.is_file() else 0
         log = out / "soak" / f"attempt-{len(attempts):02d}.log"
         with open(log, "w") as handle:
-            proc = subprocess.Popen(_command(recipe, out / "soak", "--ckpt_path", "last"), env=_env(cache, fault),
-                                    cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, preexec_fn=_default_sigint)
+            proc = subprocess.Popen(
+                _command(recipe, out / "soak", "--ckpt_path", "last"),
+                env=_env(cache, fault),
+                cwd=ROOT,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_default_sigint,
+            )
             try:
                 proc.wait(timeout=delay)
             except subprocess.TimeoutExpired:
@@ -202,12 +246,25 @@ def main(argv: list[str] | None = None) -> int:
         logged = _logged(run / "metrics.csv")
         if (run / "metrics.csv").is_file():  # this attempt's log, out of the next attempt's way
             (run / "metrics.csv").rename(out / "soak" / f"attempt-{len(attempts):02d}-metrics.csv")
-        attempts.append({"kind": kind, "phase": phase, "fault": fault, "delay": delay, "returncode": rc,
-                         "killed": landed, "resumed_from": resumed_from, "logged": logged,
-                         "checkpoint_after": _step_of(last) if last.is_file() else 0})
+        attempts.append(
+            {
+                "kind": kind,
+                "phase": phase,
+                "fault": fault,
+                "delay": delay,
+                "returncode": rc,
+                "killed": landed,
+                "resumed_from": resumed_from,
+                "logged": logged,
+                "checkpoint_after": _step_of(last) if last.is_file() else 0,
+            }
+        )
         a = attempts[-1]
-        print(f"attempt {len(attempts) - 1:2d}: {kind:7s} {phase:16s} rc={rc:4d} resumed at step {resumed_from:3d}, "
-              f"logged {len(a['logged']):3d} steps, checkpoint now at step {a['checkpoint_after']}", flush=True)
+        print(
+            f"attempt {len(attempts) - 1:2d}: {kind:7s} {phase:16s} rc={rc:4d} resumed at step {resumed_from:3d}, "
+            f"logged {len(a['logged']):3d} steps, checkpoint now at step {a['checkpoint_after']}",
+            flush=True,
+        )
         if not landed and rc != 0:
             sys.exit(f"attempt {len(attempts) - 1} failed without a kill (rc {rc}); see {log}")
         if rc == 0:  # the run reached its end (the planned kill, if any, came too late)
@@ -222,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
         if steps and steps[0] != a["resumed_from"] + 1:  # the attempt did not start right after its checkpoint
             (lost if steps[0] > a["resumed_from"] + 1 else repeated).append((i, steps[0], a["resumed_from"]))
         kept = [s for s in steps if a["resumed_from"] < s <= end]
-        if kept != list(range(a["resumed_from"] + 1, end + 1)):  # the next attempt resumed from a step this one never logged
+        if kept != list(
+            range(a["resumed_from"] + 1, end + 1)
+        ):  # the next attempt resumed from a step this one never logged
             lost.append((i, a["resumed_from"], end, kept[-1:] or None))
         recomputed += len([s for s in steps if s > end])
         lineage += kept
@@ -239,30 +298,43 @@ def main(argv: list[str] | None = None) -> int:
     b_ckpt = torch.load(last, map_location="cpu", weights_only=True)
     differing = [k for k, t in a_ckpt["state_dict"].items() if not torch.equal(t, b_ckpt["state_dict"][k])]
     for k, state in a_ckpt["optimizer_states"][0]["state"].items():
-        differing += [f"optimizer {k}.{n}" for n, v in state.items()
-                      if not torch.equal(v, b_ckpt["optimizer_states"][0]["state"][k][n])]
+        differing += [
+            f"optimizer {k}.{n}"
+            for n, v in state.items()
+            if not torch.equal(v, b_ckpt["optimizer_states"][0]["state"][k][n])
+        ]
     ea, eb = load_file(ref_run / "encoder" / "model.safetensors"), load_file(run / "encoder" / "model.safetensors")
     differing += [f"encoder {k}" for k in ea if not torch.equal(ea[k], eb[k])]
 
     kills = Counter((a["kind"], a["phase"]) for a in attempts if a["killed"])
     summary = {
-        "steps": args.steps, "kills": sum(kills.values()),
+        "steps": args.steps,
+        "kills": sum(kills.values()),
         "kills_by_kind": {f"{k} {p}": n for (k, p), n in sorted(kills.items())},
-        "final_step": int(b_ckpt["global_step"]), "differing_tensors": len(differing),
-        "lost_steps": len(lost), "repeated_steps": len(repeated), "steps_with_another_loss": len(mismatched),
-        "recomputed_after_sigkill": recomputed, "seconds": round(time.monotonic() - started),
+        "final_step": int(b_ckpt["global_step"]),
+        "differing_tensors": len(differing),
+        "lost_steps": len(lost),
+        "repeated_steps": len(repeated),
+        "steps_with_another_loss": len(mismatched),
+        "recomputed_after_sigkill": recomputed,
+        "seconds": round(time.monotonic() - started),
         "command": " ".join(["python", "benchmarks/soak.py", *(argv if argv is not None else sys.argv[1:])]),
-        "attempts": [{k: v for k, v in a.items() if k != "logged"} | {"logged_steps": sorted(a["logged"])} for a in attempts],
+        "attempts": [
+            {k: v for k, v in a.items() if k != "logged"} | {"logged_steps": sorted(a["logged"])} for a in attempts
+        ],
         "details": {"lost": lost, "repeated": repeated, "mismatched": mismatched, "differing": differing[:20]},
     }
     (out / "soak.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n| kill | in | count |\n|---|---|---|")
     for (kind, phase), n in sorted(kills.items()):
         print(f"| {kind} | {phase} | {n} |")
-    print(f"\n{summary['kills']} kills over one {args.steps}-step run ({len(attempts)} attempts, {summary['seconds']} s); "
-          f"final step {summary['final_step']}; differing tensors (weights, optimiser, encoder): {len(differing)}; "
-          f"lost steps: {len(lost)}; repeated steps: {len(repeated)}; steps whose loss differs from the reference: "
-          f"{len(mismatched)}; steps recomputed after a SIGKILL (trained after the last checkpoint): {recomputed}")
+    print(
+        f"\n{summary['kills']} kills over one {args.steps}-step run "
+        f"({len(attempts)} attempts, {summary['seconds']} s); "
+        f"final step {summary['final_step']}; differing tensors (weights, optimiser, encoder): {len(differing)}; "
+        f"lost steps: {len(lost)}; repeated steps: {len(repeated)}; steps whose loss differs from the reference: "
+        f"{len(mismatched)}; steps recomputed after a SIGKILL (trained after the last checkpoint): {recomputed}"
+    )
     ok = not (differing or lost or repeated or mismatched) and summary["final_step"] == args.steps
     return 0 if ok and summary["kills"] >= args.kills else 1
 

@@ -59,8 +59,11 @@ STSB_TRAIN = ROOT.parent / "shared" / "data" / "sts" / "stsbenchmark" / "sts-tra
 
 
 def _sentence_source() -> str:
-    return "STS-B train (../shared/data), distinct sentences shuffled with seed 0" if STSB_TRAIN.is_file() else (
-        "the bundled 1,024 STS-B train sentences")
+    return (
+        "STS-B train (../shared/data), distinct sentences shuffled with seed 0"
+        if STSB_TRAIN.is_file()
+        else ("the bundled 1,024 STS-B train sentences")
+    )
 
 
 def _sentences(n: int | None = None) -> list[str]:
@@ -150,8 +153,13 @@ def _objective(name: str, workdir: Path, records: int):
     if name == "simcse-sup":
         return O.SimCSE(supervised=True, temperature=0.05), SAMPLE_DIR / "nli_triples.jsonl"
     if name == "ease":
-        return O.EASE(entity_weight=0.01, entity_temperature=100.0, temperature=0.05, entity_dim=768,
-                      entity_titles=str(SAMPLE_DIR / "ease_fewrel_entities.tsv")), SAMPLE_DIR / "ease_fewrel.jsonl"
+        return O.EASE(
+            entity_weight=0.01,
+            entity_temperature=100.0,
+            temperature=0.05,
+            entity_dim=768,
+            entity_titles=str(SAMPLE_DIR / "ease_fewrel_entities.tsv"),
+        ), SAMPLE_DIR / "ease_fewrel.jsonl"
     if name == "cmlm":
         return O.CMLM(num_projections=15, mask_ratio=0.3125, swap_prob=0.5), SAMPLE_DIR / "cmlm_pairs.jsonl"
     if name == "bitext":
@@ -163,14 +171,22 @@ def _objective(name: str, workdir: Path, records: int):
         with path.open("w") as out:
             for line in (SAMPLE_DIR / "nli_triples.jsonl").read_text().splitlines():
                 r = json.loads(line)
-                out.write(json.dumps({"premise": r["anchor"], "hypothesis": r["positive"], "label": "entailment"}) + "\n")
-                out.write(json.dumps({"premise": r["anchor"], "hypothesis": r["negative"], "label": "contradiction"}) + "\n")
+                out.write(
+                    json.dumps({"premise": r["anchor"], "hypothesis": r["positive"], "label": "entailment"}) + "\n"
+                )
+                out.write(
+                    json.dumps({"premise": r["anchor"], "hypothesis": r["negative"], "label": "contradiction"}) + "\n"
+                )
         return O.NLIClassifier(), path
     if name == "amr":
-        return O.AMRSimCSE(mode="self", forms={"anchor": "text", "positive": "graph"}, temperature=0.05,
-                           symbol_counts=str(AMR_PREDICATES),
-                           symbol_lists=str(AMR_ADDITIONS), min_count=5), \
-            SAMPLE_DIR / "amr_little_prince.jsonl"
+        return O.AMRSimCSE(
+            mode="self",
+            forms={"anchor": "text", "positive": "graph"},
+            temperature=0.05,
+            symbol_counts=str(AMR_PREDICATES),
+            symbol_lists=str(AMR_ADDITIONS),
+            min_count=5,
+        ), SAMPLE_DIR / "amr_little_prince.jsonl"
     raise ValueError(f"unknown objective {name!r}; one of {', '.join(OBJECTIVES)}")
 
 
@@ -198,8 +214,11 @@ def child_train_unisent(args) -> dict:
     objective, path = _objective(args.objective, Path(args.workdir), args.batch * (args.steps + args.warmup + 1))
     module = UnisentModule(
         encoder=EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length, unpad=not args.no_unpad),
-        objectives=[objective], optimizer=lambda p: AdamW(p, lr=3e-5),
-        schedule="constant", save_encoder=False, evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
+        objectives=[objective],
+        optimizer=lambda p: AdamW(p, lr=3e-5),
+        schedule="constant",
+        save_encoder=False,
+        evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
     )
     clock = _Clock(args.warmup, args.device)
     tokens = []
@@ -210,14 +229,28 @@ def child_train_unisent(args) -> dict:
             tokens.append(_real_tokens(batch) * views)
             clock.tick(float(outputs["loss"]))
 
-    trainer = L.Trainer(max_steps=args.warmup + args.steps, max_epochs=-1, precision=args.precision,
-                        accelerator=args.device, devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[Timer()],
-                        limit_val_batches=0, num_sanity_val_steps=0)
-    data = UnisentDataModule(train={objective.name: DataSource(str(path))}, batch_size=args.batch,
-                             length_grouped=args.length_grouped, cache_dir=str(Path(args.workdir) / "cache"))
+    trainer = L.Trainer(
+        max_steps=args.warmup + args.steps,
+        max_epochs=-1,
+        precision=args.precision,
+        accelerator=args.device,
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[Timer()],
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
+    data = UnisentDataModule(
+        train={objective.name: DataSource(str(path))},
+        batch_size=args.batch,
+        length_grouped=args.length_grouped,
+        cache_dir=str(Path(args.workdir) / "cache"),
+    )
     trainer.fit(module, datamodule=data)
-    timed_tokens = sum(tokens[args.warmup:])
+    timed_tokens = sum(tokens[args.warmup :])
     seq = timed_tokens / (views * args.batch * args.steps)
     flops = 3 * _flops_per_token(module.encoder.backbone, seq) * timed_tokens
     return _report(args, clock, flops) | {"tokens_per_step": timed_tokens / args.steps}
@@ -261,14 +294,25 @@ def child_train_st(args) -> dict:
                 clock.losses.append(float(logs["loss"]))
 
     training_args = SentenceTransformerTrainingArguments(
-        output_dir=str(Path(args.workdir) / "st"), per_device_train_batch_size=args.batch,
-        max_steps=args.warmup + args.steps, learning_rate=3e-5, lr_scheduler_type="constant",
-        bf16=args.precision == "bf16-mixed", use_cpu=args.device == "cpu", logging_steps=1, report_to=[],
-        save_strategy="no", eval_strategy="no", dataloader_drop_last=True, disable_tqdm=True, seed=0,
+        output_dir=str(Path(args.workdir) / "st"),
+        per_device_train_batch_size=args.batch,
+        max_steps=args.warmup + args.steps,
+        learning_rate=3e-5,
+        lr_scheduler_type="constant",
+        bf16=args.precision == "bf16-mixed",
+        use_cpu=args.device == "cpu",
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        eval_strategy="no",
+        dataloader_drop_last=True,
+        disable_tqdm=True,
+        seed=0,
     )
     loss = MultipleNegativesRankingLoss(model, scale=20.0)
-    trainer = SentenceTransformerTrainer(model=model, args=training_args, train_dataset=dataset, loss=loss,
-                                         callbacks=[Timer()])
+    trainer = SentenceTransformerTrainer(
+        model=model, args=training_args, train_dataset=dataset, loss=loss, callbacks=[Timer()]
+    )
     trainer.train()
     timed_tokens = sum(tokens)
     seq = timed_tokens / (2 * args.batch * args.steps)
@@ -286,8 +330,9 @@ def child_encode_unisent(args) -> dict:
     import unisent
     from unisent.encoders import EncoderConfig
 
-    model = unisent.Encoder(EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length,
-                                          unpad=not args.no_unpad)).eval()
+    model = unisent.Encoder(
+        EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length, unpad=not args.no_unpad)
+    ).eval()
     model.to(args.device)
     sentences = _encode_sentences(args)
     bf16 = args.precision == "bf16-mixed"
@@ -298,8 +343,13 @@ def child_encode_unisent(args) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     lengths = [len(ids) for ids in model.tokenize_ids(sentences)]
-    return {"sentences_per_s": len(sentences) / seconds, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(),
-            "achieved_flops": _encode_flops(model.backbone, lengths) / seconds, "checksum": float(out[:8].sum())}
+    return {
+        "sentences_per_s": len(sentences) / seconds,
+        "seconds": seconds,
+        "peak_rss_mb": _peak_rss_mb(),
+        "achieved_flops": _encode_flops(model.backbone, lengths) / seconds,
+        "checksum": float(out[:8].sum()),
+    }
 
 
 def child_encode_st(args) -> dict:
@@ -318,9 +368,13 @@ def child_encode_st(args) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     lengths = [len(ids) for ids in model.tokenizer(sentences, truncation=True, max_length=args.max_length)["input_ids"]]
-    return {"sentences_per_s": len(sentences) / seconds, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(),
-            "achieved_flops": _encode_flops(model[0].auto_model, lengths) / seconds,
-            "checksum": float(out[:8].float().sum())}
+    return {
+        "sentences_per_s": len(sentences) / seconds,
+        "seconds": seconds,
+        "peak_rss_mb": _peak_rss_mb(),
+        "achieved_flops": _encode_flops(model[0].auto_model, lengths) / seconds,
+        "checksum": float(out[:8].float().sum()),
+    }
 
 
 def child_tokenize(args) -> dict:
@@ -335,8 +389,9 @@ def child_tokenize(args) -> dict:
     sentences = _sentences()
     path = Path(args.workdir) / "sentences.txt"
     path.write_text("\n".join(sentences) + "\n")
-    model = SimpleNamespace(encoder=Encoder(EncoderConfig(model=_model_path(), max_length=args.max_length)),
-                            objectives=[SimCSE()])
+    model = SimpleNamespace(
+        encoder=Encoder(EncoderConfig(model=_model_path(), max_length=args.max_length)), objectives=[SimCSE()]
+    )
     seconds = []
     for _ in range(2):
         data = UnisentDataModule(train={"simcse": DataSource(str(path))}, cache_dir=str(Path(args.workdir) / "cache"))
@@ -352,7 +407,7 @@ def _report(args, clock: _Clock, flops: float) -> dict:
         "sentences_per_s": args.batch * args.steps / seconds,
         "seconds": seconds,
         "final_loss": statistics.mean(clock.losses[-5:]) if clock.losses else None,
-        "mean_loss": statistics.mean(clock.losses[args.warmup:]) if len(clock.losses) > args.warmup else None,
+        "mean_loss": statistics.mean(clock.losses[args.warmup :]) if len(clock.losses) > args.warmup else None,
         "achieved_flops": flops / seconds,
         "peak_rss_mb": _peak_rss_mb(),
     }
@@ -364,8 +419,11 @@ def _report(args, clock: _Clock, flops: float) -> dict:
 
 
 CHILDREN = {
-    "train-unisent": child_train_unisent, "train-st": child_train_st,
-    "encode-unisent": child_encode_unisent, "encode-st": child_encode_st, "tokenize": child_tokenize,
+    "train-unisent": child_train_unisent,
+    "train-st": child_train_st,
+    "encode-unisent": child_encode_unisent,
+    "encode-st": child_encode_st,
+    "tokenize": child_tokenize,
 }
 
 
@@ -374,8 +432,18 @@ def _run_child(kind: str, args, **overrides) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         cmd = [sys.executable, __file__, "--child", kind, "--workdir", workdir]
         settings = {**vars(args), **overrides}
-        for key in ("batch", "max_length", "steps", "warmup", "precision", "device", "encode_n", "threads", "objective",
-                    "workers"):
+        for key in (
+            "batch",
+            "max_length",
+            "steps",
+            "warmup",
+            "precision",
+            "device",
+            "encode_n",
+            "threads",
+            "objective",
+            "workers",
+        ):
             cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
         cmd += [f"--{key.replace('_', '-')}" for key in ("no_unpad", "length_grouped") if settings[key]]
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -391,9 +459,11 @@ def _median(runs: list[dict], key: str) -> float | None:
 
 #: systems compared: name -> (child, settings it overrides, tasks it runs for)
 SYSTEMS = {"unisent": ("unisent", {}, ("train", "encode")), "st": ("st", {}, ("train", "encode"))}
-ABLATIONS = {"unisent-padded": ("unisent", {"no_unpad": True}, ("train", "encode")),
-             "unisent-grouped": ("unisent", {"length_grouped": True}, ("train",)),  # encode sorts by length anyway
-             "unisent-one-worker": ("unisent", {"workers": 1}, ("encode",))}
+ABLATIONS = {
+    "unisent-padded": ("unisent", {"no_unpad": True}, ("train", "encode")),
+    "unisent-grouped": ("unisent", {"length_grouped": True}, ("train",)),  # encode sorts by length anyway
+    "unisent-one-worker": ("unisent", {"workers": 1}, ("encode",)),
+}
 
 
 def compare(args) -> dict:
@@ -415,12 +485,20 @@ def objective_costs(args) -> list[dict]:
     """Seconds per optimiser step of each objective at the same batch size, against SimCSE's."""
     rows = []
     for name in OBJECTIVES:
-        runs = [_run_child("train-unisent", args, objective=name, steps=args.objective_steps, warmup=2)
-                for _ in range(args.objective_repeats)]
+        runs = [
+            _run_child("train-unisent", args, objective=name, steps=args.objective_steps, warmup=2)
+            for _ in range(args.objective_repeats)
+        ]
         step = statistics.median(r["seconds"] / args.objective_steps for r in runs)
-        rows.append({"objective": name, "seconds_per_step": step, "runs": runs,
-                     "tokens_per_step": statistics.median(r["tokens_per_step"] for r in runs),
-                     "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs)})
+        rows.append(
+            {
+                "objective": name,
+                "seconds_per_step": step,
+                "runs": runs,
+                "tokens_per_step": statistics.median(r["tokens_per_step"] for r in runs),
+                "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+            }
+        )
         print(f"objective {name}: {step:.2f} s/step", flush=True)
     return rows
 
@@ -442,14 +520,25 @@ def _fmt(x, digits=1):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
-NAMES = {"unisent": "unisent", "st": "sentence-transformers", "unisent-padded": "unisent, padded forward (`unpad: false`)",
-         "unisent-grouped": "unisent, length-grouped batches",
-         "unisent-one-worker": "unisent, `encode(workers=1)`"}
+NAMES = {
+    "unisent": "unisent",
+    "st": "sentence-transformers",
+    "unisent-padded": "unisent, padded forward (`unpad: false`)",
+    "unisent-grouped": "unisent, length-grouped batches",
+    "unisent-one-worker": "unisent, `encode(workers=1)`",
+}
 START, END = "<!-- throughput.py: results start -->", "<!-- throughput.py: results end -->"
 
 
-def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs: list | None,
-                     bf16: dict | None, tokenize: dict | None = None) -> str:
+def results_markdown(
+    args,
+    results: dict,
+    peaks: dict,
+    scale: dict | None,
+    costs: list | None,
+    bf16: dict | None,
+    tokenize: dict | None = None,
+) -> str:
     import platform
 
     import torch
@@ -465,7 +554,8 @@ def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",
         "- measured matmul peak: " + ", ".join(f"`{k}` {v / 1e9:,.1f} GFLOP/s" for k, v in peaks.items()),
         "",
-        "| task | system | sentences/s | ratio to sentence-transformers | mean loss (timed steps) | final loss | useful GFLOP/s | % of matmul peak | peak RSS MB |",
+        "| task | system | sentences/s | ratio to sentence-transformers | mean loss (timed steps) | final loss "
+        "| useful GFLOP/s | % of matmul peak | peak RSS MB |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for task, runs in results.items():
@@ -481,38 +571,66 @@ def results_markdown(args, results: dict, peaks: dict, scale: dict | None, costs
     lines += ["", "Every run (sentences/s):", ""]
     for task, runs in results.items():
         for system, values in runs.items():
-            lines.append(f"- {task}, {NAMES.get(system, system)}: " + ", ".join(f"{r['sentences_per_s']:.1f}" for r in values))
+            lines.append(
+                f"- {task}, {NAMES.get(system, system)}: " + ", ".join(f"{r['sentences_per_s']:.1f}" for r in values)
+            )
     if bf16:
-        lines += ["", "### bf16 on this machine", "",
-                  f"`encode` of {bf16['n']} sentences under bf16 (the sentence-transformers model cast to bf16, "
-                  "unisent under bf16 autocast), one run each:", "",
-                  "| system | sentences/s (bf16) | sentences/s (fp32, above) |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "### bf16 on this machine",
+            "",
+            f"`encode` of {bf16['n']} sentences under bf16 (the sentence-transformers model cast to bf16, "
+            "unisent under bf16 autocast), one run each:",
+            "",
+            "| system | sentences/s (bf16) | sentences/s (fp32, above) |",
+            "|---|---:|---:|",
+        ]
         for system in ("unisent", "st"):
-            lines.append(f"| {NAMES[system]} | {_fmt(bf16[system]['sentences_per_s'], 2)} | "
-                         f"{_fmt(_median(results['encode'][system], 'sentences_per_s'))} |")
+            lines.append(
+                f"| {NAMES[system]} | {_fmt(bf16[system]['sentences_per_s'], 2)} | "
+                f"{_fmt(_median(results['encode'][system], 'sentences_per_s'))} |"
+            )
     if tokenize:
-        lines += ["", "### Tokenisation cache", "",
-                  f"Tokenising the {tokenize['sentences']:,} training sentences for SimCSE: "
-                  f"{tokenize['first_s']:.2f} s the first time (read, validate, tokenise, write Arrow), "
-                  f"{tokenize['cached_s']:.3f} s from the Arrow cache in the next run."]
+        lines += [
+            "",
+            "### Tokenisation cache",
+            "",
+            f"Tokenising the {tokenize['sentences']:,} training sentences for SimCSE: "
+            f"{tokenize['first_s']:.2f} s the first time (read, validate, tokenise, write Arrow), "
+            f"{tokenize['cached_s']:.3f} s from the Arrow cache in the next run.",
+        ]
     if costs:
         ref = costs[0]["seconds_per_step"]
-        lines += ["", "### Cost of each objective relative to SimCSE", "",
-                  f"unisent training, batch {args.batch} records, max length {args.max_length}, "
-                  f"{args.objective_steps} timed steps after 2 warm-up steps, the bundled samples as data "
-                  "(their sentence lengths differ: compare tokens per step).", "",
-                  "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "### Cost of each objective relative to SimCSE",
+            "",
+            f"unisent training, batch {args.batch} records, max length {args.max_length}, "
+            f"{args.objective_steps} timed steps after 2 warm-up steps, the bundled samples as data "
+            "(their sentence lengths differ: compare tokens per step).",
+            "",
+            "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for row in costs:
-            lines.append(f"| `{row['objective']}` | {_fmt(row['seconds_per_step'], 2)} | "
-                         f"{_fmt(row['seconds_per_step'] / ref, 2)} | {_fmt(row['tokens_per_step'], 0)} | "
-                         f"{_fmt(row['peak_rss_mb'], 0)} |")
+            lines.append(
+                f"| `{row['objective']}` | {_fmt(row['seconds_per_step'], 2)} | "
+                f"{_fmt(row['seconds_per_step'] / ref, 2)} | {_fmt(row['tokens_per_step'], 0)} | "
+                f"{_fmt(row['peak_rss_mb'], 0)} |"
+            )
     if scale:
-        lines += ["", "### Scaling (unisent unsupervised SimCSE training)", "",
-                  "| batch | max length | sentences/s | useful GFLOP/s | peak RSS MB |", "|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "### Scaling (unisent unsupervised SimCSE training)",
+            "",
+            "| batch | max length | sentences/s | useful GFLOP/s | peak RSS MB |",
+            "|---:|---:|---:|---:|---:|",
+        ]
         for row in scale["batch"] + scale["length"]:
-            lines.append(f"| {row['batch']} | {row['max_length']} | {_fmt(row['sentences_per_s'])} | "
-                         f"{_fmt(row['achieved_flops'] / 1e9)} | {_fmt(row['peak_rss_mb'], 0)} |")
+            lines.append(
+                f"| {row['batch']} | {row['max_length']} | {_fmt(row['sentences_per_s'])} | "
+                f"{_fmt(row['achieved_flops'] / 1e9)} | {_fmt(row['peak_rss_mb'], 0)} |"
+            )
     return "\n".join(lines)
 
 
@@ -521,7 +639,7 @@ def write_markdown(text: str, path: Path) -> None:
     block = f"{START}\n{text}\n{END}"
     old = path.read_text() if path.is_file() else ""
     if START in old and END in old:
-        new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
+        new = old[: old.index(START)] + block + old[old.index(END) + len(END) :]
     else:
         new = "# Benchmarks: unisent against sentence-transformers\n\n" + block + "\n"
     path.write_text(new)
@@ -529,8 +647,13 @@ def write_markdown(text: str, path: Path) -> None:
 
 def bf16_check(args) -> dict:
     n = 128
-    return {"n": n, **{system: _run_child(f"encode-{system}", args, precision="bf16-mixed", encode_n=n)
-                       for system in ("unisent", "st")}}
+    return {
+        "n": n,
+        **{
+            system: _run_child(f"encode-{system}", args, precision="bf16-mixed", encode_n=n)
+            for system in ("unisent", "st")
+        },
+    }
 
 
 def main() -> None:
@@ -550,8 +673,11 @@ def main() -> None:
     parser.add_argument("--objective", default="simcse-unsup", choices=OBJECTIVES, help="unisent training child")
     parser.add_argument("--no-unpad", action="store_true", help="unisent: the Hugging Face padded forward")
     parser.add_argument("--length-grouped", action="store_true", help="unisent: length-grouped batches")
-    parser.add_argument("--ablations", action="store_true",
-                        help="also unisent training without unpadding and with length-grouped batches")
+    parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="also unisent training without unpadding and with length-grouped batches",
+    )
     parser.add_argument("--objectives", action="store_true", help="also the cost of each objective vs SimCSE")
     parser.add_argument("--objective-steps", type=int, default=8)
     parser.add_argument("--objective-repeats", type=int, default=1)
@@ -581,8 +707,19 @@ def main() -> None:
     tokenize = _run_child("tokenize", args) if args.objectives else None
     scale = scaling(args) if args.scaling else None
     if args.json:
-        Path(args.json).write_text(json.dumps({"peaks": peaks, "results": results, "bf16": bf16,
-                                               "objectives": costs, "tokenize": tokenize, "scaling": scale}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "peaks": peaks,
+                    "results": results,
+                    "bf16": bf16,
+                    "objectives": costs,
+                    "tokenize": tokenize,
+                    "scaling": scale,
+                },
+                indent=1,
+            )
+        )
     text = results_markdown(args, results, peaks, scale, costs, bf16, tokenize)
     print(text)
     if not args.quick:

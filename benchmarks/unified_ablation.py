@@ -24,8 +24,13 @@ UNIFIED = ROOT / "recipes" / "unified" / "minilm-cpu.yaml"
 GROUPS = {"cmlm": ("cmlm", "bitext")}
 
 
-def ablation(keep: list[str] | None = None, drop: list[str] | None = None, steps: int = 186,
-             recipe: Path = UNIFIED, name: str | None = None) -> dict:
+def ablation(
+    keep: list[str] | None = None,
+    drop: list[str] | None = None,
+    steps: int = 186,
+    recipe: Path = UNIFIED,
+    name: str | None = None,
+) -> dict:
     config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
     train = config["data"]["train"]
 
@@ -41,8 +46,11 @@ def ablation(keep: list[str] | None = None, drop: list[str] | None = None, steps
     if not kept:
         raise SystemExit("no objective left")
     model = config["model"]
-    model["objectives"] = [o for o in model["objectives"]
-                           if ((o.get("init_args") or {}).get("name") or _default_name(o["class_path"])) in kept]
+    model["objectives"] = [
+        o
+        for o in model["objectives"]
+        if ((o.get("init_args") or {}).get("name") or _default_name(o["class_path"])) in kept
+    ]
     config["data"]["train"] = {k: v for k, v in train.items() if k in kept}
     for key in ("batch_size", "length_grouped"):  # per-objective settings follow the objectives
         if isinstance(config["data"].get(key), dict):
@@ -72,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     config = ablation(args.keep, args.drop, args.steps)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# made by benchmarks/unified_ablation.py from {UNIFIED.relative_to(ROOT)}\n"
-                   + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    out.write_text(
+        f"# made by benchmarks/unified_ablation.py from {UNIFIED.relative_to(ROOT)}\n"
+        + yaml.safe_dump(config, sort_keys=False),
+        encoding="utf-8",
+    )
     print(out)
     return 0
 

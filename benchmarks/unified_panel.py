@@ -39,8 +39,14 @@ COLUMNS = ("sts", "stc", "snli", "amr", "entity", "tatoeba")
 MAX_LENGTH = 256
 
 
-def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tuple[str, ...] = (),
-              batch_size: int = 128, max_length: int | None = MAX_LENGTH) -> dict:
+def panel_row(
+    model_path: str,
+    data_dir: str,
+    ckpt: str | None = None,
+    skip: tuple[str, ...] = (),
+    batch_size: int = 128,
+    max_length: int | None = MAX_LENGTH,
+) -> dict:
     """Every column of the panel for one model (see the module doc), every text cut at ``max_length``
     tokens whatever the model was trained with (``None``: the model's own limit)."""
     import unisent
@@ -61,24 +67,47 @@ def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tup
         return value
 
     if "sts" not in skip:
-        results = timed("sts", lambda: evaluate(model, ["stsb-test", "sick-r"], data_dir, batch_size, progress=False,
-                                                on_error="raise"))
+        results = timed(
+            "sts",
+            lambda: evaluate(model, ["stsb-test", "sick-r"], data_dir, batch_size, progress=False, on_error="raise"),
+        )
         row["sts"] = results["tasks"]
     if "stc" not in skip:
         results = timed("stc", lambda: evaluate(model, ["stc"], data_dir, batch_size, progress=False, on_error="raise"))
-        row["stc"] = {"tasks": results["tasks"], "group": results.get("groups", {}).get("stc"),
-                      "skipped": sorted(results.get("skipped", {}))}
+        row["stc"] = {
+            "tasks": results["tasks"],
+            "group": results.get("groups", {}).get("stc"),
+            "skipped": sorted(results.get("skipped", {})),
+        }
     if "snli" not in skip:
         tasks = ["snli-direction", "snli-nli"] if gaussian else ["snli-nli"]
-        results = timed("snli", lambda: evaluate(model, tasks, data_dir, batch_size, progress=False,
-                                                 similarity="kl" if gaussian else None, on_error="raise"))
+        results = timed(
+            "snli",
+            lambda: evaluate(
+                model,
+                tasks,
+                data_dir,
+                batch_size,
+                progress=False,
+                similarity="kl" if gaussian else None,
+                on_error="raise",
+            ),
+        )
         row["snli"] = results["tasks"]
     if "amr" not in skip:
         import amr_retrieval  # a sibling script: benchmarks/ is sys.path[0] when this file runs
 
         args = amr_retrieval.build_parser().parse_args(
-            ["--model", model_path, "--penman", str(Path(data_dir) / "amr/little-prince/amr-bank-struct-v1.6-test.txt"),
-             "--threads", str(max(1, (os.cpu_count() or 1)))] + (["--max-length", str(max_length)] if max_length else []))
+            [
+                "--model",
+                model_path,
+                "--penman",
+                str(Path(data_dir) / "amr/little-prince/amr-bank-struct-v1.6-test.txt"),
+                "--threads",
+                str(max(1, (os.cpu_count() or 1))),
+            ]
+            + (["--max-length", str(max_length)] if max_length else [])
+        )
         row["amr"] = timed("amr", lambda: amr_retrieval.run(args))
     if "entity" not in skip and ckpt:
         import ease_entity_retrieval
@@ -88,8 +117,9 @@ def panel_row(model_path: str, data_dir: str, ckpt: str | None = None, skip: tup
         except ValueError as error:  # no EASE objective in this run: no entity table to retrieve from
             row["entity"] = {"error": str(error)}
     if "tatoeba" not in skip:
-        results = timed("tatoeba", lambda: evaluate(model, ["tatoeba-deu"], data_dir, batch_size, progress=False,
-                                                    on_error="raise"))
+        results = timed(
+            "tatoeba", lambda: evaluate(model, ["tatoeba-deu"], data_dir, batch_size, progress=False, on_error="raise")
+        )
         row["tatoeba"] = results["tasks"]
     return row
 
@@ -109,9 +139,17 @@ def length_rule_row(data_dir: str, tokenizer_model: str = "minilm-l6") -> dict:
     hyp = count([pairs.sentences2[i] for i in keep])
     right = sum(p > h for p, h in zip(pre, hyp))
     ties = sum(p == h for p, h in zip(pre, hyp))
-    return {"model": f"length rule ({tokenizer_model} tokens)", "seconds": {},
-            "snli": {"snli-direction": {"direction_sim": 100.0 * right / len(keep), "ties": 100.0 * ties / len(keep),
-                                        "n_pairs": len(keep)}}}
+    return {
+        "model": f"length rule ({tokenizer_model} tokens)",
+        "seconds": {},
+        "snli": {
+            "snli-direction": {
+                "direction_sim": 100.0 * right / len(keep),
+                "ties": 100.0 * ties / len(keep),
+                "n_pairs": len(keep),
+            }
+        },
+    }
 
 
 def _metric(entry: dict | None, key: str) -> float | None:
@@ -123,8 +161,10 @@ def _metric(entry: dict | None, key: str) -> float | None:
 
 def table(paths: list[str]) -> str:
     """The markdown panel from rows written by ``--output``."""
-    head = ("| model | STS-B test | SICK-R | stc | SNLI direction | SNLI 2-way | AMR t->g | AMR g->t | "
-            "entity top-10 | Tatoeba deu | train min |")
+    head = (
+        "| model | STS-B test | SICK-R | stc | SNLI direction | SNLI 2-way | AMR t->g | AMR g->t | "
+        "entity top-10 | Tatoeba deu | train min |"
+    )
     lines = [head, "|" + "---|" + "---:|" * 10]
     for path in paths:
         row = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -136,15 +176,25 @@ def table(paths: list[str]) -> str:
         stc = (row.get("stc") or {}).get("group") or {}
         entity = row.get("entity") or {}
         amr = row.get("amr") or {}
-        lines.append("| " + " | ".join([
-            row.get("name", Path(path).stem),
-            fmt(_metric(sts.get("stsb-test"), "spearman")), fmt(_metric(sts.get("sick-r"), "spearman")),
-            fmt(stc.get("score")), fmt(_metric(snli.get("snli-direction"), "direction_sim")),
-            fmt(_metric(snli.get("snli-nli"), "accuracy")),
-            fmt(amr.get("text_to_graph_top1")), fmt(amr.get("graph_to_text_top1")),
-            fmt(None if entity.get("top10") is None else 100.0 * entity["top10"]), fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),
-            fmt(row.get("train_minutes")),
-        ]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row.get("name", Path(path).stem),
+                    fmt(_metric(sts.get("stsb-test"), "spearman")),
+                    fmt(_metric(sts.get("sick-r"), "spearman")),
+                    fmt(stc.get("score")),
+                    fmt(_metric(snli.get("snli-direction"), "direction_sim")),
+                    fmt(_metric(snli.get("snli-nli"), "accuracy")),
+                    fmt(amr.get("text_to_graph_top1")),
+                    fmt(amr.get("graph_to_text_top1")),
+                    fmt(None if entity.get("top10") is None else 100.0 * entity["top10"]),
+                    fmt(_metric((row.get("tatoeba") or {}).get("tatoeba-deu"), "accuracy")),
+                    fmt(row.get("train_minutes")),
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -156,10 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="the row's name in the table")
     parser.add_argument("--train-minutes", type=float, help="wall time of the run that made the model")
     parser.add_argument("--skip", nargs="*", default=[], choices=COLUMNS)
-    parser.add_argument("--max-length", type=int, default=MAX_LENGTH,
-                        help=f"token limit for every text of every column (default {MAX_LENGTH}; 0: the model's own)")
-    parser.add_argument("--length-rule", action="store_true",
-                        help="the direction column's reference row: the longer sentence is the premise (no model)")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=MAX_LENGTH,
+        help=f"token limit for every text of every column (default {MAX_LENGTH}; 0: the model's own)",
+    )
+    parser.add_argument(
+        "--length-rule",
+        action="store_true",
+        help="the direction column's reference row: the longer sentence is the premise (no model)",
+    )
     parser.add_argument("--output", help="write the row as JSON here")
     parser.add_argument("--table", nargs="*", metavar="ROW.json", help="print the markdown table of these rows")
     args = parser.parse_args(argv)

@@ -41,7 +41,12 @@ def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2) -> Path:
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
     )
     fast = BertTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
@@ -124,7 +129,9 @@ def _amr_slots(directory: Path, slots: tuple[str, ...]) -> Path:
     slot k of record i is sentence i + k (the translated graphs are absent: the draw falls back to them)."""
     import json
 
-    rows = [json.loads(line) for line in (SAMPLE_DIR / "amr_little_prince.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = [
+        json.loads(line) for line in (SAMPLE_DIR / "amr_little_prince.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     out = []
     for i in range(len(rows) - len(slots) + 1):
         record = {}
@@ -147,7 +154,9 @@ def recipe_training_file(objective: dict, directory: Path) -> tuple[Path, dict[s
         mode = init.get("mode", "triples")
         if mode == "self":
             return SAMPLE_DIR / "amr_little_prince.jsonl", {}
-        return _amr_slots(directory, ("anchor", "positive", "negative") if mode == "triples" else ("anchor", "positive")), {}
+        return _amr_slots(
+            directory, ("anchor", "positive", "negative") if mode == "triples" else ("anchor", "positive")
+        ), {}
     if cls not in RECIPE_SAMPLES:
         raise KeyError(f"no sample for objective {cls}: add it to RECIPE_SAMPLES in tests/conftest.py")
     sample, columns = RECIPE_SAMPLES[cls]
@@ -163,6 +172,7 @@ def _users_file(path: str, root: Path) -> bool:
 def _resolve_files(value, root: Path):
     """A path-like setting of an objective (``x/y.tsv`` or a list of them) made absolute against the
     repository root; ``None`` for a file the user downloads (:func:`_users_file`)."""
+
     def is_path(v) -> bool:
         return isinstance(v, str) and "/" in v and bool(Path(v).suffix)
 
@@ -174,8 +184,9 @@ def _resolve_files(value, root: Path):
     return value
 
 
-def tiny_recipe_config(recipe: Path, model_dir: Path, directory: Path, swap_all: bool = False,
-                       max_length: int = 64, max_records: int = 0) -> dict:
+def tiny_recipe_config(
+    recipe: Path, model_dir: Path, directory: Path, swap_all: bool = False, max_length: int = 64, max_records: int = 0
+) -> dict:
     """``recipe``'s config with the backbone swapped for ``model_dir``, every training file the user builds
     (every one, with ``swap_all``) swapped for a bundled sample, other files made absolute (recipes name
     them relative to the repository root; a missing bundled file stays missing and fails), objective files
@@ -206,8 +217,12 @@ def tiny_recipe_config(recipe: Path, model_dir: Path, directory: Path, swap_all:
         if max_records:
             source["max_records"] = max_records
         train[name] = source
-    model["evaluation"] = {**(model.get("evaluation") or {}), "val_tasks": ["stsb-dev"], "test_tasks": ["stsb-test"],
-                           "data_dir": str(EVALUATION_DATA_DIR)}
+    model["evaluation"] = {
+        **(model.get("evaluation") or {}),
+        "val_tasks": ["stsb-dev"],
+        "test_tasks": ["stsb-test"],
+        "data_dir": str(EVALUATION_DATA_DIR),
+    }
     return config
 
 

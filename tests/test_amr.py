@@ -266,8 +266,13 @@ def test_extend_plain_hf_model_rows_are_subword_means(tiny_bert_dir):
     weight = model.get_input_embeddings().weight
     assert weight.shape[0] == len(tokenizer) and model.config.vocab_size == len(tokenizer)
     torch.testing.assert_close(weight[: len(original)], before)  # old rows untouched
-    readable = {":ARG0": "relation argument 0", ":ARG0-of": "relation argument 0 of", ":op1": "relation operator 1",
-                "cause-01": "cause 01", "get-through-13": "get through 13"}
+    readable = {
+        ":ARG0": "relation argument 0",
+        ":ARG0-of": "relation argument 0 of",
+        ":op1": "relation operator 1",
+        "cause-01": "cause 01",
+        "get-through-13": "get through 13",
+    }
     # the tiny WordPiece vocabulary has no CJK characters: [UNK] rows count in the mean
     assert original("日本 01", add_special_tokens=False)["input_ids"][:2] == [original.unk_token_id] * 2
     for symbol in added:
@@ -298,7 +303,9 @@ def test_extend_encoder_and_save(tiny_model_dir, tmp_path):
     saved = encoder.save_pretrained(tmp_path / "amr-encoder")
     again = Encoder.from_pretrained(saved)
     assert again.tokenize_ids([graph]) == encoder.tokenize_ids([graph])
-    torch.testing.assert_close(again.backbone.get_input_embeddings().weight, encoder.backbone.get_input_embeddings().weight)
+    torch.testing.assert_close(
+        again.backbone.get_input_embeddings().weight, encoder.backbone.get_input_embeddings().weight
+    )
     torch.testing.assert_close(again.encode([graph]), encoder.encode([graph]))
 
 
@@ -327,8 +334,10 @@ def test_pre_parsed_lookup(tmp_path):
 def test_pre_translated_then_pre_parsed(tmp_path):
     path = tmp_path / "translations.jsonl"
     path.write_text(
-        json.dumps({"text": "Chapter 1.", "lang": "de", "translation": "Kapitel 1 ."}) + "\n"
-        + json.dumps({"text": "Chapter 1.", "lang": "fr", "translation": "Chapitre 1 ."}) + "\n"
+        json.dumps({"text": "Chapter 1.", "lang": "de", "translation": "Kapitel 1 ."})
+        + "\n"
+        + json.dumps({"text": "Chapter 1.", "lang": "fr", "translation": "Chapitre 1 ."})
+        + "\n"
     )
     translator = PreTranslated(path)
     assert isinstance(translator, Translator) and translator.languages == ["de", "fr"]
@@ -394,9 +403,18 @@ def tiny_marian_dir(tmp_path_factory) -> Path:
     (directory / "vocab.json").write_text(json.dumps(vocab))
     tokenizer = MarianTokenizer(*(str(directory / f) for f in ("source.spm", "target.spm", "vocab.json")))
     config = MarianConfig(
-        vocab_size=len(vocab), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
-        pad_token_id=vocab["<pad>"], eos_token_id=0, decoder_start_token_id=vocab["<pad>"],
+        vocab_size=len(vocab),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=0,
+        decoder_start_token_id=vocab["<pad>"],
     )
     torch.manual_seed(0)
     MarianMTModel(config).save_pretrained(directory)

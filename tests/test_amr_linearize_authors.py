@@ -71,7 +71,9 @@ def test_clean_style_is_unchanged_and_differs_where_the_fixture_says():
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_AMR / "reference-linearized.jsonl").is_file(), reason="needs ../shared/data/amr")
 def test_authors_style_equals_the_reference_on_all_little_prince_graphs():
-    refs = {(ref["file"], ref["id"]): ref["reference"] for ref in _references(SHARED_AMR / "reference-linearized.jsonl")}
+    refs = {
+        (ref["file"], ref["id"]): ref["reference"] for ref in _references(SHARED_AMR / "reference-linearized.jsonl")
+    }
     assert len(refs) == 2979
     seen = 0
     mismatches: list[tuple[str, str]] = []

@@ -61,21 +61,40 @@ def nli_setup(tmp_path_factory):
     "translations" with their own graphs; one sentence is not in the lookup and one has no translation."""
     root = tmp_path_factory.mktemp("amr-nli")
     rows = sample_records(96)
-    triples = [{"anchor": rows[i]["anchor"], "positive": rows[i + 1]["anchor"], "negative": rows[i + 2]["anchor"]}
-               for i in range(0, 96, 3)]
+    triples = [
+        {"anchor": rows[i]["anchor"], "positive": rows[i + 1]["anchor"], "negative": rows[i + 2]["anchor"]}
+        for i in range(0, 96, 3)
+    ]
     unparsed, untranslated = rows[4]["anchor"], rows[5]["anchor"]
     lookup = [{"text": r["anchor"], "penman": r["anchor_graph"]} for r in rows if r["anchor"] != unparsed]
     lookup += [{"text": "DE " + r["anchor"], "penman": german_graph(r["anchor_graph"])} for r in rows]
-    translations = [{"text": r["anchor"], "lang": "de", "translation": "DE " + r["anchor"]}
-                    for r in rows if r["anchor"] != untranslated]
+    translations = [
+        {"text": r["anchor"], "lang": "de", "translation": "DE " + r["anchor"]}
+        for r in rows
+        if r["anchor"] != untranslated
+    ]
     paths = {
         "triples": write_jsonl(root / "triples.jsonl", triples),
         "lookup": write_jsonl(root / "lookup.jsonl", lookup),
         "translations": write_jsonl(root / "translations.jsonl", translations),
         "out": root / "amr-nli.jsonl",
     }
-    main(["data", "amr-nli", "--input", str(paths["triples"]), "--output", str(paths["out"]),
-          "--parser-lookup", str(paths["lookup"]), "--languages", "de", "--translations", str(paths["translations"])])
+    main(
+        [
+            "data",
+            "amr-nli",
+            "--input",
+            str(paths["triples"]),
+            "--output",
+            str(paths["out"]),
+            "--parser-lookup",
+            str(paths["lookup"]),
+            "--languages",
+            "de",
+            "--translations",
+            str(paths["translations"]),
+        ]
+    )
     return {"paths": paths, "rows": rows, "unparsed": unparsed, "untranslated": untranslated}
 
 
@@ -94,21 +113,60 @@ def test_builder_writes_every_form_and_nulls_what_failed(nli_setup, capsys, tmp_
             assert record[f"{slot}_graph_de"] == expected_de
     # PENMAN from a lookup is linearised; the summary counts the nulls; --strict stops at the first
     sentence = "Chapter 1 ."
-    records = list(amr_nli_records([{"anchor": sentence}], PreParsedAMR(FIXTURES / "little-prince.txt"), slots=("anchor",)))
+    records = list(
+        amr_nli_records([{"anchor": sentence}], PreParsedAMR(FIXTURES / "little-prince.txt"), slots=("anchor",))
+    )
     assert records == [{"anchor": sentence, "anchor_graph": "( chapter :mod 1 )"}]
     paths = nli_setup["paths"]
     capsys.readouterr()
-    main(["data", "amr-nli", "--input", str(paths["triples"]), "--output", str(tmp_path / "x.jsonl"),
-          "--parser-lookup", str(paths["lookup"]), "--languages", "de", "--translations", str(paths["translations"])])
+    main(
+        [
+            "data",
+            "amr-nli",
+            "--input",
+            str(paths["triples"]),
+            "--output",
+            str(tmp_path / "x.jsonl"),
+            "--parser-lookup",
+            str(paths["lookup"]),
+            "--languages",
+            "de",
+            "--translations",
+            str(paths["translations"]),
+        ]
+    )
     printed = capsys.readouterr().out
     assert "32 records" in printed and "1 null graph (en)" in printed and "1 null translation (de)" in printed
     with pytest.raises(SystemExit) as exit_:
-        main(["data", "amr-nli", "--input", str(paths["triples"]), "--output", str(tmp_path / "y.jsonl"),
-              "--parser-lookup", str(paths["lookup"]), "--strict"])
+        main(
+            [
+                "data",
+                "amr-nli",
+                "--input",
+                str(paths["triples"]),
+                "--output",
+                str(tmp_path / "y.jsonl"),
+                "--parser-lookup",
+                str(paths["lookup"]),
+                "--strict",
+            ]
+        )
     assert nli_setup["unparsed"][:30] in str(exit_.value.code)
     with pytest.raises(SystemExit) as exit_:  # languages without a translator
-        main(["data", "amr-nli", "--input", str(paths["triples"]), "--output", str(tmp_path / "z.jsonl"),
-              "--parser-lookup", str(paths["lookup"]), "--languages", "de"])
+        main(
+            [
+                "data",
+                "amr-nli",
+                "--input",
+                str(paths["triples"]),
+                "--output",
+                str(tmp_path / "z.jsonl"),
+                "--parser-lookup",
+                str(paths["lookup"]),
+                "--languages",
+                "de",
+            ]
+        )
     assert "--translations" in str(exit_.value.code)
 
 
@@ -124,8 +182,9 @@ def test_the_draw_follows_algorithm_1():
     # w_en = 1/4: text and English graph 1/8 each; German 1/4; French 1/2
     expected = {"text": 0.125, "graph": 0.125, "graph_de": 0.25, "graph_fr": 0.5}
     assert objective.form_probabilities() == pytest.approx(expected)
-    assert objective.text_keys == tuple(f"{s}{f}" for s in ("anchor", "positive", "negative")
-                                        for f in ("", "_graph", "_graph_de", "_graph_fr"))
+    assert objective.text_keys == tuple(
+        f"{s}{f}" for s in ("anchor", "positive", "negative") for f in ("", "_graph", "_graph_de", "_graph_fr")
+    )
     assert set(objective.optional_keys) == {k for k in objective.text_keys if "_graph" in k}
     counts: Counter = Counter()
     first_ids = {"text": 1, "graph": 2, "graph_de": 3, "graph_fr": 4}
@@ -143,8 +202,12 @@ def test_the_draw_follows_algorithm_1():
         assert counts[form] / n == pytest.approx(p, abs=0.015), (form, counts)
     # a seeded draw repeats; every view and example draws on its own
     again = AMRSimCSE(languages=["en", "de", "fr"], language_weights=[1, 1, 2], seed=3)
-    assert again.collate(_features(64), 0)["forms"] == AMRSimCSE(
-        languages=["en", "de", "fr"], language_weights=[1, 1, 2], seed=3).collate(_features(64), 0)["forms"]
+    assert (
+        again.collate(_features(64), 0)["forms"]
+        == AMRSimCSE(languages=["en", "de", "fr"], language_weights=[1, 1, 2], seed=3).collate(_features(64), 0)[
+            "forms"
+        ]
+    )
     forms = again.collate(_features(64), 0)["forms"]
     assert forms["anchor"] != forms["positive"]
 
@@ -160,9 +223,18 @@ def test_graph_probability_languages_and_fixed_forms():
     assert align.text_keys == ("anchor", "anchor_graph") and align.optional_keys == ("anchor_graph",)
     batch = align.collate(_features(8, (), ("anchor",)), 0)
     assert batch["forms"] == {"anchor": ["text"] * 8, "positive": ["graph"] * 8}
-    assert batch["anchor"]["input_ids"][:, 0].tolist() == [1] * 8 and batch["positive"]["input_ids"][:, 0].tolist() == [2] * 8
-    for bad in ({"languages": ["en", "en"]}, {"language_weights": [1.0, 2.0]}, {"graph_probability": 1.5},
-                {"forms": {"premise": "text"}}, {"forms": {"anchor": "amr"}}, {"mode": "quads"}):
+    assert (
+        batch["anchor"]["input_ids"][:, 0].tolist() == [1] * 8
+        and batch["positive"]["input_ids"][:, 0].tolist() == [2] * 8
+    )
+    for bad in (
+        {"languages": ["en", "en"]},
+        {"language_weights": [1.0, 2.0]},
+        {"graph_probability": 1.5},
+        {"forms": {"premise": "text"}},
+        {"forms": {"anchor": "amr"}},
+        {"mode": "quads"},
+    ):
         with pytest.raises(ValueError):
             AMRSimCSE(**bad)
 
@@ -181,8 +253,11 @@ def test_missing_forms_fall_back_to_the_english_graph_then_the_text():
 @pytest.fixture(scope="module")
 def amr_module(tiny_bert_dir, nli_setup):
     objective = AMRSimCSE(languages=["en", "de"], symbol_counts=str(FIXTURES / "predicates.txt"), seed=1)
-    return UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=64), objectives=[objective],
-                         evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]))
+    return UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=64),
+        objectives=[objective],
+        evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
+    )
 
 
 def test_collate_pads_only_the_chosen_forms(amr_module, nli_setup, tmp_path):
@@ -215,9 +290,14 @@ def test_collate_pads_only_the_chosen_forms(amr_module, nli_setup, tmp_path):
 def test_a_form_missing_in_a_whole_tokenisation_batch(amr_module, tmp_path):
     """Nulls in the first 1,000 records (one datasets.map batch) must not fix the column's type."""
     rows = sample_records(1000)
-    records = [{"anchor": r["anchor"], "anchor_graph": r["anchor_graph"],
-                "anchor_graph_de": german_graph(r["anchor_graph"]) if i >= 1000 else None}
-               for i, r in enumerate(rows + rows[:50])]
+    records = [
+        {
+            "anchor": r["anchor"],
+            "anchor_graph": r["anchor_graph"],
+            "anchor_graph_de": german_graph(r["anchor_graph"]) if i >= 1000 else None,
+        }
+        for i, r in enumerate(rows + rows[:50])
+    ]
     path = write_jsonl(tmp_path / "self.jsonl", records)
     objective = AMRSimCSE(mode="self", languages=["en", "de"], symbols=[])
     data = UnisentDataModule(train={"amr": DataSource(str(path))}, cache_dir=str(tmp_path / "cache")).attach(amr_module)
@@ -227,24 +307,46 @@ def test_a_form_missing_in_a_whole_tokenisation_batch(amr_module, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ training
-def test_tiny_fit_extends_the_vocabulary_and_the_checkpoint_rebuilds_without_the_file(tiny_model_dir, nli_setup, tmp_path):
+def test_tiny_fit_extends_the_vocabulary_and_the_checkpoint_rebuilds_without_the_file(
+    tiny_model_dir, nli_setup, tmp_path
+):
     symbols_file = Path(shutil.copy(FIXTURES / "predicates.txt", tmp_path / "predicates.txt"))
     base = Encoder(EncoderConfig(model=str(tiny_model_dir)))
     expected = [s for s in select_symbols(read_counts(symbols_file), 5) if s not in base.tokenizer.get_vocab()]
     assert 0 < len(expected) < len(read_counts(symbols_file))  # the threshold drops some
-    objective = AMRSimCSE(languages=["en", "de"], symbol_counts=str(symbols_file), symbol_lists=str(FIXTURES / "additions.txt"),
-                          min_count=5, seed=0)
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir), max_length=64), objectives=[objective],
-                           optimizer=lambda params: AdamW(params, lr=1e-3),
-                           evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]))
+    objective = AMRSimCSE(
+        languages=["en", "de"],
+        symbol_counts=str(symbols_file),
+        symbol_lists=str(FIXTURES / "additions.txt"),
+        min_count=5,
+        seed=0,
+    )
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir), max_length=64),
+        objectives=[objective],
+        optimizer=lambda params: AdamW(params, lr=1e-3),
+        evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
+    )
     additions = [s for s in read_symbols(FIXTURES / "additions.txt") if s not in base.tokenizer.get_vocab()]
     assert len(module.encoder.tokenizer) == len(base.tokenizer) + len(expected) + len(set(additions) - set(expected))
     assert module.encoder.backbone.get_input_embeddings().weight.shape[0] == len(module.encoder.tokenizer)
-    assert objective.config()["init_args"]["symbols"] == objective.symbols and objective.symbols[: len(expected)] == expected
+    assert (
+        objective.config()["init_args"]["symbols"] == objective.symbols
+        and objective.symbols[: len(expected)] == expected
+    )
 
-    trainer = L.Trainer(default_root_dir=tmp_path, max_steps=3, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", log_every_n_steps=1)
-    trainer.fit(module, datamodule=UnisentDataModule(train={"amr": DataSource(str(nli_setup["paths"]["out"]))}, batch_size=8))
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        max_steps=3,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        log_every_n_steps=1,
+    )
+    trainer.fit(
+        module, datamodule=UnisentDataModule(train={"amr": DataSource(str(nli_setup["paths"]["out"]))}, batch_size=8)
+    )
     ckpt = tmp_path / "amr.ckpt"
     trainer.save_checkpoint(ckpt)
     symbols_file.unlink()  # the checkpoint records the symbol list itself
@@ -320,7 +422,9 @@ def tiny_encoders(tiny_bert_dir):
     """A tiny text encoder (mean pooling) and a tiny AMR encoder with the fixture vocabulary."""
     text = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=48)).eval()
     amr = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="cls", max_length=96))
-    extend_vocabulary(amr, select_symbols(read_counts(FIXTURES / "predicates.txt"), 5) + read_symbols(FIXTURES / "additions.txt"))
+    extend_vocabulary(
+        amr, select_symbols(read_counts(FIXTURES / "predicates.txt"), 5) + read_symbols(FIXTURES / "additions.txt")
+    )
     torch.manual_seed(0)
     with torch.no_grad():  # move away from the initialisation so that the graph tokens matter
         for p in amr.backbone.encoder.parameters():
@@ -334,7 +438,9 @@ def _sts_fixture(root: Path, rows: list[dict]) -> Path:
     with (directory / "sts-test.csv").open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, delimiter="\t", quoting=csv.QUOTE_NONE, quotechar=None, escapechar="\\")
         for i in range(len(rows) - 1):
-            writer.writerow(["main", "lpp", "test", f"{i:04d}", f"{(i * 7) % 6:.3f}", rows[i]["anchor"], rows[i + 1]["anchor"]])
+            writer.writerow(
+                ["main", "lpp", "test", f"{i:04d}", f"{(i * 7) % 6:.3f}", rows[i]["anchor"], rows[i + 1]["anchor"]]
+            )
     return root
 
 
@@ -364,8 +470,20 @@ def test_a_retrofitted_model_evaluates_saves_and_loads(tiny_encoders, tmp_path):
     assert isinstance(loaded, RetrofittedEncoder) and loaded.dimension == 2 * text.hidden_size
     torch.testing.assert_close(loaded.encode(s1), model.encode(s1))
     # `unisent evaluate` on the saved directory parses through the copied lookup
-    main(["evaluate", "--model", str(saved), "--tasks", "stsb-test", "--data-dir", str(data_dir), "--quiet",
-          "--output", str(tmp_path / "results.json")])
+    main(
+        [
+            "evaluate",
+            "--model",
+            str(saved),
+            "--tasks",
+            "stsb-test",
+            "--data-dir",
+            str(data_dir),
+            "--quiet",
+            "--output",
+            str(tmp_path / "results.json"),
+        ]
+    )
     score = json.loads((tmp_path / "results.json").read_text())["tasks"]["stsb-test"]["score"]
     assert score == pytest.approx(results["tasks"]["stsb-test"]["score"], abs=1e-4)
 
@@ -384,11 +502,25 @@ def test_sentence_transformers_text_encoder_and_the_command_line(tiny_encoders, 
     rows = sample_records(5)
     sentences, graphs = [r["anchor"] for r in rows], [r["anchor_graph"] for r in rows]
     lookup = write_jsonl(tmp_path / "lookup.jsonl", [{"text": s, "penman": g} for s, g in zip(sentences, graphs)])
-    retrofit_main(["--text-encoder", str(st_dir), "--amr-encoder", str(amr_dir), "--out", str(tmp_path / "out"),
-                   "--combination", "concat", "--parser-lookup", str(lookup)])
+    retrofit_main(
+        [
+            "--text-encoder",
+            str(st_dir),
+            "--amr-encoder",
+            str(amr_dir),
+            "--out",
+            str(tmp_path / "out"),
+            "--combination",
+            "concat",
+            "--parser-lookup",
+            str(lookup),
+        ]
+    )
     loaded = unisent.load(str(tmp_path / "out"))
     assert isinstance(loaded.text_encoder, SentenceTransformer)
-    assert json.loads((tmp_path / "out" / "retrofit.json").read_text())["text_encoder"]["kind"] == "sentence-transformers"
+    assert (
+        json.loads((tmp_path / "out" / "retrofit.json").read_text())["text_encoder"]["kind"] == "sentence-transformers"
+    )
     expected = torch.cat([text.encode(sentences), amr.encode(graphs)], dim=-1)
     torch.testing.assert_close(loaded.encode(sentences), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(loaded.encode(sentences, graphs), expected, atol=1e-5, rtol=0)
@@ -407,7 +539,9 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
     out = report.out
     assert report.max_diff is not None and report.max_diff < 1e-5
     expected = model.encode(sentences, graphs=graphs)
-    torch.testing.assert_close(unisent.load(str(out)).encode(sentences), expected, atol=1e-6, rtol=0)  # parses via the lookup
+    torch.testing.assert_close(
+        unisent.load(str(out)).encode(sentences), expected, atol=1e-6, rtol=0
+    )  # parses via the lookup
     st_text = SentenceTransformer(str(out / "text"), device="cpu")
     torch.testing.assert_close(torch.as_tensor(st_text.encode(sentences)), text.encode(sentences), atol=1e-5, rtol=0)
     card = (out / "README.md").read_text()
@@ -423,8 +557,9 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
 
         namespace = {}
         exec(retrofit_usage_code(combination), namespace)
-        torch.testing.assert_close(namespace["embed"](sentences, graphs), other.encode(sentences, graphs=graphs),
-                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            namespace["embed"](sentences, graphs), other.encode(sentences, graphs=graphs), atol=1e-5, rtol=0
+        )
     # a second export replaces the first; the sub-directories record no absolute path (".": their own place)
     export_model(model, out, "sentence-transformers", overwrite=True)
     assert json.loads((out / "amr" / "unisent_encoder.json").read_text())["model"] == "."

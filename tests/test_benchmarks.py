@@ -32,9 +32,13 @@ def test_write_markdown_replaces_only_the_results_block(tmp_path):
 
 def test_real_tokens_counts_every_attention_mask_of_a_nested_batch():
     harness = _harness()
-    batch = {"cmlm": {"s1": {"input_ids": torch.ones(2, 4), "attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])},
-                      "s2": {"input_ids": torch.ones(2, 2), "attention_mask": torch.tensor([[1, 1], [1, 0]])},
-                      "label": torch.tensor([0, 1])}}
+    batch = {
+        "cmlm": {
+            "s1": {"input_ids": torch.ones(2, 4), "attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])},
+            "s2": {"input_ids": torch.ones(2, 2), "attention_mask": torch.tensor([[1, 1], [1, 0]])},
+            "label": torch.tensor([0, 1]),
+        }
+    }
     assert harness._real_tokens(batch) == 8
 
 
@@ -66,7 +70,8 @@ def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
     assert only["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
     without = ablation(drop=["gausscse"])
     assert set(without["data"]["train"]) == {"ease", "amr", "cmlm", "bitext"} and not any(
-        o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"])
+        o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"]
+    )
     assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
     assert without["trainer"]["max_epochs"] == -1
     assert without["data"]["length_grouped"] == {"amr": True} and only["data"]["length_grouped"] == {}
@@ -74,8 +79,14 @@ def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
 
 def test_unified_panel_table_reads_rows(tmp_path):
     table = _load("unified_panel").table
-    row = {"name": "m", "sts": {"stsb-test": {"metrics": {"spearman": 80.5}}}, "entity": {"top10": 0.1116},
-           "amr": {"text_to_graph_top1": 90.0}, "train_minutes": 3.0, "stc": {"group": {"score": 68.377}}}
+    row = {
+        "name": "m",
+        "sts": {"stsb-test": {"metrics": {"spearman": 80.5}}},
+        "entity": {"top10": 0.1116},
+        "amr": {"text_to_graph_top1": 90.0},
+        "train_minutes": 3.0,
+        "stc": {"group": {"score": 68.377}},
+    }
     path = tmp_path / "m.json"
     path.write_text(__import__("json").dumps(row))
     line = table([str(path)]).splitlines()[-1]
@@ -85,10 +96,12 @@ def test_unified_panel_table_reads_rows(tmp_path):
 def test_length_rule_row_counts_longer_premises_and_ties(tmp_path):
     snli = tmp_path / "nli" / "snli"
     snli.mkdir(parents=True)
-    pairs = [("a man plays a guitar on stage .", "a man plays .", "entailment"),  # longer premise: right
-             ("two dogs run .", "two dogs run fast in a park .", "entailment"),  # shorter premise: wrong
-             ("a cat sleeps .", "a cat rests .", "entailment"),  # tie: wrong
-             ("a boy eats an apple in the kitchen .", "a girl .", "neutral")]  # not an entailment pair
+    pairs = [
+        ("a man plays a guitar on stage .", "a man plays .", "entailment"),  # longer premise: right
+        ("two dogs run .", "two dogs run fast in a park .", "entailment"),  # shorter premise: wrong
+        ("a cat sleeps .", "a cat rests .", "entailment"),  # tie: wrong
+        ("a boy eats an apple in the kitchen .", "a girl .", "neutral"),
+    ]  # not an entailment pair
     for i, name in enumerate(("s1", "s2", "labels")):
         (snli / f"{name}.test").write_text("".join(p[i] + "\n" for p in pairs))
     row = _load("unified_panel").length_rule_row(str(tmp_path))
@@ -106,17 +119,29 @@ def _results(path: Path, tasks: dict[str, dict[str, float]]) -> None:
 
 def test_preset_parity_compares_every_metric_at_the_printed_digits(tmp_path):
     parity = _load("preset_parity")
-    _results(tmp_path / "preset" / "a.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74},
-                                              "snli-nli": {"accuracy": 74.34, "threshold": 0.6141}})
+    _results(
+        tmp_path / "preset" / "a.json",
+        {"stsb-test": {"spearman": 82.0324, "pearson": 82.74}, "snli-nli": {"accuracy": 74.34, "threshold": 0.6141}},
+    )
     _results(tmp_path / "preset" / "b.json", {"stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
-    _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324 + 1e-9, "pearson": 82.74},
-                                            "snli-nli": {"accuracy": 74.34, "threshold": 0.6141},
-                                            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
+    _results(
+        tmp_path / "st" / "all.json",
+        {
+            "stsb-test": {"spearman": 82.0324 + 1e-9, "pearson": 82.74},
+            "snli-nli": {"accuracy": 74.34, "threshold": 0.6141},
+            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64},
+        },
+    )
     assert parity.main(["compare", str(tmp_path / "preset"), str(tmp_path / "st")]) == 0
     # one metric differs in its last printed digit (3 digits for a threshold): a difference, exit 1
-    _results(tmp_path / "st" / "all.json", {"stsb-test": {"spearman": 82.0324, "pearson": 82.74},
-                                            "snli-nli": {"accuracy": 74.34, "threshold": 0.6149},
-                                            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64}})
+    _results(
+        tmp_path / "st" / "all.json",
+        {
+            "stsb-test": {"spearman": 82.0324, "pearson": 82.74},
+            "snli-nli": {"accuracy": 74.34, "threshold": 0.6149},
+            "stc-tweet": {"accuracy": 63.63, "nmi": 86.64},
+        },
+    )
     rows, same = parity.compare(parity.load_tasks(tmp_path / "preset"), parity.load_tasks(tmp_path / "st"))
     assert not same and [r.split(" | ")[0] for r in rows if r.endswith("| NO |")] == ["| snli-nli"]
     # a task on one side only is reported, not skipped

@@ -14,7 +14,9 @@ from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts))
+RECIPES = sorted(
+    p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts)
+)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
@@ -30,7 +32,16 @@ def test_recipe_is_accepted_by_the_cli(recipe, capsys):
 def test_logger_presets_compose_with_a_recipe(capsys):
     for logger in ("wandb", "tensorboard"):
         with pytest.raises(SystemExit):
-            main(["fit", "-c", str(ROOT / "recipes/quickstart.yaml"), "-c", str(ROOT / f"recipes/loggers/{logger}.yaml"), "--print_config"])
+            main(
+                [
+                    "fit",
+                    "-c",
+                    str(ROOT / "recipes/quickstart.yaml"),
+                    "-c",
+                    str(ROOT / f"recipes/loggers/{logger}.yaml"),
+                    "--print_config",
+                ]
+            )
         assert logger.replace("tensorboard", "TensorBoard").lower() in capsys.readouterr().out.lower()
 
 
@@ -45,21 +56,34 @@ def test_unknown_config_key_is_named(tmp_path, capsys):
 
 def test_unknown_pooler_lists_choices(tmp_path, tiny_bert_dir, capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "-c", str(ROOT / "recipes/quickstart.yaml"), "--model.encoder.pooler", "average", "--print_config"])
+        main(
+            ["fit", "-c", str(ROOT / "recipes/quickstart.yaml"), "--model.encoder.pooler", "average", "--print_config"]
+        )
     err = capsys.readouterr().err
     assert "average" in err and "cls_mlp_train_only" in err and "avg_first_last" in err
 
 
 def _fit_args(tmp_path, model_dir, recipe="recipes/quickstart.yaml"):
     return [
-        "fit", "-c", str(ROOT / recipe),
-        "--model.encoder.model", str(model_dir),
-        "--trainer.max_steps", "3", "--trainer.max_epochs", "1",
-        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
-        "--trainer.default_root_dir", str(tmp_path),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.log_every_n_steps", "1",
-        "--data.batch_size", "8",
+        "fit",
+        "-c",
+        str(ROOT / recipe),
+        "--model.encoder.model",
+        str(model_dir),
+        "--trainer.max_steps",
+        "3",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--data.batch_size",
+        "8",
     ]
 
 
@@ -87,7 +111,9 @@ def test_evaluate_command_errors_name_the_problem(tmp_path, capsys):
     with pytest.raises(SystemExit, match="(?s)unknown task.*stsb-test"):
         evaluate_main(["--model", "minilm-l6", "--tasks", "stsb-tset", "--quiet"])
     with pytest.raises(SystemExit, match=str(tmp_path / "nowhere")):
-        evaluate_main(["--model", "minilm-l6", "--tasks", "stsb-dev", "--data-dir", str(tmp_path / "nowhere"), "--quiet"])
+        evaluate_main(
+            ["--model", "minilm-l6", "--tasks", "stsb-dev", "--data-dir", str(tmp_path / "nowhere"), "--quiet"]
+        )
     evaluate_main(["--list"])
     assert "stsb-test" in capsys.readouterr().out
 
@@ -112,10 +138,18 @@ def test_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir
 
     config = tiny_recipe(recipe, swap_all=True)
     args = _fit_args(tmp_path, tiny_bert_dir, str(config)) + ["--trainer.precision", "32-true"]
-    args += ["--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.init_args.save_dir",
-             str(tmp_path / "runs"), f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}", "--checkpoint.monitor=val/score",
-             "--trainer.val_check_interval=2", "--trainer.check_val_every_n_epoch=null",
-             "--trainer.accumulate_grad_batches=1", "--trainer.limit_val_batches=1.0"]
+    args += [
+        "--trainer.logger",
+        "lightning.pytorch.loggers.CSVLogger",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}",
+        "--checkpoint.monitor=val/score",
+        "--trainer.val_check_interval=2",
+        "--trainer.check_val_every_n_epoch=null",
+        "--trainer.accumulate_grad_batches=1",
+        "--trainer.limit_val_batches=1.0",
+    ]
     main(args)
     metrics = pd.read_csv(next((tmp_path / "runs").rglob("metrics.csv")))
     assert metrics["train/loss"].notna().sum() == 3 and np.isfinite(metrics["train/loss"].dropna()).all()
@@ -128,8 +162,10 @@ def test_help_lists_every_command_without_importing_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from unisent.cli import main; main(['--help']); "
-            "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys; from unisent.cli import main; main(['--help']); "
+        "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     listed = [line.split()[0] for line in done.stdout.split("commands:\n")[1].split("\n\n")[0].splitlines()]
     assert listed == ["fit", "validate", "test", "predict", "evaluate", "export", "encode", "data", "sweep", "retrofit"]
@@ -151,13 +187,41 @@ def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch
     from unisent.commands import _cli
 
     with pytest.raises(SystemExit) as exit_:
-        main(["encode", "--model", "m", "--input", "in.txt", "--output", "o.npy", "--batch-size", "8",
-              "--on-empty", "zero", "--normalize", "--print_config"])
+        main(
+            [
+                "encode",
+                "--model",
+                "m",
+                "--input",
+                "in.txt",
+                "--output",
+                "o.npy",
+                "--batch-size",
+                "8",
+                "--on-empty",
+                "zero",
+                "--normalize",
+                "--print_config",
+            ]
+        )
     assert exit_.value.code in (0, None)
     config = yaml.safe_load(capsys.readouterr().out)
-    assert config == {"model": "m", "input": "in.txt", "output": "o.npy", "column": "text", "batch_size": 8,
-                      "chunk_size": 8192, "normalize": True, "bf16": False, "on_empty": "zero", "encoding": "utf-8",
-                      "device": None, "max_length": None, "overwrite": False, "quiet": False}
+    assert config == {
+        "model": "m",
+        "input": "in.txt",
+        "output": "o.npy",
+        "column": "text",
+        "batch_size": 8,
+        "chunk_size": 8192,
+        "normalize": True,
+        "bf16": False,
+        "on_empty": "zero",
+        "encoding": "utf-8",
+        "device": None,
+        "max_length": None,
+        "overwrite": False,
+        "quiet": False,
+    }
     saved = tmp_path / "encode.yaml"
     saved.write_text(yaml.safe_dump(config))
     seen = {}  # the values that reach the command function; the command line overrides the file
@@ -187,14 +251,42 @@ def test_config_errors_are_one_line_with_the_key_and_file(tmp_path, capsys):
 
 def test_export_positional_lists_and_negated_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["export", "runs/x/best.ckpt", "--format", "huggingface", "--out", "o", "--training-data", "a",
-              "--training-data", "b", "c", "--no-verify", "--overwrite", "--print_config"])
+        main(
+            [
+                "export",
+                "runs/x/best.ckpt",
+                "--format",
+                "huggingface",
+                "--out",
+                "o",
+                "--training-data",
+                "a",
+                "--training-data",
+                "b",
+                "c",
+                "--no-verify",
+                "--overwrite",
+                "--print_config",
+            ]
+        )
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["source"] == "runs/x/best.ckpt" and config["training_data"] == ["a", "b", "c"]
     assert config["verify"] is False and config["overwrite"] is True
     with pytest.raises(SystemExit):
-        main(["data", "amr-linearize", "--input", "a.txt", "b.txt", "--output", "o.jsonl", "--no-parentheses",
-              "--keep-wiki", "--print_config"])
+        main(
+            [
+                "data",
+                "amr-linearize",
+                "--input",
+                "a.txt",
+                "b.txt",
+                "--output",
+                "o.jsonl",
+                "--no-parentheses",
+                "--keep-wiki",
+                "--print_config",
+            ]
+        )
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["input"] == ["a.txt", "b.txt"] and config["parentheses"] is False and config["keep_wiki"] is True
 
@@ -224,8 +316,10 @@ def _parse_error(capsys, *args: str) -> str:
 
 def test_a_mistyped_key_gets_did_you_mean(tmp_path, capsys):
     line = _parse_error(capsys, "--model.objectives.0.init_args.temprature=0.05")
-    assert ("model.objectives.0.init_args.temprature: unisent.objectives.SimCSE has no argument 'temprature' "
-            "(did you mean 'temperature'?)") in line and len(line) < 400
+    assert (
+        "model.objectives.0.init_args.temprature: unisent.objectives.SimCSE has no argument 'temprature' "
+        "(did you mean 'temperature'?)"
+    ) in line and len(line) < 400
     typo = tmp_path / "typo.yaml"
     typo.write_text("trainer:\n  max_stepz: 3\n")
     line = _parse_error(capsys, "-c", str(typo))
@@ -246,20 +340,45 @@ def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_bert_
     import subprocess
     import sys
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "COLUMNS": "100"}
-    command = [sys.executable, "-m", "unisent.cli", "fit", "-c", str(ROOT / "recipes/quickstart.yaml"),
-               "--trainer.max_steps=2", f"--model.encoder.model={tiny_bert_dir}", "--data.batch_size=8",
-               f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}"]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "COLUMNS": "100",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "unisent.cli",
+        "fit",
+        "-c",
+        str(ROOT / "recipes/quickstart.yaml"),
+        "--trainer.max_steps=2",
+        f"--model.encoder.model={tiny_bert_dir}",
+        "--data.batch_size=8",
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
+    ]
     quiet = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     # the progress bar redraws with \r (TQDM) or cursor moves (rich); its lines mention the epoch
-    lines = [line for line in (quiet.stdout + quiet.stderr).replace("\r", "\n").splitlines()
-             if line.strip() and not line.lstrip().startswith(("Epoch", "train/loss"))]
+    lines = [
+        line
+        for line in (quiet.stdout + quiet.stderr).replace("\r", "\n").splitlines()
+        if line.strip() and not line.lstrip().startswith(("Epoch", "train/loss"))
+    ]
     assert len(lines) <= 12, lines
     assert any(line.startswith("unisent: trained encoder saved to") for line in lines), lines
-    for noise in ("Loading weights", "Writing model shards", "LeafSpec", "litlogger", "Total params", "v_num",
-                  "could not find the monitored key", "GPU available"):
+    for noise in (
+        "Loading weights",
+        "Writing model shards",
+        "LeafSpec",
+        "litlogger",
+        "Total params",
+        "v_num",
+        "could not find the monitored key",
+        "GPU available",
+    ):
         assert noise not in quiet.stdout + quiet.stderr, noise
     verbose = subprocess.run([*command, "--verbose"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert verbose.returncode == 0, verbose.stderr[-3000:]

@@ -63,8 +63,9 @@ def test_masking_ratio_and_80_10_10_hold_and_specials_and_padding_are_never_touc
     replacement = torch.arange(5, vocab)
     n_targets = n_candidates = n_mask = n_same = n_random = 0
     for _ in range(200):
-        masked, targets = mask_tokens(ids, mask, special_ids=special, mask_token_id=4, replacement_ids=replacement,
-                                      ratio=0.3125, generator=g)
+        masked, targets = mask_tokens(
+            ids, mask, special_ids=special, mask_token_id=4, replacement_ids=replacement, ratio=0.3125, generator=g
+        )
         candidates = mask.bool() & ~torch.isin(ids, special)
         assert not (targets & ~candidates).any()  # never specials or padding
         assert torch.equal(masked[~targets], ids[~targets])  # nothing else changes
@@ -133,8 +134,9 @@ def test_mlm_head_is_loaded_from_a_checkpoint_that_has_one_else_fresh(tiny_bert_
     ids = torch.tensor([[2, 10, 11, 12, 3]])
     hidden = encoder.backbone(input_ids=ids).last_hidden_state[0]
     with torch.no_grad():  # same logits as BertForMaskedLM: head loaded, decoder tied to the input embeddings
-        torch.testing.assert_close(objective.head(hidden, encoder.backbone.get_input_embeddings().weight),
-                                   mlm(input_ids=ids).logits[0])
+        torch.testing.assert_close(
+            objective.head(hidden, encoder.backbone.get_input_embeddings().weight), mlm(input_ids=ids).logits[0]
+        )
     fresh = CMLM(head_init="fresh")
     fresh.setup_for(encoder)
     assert fresh.mlm_head_source == "fresh"
@@ -202,11 +204,17 @@ def test_skip_variant_starts_as_the_plain_path_and_trains(tiny_bert_dir):
     skip.setup_for(encoder)
     skip.load_state_dict(plain.state_dict(), strict=False)
     masked, targets = plain.mask(second["input_ids"], second["attention_mask"])
-    args = (encoder, first, {"input_ids": masked, "attention_mask": second["attention_mask"]}, targets, second["input_ids"])
+    args = (
+        encoder,
+        first,
+        {"input_ids": masked, "attention_mask": second["attention_mask"]},
+        targets,
+        second["input_ids"],
+    )
     torch.testing.assert_close(skip.masked_lm(*args)[0], plain.masked_lm(*args)[0])
     assert skip.skip_layer.in_features == 4 * encoder.hidden_size
     skip.masked_lm(*args)[0].backward()
-    assert skip.skip_layer.weight.grad[:, encoder.hidden_size:].abs().sum() > 0  # the projections reach the head
+    assert skip.skip_layer.weight.grad[:, encoder.hidden_size :].abs().sum() > 0  # the projections reach the head
 
 
 def test_a_batch_without_maskable_tokens_gives_a_zero_loss(tiny_bert_dir):
@@ -257,8 +265,9 @@ def test_conditioning_on_the_true_first_sentence_lowers_the_masked_loss(tiny_ber
 
 # ------------------------------------------------------------------------------------------ proj variant
 def test_proj_variant_encodes_with_the_mean_projection_and_round_trips(tiny_bert_dir, tmp_path):
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"),
-                           objectives=[CMLM(num_projections=3, proj=True)])
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"), objectives=[CMLM(num_projections=3, proj=True)]
+    )
     model = module.inference_model()
     assert isinstance(model, ProjectionEncoder)
     sentences = _sentences()[:5]
@@ -274,7 +283,9 @@ def test_proj_variant_encodes_with_the_mean_projection_and_round_trips(tiny_bert
     again = unisent.load(str(tmp_path / "proj-pcr"))
     assert isinstance(again, PCREncoder) and isinstance(again.encoder, ProjectionEncoder)
     torch.testing.assert_close(again.encode(sentences), wrapped.encode(sentences))
-    plain = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"), objectives=[CMLM(num_projections=3)])
+    plain = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"), objectives=[CMLM(num_projections=3)]
+    )
     assert plain.inference_model() is plain.encoder  # without proj, inference keeps only s1 -> v
 
 
@@ -323,7 +334,9 @@ def test_bitext_objective_one_stacked_forward(tiny_bert_dir):
 def test_weight_schedule_switches_the_objectives_at_the_right_steps(tiny_model_dir, tmp_path):
     bitext = tmp_path / "bitext.jsonl"
     sents = _sentences()[:64]
-    bitext.write_text("".join(json.dumps({"source": a, "target": b}) + "\n" for a, b in zip(sents, sents[1:] + sents[:1])))
+    bitext.write_text(
+        "".join(json.dumps({"source": a, "target": b}) + "\n" for a, b in zip(sents, sents[1:] + sents[:1]))
+    )
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean", max_length=24),
         objectives=[CMLM(num_projections=2), BitextRetrieval(weight=0.2)],
@@ -333,11 +346,23 @@ def test_weight_schedule_switches_the_objectives_at_the_right_steps(tiny_model_d
     module.evaluation.val_tasks = []
     assert [module.objective_weight(module.objectives[1], s) for s in (0, 2, 3, 10)] == [0.0, 0.0, 0.2, 0.2]
     assert [module.objective_weight(module.objectives[0], s) for s in (0, 4, 5)] == [1.0, 1.0, 0.0]
-    data = UnisentDataModule(train={"cmlm": DataSource(str(SAMPLE_DIR / "cmlm_pairs.jsonl"), max_records=64),
-                                    "bitext": DataSource(str(bitext))}, batch_size=8)
-    trainer = L.Trainer(default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                        log_every_n_steps=1, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", max_steps=7, enable_checkpointing=False)
+    data = UnisentDataModule(
+        train={
+            "cmlm": DataSource(str(SAMPLE_DIR / "cmlm_pairs.jsonl"), max_records=64),
+            "bitext": DataSource(str(bitext)),
+        },
+        batch_size=8,
+    )
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        max_steps=7,
+        enable_checkpointing=False,
+    )
     trainer.fit(module, datamodule=data)
     metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv")))
     rows = metrics.dropna(subset=["train/bitext/weight"]).reset_index(drop=True)
@@ -362,7 +387,9 @@ def test_nli_labels_are_validated_with_the_record_named():
 
 
 def test_nli_classifier_one_stacked_forward_on_cross_lingual_pairs(tiny_bert_dir, tmp_path):
-    pairs = nli_pairs("xnli", str(FIXTURES / "nli/xnli/test-en.tsv"), hypothesis_path=str(FIXTURES / "nli/xnli/test-de.tsv"))
+    pairs = nli_pairs(
+        "xnli", str(FIXTURES / "nli/xnli/test-en.tsv"), hypothesis_path=str(FIXTURES / "nli/xnli/test-de.tsv")
+    )
     de = (FIXTURES / "nli/xnli/test-de.tsv").read_text(encoding="utf-8").splitlines()[0].split("\t")
     assert pairs[0]["premise"].startswith("Well, I wasn't") and pairs[0]["hypothesis"] == de[1]
     assert pairs[0]["label"] == "contradiction" and len(pairs) == 9
@@ -370,8 +397,14 @@ def test_nli_classifier_one_stacked_forward_on_cross_lingual_pairs(tiny_bert_dir
     objective = NLIClassifier()
     objective.setup_for(encoder)
     assert objective.classifier.in_features == 4 * encoder.hidden_size and objective.classifier.out_features == 3
-    features = [{"premise": encoder.tokenize_ids([p["premise"]])[0], "hypothesis": encoder.tokenize_ids([p["hypothesis"]])[0],
-                 "label": p["label"]} for p in pairs]
+    features = [
+        {
+            "premise": encoder.tokenize_ids([p["premise"]])[0],
+            "hypothesis": encoder.tokenize_ids([p["hypothesis"]])[0],
+            "label": p["label"],
+        }
+        for p in pairs
+    ]
     batch = objective.collate(features, pad_id=0)
     assert batch["label"].tolist() == [label_id(p["label"]) for p in pairs]
     calls = []
@@ -379,10 +412,13 @@ def test_nli_classifier_one_stacked_forward_on_cross_lingual_pairs(tiny_bert_dir
     encoder.forward = lambda ids, mask, **kw: calls.append(ids.shape) or forward(ids, mask, **kw)
     out = objective(encoder, batch)
     assert len(calls) == 1 and calls[0][0] == 18
-    u, v = forward(batch["premise"]["input_ids"], batch["premise"]["attention_mask"]), \
-        forward(batch["hypothesis"]["input_ids"], batch["hypothesis"]["attention_mask"])
+    u, v = (
+        forward(batch["premise"]["input_ids"], batch["premise"]["attention_mask"]),
+        forward(batch["hypothesis"]["input_ids"], batch["hypothesis"]["attention_mask"]),
+    )
     assert out.terms["classification"].item() == pytest.approx(
-        torch.nn.functional.cross_entropy(objective.logits(u, v), batch["label"]).item(), rel=1e-4, abs=1e-5)
+        torch.nn.functional.cross_entropy(objective.logits(u, v), batch["label"]).item(), rel=1e-4, abs=1e-5
+    )
     assert set(out.metrics) == {"accuracy"} and 0 <= out.metrics["accuracy"] <= 1
     assert objective.total(out) == out.terms["classification"]  # the accuracy never enters the loss
 
@@ -400,7 +436,11 @@ def test_cmlm_pairs_from_text_and_jsonl_documents(tmp_path):
     text = tmp_path / "docs.txt"
     text.write_text("A one.\nA two.\nA three.\n\n\nB one.\n\nC one.\nC two.\n", encoding="utf-8")
     pairs = list(consecutive_pairs(read_documents(text)))
-    assert pairs == [{"s1": "A one.", "s2": "A two."}, {"s1": "A two.", "s2": "A three."}, {"s1": "C one.", "s2": "C two."}]
+    assert pairs == [
+        {"s1": "A one.", "s2": "A two."},
+        {"s1": "A two.", "s2": "A three."},
+        {"s1": "C one.", "s2": "C two."},
+    ]
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"sentences": ["x1", " ", "x2", "x3"]}) + "\n" + json.dumps({"sentences": ["y"]}) + "\n")
     out = tmp_path / "pairs.jsonl"
@@ -423,7 +463,9 @@ def test_bitext_from_tsv_and_tatoeba_layout(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("hello\thallo\n\nbye\ttschüss\n", encoding="utf-8")
     assert list(bitext_pairs(tsv, language="deu")) == [
-        {"source": "hello", "target": "hallo", "language": "deu"}, {"source": "bye", "target": "tschüss", "language": "deu"}]
+        {"source": "hello", "target": "hallo", "language": "deu"},
+        {"source": "bye", "target": "tschüss", "language": "deu"},
+    ]
     out = tmp_path / "tatoeba.jsonl"
     main(["data", "bitext", "--input", str(FIXTURES / "retrieval/tatoeba"), "--languages", "deu", "--output", str(out)])
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
@@ -436,7 +478,18 @@ def test_bitext_from_tsv_and_tatoeba_layout(tmp_path):
     with pytest.raises(SystemExit, match="line 1"):
         main(["data", "bitext", "--input", str(tsv), "--output", str(out)])
     with pytest.raises(SystemExit, match="xyz"):
-        main(["data", "bitext", "--input", str(FIXTURES / "retrieval/tatoeba"), "--languages", "xyz", "--output", str(out)])
+        main(
+            [
+                "data",
+                "bitext",
+                "--input",
+                str(FIXTURES / "retrieval/tatoeba"),
+                "--languages",
+                "xyz",
+                "--output",
+                str(out),
+            ]
+        )
 
 
 # ------------------------------------------------------------------------------------------ PCR
@@ -468,7 +521,9 @@ def test_pcr_uncentred_first_component_removes_the_language_offset():
     data = _languages()
     before = np.linalg.norm(data["en"].mean(0) - data["de"].mean(0))
     pcr = PrincipalComponentRemoval(k=1).fit(data)
-    after = np.linalg.norm(pcr.transform(data["en"], "en").numpy().mean(0) - pcr.transform(data["de"], "de").numpy().mean(0))
+    after = np.linalg.norm(
+        pcr.transform(data["en"], "en").numpy().mean(0) - pcr.transform(data["de"], "de").numpy().mean(0)
+    )
     assert after < 0.3 * before
 
 
@@ -526,15 +581,28 @@ def test_lamb_steps_match_a_numpy_computation(adapt_no_decay):
     opt = Lamb(groups, lr=0.01, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.1, adapt_no_decay=adapt_no_decay)
     grads_w, grads_b, grads_z = ([rng.normal(size=s) for _ in range(3)] for s in ((3, 4), 3, 5))
     for gw, gb, gz in zip(grads_w, grads_b, grads_z):
-        layer.weight.grad, layer.bias.grad = torch.tensor(gw, dtype=torch.float32), torch.tensor(gb, dtype=torch.float32)
+        layer.weight.grad, layer.bias.grad = (
+            torch.tensor(gw, dtype=torch.float32),
+            torch.tensor(gb, dtype=torch.float32),
+        )
         zero.grad = torch.tensor(gz, dtype=torch.float32)
         opt.step()
-    np.testing.assert_allclose(layer.weight.detach().numpy(), _numpy_lamb(w0, grads_w, 0.01, 0.9, 0.99, 1e-6, 0.1), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(layer.bias.detach().numpy(),  # the no-decay group: weight decay 0
-                               _numpy_lamb(b0, grads_b, 0.01, 0.9, 0.99, 1e-6, 0.0, adapt=adapt_no_decay), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        layer.weight.detach().numpy(), _numpy_lamb(w0, grads_w, 0.01, 0.9, 0.99, 1e-6, 0.1), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        layer.bias.detach().numpy(),  # the no-decay group: weight decay 0
+        _numpy_lamb(b0, grads_b, 0.01, 0.9, 0.99, 1e-6, 0.0, adapt=adapt_no_decay),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     # a zero tensor has trust ratio 1 at the first step (||p|| = 0)
-    np.testing.assert_allclose(zero.detach().numpy(), _numpy_lamb(np.zeros(5), grads_z, 0.01, 0.9, 0.99, 1e-6, 0.0,
-                                                                  adapt=adapt_no_decay), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        zero.detach().numpy(),
+        _numpy_lamb(np.zeros(5), grads_z, 0.01, 0.9, 0.99, 1e-6, 0.0, adapt=adapt_no_decay),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 # ------------------------------------------------------------------------------------------ recipes
@@ -551,13 +619,19 @@ def _recipe_data(recipe: Path, tmp_path: Path) -> list[str]:
         "NLIClassifier": tmp_path / "nli.jsonl",
     }
     files["BitextRetrieval"].write_text("".join(json.dumps({"source": s, "target": s}) + "\n" for s in sents))
-    files["NLIClassifier"].write_text("".join(
-        json.dumps({"premise": s, "hypothesis": t, "label": i % 3}) + "\n" for i, (s, t) in enumerate(zip(sents, sents[1:]))))
+    files["NLIClassifier"].write_text(
+        "".join(
+            json.dumps({"premise": s, "hypothesis": t, "label": i % 3}) + "\n"
+            for i, (s, t) in enumerate(zip(sents, sents[1:]))
+        )
+    )
     args = []
     for objective in yaml.safe_load(recipe.read_text())["model"]["objectives"]:
         cls = objective["class_path"].rsplit(".", 1)[-1]
-        name = objective.get("init_args", {}).get("name") or {"CMLM": "cmlm", "BitextRetrieval": "bitext",
-                                                              "NLIClassifier": "nli"}[cls]
+        name = (
+            objective.get("init_args", {}).get("name")
+            or {"CMLM": "cmlm", "BitextRetrieval": "bitext", "NLIClassifier": "nli"}[cls]
+        )
         args += [f"--data.train.{name}.path", str(files[cls]), f"--data.train.{name}.max_records", "64"]
     return args
 
@@ -567,13 +641,36 @@ def _recipe_data(recipe: Path, tmp_path: Path) -> list[str]:
 def test_cmlm_recipe_runs_a_few_steps_on_a_tiny_model(recipe, tmp_path, tiny_bert_dir):
     model_dir = Path(shutil.copytree(tiny_bert_dir, tmp_path / "tiny"))
     args = [
-        "fit", "-c", str(recipe), "--model.encoder.model", str(model_dir), "--model.encoder.max_length", "24",
-        "--trainer.max_steps", "3", "--trainer.max_epochs", "1", "--trainer.precision", "32-true",
-        "--trainer.logger", "lightning.pytorch.loggers.CSVLogger", "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
-        "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
-        "--trainer.log_every_n_steps", "1", "--data.batch_size", "8",
-        "--model.evaluation.val_tasks=[stsb-dev]", "--model.evaluation.test_tasks=[stsb-test]",
-        f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null",
+        "fit",
+        "-c",
+        str(recipe),
+        "--model.encoder.model",
+        str(model_dir),
+        "--model.encoder.max_length",
+        "24",
+        "--trainer.max_steps",
+        "3",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.precision",
+        "32-true",
+        "--trainer.logger",
+        "lightning.pytorch.loggers.CSVLogger",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--data.batch_size",
+        "8",
+        "--model.evaluation.val_tasks=[stsb-dev]",
+        "--model.evaluation.test_tasks=[stsb-test]",
+        f"--model.evaluation.data_dir={EVALUATION_DATA_DIR}",
+        "--trainer.val_check_interval=3",
+        "--trainer.check_val_every_n_epoch=null",
         "--trainer.accumulate_grad_batches=1",
     ] + _recipe_data(recipe, tmp_path)
     main(args)

@@ -1,4 +1,3 @@
-
 """The knobs that let objectives of different papers share one encoder (docs/training.md, "Combining
 objectives"): an objective's own learning rate for its head, a scaled encoder gradient, and
 length-grouped batches for one objective only."""
@@ -19,8 +18,11 @@ SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
 def _module(model_dir, **gauss):
-    return UnisentModule(encoder=EncoderConfig(model=str(model_dir), pooler="mean"),
-                         objectives=[SimCSE(name="unsup"), GaussCSE(**gauss)], optimizer=lambda p: AdamW(p, lr=2e-5))
+    return UnisentModule(
+        encoder=EncoderConfig(model=str(model_dir), pooler="mean"),
+        objectives=[SimCSE(name="unsup"), GaussCSE(**gauss)],
+        optimizer=lambda p: AdamW(p, lr=2e-5),
+    )
 
 
 def test_head_lr_puts_the_head_in_its_own_groups_and_nothing_else(tiny_model_dir):
@@ -45,11 +47,15 @@ def _grads(model_dir, encoder_grad):
     objective = module.objectives[1]
     ids = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 3, 0], [2, 10, 11, 12, 3]])
     mask = (ids != 0).long()
-    batch = {k: {"input_ids": ids.roll(i, 0), "attention_mask": mask.roll(i, 0)} for i, k in enumerate(("anchor", "positive"))}
+    batch = {
+        k: {"input_ids": ids.roll(i, 0), "attention_mask": mask.roll(i, 0)}
+        for i, k in enumerate(("anchor", "positive"))
+    }
     loss = objective(module.encoder, batch)["contrastive"]
     loss.backward()
-    encoder = torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel())
-                         for p in module.encoder.parameters()])
+    encoder = torch.cat(
+        [p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in module.encoder.parameters()]
+    )
     head = torch.cat([p.grad.flatten() for p in objective.head.parameters()])
     return loss.detach(), encoder, head
 
@@ -71,10 +77,17 @@ def test_encoder_grad_scales_only_the_encoders_gradient(tiny_model_dir):
 
 
 def test_length_grouped_per_objective(tiny_model_dir, tmp_path):
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
-                           objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup")])
-    train = {"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")), "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"))}
-    dm = UnisentDataModule(train=train, batch_size=8, length_grouped={"sup": True}, cache_dir=str(tmp_path)).attach(module)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
+        objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup")],
+    )
+    train = {
+        "unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")),
+        "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl")),
+    }
+    dm = UnisentDataModule(train=train, batch_size=8, length_grouped={"sup": True}, cache_dir=str(tmp_path)).attach(
+        module
+    )
     dm.setup("fit")
     dm._loader("unsup"), dm._loader("sup")
     assert dm.samplers["sup"].lengths is not None and dm.samplers["unsup"].lengths is None

@@ -23,9 +23,11 @@ def test_nli_triples_command_on_snli_layout(tmp_path, capsys):
     premises = (SNLI / "s1.dev").read_text().splitlines()
     hyps = (SNLI / "s2.dev").read_text().splitlines()
     labels = (SNLI / "labels.dev").read_text().splitlines()
-    expected_first = {"anchor": premises[0].strip(),
-                      "positive": hyps[labels.index("entailment")].strip(),
-                      "negative": hyps[labels.index("contradiction")].strip()}
+    expected_first = {
+        "anchor": premises[0].strip(),
+        "positive": hyps[labels.index("entailment")].strip(),
+        "negative": hyps[labels.index("contradiction")].strip(),
+    }
     assert rows[0] == expected_first
     assert len(rows) == len({p for p in premises})  # every premise of the fixture has both labels
     assert f"{len(rows)} triples" in capsys.readouterr().out
@@ -33,18 +35,48 @@ def test_nli_triples_command_on_snli_layout(tmp_path, capsys):
 
 def test_nli_triples_command_missing_input(tmp_path):
     with pytest.raises(SystemExit, match="nope"):
-        main(["data", "nli-triples", "--format", "snli", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o.jsonl")])
+        main(
+            [
+                "data",
+                "nli-triples",
+                "--format",
+                "snli",
+                "--input",
+                str(tmp_path / "nope"),
+                "--output",
+                str(tmp_path / "o.jsonl"),
+            ]
+        )
 
 
 def test_builders_write_what_load_dataset_reads_jsonl_or_parquet(tmp_path, capsys):
     from datasets import load_dataset
 
     for name in ("triples.jsonl", "triples.parquet"):
-        main(["data", "nli-triples", "--format", "snli", "--input", str(SNLI), "--split", "dev",
-              "--output", str(tmp_path / name)])
+        main(
+            [
+                "data",
+                "nli-triples",
+                "--format",
+                "snli",
+                "--input",
+                str(SNLI),
+                "--split",
+                "dev",
+                "--output",
+                str(tmp_path / name),
+            ]
+        )
     builder = {"jsonl": "json", "parquet": "parquet"}
-    a, b = (load_dataset(builder[suffix], data_files=str(tmp_path / f"triples.{suffix}"), split="train",
-                         cache_dir=str(tmp_path / "hf")) for suffix in ("jsonl", "parquet"))
+    a, b = (
+        load_dataset(
+            builder[suffix],
+            data_files=str(tmp_path / f"triples.{suffix}"),
+            split="train",
+            cache_dir=str(tmp_path / "hf"),
+        )
+        for suffix in ("jsonl", "parquet")
+    )
     assert a.column_names == b.column_names == ["anchor", "positive", "negative"]
     assert a.to_list() == b.to_list() and len(a) > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically: no temporaries left

@@ -25,6 +25,8 @@ SAMPLE_DIR = ROOT / "samples"
 
 def sample_sentences() -> list[str]:
     return (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
+
+
 KEYS = ("anchor", "positive", "negative")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -61,14 +63,18 @@ def test_row_tokenizer_gives_the_encoders_ids_with_added_tokens_and_nulls(tiny_m
 def test_a_glob_of_jsonl_and_parquet_shards_and_csv_fields_stay_text(tmp_path):
     rows = _triples()[:30]
     for i in range(3):
-        (tmp_path / f"part-{i}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[i * 10:(i + 1) * 10]))
+        (tmp_path / f"part-{i}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[i * 10 : (i + 1) * 10]))
     data = load_source(DataSource(str(tmp_path / "part-*.jsonl")), KEYS, KEYS)
     assert data["anchor"] == [r["anchor"] for r in rows]
     for i in range(2):
-        pq.write_table(pa.table({k: [r[k] for r in rows[i * 15:(i + 1) * 15]] for k in KEYS}), tmp_path / f"p{i}.parquet")
-    assert load_source(DataSource(str(tmp_path / "p*.parquet")), KEYS, KEYS)["negative"] == [r["negative"] for r in rows]
+        pq.write_table(
+            pa.table({k: [r[k] for r in rows[i * 15 : (i + 1) * 15]] for k in KEYS}), tmp_path / f"p{i}.parquet"
+        )
+    assert load_source(DataSource(str(tmp_path / "p*.parquet")), KEYS, KEYS)["negative"] == [
+        r["negative"] for r in rows
+    ]
     # csv through pandas: fields stay the text they are ("007", "NA" are sentences, not a number / a null)
-    (tmp_path / "d.csv").write_text("sent0,sent1,hard_neg\n007,NA,\"a, b\"\n")
+    (tmp_path / "d.csv").write_text('sent0,sent1,hard_neg\n007,NA,"a, b"\n')
     src = DataSource(str(tmp_path / "d.csv"), columns={"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"})
     assert load_source(src, KEYS, KEYS)[0] == {"anchor": "007", "positive": "NA", "negative": "a, b"}
 
@@ -116,22 +122,39 @@ def _repository(directory: Path) -> Path:
     (directory / "triples").mkdir(parents=True)
     (directory / "labels").mkdir()
     for i, part in enumerate((rows[:96], rows[96:160])):
-        pq.write_table(pa.table({"sent0": [r["anchor"] for r in part], "sent1": [r["positive"] for r in part],
-                                 "hard_neg": [r["negative"] for r in part]}),
-                       directory / "triples" / f"train-{i:05d}-of-00002.parquet")
-    pq.write_table(pa.table({"premise": ["x"] * 10, "label": [0] * 10}), directory / "labels" / "train-00000-of-00001.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "sent0": [r["anchor"] for r in part],
+                    "sent1": [r["positive"] for r in part],
+                    "hard_neg": [r["negative"] for r in part],
+                }
+            ),
+            directory / "triples" / f"train-{i:05d}-of-00002.parquet",
+        )
+    pq.write_table(
+        pa.table({"premise": ["x"] * 10, "label": [0] * 10}), directory / "labels" / "train-00000-of-00001.parquet"
+    )
     (directory / "README.md").write_text(
         "---\nconfigs:\n- config_name: triples\n  data_files:\n  - split: train\n    path: triples/train-*.parquet\n"
-        "- config_name: labels\n  data_files:\n  - split: train\n    path: labels/*.parquet\n---\n# test repository\n")
+        "- config_name: labels\n  data_files:\n  - split: train\n    path: labels/*.parquet\n---\n# test repository\n"
+    )
     return directory
 
 
 def test_a_repository_configuration_without_a_field_is_one_error_naming_its_columns(tmp_path):
     repo = _repository(tmp_path / "repo")
-    with pytest.raises(RecordError, match=r"repo\[name=labels, split=train\]: no column 'anchor', 'positive', 'negative' \(columns: premise, label\)"):
+    with pytest.raises(
+        RecordError,
+        match=r"repo\[name=labels, split=train\]: no column 'anchor', 'positive', 'negative' "
+        r"\(columns: premise, label\)",
+    ):
         load_source(DataSource(str(repo), name="labels"), KEYS, KEYS)
-    triples = load_source(DataSource(str(repo), name="triples", columns={"sent0": "anchor", "sent1": "positive",
-                                                                          "hard_neg": "negative"}), KEYS, KEYS)
+    triples = load_source(
+        DataSource(str(repo), name="triples", columns={"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"}),
+        KEYS,
+        KEYS,
+    )
     assert len(triples) == 160 and triples[0] == dict(zip(KEYS, (_triples()[0][k] for k in KEYS)))
 
 
@@ -141,13 +164,32 @@ def test_a_recipe_whose_source_is_a_dataset_repository_directory_trains(tmp_path
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     repo = _repository(tmp_path / "my-nli")
     recipe = yaml.safe_load((ROOT / "recipes/quickstart.yaml").read_text())
-    recipe["data"]["train"]["simcse"] = {"path": str(repo), "name": "triples",
-                                         "columns": {"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"}}
+    recipe["data"]["train"]["simcse"] = {
+        "path": str(repo),
+        "name": "triples",
+        "columns": {"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"},
+    }
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
-    main(["fit", "-c", str(path), "--model.encoder.model", str(tiny_bert_dir), "--trainer.max_steps", "3",
-          "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
-          "--data.batch_size", "16", "--model.evaluation.val_tasks", "[]"])
+    main(
+        [
+            "fit",
+            "-c",
+            str(path),
+            "--model.encoder.model",
+            str(tiny_bert_dir),
+            "--trainer.max_steps",
+            "3",
+            "--trainer.logger.init_args.save_dir",
+            str(tmp_path / "runs"),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--data.batch_size",
+            "16",
+            "--model.evaluation.val_tasks",
+            "[]",
+        ]
+    )
     run = next((tmp_path / "runs" / "quickstart").iterdir())
     assert (run / "encoder" / "model.safetensors").is_file()
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
@@ -177,7 +219,9 @@ def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir,
     monkeypatch.setattr(dm_module, "RECORDS_PER_PROCESS", 100)
     caches = []
     for num_proc in (1, 2):
-        data = UnisentDataModule(train={"simcse": str(path)}, cache_dir=str(tmp_path / f"c{num_proc}"), num_proc=num_proc)
+        data = UnisentDataModule(
+            train={"simcse": str(path)}, cache_dir=str(tmp_path / f"c{num_proc}"), num_proc=num_proc
+        )
         caches.append(data.attach(module).tokenized(data.train["simcse"], module.objectives[0]))
         assert len(data.tokenised_here) == 1
     assert caches[0].to_dict() == caches[1].to_dict() and len(caches[1]) == 400
@@ -203,13 +247,18 @@ def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir,
 def _stream(tiny_bert_dir, path, *, batch_size=8, rank=0, world=1, **kw) -> TokenizedStream:
     source = DataSource(str(path), streaming=True, **kw)
     tokenize = RowTokenizer(_tokenizer(tiny_bert_dir), ["text"], 32)
-    return TokenizedStream(resolve_source(source), ["text"], ["text"], [], tokenize, batch_size, seed=3, rank=rank,
-                           world_size=world)
+    return TokenizedStream(
+        resolve_source(source), ["text"], ["text"], [], tokenize, batch_size, seed=3, rank=rank, world_size=world
+    )
 
 
 def _batches(stream, n, workers=0):
-    loader = StreamLoader(stream, batch_size=stream.batch_size, num_workers=workers,
-                                         collate_fn=lambda rows: [tuple(r["text"]) for r in rows])
+    loader = StreamLoader(
+        stream,
+        batch_size=stream.batch_size,
+        num_workers=workers,
+        collate_fn=lambda rows: [tuple(r["text"]) for r in rows],
+    )
     out = []
     for batch in loader:
         out.append(batch)
@@ -222,7 +271,7 @@ def _batches(stream, n, workers=0):
 def test_a_stream_resumed_at_a_batch_continues_exactly(tiny_bert_dir, tmp_path, workers):
     lines = sample_sentences()[:200]
     for i in range(4):  # 4 files: each of two workers reads two
-        (tmp_path / f"s{i}.txt").write_text("\n".join(lines[i * 50:(i + 1) * 50]) + "\n")
+        (tmp_path / f"s{i}.txt").write_text("\n".join(lines[i * 50 : (i + 1) * 50]) + "\n")
     stream = _stream(tiny_bert_dir, tmp_path / "s*.txt", shuffle_buffer=16)
     full = _batches(stream, 60, workers)  # 200 / 8 = 25 batches a pass: three passes
     first_pass = [ids for batch in full[:25] for ids in batch]
@@ -285,13 +334,24 @@ def _ddp_fit(rank, world, model_dir, path, cache_dir, root):
             ids, mask = batch["simcse"]["text"]["input_ids"], batch["simcse"]["text"]["attention_mask"]
             seen.extend(row[m.bool()].tolist() for row, m in zip(ids, mask))
 
-    module = UnisentModule(encoder=EncoderConfig(model=model_dir, max_length=32), objectives=[SimCSE()],
-                           evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]))
+    module = UnisentModule(
+        encoder=EncoderConfig(model=model_dir, max_length=32),
+        objectives=[SimCSE()],
+        evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
+    )
     data = UnisentDataModule(train={"simcse": path}, batch_size=8, cache_dir=cache_dir, num_proc=2)
-    trainer = L.Trainer(accelerator="cpu", devices=world, strategy="ddp_find_unused_parameters_true", max_epochs=1,
-                        logger=False, default_root_dir=root,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[Record()])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=world,
+        strategy="ddp_find_unused_parameters_true",
+        max_epochs=1,
+        logger=False,
+        default_root_dir=root,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[Record()],
+    )
     trainer.fit(module, datamodule=data)
     gathered = [None] * world
     dist.all_gather_object(gathered, {"tokenised": data.tokenised_here, "seen": seen})
@@ -310,8 +370,9 @@ def test_a_two_process_fit_tokenises_once_and_the_ranks_share_the_epoch(tiny_ber
     path = tmp_path / "s.txt"
     path.write_text("\n".join(lines) + "\n")
     cache = tmp_path / "cache"
-    gathered = run_distributed(_ddp_fit, str(tiny_bert_dir), str(path), str(cache), str(tmp_path / "run"),
-                               world_size=2, timeout=300)
+    gathered = run_distributed(
+        _ddp_fit, str(tiny_bert_dir), str(path), str(cache), str(tmp_path / "run"), world_size=2, timeout=300
+    )
     assert [len(g["tokenised"]) for g in gathered] == [1, 0]  # rank 0 in prepare_data; rank 1 read its cache
     assert [p.name for p in cache.glob("*.arrow")] == [Path(gathered[0]["tokenised"][0]).name]
     index = {tuple(tokenize.ids([line])[0]): i for i, line in enumerate(lines)}

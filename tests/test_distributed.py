@@ -58,11 +58,25 @@ def _one_process(kw):
     return loss, layer.weight.grad
 
 
-@pytest.mark.parametrize("kw", [{}, {"symmetric": True, "hard_negative_weight": 0.7}, {"gauss": True},
-                                {"bitext": True}, {"bitext": True, "normalize": True, "scale": 10.0},
-                                {"bitext": True, "bidirectional": False}],
-                         ids=["info_nce", "info_nce_symmetric_weighted", "gauss_cse",
-                              "bitext_inner_product", "bitext_scaled_cosine", "bitext_one_direction"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"symmetric": True, "hard_negative_weight": 0.7},
+        {"gauss": True},
+        {"bitext": True},
+        {"bitext": True, "normalize": True, "scale": 10.0},
+        {"bitext": True, "bidirectional": False},
+    ],
+    ids=[
+        "info_nce",
+        "info_nce_symmetric_weighted",
+        "gauss_cse",
+        "bitext_inner_product",
+        "bitext_scaled_cosine",
+        "bitext_one_direction",
+    ],
+)
 def test_two_processes_equal_one_process_on_global_batch(kw):
     dist_loss, dist_grad = _run_two_processes(kw)
     loss, grad = _one_process(kw)

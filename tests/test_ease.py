@@ -1,4 +1,3 @@
-
 """EASE: the entity loss against a hand computation of eq. 2, the entity table, Wikipedia2Vec, training."""
 
 import json
@@ -54,7 +53,8 @@ def _cos(a, b):
 
 
 def _hand_entity_loss(s, pos, neg, tau, neg_present, same=None):
-    """Eq. 2 written out with numpy loops: -log e^{sim(s_i, We_i)/t} / sum_j (e^{sim(s_i, We_j)/t} + e^{sim(s_i, We_j^-)/t})."""
+    """Eq. 2 written out with numpy loops:
+    -log e^{sim(s_i, We_i)/t} / sum_j (e^{sim(s_i, We_j)/t} + e^{sim(s_i, We_j^-)/t})."""
     losses = []
     for i in range(len(s)):
         denominator = 0.0
@@ -74,7 +74,9 @@ def test_entity_loss_equals_hand_computation_of_eq2(projection):
     objective = EASE(entity_temperature=0.5, temperature=0.7, projection=projection, entity_dim=5)
     objective.setup_for(encoder)
     objective.build_vocabulary(["Q1", "Q2", "Q3", "Q4"], ["Q5", None, "Q1", "Q6"])
-    batch = _batch(objective, [[1, 2, 3], [4, 5, 6], [7, 8, 9], [3, 5, 7]], ["Q1", "Q2", "Q3", "Q4"], ["Q5", None, "Q1", "Q6"])
+    batch = _batch(
+        objective, [[1, 2, 3], [4, 5, 6], [7, 8, 9], [3, 5, 7]], ["Q1", "Q2", "Q3", "Q4"], ["Q5", None, "Q1", "Q6"]
+    )
     terms = objective(encoder, batch)
     with torch.no_grad():
         s = encoder(batch["text"]["input_ids"], batch["text"]["attention_mask"]).numpy()
@@ -87,7 +89,9 @@ def test_entity_loss_equals_hand_computation_of_eq2(projection):
     assert terms["entity"].item() == pytest.approx(expected, rel=1e-5)
     # eq. 3 with identical views (no dropout in the toy encoder): -log e^{1/t} / sum_j e^{cos(s_i, s_j)/t}
     t = 0.7
-    simcse = np.mean([-math.log(math.exp(1 / t) / sum(math.exp(_cos(s[i], s[j]) / t) for j in range(4))) for i in range(4)])
+    simcse = np.mean(
+        [-math.log(math.exp(1 / t) / sum(math.exp(_cos(s[i], s[j]) / t) for j in range(4))) for i in range(4)]
+    )
     assert terms["contrastive"].item() == pytest.approx(simcse, rel=1e-5)
     assert objective.total(terms).item() == pytest.approx(0.01 * expected + simcse, rel=1e-5)
 
@@ -190,7 +194,11 @@ def test_masking_also_drops_the_other_entities_of_the_same_sentence():
     expected = _hand_entity_loss(s, pos, None, 0.5, [False] * 3, same=same)
     assert terms["entity"].item() == pytest.approx(expected, rel=1e-5)
     unmasked = EASE(entity_dim=4, entity_temperature=0.5, use_hard_negatives=False)
-    unmasked.projection, unmasked.entity_table, unmasked._index = objective.projection, objective.entity_table, objective._index
+    unmasked.projection, unmasked.entity_table, unmasked._index = (
+        objective.projection,
+        objective.entity_table,
+        objective._index,
+    )
     assert unmasked(encoder, batch)["entity"].item() > terms["entity"].item() + 1e-3
 
 
@@ -242,8 +250,12 @@ def test_wikipedia2vec_text_formats(tmp_path, fmt):
 
 def test_entity_table_initialised_from_wikipedia2vec_by_title(tmp_path):
     _write_w2v(tmp_path / "w2v.txt", "default")
-    (tmp_path / "entities.tsv").write_text("id\ttitle\tcount\nQ1\tStudio Ghibli\t5\nQ17\tJapan\t9\nQ5\tUnknown page\t1\n")
-    objective = EASE(entity_dim=3, wikipedia2vec=str(tmp_path / "w2v.txt"), entity_titles=str(tmp_path / "entities.tsv"))
+    (tmp_path / "entities.tsv").write_text(
+        "id\ttitle\tcount\nQ1\tStudio Ghibli\t5\nQ17\tJapan\t9\nQ5\tUnknown page\t1\n"
+    )
+    objective = EASE(
+        entity_dim=3, wikipedia2vec=str(tmp_path / "w2v.txt"), entity_titles=str(tmp_path / "entities.tsv")
+    )
     objective.build_vocabulary(["Q17", "Q1", "Q17", "Q5"], [None, None, None, None])
     table = objective.entity_table.weight.detach()
     np.testing.assert_allclose(table[objective.entities.index("Q1")], [0.1, 0.2, 0.3], rtol=1e-6)
@@ -264,8 +276,14 @@ def _ease_records(path, n=96):
         for word, qid in words.items():
             if f" {word} " in f" {sentence.lower()} ":
                 negative = sorted(set(words.values()) - {qid})[len(records) % 4]
-                records.append({"text": sentence, "entity": qid, "hard_negative": negative if len(records) % 5 else None,
-                                "language": "en"})
+                records.append(
+                    {
+                        "text": sentence,
+                        "entity": qid,
+                        "hard_negative": negative if len(records) % 5 else None,
+                        "language": "en",
+                    }
+                )
                 break
         if len(records) == n:
             break
@@ -275,15 +293,30 @@ def _ease_records(path, n=96):
 
 def test_fit_saves_the_entity_vocabulary_and_a_checkpoint_restores_it(tiny_model_dir, tmp_path):
     data = _ease_records(tmp_path / "ease.jsonl")
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir), pooler="cls_mlp_train_only"),
-                           objectives=[EASE(entity_dim=16, entity_weight=1.0, entity_temperature=0.1)],
-                           optimizer=lambda p: AdamW(p, lr=1e-3))
-    trainer = L.Trainer(default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                        log_every_n_steps=1, enable_progress_bar=False, enable_model_summary=False, max_steps=6,
-                        accelerator="cpu", limit_val_batches=0)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir), pooler="cls_mlp_train_only"),
+        objectives=[EASE(entity_dim=16, entity_weight=1.0, entity_temperature=0.1)],
+        optimizer=lambda p: AdamW(p, lr=1e-3),
+    )
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        max_steps=6,
+        accelerator="cpu",
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=UnisentDataModule(train={"ease": DataSource(str(data))}, batch_size=16))
     objective = module.objectives[0]
-    assert objective.entities[0] == "<pad>" and set(objective.entities[1:]) == {"Q8441", "Q467", "Q144", "Q146", "Q11410"}
+    assert objective.entities[0] == "<pad>" and set(objective.entities[1:]) == {
+        "Q8441",
+        "Q467",
+        "Q144",
+        "Q146",
+        "Q11410",
+    }
     metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv")))
     assert metrics["train/ease/entity"].notna().sum() == 6 and metrics["train/ease/contrastive"].notna().sum() == 6
     ckpt = tmp_path / "ease.ckpt"
@@ -298,13 +331,29 @@ def test_fit_saves_the_entity_vocabulary_and_a_checkpoint_restores_it(tiny_model
 def test_the_entity_term_learns_entities_from_sentences(tiny_model_dir, tmp_path):
     """On records whose entity is named by a word of the sentence, the entity loss falls well below chance."""
     data = _ease_records(tmp_path / "ease.jsonl", n=160)
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
-                           objectives=[EASE(entity_dim=16, entity_weight=1.0, entity_temperature=0.1, simcse_weight=0.0,
-                                             mask_duplicate_entities=True)],  # 5 entities: many repeats per batch
-                           optimizer=lambda p: AdamW(p, lr=3e-3))
-    trainer = L.Trainer(default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                        log_every_n_steps=1, enable_progress_bar=False, enable_model_summary=False, max_epochs=6,
-                        accelerator="cpu", limit_val_batches=0)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
+        objectives=[
+            EASE(
+                entity_dim=16,
+                entity_weight=1.0,
+                entity_temperature=0.1,
+                simcse_weight=0.0,
+                mask_duplicate_entities=True,
+            )
+        ],  # 5 entities: many repeats per batch
+        optimizer=lambda p: AdamW(p, lr=3e-3),
+    )
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        max_epochs=6,
+        accelerator="cpu",
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=UnisentDataModule(train={"ease": DataSource(str(data))}, batch_size=16))
     losses = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv")))["train/ease/entity"].dropna().to_numpy()
     assert losses[:5].mean() > 1.0  # near log(own entity + the 4 others and their hard negatives) at the start
@@ -321,8 +370,13 @@ TOKENS = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [3, 5, 7], [2, 4, 6], [9, 8, 7], [1, 
 def _parity_objective(mask_duplicates, hard_negative_weight=0.0):
     torch.manual_seed(0)
     encoder = ToyEncoder()
-    objective = EASE(entity_dim=5, entity_temperature=0.3, temperature=0.5, mask_duplicate_entities=mask_duplicates,
-                     hard_negative_weight=hard_negative_weight)
+    objective = EASE(
+        entity_dim=5,
+        entity_temperature=0.3,
+        temperature=0.5,
+        mask_duplicate_entities=mask_duplicates,
+        hard_negative_weight=hard_negative_weight,
+    )
     objective.setup_for(encoder)
     objective.build_vocabulary(ENTITIES, NEGATIVES)
     return encoder, objective
@@ -374,11 +428,30 @@ def test_wikipedia2vec_trained_on_the_dump_sample_initialises_the_table(tmp_path
 
     from unisent.commands.data import main as data_main
 
-    pytest.importorskip("wikipedia2vec", reason="wikipedia2vec is in the `ease` extra, not `dev` (nox -s slow installs it)")
+    pytest.importorskip(
+        "wikipedia2vec", reason="wikipedia2vec is in the `ease` extra, not `dev` (nox -s slow installs it)"
+    )
     dump = Path(__file__).parent / "fixtures" / "ease" / "enwiki-pages-articles-sample.xml.bz2"
     cli = str(Path(sys.executable).parent / "wikipedia2vec")
-    subprocess.run([cli, "train", str(dump), "w2v.pkl", "--dim-size", "32", "--iteration", "1",
-                    "--min-entity-count", "1", "--min-word-count", "1"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(
+        [
+            cli,
+            "train",
+            str(dump),
+            "w2v.pkl",
+            "--dim-size",
+            "32",
+            "--iteration",
+            "1",
+            "--min-entity-count",
+            "1",
+            "--min-word-count",
+            "1",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     subprocess.run([cli, "save-text", "w2v.pkl", "w2v.txt"], cwd=tmp_path, check=True, capture_output=True)
     data_main(["ease-wikipedia", "--input", str(dump), "--output", str(tmp_path / "ease"), "--min-link-count", "0"])
     records = [json.loads(line) for line in (tmp_path / "ease" / "records.jsonl").read_text().splitlines()]
@@ -386,10 +459,13 @@ def test_wikipedia2vec_trained_on_the_dump_sample_initialises_the_table(tmp_path
     text, _ = read_wikipedia2vec(tmp_path / "w2v.txt")
     assert dim == 32 and set(text) == set(binary) and len(binary) > 100
     for source in ("w2v.pkl", "w2v.txt"):
-        objective = EASE(entity_dim=32, wikipedia2vec=str(tmp_path / source), entity_titles=str(tmp_path / "ease" / "entities.tsv"))
+        objective = EASE(
+            entity_dim=32, wikipedia2vec=str(tmp_path / source), entity_titles=str(tmp_path / "ease" / "entities.tsv")
+        )
         objective.build_vocabulary([r["entity"] for r in records], [r["hard_negative"] for r in records])
         report = objective.init_report
         assert report["from_wikipedia2vec"] >= 0.8 * report["entities"], report  # the same dump's entities
         entity = next(e for e in objective.entities[1:] if e in binary)
-        np.testing.assert_allclose(objective.entity_table.weight[objective.entities.index(entity)].detach().numpy(),
-                                   binary[entity], atol=5e-4)  # save-text keeps 3 decimals
+        np.testing.assert_allclose(
+            objective.entity_table.weight[objective.entities.index(entity)].detach().numpy(), binary[entity], atol=5e-4
+        )  # save-text keeps 3 decimals

@@ -56,25 +56,40 @@ def test_sentences_and_their_entities(full):
     records = jsonl(full / "records.jsonl")
     texts = by_text(records)
     # templates ({{multiple issues}}, {{dubious}}), bold/italic and a double space removed; link text kept
-    assert texts["In human–computer interaction, computer accessibility (also known as Accessible computing) refers "
-                 "to the accessibility of a computer system to all people, regardless of disability or severity of "
-                 "impairment."] == ["Human–computer interaction", "Accessibility", "Computer system", "Disability"]
+    assert texts[
+        "In human–computer interaction, computer accessibility (also known as Accessible computing) refers "
+        "to the accessibility of a computer system to all people, regardless of disability or severity of "
+        "impairment."
+    ] == ["Human–computer interaction", "Accessibility", "Computer system", "Disability"]
     # link trails ([[Typeface|font]]s, [[icon]]s) belong to the link
-    assert texts["For individuals with mild to medium vision impairment, it is helpful to use large fonts, high DPI "
-                 "displays, high-contrast themes and icons supplemented with auditory feedback and screen magnifying "
-                 "software."] == ["Typeface", "Icon"]
+    assert texts[
+        "For individuals with mild to medium vision impairment, it is helpful to use large fonts, high DPI "
+        "displays, high-contrast themes and icons supplemented with auditory feedback and screen magnifying "
+        "software."
+    ] == ["Typeface", "Icon"]
     # [[Screen reader#Accessibility APIs|accessibility API]]: the anchor is dropped
-    assert texts["The definition may include accessibility features such as tabbing navigation, theming, and an "
-                 "accessibility API."] == ["Tabbing navigation", "Theme (computing)", "Screen reader"]
+    assert texts[
+        "The definition may include accessibility features such as tabbing navigation, theming, and an "
+        "accessibility API."
+    ] == ["Tabbing navigation", "Theme (computing)", "Screen reader"]
     # <ref>s removed from the middle of a paragraph
-    assert texts["This development of this standard has been supported in Europe by SNAPI and has been successfully "
-                 "incorporated into the LASSeO specifications."] == ["SNAPI"]
-    canada = "In Canada, relevant federal legislation includes the Canadian Human Rights Act, the Employment Equity " \
-             "Act, and the Canadian Labour Code."
+    assert texts[
+        "This development of this standard has been supported in Europe by SNAPI and has been successfully "
+        "incorporated into the LASSeO specifications."
+    ] == ["SNAPI"]
+    canada = (
+        "In Canada, relevant federal legislation includes the Canadian Human Rights Act, the Employment Equity "
+        "Act, and the Canadian Labour Code."
+    )
     assert texts[canada] == ["Canadian Human Rights Act", "Employment equity (Canada)", "Canadian Labour Code"]
     record = next(r for r in records if r["text"] == canada)
-    assert record == {"text": canada, "entity": "Canadian Human Rights Act", "hard_negative": None,
-                      "language": "en", "page": "Accessibility"}
+    assert record == {
+        "text": canada,
+        "entity": "Canadian Human Rights Act",
+        "hard_negative": None,
+        "language": "en",
+        "page": "Accessibility",
+    }
     # the redirect page gives no sentences but a redirect
     assert {r["page"] for r in records} == {"Computer accessibility", "Accessibility"}
     assert (full / "redirects.tsv").read_text() == "AccessibleComputing\tComputer accessibility\n"
@@ -87,8 +102,11 @@ def test_sentence_file_has_link_offsets(full):
     assert [p["page"] for p in pages] == ["Computer accessibility", "Accessibility"]
     first = pages[0]["sentences"][0]
     assert [(first["text"][s:e], t) for s, e, t in first["links"]] == [
-        ("human–computer interaction", "Human–computer interaction"), ("accessibility", "Accessibility"),
-        ("computer system", "Computer system"), ("disability", "Disability")]
+        ("human–computer interaction", "Human–computer interaction"),
+        ("accessibility", "Accessibility"),
+        ("computer system", "Computer system"),
+        ("disability", "Disability"),
+    ]
     for page in pages:
         for sent in page["sentences"]:
             assert len(sent["text"]) >= 20  # --min-sentence-chars default
@@ -247,7 +265,10 @@ def test_changed_extraction_options_need_overwrite(full, tmp_path):
     with pytest.raises(SystemExit, match="min_sentence_chars.*--overwrite"):
         wiki(out, "--min-sentence-chars", 5)
     wiki(out, "--min-sentence-chars", 5, "--min-link-count", 0, "--overwrite")
-    assert json.loads((out / "stats.json").read_text())["sentences"] > json.loads((full / "stats.json").read_text())["sentences"]
+    assert (
+        json.loads((out / "stats.json").read_text())["sentences"]
+        > json.loads((full / "stats.json").read_text())["sentences"]
+    )
 
 
 def test_errors_name_file_and_line(tmp_path):
@@ -296,11 +317,16 @@ def test_fewrel_records(tmp_path):
     assert len(records) == 2 * sum(len(v) for v in data.values()) == 80
     assert records[0] == {
         "text": "Gabriella Gatti (July 5, 1908–October 22, 2003) was an Italian operatic soprano, primarily based in "
-                "Italy and associated with the Italian repertory.",
-        "entity": "Q3756740", "hard_negative": records[0]["hard_negative"], "language": "en", "page": None}
+        "Italy and associated with the Italian repertory.",
+        "entity": "Q3756740",
+        "hard_negative": records[0]["hard_negative"],
+        "language": "en",
+        "page": None,
+    }
     assert records[1]["entity"] == "Q30903" and records[1]["text"] == records[0]["text"]
-    assert by_text(records)["Wilton Bridge was a major crossing of the River Wye and was protected by Wilton "
-                            "Castle."] == ["Q8023362", "Q19695"]
+    assert by_text(records)[
+        "Wilton Bridge was a major crossing of the River Wye and was protected by Wilton Castle."
+    ] == ["Q8023362", "Q19695"]
     for k, r in enumerate(records):
         slot = [s for s, members in slots.items() if r["entity"] in members and s.startswith(("P412", "P177"))]
         other = records[k ^ 1]["entity"]  # head and tail records of a sentence are adjacent
@@ -320,7 +346,10 @@ def test_fewrel_subset_and_min_count(tmp_path):
     main(["ease-fewrel", "--input", str(FEWREL), "--output", str(tmp_path / "a"), "--max-records", "10", "--seed", "3"])
     main(["ease-fewrel", "--input", str(FEWREL), "--output", str(tmp_path / "b"), "--max-records", "10", "--seed", "3"])
     a = jsonl(tmp_path / "a" / "records.jsonl")
-    assert len(a) == 10 and (tmp_path / "b" / "records.jsonl").read_bytes() == (tmp_path / "a" / "records.jsonl").read_bytes()
+    assert (
+        len(a) == 10
+        and (tmp_path / "b" / "records.jsonl").read_bytes() == (tmp_path / "a" / "records.jsonl").read_bytes()
+    )
     used = {r["entity"] for r in a} | {r["hard_negative"] for r in a}
     assert set(entities_tsv(tmp_path / "a" / "entities.tsv")) == used
 
@@ -333,10 +362,16 @@ def test_fewrel_subset_and_min_count(tmp_path):
 
 
 def test_detokenize():
-    assert ease.detokenize(["He", "said", '"', "Do", "n't", "go", '"', ",", "and", "(", "left", ")", "."]) == \
-        'He said "Don\'t go", and (left).'
-    assert ease.detokenize(["a", "four", "-", "lane", "bridge", "(", ")", "over", "the", "Players", "'", "river",
-                            "\xa0", "5", "%"]) == "a four-lane bridge over the Players' river 5%"
+    assert (
+        ease.detokenize(["He", "said", '"', "Do", "n't", "go", '"', ",", "and", "(", "left", ")", "."])
+        == 'He said "Don\'t go", and (left).'
+    )
+    assert (
+        ease.detokenize(
+            ["a", "four", "-", "lane", "bridge", "(", ")", "over", "the", "Players", "'", "river", "\xa0", "5", "%"]
+        )
+        == "a four-lane bridge over the Players' river 5%"
+    )
 
 
 def test_bundled_fewrel_sample():
@@ -359,15 +394,19 @@ def test_dump_reader_skips_pages_and_names_malformed_xml(tmp_path):
     assert events[0][0] == "namespaces" and events[0][1]["Category"] == 14 and "" not in events[0][1]
     pages = [value for kind, value in events[1:]]
     assert [(p.title, p.ns, p.redirect) for p in pages] == [
-        ("AccessibleComputing", 0, "Computer accessibility"), ("Computer accessibility", 0, None),
-        ("Accessibility", 0, None)]
+        ("AccessibleComputing", 0, "Computer accessibility"),
+        ("Computer accessibility", 0, None),
+        ("Accessibility", 0, None),
+    ]
     assert pages[1].text.startswith("{{") and "[[" in pages[1].text
     # resuming: the pages done are counted but not read
     assert [kind for kind, _ in iter_dump(DUMP, skip=2)] == ["namespaces", "skipped", "skipped", "page"]
     bad = tmp_path / "bad.xml"
-    bad.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><siteinfo><namespaces>'
-                   '<namespace key="0" /></namespaces></siteinfo>\n<page><title>A</title><ns>0</ns>\n'
-                   "<revision><text>x</revision></page></mediawiki>")
+    bad.write_text(
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><siteinfo><namespaces>'
+        '<namespace key="0" /></namespaces></siteinfo>\n<page><title>A</title><ns>0</ns>\n'
+        "<revision><text>x</revision></page></mediawiki>"
+    )
     with pytest.raises(ValueError, match=r"dump .*bad.xml, line 3, column \d+: malformed XML"):
         list(iter_dump(bad))
 

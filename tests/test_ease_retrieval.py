@@ -28,7 +28,9 @@ FEWREL = ROOT.parent / "shared" / "data" / "entities" / "fewrel" / "val_wiki.jso
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("ease_entity_retrieval", ROOT / "benchmarks" / "ease_entity_retrieval.py")
+    spec = importlib.util.spec_from_file_location(
+        "ease_entity_retrieval", ROOT / "benchmarks" / "ease_entity_retrieval.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -130,8 +132,14 @@ def test_the_script_scores_a_checkpoint_with_two_objectives(tiny_model_dir, tmp_
     checkpoint = {"state_dict": module.state_dict(), "global_step": 7}
     module.on_save_checkpoint(checkpoint)
     torch.save(checkpoint, ckpt)
-    texts = ["a man plays a guitar .", "two dogs run on the grass .", "a woman is slicing onions .",
-             "the cat sleeps .", "a child rides a bike .", "the man sings ."]
+    texts = [
+        "a man plays a guitar .",
+        "two dogs run on the grass .",
+        "a woman is slicing onions .",
+        "the cat sleeps .",
+        "a child rides a bike .",
+        "the man sings .",
+    ]
     gold = ["Q1", "Q2", "Q3", "Q4", "Q5", "Q1"]
     records = tmp_path / "heldout.jsonl"
     records.write_text("".join(json.dumps({"text": t, "entity": e}) + "\n" for t, e in zip(texts, gold)))

@@ -63,8 +63,23 @@ def test_each_input_format_gives_rows_aligned_with_input_lines(suffix, model_dir
     source = _write_input(tmp_path / f"in{suffix}", sentences)
     out = tmp_path / "emb.npy"
     column = [] if suffix == ".txt" else ["--column", "sentence"]
-    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
-          "--chunk-size", "7", "--batch-size", "3", *column])
+    main(
+        [
+            "encode",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--quiet",
+            "--chunk-size",
+            "7",
+            "--batch-size",
+            "3",
+            *column,
+        ]
+    )
     assert f"wrote {len(sentences)} x 32 float32 embeddings" in capsys.readouterr().out
     got = np.load(out, mmap_mode="r")
     assert got.shape == (len(sentences), 32) and got.dtype == np.float32
@@ -88,13 +103,30 @@ def test_empty_line_is_an_error_naming_it_or_a_zero_row(model_dir, model, tmp_pa
     source = tmp_path / "in.txt"
     source.write_text("a man plays a guitar .\ntwo dogs run .\n\nthe sun sets .\n   \n")
     out = tmp_path / "emb.npy"
-    with pytest.raises(SystemExit, match=r"line 3 is empty: 2 empty row\(s\) of 5: line 3 \(output row 2\); line 5 "
-                                         r"\(output row 4\).*--on-empty zero"):
+    with pytest.raises(
+        SystemExit,
+        match=r"line 3 is empty: 2 empty row\(s\) of 5: line 3 \(output row 2\); line 5 "
+        r"\(output row 4\).*--on-empty zero",
+    ):
         main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet"])
     assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
 
-    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
-          "--on-empty", "zero", "--chunk-size", "2"])
+    main(
+        [
+            "encode",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--quiet",
+            "--on-empty",
+            "zero",
+            "--chunk-size",
+            "2",
+        ]
+    )
     got = np.load(out)
     assert got.shape == (5, 32) and not got[2].any() and not got[4].any()
     expected = model.encode(["a man plays a guitar .", "two dogs run .", "the sun sets ."]).numpy()
@@ -115,7 +147,10 @@ def test_unreadable_rows_and_missing_files_are_named(model_dir, model, tmp_path)
     out = tmp_path / "other.npy"  # (an existing output is refused before the input is read)
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text('{"text": "one"}\n{"sentence": "two"}\n')
-    with pytest.raises(EncodeInputError, match=r"in\.jsonl:line 2: field 'text' is missing \(record has: sentence\); choose one with --column"):
+    with pytest.raises(
+        EncodeInputError,
+        match=r"in\.jsonl:line 2: field 'text' is missing \(record has: sentence\); choose one with --column",
+    ):
         encode_file(model, jsonl, out, progress=False)
     jsonl.write_text('{"text": "one"}\n{"text": 2}\n')
     with pytest.raises(EncodeInputError, match="line 2: 'text' is int 2, not a string"):
@@ -133,8 +168,9 @@ def test_csv_records_with_newlines_and_an_empty_file(model, tmp_path):
     table.write_text('text\n"first line\nsecond line"\nplain one\n')
     summary = encode_file(model, table, tmp_path / "emb.npy", progress=False)
     assert summary.rows == 2
-    np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), model.encode(["first line\nsecond line", "plain one"]).numpy(),
-                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "emb.npy"), model.encode(["first line\nsecond line", "plain one"]).numpy(), atol=1e-5, rtol=0
+    )
     for name, content in (("empty.txt", ""), ("header.csv", "text\n")):  # no sentence: an error, not a 0-row file
         empty = tmp_path / name
         empty.write_text(content)
@@ -182,24 +218,65 @@ def test_truncation_is_reported_once_with_its_count(model_dir, model, sentences,
     texts = [long, *short, long]
     source = _write_input(tmp_path / "in.txt", texts)
     out = tmp_path / "emb.npy"
-    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
-          "--chunk-size", "3", "--batch-size", "2"])
+    main(
+        [
+            "encode",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--quiet",
+            "--chunk-size",
+            "3",
+            "--batch-size",
+            "2",
+        ]
+    )
     err = capsys.readouterr().err
     assert err.count("warning") == 1, err  # one line for the whole file, not one per chunk
-    assert "unisent encode: warning: 2 of 8 inputs were longer than 48 tokens and were truncated; pass --max-length" in err
+    assert (
+        "unisent encode: warning: 2 of 8 inputs were longer than 48 tokens and were truncated; pass --max-length" in err
+    )
     # a longer limit (up to the tiny BERT's 128 positions) embeds them whole
-    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet",
-          "--max-length", "128", "--overwrite"])
+    main(
+        [
+            "encode",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--quiet",
+            "--max-length",
+            "128",
+            "--overwrite",
+        ]
+    )
     assert "warning" not in capsys.readouterr().err
     with pytest.raises(SystemExit, match="exceeds the 128 positions"):
-        main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(tmp_path / "x.npy"),
-              "--max-length", "500"])
+        main(
+            [
+                "encode",
+                "--model",
+                str(model_dir),
+                "--input",
+                str(source),
+                "--output",
+                str(tmp_path / "x.npy"),
+                "--max-length",
+                "500",
+            ]
+        )
 
     # Python: encode warns once per call, with the count, however many batches
     with pytest.warns(TruncationWarning) as caught:
         model.encode(texts, batch_size=2)
     assert [str(w.message) for w in caught] == [
-        "2 of 8 inputs were longer than 48 tokens and were truncated; set model.config.max_length to change"]
+        "2 of 8 inputs were longer than 48 tokens and were truncated; set model.config.max_length to change"
+    ]
     with pytest.warns(TruncationWarning) as caught:
         summary = encode_file(model, source, tmp_path / "py.npy", chunk_size=3, progress=False)
     assert len(caught) == 1 and summary.truncated == 2 and summary.max_length == 48

@@ -83,8 +83,12 @@ def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_b
     for workers in (2, 3):
         torch.testing.assert_close(enc.encode(sentences, batch_size=8, workers=workers), single, atol=1e-5, rtol=1e-5)
         assert torch.get_num_threads() == before
-    torch.testing.assert_close(enc.encode(sentences, batch_size=8, workers=2, normalize=True),
-                               torch.nn.functional.normalize(single, dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        enc.encode(sentences, batch_size=8, workers=2, normalize=True),
+        torch.nn.functional.normalize(single, dim=-1),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     bf16 = enc.encode(sentences, batch_size=8, workers=2, bf16=True)  # autocast is per thread: set in the worker
     assert bf16.dtype == torch.float32 and not torch.equal(bf16, single)
     torch.testing.assert_close(bf16, single, atol=0.1, rtol=0.1)

@@ -19,8 +19,14 @@ HEAVY = ("torch", "transformers", "lightning", "sklearn")
 
 
 def _python(code: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or ROOT,
+    )
 
 
 def _heavy_after(argv: list[str]) -> str:
@@ -55,8 +61,10 @@ def test_unknown_task_is_named_before_the_model_loads():
 def test_mistyped_model_path_fails_at_once(model, tmp_path):
     done = _python(_heavy_after(["evaluate", "--model", model]), cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.strip() == (f"unisent evaluate: error: --model {model!r} does not exist; give a .ckpt file, "
-                                   "a saved model directory, a preset (minilm-l6) or a Hugging Face hub id")
+    assert done.stderr.strip() == (
+        f"unisent evaluate: error: --model {model!r} does not exist; give a .ckpt file, "
+        "a saved model directory, a preset (minilm-l6) or a Hugging Face hub id"
+    )
     assert "HEAVY []" in done.stdout
 
 
@@ -76,12 +84,14 @@ def test_looks_like_path(tmp_path, monkeypatch):
 def test_unreachable_hub_fails_without_retries(tmp_path):
     """huggingface_hub retries 5 times with back-off (~23 s) when the hub cannot be reached."""
     env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
-    code = ("import os, time\nfor k in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HTTPS_PROXY', 'https_proxy', "
-            "'ALL_PROXY', 'all_proxy'): os.environ.pop(k, None)\n"
-            "from unisent.encoders.loading import ModelNotAvailableError, load_backbone\n"
-            "start = time.perf_counter()\ntry:\n    load_backbone('nobody/no-such-model')\n"
-            "except ModelNotAvailableError as err:\n    print('ERR', err)\n"
-            "print('SECONDS', time.perf_counter() - start)\n")
+    code = (
+        "import os, time\nfor k in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HTTPS_PROXY', 'https_proxy', "
+        "'ALL_PROXY', 'all_proxy'): os.environ.pop(k, None)\n"
+        "from unisent.encoders.loading import ModelNotAvailableError, load_backbone\n"
+        "start = time.perf_counter()\ntry:\n    load_backbone('nobody/no-such-model')\n"
+        "except ModelNotAvailableError as err:\n    print('ERR', err)\n"
+        "print('SECONDS', time.perf_counter() - start)\n"
+    )
     done = _python(code, env)
     assert "ERR could not load 'nobody/no-such-model'" in done.stdout, done.stdout + done.stderr
     assert "could not be reached" in done.stdout
@@ -116,17 +126,34 @@ def test_load_of_a_truncated_checkpoint_is_one_line(truncated_ckpt):
     import unisent
     from unisent.io import CheckpointError
 
-    with pytest.raises(CheckpointError, match=r"truncated\.ckpt \(\d+ bytes\) is truncated or not a PyTorch checkpoint"):
+    with pytest.raises(
+        CheckpointError, match=r"truncated\.ckpt \(\d+ bytes\) is truncated or not a PyTorch checkpoint"
+    ):
         unisent.load(truncated_ckpt)
 
 
 # ------------------------------------------------------------------ 5: unisent fit
 def _fit(tmp_path, tiny_bert_dir, *extra: str) -> list[str]:
-    return ["fit", "-c", str(ROOT / "recipes/quickstart.yaml"),
-            "--model.encoder.model", str(tiny_bert_dir), "--data.train.simcse.path", str(SAMPLE),
-            "--trainer.max_steps", "2", "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"),
-            "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false",
-            "--data.batch_size", "8", *extra]
+    return [
+        "fit",
+        "-c",
+        str(ROOT / "recipes/quickstart.yaml"),
+        "--model.encoder.model",
+        str(tiny_bert_dir),
+        "--data.train.simcse.path",
+        str(SAMPLE),
+        "--trainer.max_steps",
+        "2",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--trainer.enable_progress_bar",
+        "false",
+        "--data.batch_size",
+        "8",
+        *extra,
+    ]
 
 
 def _one_line_error(capsys, argv, code=1) -> str:
@@ -197,13 +224,30 @@ def test_every_command_reports_a_bad_checkpoint_in_one_line(tmp_path, tiny_bert_
     """fit/validate/test --ckpt_path, evaluate/encode --model and export: one line naming the file, no traceback."""
     ckpt = _bad_checkpoint(tmp_path, kind)
     lightning = _fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(ckpt))
-    commands = [lightning, ["validate", *lightning[1:]], ["test", *lightning[1:]],
-                ["evaluate", "--model", str(ckpt), "--tasks", "stsb-dev"],
-                ["encode", "--model", str(ckpt), "--input", str(SAMPLE), "--column", "anchor", "--output", str(tmp_path / "v.npy")],
-                ["export", str(ckpt), "--format", "sentence-transformers", "--out", str(tmp_path / "out")]]
-    expected = {"truncated": "is truncated or not a PyTorch checkpoint", "pickle": "is truncated or not a PyTorch checkpoint",
-                "foreign": "was not written by `unisent fit` (it holds keys: epoch, model",
-                "zip": "could not be read as a PyTorch checkpoint (RuntimeError: "}[kind]
+    commands = [
+        lightning,
+        ["validate", *lightning[1:]],
+        ["test", *lightning[1:]],
+        ["evaluate", "--model", str(ckpt), "--tasks", "stsb-dev"],
+        [
+            "encode",
+            "--model",
+            str(ckpt),
+            "--input",
+            str(SAMPLE),
+            "--column",
+            "anchor",
+            "--output",
+            str(tmp_path / "v.npy"),
+        ],
+        ["export", str(ckpt), "--format", "sentence-transformers", "--out", str(tmp_path / "out")],
+    ]
+    expected = {
+        "truncated": "is truncated or not a PyTorch checkpoint",
+        "pickle": "is truncated or not a PyTorch checkpoint",
+        "foreign": "was not written by `unisent fit` (it holds keys: epoch, model",
+        "zip": "could not be read as a PyTorch checkpoint (RuntimeError: ",
+    }[kind]
     for argv in commands:
         with pytest.raises(SystemExit) as exit_:
             main(argv)
@@ -267,7 +311,9 @@ def test_ctrl_c_suggests_resume(tmp_path, tiny_bert_dir, capsys, monkeypatch):
     hint = [line for line in err.splitlines() if "interrupted" in line]
     # interrupted inside the first step: nothing was trained, so nothing is offered to resume (issue 29: the
     # old hint's --ckpt_path last picked another run); the resumable cases: tests/test_resume.py
-    assert len(hint) == 1 and hint[0].startswith("unisent fit: interrupted (SIGINT) before a checkpoint was saved; "
-                                                 "nothing to resume. Start again with: unisent fit -c ")
+    assert len(hint) == 1 and hint[0].startswith(
+        "unisent fit: interrupted (SIGINT) before a checkpoint was saved; "
+        "nothing to resume. Start again with: unisent fit -c "
+    )
     assert "--ckpt_path" not in hint[0]
     _no_run_dirs(tmp_path)

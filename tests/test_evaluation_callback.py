@@ -1,4 +1,3 @@
-
 """Evaluation as a Lightning callback: the scores it logs, its place in the CLI, and the encoding
 sharded across processes (2 gloo processes score exactly as one)."""
 
@@ -26,8 +25,15 @@ from unisent.testing import run_distributed
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
-SENTENCES = ["a man plays a guitar .", "two dogs run on the grass in the park .", "rain .", "the cat sleeps .",
-             "a woman is slicing an onion on a wooden board .", "kids play football .", "the sun sets ."]
+SENTENCES = [
+    "a man plays a guitar .",
+    "two dogs run on the grass in the park .",
+    "rain .",
+    "the cat sleeps .",
+    "a woman is slicing an onion on a wooden board .",
+    "kids play football .",
+    "the sun sets .",
+]
 
 
 def _models(model_dir):
@@ -62,7 +68,9 @@ def _sharded_worker(rank, world, model_dir):
     shard_sizes = list(counting.calls)
     mu, var = ShardedModel(gaussian, rank, world).encode_gaussian(SENTENCES, batch_size=3)
     counting.calls.clear()
-    scores = _flat(evaluate_config(counting, ["stsb-dev"], EvaluationConfig(batch_size=16), rank=rank, world_size=world))
+    scores = _flat(
+        evaluate_config(counting, ["stsb-dev"], EvaluationConfig(batch_size=16), rank=rank, world_size=world)
+    )
     encoded = [0] * world
     dist.all_gather_object(encoded, sum(counting.calls))  # sentences each process encoded for stsb-dev
     # numpy, not tensors: a tensor sent through torch's queue shares memory with a process that exits
@@ -74,13 +82,17 @@ def test_two_processes_shard_the_encoding_and_score_as_one(tiny_bert_dir):
     rows, shard_sizes, (mu, var), scores, encoded = run_distributed(_sharded_worker, str(tiny_bert_dir), world_size=2)
     encoder, gaussian = _models(tiny_bert_dir)
     for n, got in rows.items():
-        torch.testing.assert_close(torch.from_numpy(got), encoder.encode(SENTENCES[:n], batch_size=2), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            torch.from_numpy(got), encoder.encode(SENTENCES[:n], batch_size=2), rtol=1e-4, atol=1e-5
+        )
     assert shard_sizes == [1, 1, 4]  # ceil(n / 2) sentences per process
     want_mu, want_var = gaussian.encode_gaussian(SENTENCES, batch_size=3)
     torch.testing.assert_close(torch.from_numpy(mu), want_mu, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.from_numpy(var), want_var, rtol=1e-4, atol=1e-5)
     # the scores (x 100) equal one process's; the encodings differ only by float rounding (other batches)
-    assert scores == pytest.approx(_flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16))), abs=1e-4)
+    assert scores == pytest.approx(
+        _flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16))), abs=1e-4
+    )
     # each process encoded about half of the distinct sentences (the rest came from the other one)
     assert abs(encoded[0] - encoded[1]) <= 1 and encoded[0] > 0
 
@@ -91,19 +103,29 @@ def test_sharded_model_checks_its_rank():
 
 
 def _trainer(tmp_path, **kw):
-    return L.Trainer(default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                     enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", **kw)
+    return L.Trainer(
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        **kw,
+    )
 
 
 def test_callback_logs_the_scores_of_the_modules_tasks(tiny_bert_dir, tmp_path):
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"),
-                           evaluation=EvaluationConfig(val_tasks=["stsb-dev"], test_tasks=["stsb-test"], batch_size=16))
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"),
+        evaluation=EvaluationConfig(val_tasks=["stsb-dev"], test_tasks=["stsb-test"], batch_size=16),
+    )
     callback = EvaluationCallback()
     trainer = _trainer(tmp_path, callbacks=[callback])
     data = UnisentDataModule()
     [val] = trainer.validate(module, datamodule=data)
     [test] = trainer.test(module, datamodule=data)
-    want = evaluate(module.inference_model(), ["stsb-dev", "stsb-test"], EVALUATION_DATA_DIR, batch_size=16, progress=False)["tasks"]
+    want = evaluate(
+        module.inference_model(), ["stsb-dev", "stsb-test"], EVALUATION_DATA_DIR, batch_size=16, progress=False
+    )["tasks"]
     assert val["val/stsb-dev"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
     assert val["val/score"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
     assert val["val/stsb-dev/pearson"] == pytest.approx(want["stsb-dev"]["metrics"]["pearson"], abs=1e-4)
@@ -128,8 +150,9 @@ def test_the_cli_helper_adds_one_callback_only_when_tasks_are_asked_for(tiny_ber
     added = add_evaluation_callback(trainer, module)
     assert isinstance(added, EvaluationCallback) and added in trainer.callbacks
     assert add_evaluation_callback(trainer, module) is None  # one is enough
-    none = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)),
-                         evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]))
+    none = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir)), evaluation=EvaluationConfig(val_tasks=[], test_tasks=[])
+    )
     bare = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
     assert add_evaluation_callback(bare, none) is None
     assert not any(isinstance(c, EvaluationCallback) for c in bare.callbacks)

@@ -77,8 +77,10 @@ def test_every_pooler_round_trips_through_both_formats(pooler, tiny3_dir, tmp_pa
 
     st_dir = export_model(encoder, tmp_path / "st", "sentence-transformers").out
     types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((st_dir / "modules.json").read_text())]
-    assert types == {"cls_mlp": ["Transformer", "Pooling", "Dense"],
-                     "avg_first_last": ["Transformer", "WeightedLayerPooling", "Pooling"]}.get(pooler, ["Transformer", "Pooling"])
+    assert types == {
+        "cls_mlp": ["Transformer", "Pooling", "Dense"],
+        "avg_first_last": ["Transformer", "WeightedLayerPooling", "Pooling"],
+    }.get(pooler, ["Transformer", "Pooling"])
     torch.testing.assert_close(_st_encode(st_dir, SENTENCES), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(unisent.load(str(st_dir)).encode(SENTENCES), expected, atol=1e-5, rtol=0)
 
@@ -104,11 +106,17 @@ def _write_run_config(run: Path, model_dir: Path) -> None:
     """The parts of LightningCLI's config.yaml that the card reads."""
     config = {
         "seed_everything": 42,
-        "model": {"encoder": {"model": str(model_dir), "pooler": "cls_mlp"},
-                  "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 2e-3}}},
-        "data": {"train": {"unsup": str(SAMPLE_DIR / "sentences.txt"),
-                           "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64}},
-                 "batch_size": 8},
+        "model": {
+            "encoder": {"model": str(model_dir), "pooler": "cls_mlp"},
+            "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 2e-3}},
+        },
+        "data": {
+            "train": {
+                "unsup": str(SAMPLE_DIR / "sentences.txt"),
+                "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64},
+            },
+            "batch_size": 8,
+        },
         "trainer": {"max_steps": 2, "precision": "32-true"},
     }
     (run / "config.yaml").write_text(yaml.safe_dump(config))
@@ -119,23 +127,53 @@ def test_export_from_a_checkpoint_writes_the_model_card(tiny_model_dir, tmp_path
         encoder=EncoderConfig(model=str(tiny_model_dir), pooler="cls_mlp"),
         objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5, hard_negative_weight=0.2)],
     )
-    data = UnisentDataModule(train={"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")),
-                                    "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=64)},
-                             batch_size=8)
+    data = UnisentDataModule(
+        train={
+            "unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")),
+            "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=64),
+        },
+        batch_size=8,
+    )
     run = tmp_path / "run"
-    trainer = L.Trainer(default_root_dir=run, max_steps=2, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    trainer = L.Trainer(
+        default_root_dir=run,
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
     trainer.fit(module, datamodule=data)
     ckpt = run / "checkpoints" / "last.ckpt"
     trainer.save_checkpoint(ckpt)
     _write_run_config(run, tiny_model_dir)
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({"tasks": {"stsb-dev": {"main_metric": "spearman", "score": 61.234, "metrics": {}}},
-                                   "groups": {}, "config": {"data_dir": "bundled sample"}}))
+    results.write_text(
+        json.dumps(
+            {
+                "tasks": {"stsb-dev": {"main_metric": "spearman", "score": 61.234, "metrics": {}}},
+                "groups": {},
+                "config": {"data_dir": "bundled sample"},
+            }
+        )
+    )
 
     out = tmp_path / "exported"
-    main(["export", str(ckpt), "--format", "sentence-transformers", "--out", str(out), "--results", str(results),
-          "--training-data", "SimCSE's bundled sample (SNLI dev triples)"])
+    main(
+        [
+            "export",
+            str(ckpt),
+            "--format",
+            "sentence-transformers",
+            "--out",
+            str(out),
+            "--results",
+            str(results),
+            "--training-data",
+            "SimCSE's bundled sample (SNLI dev triples)",
+        ]
+    )
     assert "largest absolute difference" in capsys.readouterr().out
     expected = unisent.load(str(ckpt)).encode(SENTENCES)
     torch.testing.assert_close(_st_encode(out, SENTENCES), expected, atol=1e-5, rtol=0)
@@ -145,21 +183,31 @@ def test_export_from_a_checkpoint_writes_the_model_card(tiny_model_dir, tmp_path
     assert front["library_name"] == "sentence-transformers" and "unisent" in front["tags"]
     assert "simcse" in front["tags"] and front["license"] == "other"  # the tiny backbone declares none
     assert sorted(front["datasets"]) == ["sentence-transformers/stsb", "stanfordnlp/snli"]  # the bundled samples
-    assert front["model-index"][0]["results"][0]["metrics"][0] == {"type": "spearman", "value": 61.234,
-                                                                   "name": "spearman (%)"}
+    assert front["model-index"][0]["results"][0]["metrics"][0] == {
+        "type": "spearman",
+        "value": 61.234,
+        "name": "spearman (%)",
+    }
     assert str(tmp_path) not in card and "/tmp/" not in card  # no local path, the backbone's included
     for expected_text in (
         "# tiny-bert + SimCSE\n",  # the name: backbone and methods, not the output folder's
         "### `unsup`: `unisent.objectives.simcse.SimCSE` (weight 1)",
         "### `sup`: `unisent.objectives.simcse.SimCSE` (weight 0.5)",
-        "`supervised=true`", "`hard_negative_weight=0.2`", "`temperature=0.05`",
+        "`supervised=true`",
+        "`hard_negative_weight=0.2`",
+        "`temperature=0.05`",
         "SimCSE: Simple Contrastive Learning of Sentence Embeddings",  # the objective's citation
-        "SimCSE's bundled sample (SNLI dev triples)", "nli_triples.jsonl` (first 64 records)", "sentences.txt`",
-        "| base model | tiny-bert |", "SimCSE's `cls`; unisent `cls_mlp`",
-        "| optimizer | AdamW (lr 0.002) |", "| batch size (per process) | 8 |",
+        "SimCSE's bundled sample (SNLI dev triples)",
+        "nli_triples.jsonl` (first 64 records)",
+        "sentences.txt`",
+        "| base model | tiny-bert |",
+        "SimCSE's `cls`; unisent `cls_mlp`",
+        "| optimizer | AdamW (lr 0.002) |",
+        "| batch size (per process) | 8 |",
         "| optimizer steps (at this checkpoint) | 2 |",
         "| max sequence length in training | 32 tokens (this export: 32) |",
-        "| stsb-dev | spearman | 61.23 |", "`results.json`",
+        "| stsb-dev | spearman | 61.23 |",
+        "`results.json`",
         "Transformer -> Pooling -> Dense",
     ):
         assert expected_text in card, expected_text
@@ -200,19 +248,36 @@ def test_export_errors_are_clear_and_leave_nothing(tiny_bert_dir, tmp_path, monk
     bad_results = tmp_path / "bad.json"
     bad_results.write_text('{"tasks": {"stsb-dev": {"score": 1}}}')
     with pytest.raises(SystemExit, match="'stsb-dev' has no 'main_metric'"):
-        main(["export", str(tiny_bert_dir), "--format", "huggingface", "--out", str(tmp_path / "y"),
-              "--results", str(bad_results)])
+        main(
+            [
+                "export",
+                str(tiny_bert_dir),
+                "--format",
+                "huggingface",
+                "--out",
+                str(tmp_path / "y"),
+                "--results",
+                str(bad_results),
+            ]
+        )
     with pytest.raises(TypeError, match="no 'huggingface' exporter is registered for Linear"):
         export_model(torch.nn.Linear(2, 2), tmp_path / "z", "huggingface")
 
-    monkeypatch.setattr(EncoderHuggingFaceExporter, "verify", lambda self, model, out, sentences: (0.5, "a check that fails"))
+    monkeypatch.setattr(
+        EncoderHuggingFaceExporter, "verify", lambda self, model, out, sentences: (0.5, "a check that fails")
+    )
     with pytest.raises(ExportCheckError, match="differ by up to 0.5"):
         export_model(encoder, tmp_path / "checked", "huggingface")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "busy"]
 
     first = export_model(encoder, tmp_path / "again", "sentence-transformers", verify=False)
-    export_model(Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="cls")), first.out, "huggingface",
-                 overwrite=True, verify=False)
+    export_model(
+        Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="cls")),
+        first.out,
+        "huggingface",
+        overwrite=True,
+        verify=False,
+    )
     assert not (first.out / "modules.json").exists()  # a previous export is replaced, not merged
 
 
@@ -266,7 +331,9 @@ def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_a
     report = export_model(model, tmp_path / "gauss", "sentence-transformers")
     out = report.out
     types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
-    assert types == (["Transformer", "Pooling", "Dense", "Dense"] if pooler == "cls_mlp" else ["Transformer", "Pooling", "Dense"])
+    assert types == (
+        ["Transformer", "Pooling", "Dense", "Dense"] if pooler == "cls_mlp" else ["Transformer", "Pooling", "Dense"]
+    )
     torch.testing.assert_close(_st_encode(out, SENTENCES), mu, atol=1e-5, rtol=0)  # the means
     assert json.loads((out / "unisent_model.json").read_text())["type"] == "gaussian"  # what unisent.load reads
     loaded = unisent.load(str(out))
@@ -286,8 +353,9 @@ def test_pcr_model_exports_one_language_as_a_dense_and_keeps_all(center, tiny_be
 
     encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=24)).eval()
     sentences = (SAMPLE_DIR / "sentences.txt").read_text().splitlines()
-    pcr = PrincipalComponentRemoval(k=2, center=center).fit({"en": encoder.encode(sentences[:60]),
-                                                             "de": encoder.encode(sentences[60:120])})
+    pcr = PrincipalComponentRemoval(k=2, center=center).fit(
+        {"en": encoder.encode(sentences[:60]), "de": encoder.encode(sentences[60:120])}
+    )
     model = PCREncoder(encoder, pcr, default_language="de").eval()
     with pytest.raises(ValueError, match="default_language"):
         export_model(PCREncoder(encoder, pcr), tmp_path / "ambiguous", "sentence-transformers")
@@ -300,6 +368,7 @@ def test_pcr_model_exports_one_language_as_a_dense_and_keeps_all(center, tiny_be
     loaded = unisent.load(str(out))
     assert isinstance(loaded, PCREncoder) and loaded.pcr.languages == ["de", "en"]
     for language in ("de", "en"):
-        torch.testing.assert_close(loaded.encode(SENTENCES, language=language), model.encode(SENTENCES, language=language),
-                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            loaded.encode(SENTENCES, language=language), model.encode(SENTENCES, language=language), atol=1e-5, rtol=0
+        )
     assert "Dense (PCR)" in (out / "README.md").read_text()

@@ -51,10 +51,14 @@ def run_dir(described_bert, tmp_path) -> Path:
     own = tmp_path / "my_pairs.jsonl"
     own.write_text('{"anchor": "a", "positive": "b"}\n')
     config = {
-        "model": {"encoder": {"model": str(described_bert), "pooler": "mean", "max_length": 24},
-                  "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"supervised": True}}]},
-        "data": {"train": {"simcse": str(SAMPLE_DIR / "nli_triples.jsonl"), "own": {"path": str(own)}},
-                 "batch_size": 8},
+        "model": {
+            "encoder": {"model": str(described_bert), "pooler": "mean", "max_length": 24},
+            "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"supervised": True}}],
+        },
+        "data": {
+            "train": {"simcse": str(SAMPLE_DIR / "nli_triples.jsonl"), "own": {"path": str(own)}},
+            "batch_size": 8,
+        },
         "trainer": {"max_steps": 2},
     }
     (run / "config.yaml").write_text(yaml.safe_dump(config))
@@ -63,11 +67,18 @@ def run_dir(described_bert, tmp_path) -> Path:
 
 def _results(tmp_path: Path) -> Path:
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({
-        "tasks": {"stsb-test": {"group": "sts", "main_metric": "spearman", "score": 81.2345, "metrics": {}},
-                  "stc-agnews": {"group": "stc", "main_metric": "accuracy", "score": 60.5, "metrics": {}}},
-        "groups": {}, "config": {"data_dir": str(tmp_path / "eval-data")},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "tasks": {
+                    "stsb-test": {"group": "sts", "main_metric": "spearman", "score": 81.2345, "metrics": {}},
+                    "stc-agnews": {"group": "stc", "main_metric": "accuracy", "score": 60.5, "metrics": {}},
+                },
+                "groups": {},
+                "config": {"data_dir": str(tmp_path / "eval-data")},
+            }
+        )
+    )
     return path
 
 
@@ -98,8 +109,18 @@ def test_export_keeps_the_backbones_max_length(run_dir, described_bert, tmp_path
     assert hf.max_seq_length == 50 and hf.trained_max_length == 24
     assert unisent.load(str(hf.out)).config.max_length == 50 and "max_length=50" in (hf.out / "README.md").read_text()
     with pytest.raises(SystemExit, match="a maximum length of 200 tokens exceeds the 128 positions of the backbone"):
-        main(["export", str(run_dir / "encoder"), "--format", "huggingface", "--out", str(tmp_path / "x"),
-              "--max-seq-length", "200"])
+        main(
+            [
+                "export",
+                str(run_dir / "encoder"),
+                "--format",
+                "huggingface",
+                "--out",
+                str(tmp_path / "x"),
+                "--max-seq-length",
+                "200",
+            ]
+        )
     assert not (tmp_path / "x").exists()
 
 
@@ -119,21 +140,44 @@ def test_the_backbones_length_is_its_sentence_transformers_one_else_the_tokenize
     assert encoder.native_max_length(base_model="bert-base-uncased") == 64  # not the preset's training 32
     from transformers import RobertaConfig, RobertaModel
 
-    roberta = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                         intermediate_size=16, max_position_embeddings=130, pad_token_id=1))
+    roberta = RobertaModel(
+        RobertaConfig(
+            vocab_size=50,
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            max_position_embeddings=130,
+            pad_token_id=1,
+        )
+    )
     assert EncoderModel.position_limit(SimpleNamespace(backbone=roberta)) == 128  # positions start at pad + 1
 
 
 def test_card_front_matter_is_hub_metadata_without_local_paths(run_dir, tmp_path):
     out = tmp_path / "exported"
-    main(["export", str(run_dir / "encoder"), "--format", "sentence-transformers", "--out", str(out),
-          "--results", str(_results(tmp_path)), "--name", "tiny-simcse"])
+    main(
+        [
+            "export",
+            str(run_dir / "encoder"),
+            "--format",
+            "sentence-transformers",
+            "--out",
+            str(out),
+            "--results",
+            str(_results(tmp_path)),
+            "--name",
+            "tiny-simcse",
+        ]
+    )
     card = (out / "README.md").read_text()
     front = _front(card)
     assert front["license"] == "mit" and front["language"] == ["en", "de"]  # from the backbone's own card
     assert "base_model" not in front  # a local directory has no hub id
     assert sorted(front["datasets"]) == ["my_pairs.jsonl", "stanfordnlp/snli"]  # a hub id where known, else the name
-    assert {"sentence-transformers", "sentence-similarity", "feature-extraction", "unisent", "simcse"} <= set(front["tags"])
+    assert {"sentence-transformers", "sentence-similarity", "feature-extraction", "unisent", "simcse"} <= set(
+        front["tags"]
+    )
     assert front["library_name"] == "sentence-transformers" and front["pipeline_tag"] == "sentence-similarity"
     index = front["model-index"]
     assert index[0]["name"] == "tiny-simcse"
@@ -152,7 +196,9 @@ def test_card_front_matter_is_hub_metadata_without_local_paths(run_dir, tmp_path
     assert metadata_load(out / "README.md")["license"] == "mit"
     results = ModelCard.load(out / "README.md").data.eval_results
     assert [(r.task_type, r.dataset_type, r.metric_type, r.metric_value) for r in results] == [
-        ("STS", "stsb-test", "spearman", 81.2345), ("Clustering", "stc-agnews", "accuracy", 60.5)]
+        ("STS", "stsb-test", "spearman", 81.2345),
+        ("Clustering", "stc-agnews", "accuracy", 60.5),
+    ]
 
     # without --name: the backbone and the methods; without --results: no model-index; --license wins
     hf = export_model(run_dir / "encoder", tmp_path / "hf", "huggingface", license="apache-2.0", language=["en"])
@@ -165,8 +211,9 @@ def test_card_front_matter_is_hub_metadata_without_local_paths(run_dir, tmp_path
 
 
 def test_an_unknown_licence_is_other_and_the_card_says_so(tiny_bert_dir, tmp_path):
-    report = export_model(Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")), tmp_path / "out",
-                          "huggingface", verify=False)
+    report = export_model(
+        Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")), tmp_path / "out", "huggingface", verify=False
+    )
     card = (report.out / "README.md").read_text()
     assert _front(card)["license"] == "other" and "language" not in _front(card)
     assert "give it with `unisent export --license`" in card
@@ -208,5 +255,8 @@ def test_the_packaged_minilm_names_its_hub_base_model_and_keeps_256_tokens(tmp_p
     front = _front(card)
     assert front["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert front["license"] == "apache-2.0" and front["language"] == ["en"]
-    assert "\n# all-MiniLM-L6-v2\n" in card and "| max sequence length in training | 32 tokens (this export: 256) |" in card
+    assert (
+        "\n# all-MiniLM-L6-v2\n" in card
+        and "| max sequence length in training | 32 tokens (this export: 256) |" in card
+    )
     assert "site-packages" not in card and str(tmp_path) not in card

@@ -115,16 +115,16 @@ def test_a_pooler_added_in_one_file_exports_and_reloads(user_module, tiny_bert_d
 
     parser = ArgumentParser(exit_on_error=False)
     parser.add_class_arguments(EncoderConfig, "encoder")
-    args = parser.parse_args(["--encoder.pooler", "my_poolers.MeanSqrtLenPooler", "--encoder.model", str(tiny_bert_dir)])
+    args = parser.parse_args(
+        ["--encoder.pooler", "my_poolers.MeanSqrtLenPooler", "--encoder.model", str(tiny_bert_dir)]
+    )
     config = parser.instantiate(args).encoder
     assert config.pooler == "my_poolers.MeanSqrtLenPooler" and type(config.pooler) is str
     with pytest.raises(ArgumentError, match="avg_first_last"):  # an unknown name fails when parsed, listing the choices
         parser.parse_args(["--encoder.pooler", "nope"])
 
 
-def test_an_objective_with_its_own_inference_head_trains_saves_loads_and_exports(
-    user_module, tiny_bert_dir, tmp_path
-):
+def test_an_objective_with_its_own_inference_head_trains_saves_loads_and_exports(user_module, tiny_bert_dir, tmp_path):
     my_heads = user_module("my_heads", "new-objective.md", "register_model(")
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="cls", max_length=24),
@@ -133,8 +133,15 @@ def test_an_objective_with_its_own_inference_head_trains_saves_loads_and_exports
     before = module.objectives[0].head.linear.weight.detach().clone()
     data = UnisentDataModule(train={"reduced": DataSource(str(SAMPLE_DIR / "sentences.txt"))}, batch_size=8)
     run = tmp_path / "run"
-    trainer = L.Trainer(default_root_dir=run, max_steps=2, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    trainer = L.Trainer(
+        default_root_dir=run,
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
     trainer.fit(module, datamodule=data)
     assert not torch.equal(module.objectives[0].head.linear.weight, before)  # the head was trained
     ckpt = run / "last.ckpt"
@@ -147,7 +154,9 @@ def test_an_objective_with_its_own_inference_head_trains_saves_loads_and_exports
 
     saved = run / "encoder"  # written by fit (UnisentModule.on_train_end)
     assert json.loads((saved / "unisent_model.json").read_text()) == {
-        "type": "reduced", "class_path": "my_heads.ReducedEncoder"}
+        "type": "reduced",
+        "class_path": "my_heads.ReducedEncoder",
+    }
     assert {"reducer.pt", "reducer.json"} <= {p.name for p in saved.iterdir()}
     for source in (saved, ckpt):
         loaded = unisent.load(str(source))

@@ -58,8 +58,11 @@ def _fit(recipe: Path, runs: Path, *args: str) -> None:
 
 
 def _hashes(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _ckpt(path: Path) -> dict:
@@ -73,29 +76,52 @@ def _deleted_warnings(recwarn) -> list[str]:
 
 def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, recwarn):
     runs = tmp_path / "runs"
-    _fit(recipe, runs)                                                              # unisent fit -c recipes/quickstart.yaml
+    _fit(recipe, runs)  # unisent fit -c recipes/quickstart.yaml
     run = runs / "quickstart" / "version_0"
     best = run / "checkpoints" / "best.ckpt"
     before = _hashes(run)
-    assert {"metrics.csv", "config.yaml", "hparams.yaml", "checkpoints/best.ckpt", "checkpoints/last.ckpt"} <= set(before)
+    assert {"metrics.csv", "config.yaml", "hparams.yaml", "checkpoints/best.ckpt", "checkpoints/last.ckpt"} <= set(
+        before
+    )
 
-    main(["test", "-c", str(run / "config.yaml"), "--ckpt_path", str(best)])       # unisent test -c <run>/config.yaml ...
+    main(["test", "-c", str(run / "config.yaml"), "--ckpt_path", str(best)])  # unisent test -c <run>/config.yaml ...
     assert _hashes(run) == before  # the training curves, config and hparams survive
     tested = runs / "quickstart" / "version_0-test-0"
     assert "test/score" in pd.read_csv(tested / "metrics.csv").columns
     assert {"config.yaml", "hparams.yaml"} <= {p.name for p in tested.iterdir()}
-    main(["test", "-c", str(run / "config.yaml"), "--ckpt_path", str(best)])       # again: a new directory
+    main(["test", "-c", str(run / "config.yaml"), "--ckpt_path", str(best)])  # again: a new directory
     assert (runs / "quickstart" / "version_0-test-1" / "metrics.csv").is_file()
     # a validate from the run's config alone (its logger names the run's version) stays out of it too
     main(["validate", "-c", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints" / "last.ckpt")])
     assert (runs / "quickstart" / "version_0-validate-0" / "metrics.csv").is_file()
 
-    main(["evaluate", "--model", str(run / "encoder"), "--tasks", "stsb-test", "--data-dir", str(EVALUATION_DATA_DIR),
-          "--output", str(tmp_path / "eval.json"), "--quiet"])                     # unisent evaluate
+    main(
+        [
+            "evaluate",
+            "--model",
+            str(run / "encoder"),
+            "--tasks",
+            "stsb-test",
+            "--data-dir",
+            str(EVALUATION_DATA_DIR),
+            "--output",
+            str(tmp_path / "eval.json"),
+            "--quiet",
+        ]
+    )  # unisent evaluate
     assert json.loads((tmp_path / "eval.json").read_text())
     main(["export", str(best), "--format", "sentence-transformers", "--out", str(tmp_path / "exported")])
-    main(["encode", "--model", str(tmp_path / "exported"), "--input", str(SAMPLE_DIR / "sentences.txt"),
-          "--output", str(tmp_path / "vectors.npy")])
+    main(
+        [
+            "encode",
+            "--model",
+            str(tmp_path / "exported"),
+            "--input",
+            str(SAMPLE_DIR / "sentences.txt"),
+            "--output",
+            str(tmp_path / "vectors.npy"),
+        ]
+    )
     assert np.load(tmp_path / "vectors.npy").shape[0] > 0
     assert _hashes(run) == before
     # the next `fit --ckpt_path last` still finds the training run, not an evaluation directory
@@ -118,7 +144,7 @@ def test_a_run_cut_short_with_max_steps_resumes_to_the_recipe_end(recipe, tmp_pa
     assert first["global_step"] == 5 and first["epoch"] == 0
     assert first["UnisentDataModule"]["epoch"] == 0 and first["UnisentDataModule"]["batches"] == 5
 
-    _fit(recipe, runs, "--ckpt_path", "last")                                       # the full recipe
+    _fit(recipe, runs, "--ckpt_path", "last")  # the full recipe
     resumed = _ckpt(run / "checkpoints" / "last.ckpt")
     assert resumed["global_step"] == STEPS
     for name, tensor in reference["state_dict"].items():

@@ -24,8 +24,14 @@ def _authors(a, b, reduction: str) -> list[float]:
     (mu_a, var_a), (mu_b, var_b) = a, b
     out = []
     for i in range(mu_a.shape[0]):
-        ab = [_kl(mu_a[i, d].item(), var_a[i, d].item(), mu_b[i, d].item(), var_b[i, d].item()) for d in range(mu_a.shape[1])]
-        ba = [_kl(mu_b[i, d].item(), var_b[i, d].item(), mu_a[i, d].item(), var_a[i, d].item()) for d in range(mu_a.shape[1])]
+        ab = [
+            _kl(mu_a[i, d].item(), var_a[i, d].item(), mu_b[i, d].item(), var_b[i, d].item())
+            for d in range(mu_a.shape[1])
+        ]
+        ba = [
+            _kl(mu_b[i, d].item(), var_b[i, d].item(), mu_a[i, d].item(), var_a[i, d].item())
+            for d in range(mu_a.shape[1])
+        ]
         if reduction == "mean":
             out.append(sum(1.0 / (1.0 + (x + y) / 2) for x, y in zip(ab, ba)) / len(ab))
         else:
@@ -60,7 +66,9 @@ def test_matches_the_authors_formula(pair, reduction):
     a, b = pair
     expected = torch.tensor(_authors(a, b, reduction))
     torch.testing.assert_close(symmetric_kl_similarity(a, b, reduction=reduction), expected, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(symmetric_gaussian_similarity(*a, *b, reduction=reduction), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        symmetric_gaussian_similarity(*a, *b, reduction=reduction), expected, rtol=1e-5, atol=1e-6
+    )
     torch.testing.assert_close(symmetric_kl_similarity(b, a, reduction=reduction), expected, rtol=1e-5, atol=1e-6)
 
 
@@ -71,7 +79,9 @@ def test_matches_the_authors_code_primitives(pair):
     p2 = torch.distributions.Normal(mu_b, var_b.sqrt())
     mean_kld = (torch.distributions.kl_divergence(p1, p2) + torch.distributions.kl_divergence(p2, p1)) / 2
     theirs = (1 / (1 + mean_kld)).mean(dim=-1)
-    torch.testing.assert_close(symmetric_kl_similarity(pair[0], pair[1], reduction="mean"), theirs, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        symmetric_kl_similarity(pair[0], pair[1], reduction="mean"), theirs, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_identical_gaussians_score_one_and_bad_reduction_fails(pair):
@@ -85,8 +95,12 @@ def test_named_similarities(pair):
     """``kl_symmetric`` (what the docs call symmetric) is the authors' form; the per-dimension form
     and the former mean of similarities keep names of their own."""
     a, b = pair
-    torch.testing.assert_close(get_similarity("kl_symmetric")(a, b), torch.tensor(_authors(a, b, "sum")), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(get_similarity("kl_symmetric_mean")(a, b), torch.tensor(_authors(a, b, "mean")), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        get_similarity("kl_symmetric")(a, b), torch.tensor(_authors(a, b, "sum")), rtol=1e-5, atol=1e-6
+    )
+    torch.testing.assert_close(
+        get_similarity("kl_symmetric_mean")(a, b), torch.tensor(_authors(a, b, "mean")), rtol=1e-5, atol=1e-6
+    )
     torch.testing.assert_close(get_similarity("kl_avg_sim")(a, b), averaged_kl_similarity(a, b))
     assert all(SIMILARITIES[name].gaussian for name in ("kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"))
     assert not torch.allclose(get_similarity("kl_symmetric")(a, b), get_similarity("kl_avg_sim")(a, b))

@@ -81,11 +81,19 @@ def test_head_variances_are_positive_for_every_parametrisation():
 
 
 def test_training_bf16_has_no_nan_and_saved_model_round_trips(tiny_bert_dir, tmp_path):
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="cls"),
-                           objectives=[GaussCSE(sets=["ent", "con", "rev"])])
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="cls"), objectives=[GaussCSE(sets=["ent", "con", "rev"])]
+    )
     data = UnisentDataModule(train={"gausscse": str(SAMPLE_DIR / "nli_triples.jsonl")}, batch_size=8)
-    trainer = L.Trainer(max_steps=4, precision="bf16-mixed", logger=False, enable_progress_bar=False,
-                        enable_checkpointing=False, default_root_dir=tmp_path, limit_val_batches=0)
+    trainer = L.Trainer(
+        max_steps=4,
+        precision="bf16-mixed",
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=data)
     assert torch.isfinite(trainer.callback_metrics["train/loss"])
     model = module.inference_model()

@@ -19,16 +19,40 @@ def test_card_front_matter_is_huggingface_hubs_and_similarity_is_the_models(simi
     from sentence_transformers import SentenceTransformer
 
     saved = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", similarity=similarity)).save_pretrained(
-        tmp_path / "model")
+        tmp_path / "model"
+    )
     results = tmp_path / "results.json"
-    results.write_text(json.dumps({"tasks": {
-        "stsb-test": {"group": "sts", "main_metric": "spearman", "score": 53.4787, "metrics": {}},
-        "STSBenchmark": {"group": "mteb", "task_type": "STS", "main_metric": "cosine_spearman", "score": 53.4785,
-                         "metrics": {}},
-    }}))
+    results.write_text(
+        json.dumps(
+            {
+                "tasks": {
+                    "stsb-test": {"group": "sts", "main_metric": "spearman", "score": 53.4787, "metrics": {}},
+                    "STSBenchmark": {
+                        "group": "mteb",
+                        "task_type": "STS",
+                        "main_metric": "cosine_spearman",
+                        "score": 53.4785,
+                        "metrics": {},
+                    },
+                }
+            }
+        )
+    )
     out = tmp_path / "st"
-    main(["export", str(saved), "--format", "sentence-transformers", "--out", str(out), "--results", str(results),
-          "--name", "tiny-mean"])
+    main(
+        [
+            "export",
+            str(saved),
+            "--format",
+            "sentence-transformers",
+            "--out",
+            str(out),
+            "--results",
+            str(results),
+            "--name",
+            "tiny-mean",
+        ]
+    )
 
     readme = out / "README.md"
     card = ModelCard.load(readme)
@@ -50,8 +74,19 @@ def test_push_to_fails_in_one_line_offline_and_keeps_the_export(tiny_bert_dir, t
     saved = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")).save_pretrained(tmp_path / "model")
     out = tmp_path / "st"
     with pytest.raises(SystemExit) as exit_:
-        main(["export", str(saved), "--format", "sentence-transformers", "--out", str(out),
-              "--push-to", "my-org/tiny-mean", "--no-verify"])
+        main(
+            [
+                "export",
+                str(saved),
+                "--format",
+                "sentence-transformers",
+                "--out",
+                str(out),
+                "--push-to",
+                "my-org/tiny-mean",
+                "--no-verify",
+            ]
+        )
     message = exit_.value.code
     assert isinstance(message, str) and "\n" not in message
     assert message.startswith("unisent export: error: --push-to my-org/tiny-mean: HF_HUB_OFFLINE is set")

@@ -44,8 +44,10 @@ def test_csv_tsv_header_quotes_rename_and_headerless_rows(tmp_path):
     csv_path = tmp_path / "nli.csv"
     csv_path.write_text('sent0,sent1\n"A man, sitting.","two\nlines"\nx,y\n', encoding="utf-8")
     got = list(iter_records(csv_path, fields=["anchor", "positive"], rename={"sent0": "anchor", "sent1": "positive"}))
-    assert [(r.line, r.data) for r in got] == [(2, {"anchor": "A man, sitting.", "positive": "two\nlines"}),
-                                               (4, {"anchor": "x", "positive": "y"})]  # a record starts at its line
+    assert [(r.line, r.data) for r in got] == [
+        (2, {"anchor": "A man, sitting.", "positive": "two\nlines"}),
+        (4, {"anchor": "x", "positive": "y"}),
+    ]  # a record starts at its line
     tsv = tmp_path / "pairs.txt"
     tsv.write_text('say "hi"\tb\n\nc\td\n', encoding="utf-8")
     rows = list(iter_records(tsv, "tsv", header=False, quoting=False, blank_lines="keep"))
@@ -59,7 +61,11 @@ def test_txt_keeps_blank_lines_and_handles_crlf_bom_and_latin1(tmp_path):
     path.write_bytes(b"one\r\nthird \x85 inside\n")  # Latin-1 0x85 (NEL) is no line break
     assert _data(iter_records(path, encoding="latin-1")) == [{"text": "one"}, {"text": "third \x85 inside"}]
     path.write_bytes(b"\xef\xbb\xbffirst\r\n\nthird\n")  # BOM, CRLF, a blank line, a final newline
-    assert _data(iter_records(path, text_field="sentence")) == [{"sentence": "first"}, {"sentence": ""}, {"sentence": "third"}]
+    assert _data(iter_records(path, text_field="sentence")) == [
+        {"sentence": "first"},
+        {"sentence": ""},
+        {"sentence": "third"},
+    ]
     with pytest.raises(RecordError, match=r"s\.txt: a \.txt file has one field per line, 'text'; field\(s\) 'anchor'"):
         list(iter_records(path, fields=["text", "anchor"]))
 
@@ -91,8 +97,10 @@ def test_a_bad_line_is_named_by_file_and_line(tmp_path):
     assert (err.value.path, err.value.line) == (path, 2)
     problems = []
     assert len(list(iter_records(path, on_error=problems.append))) == 1
-    assert [p.reason for p in problems] == ["not valid JSON (Expecting property name enclosed in double quotes at column 2)",
-                                            "blank line (expected a JSON object)"]
+    assert [p.reason for p in problems] == [
+        "not valid JSON (Expecting property name enclosed in double quotes at column 2)",
+        "blank line (expected a JSON object)",
+    ]
     table = tmp_path / "t.csv"
     table.write_text("a,b\n1,2\n3\n")
     with pytest.raises(RecordError, match=r"t\.csv:line 3: has 1 columns, the header has 2 \(a, b\)"):

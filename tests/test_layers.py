@@ -105,9 +105,13 @@ def imports_of(module: str, path: Path, modules: dict[str, Path], root: Path = P
                 # `from pkg import sub` imports the submodule; `from pkg import name`, pkg itself
                 full = f"{base}.{alias.name}"
                 names.append((full if full in modules else base, node.lineno))
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+        ):
             names.append((node.args[0].value, node.lineno))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
@@ -126,7 +130,9 @@ def imports_of(module: str, path: Path, modules: dict[str, Path], root: Path = P
 
 def import_graph(package: Path = PACKAGE) -> tuple[dict[str, Path], list[Import]]:
     modules = find_modules(package)
-    return modules, [imp for module, path in modules.items() for imp in imports_of(module, path, modules, package.parent)]
+    return modules, [
+        imp for module, path in modules.items() for imp in imports_of(module, path, modules, package.parent)
+    ]
 
 
 def cycles(modules: dict[str, Path], edges: list[Import]) -> list[list[str]]:
@@ -202,7 +208,8 @@ def test_every_import_goes_down_or_sideways():
     _, edges = import_graph()
     upward = upward_imports(edges)
     assert not upward, "upward imports:\n" + "\n".join(
-        f"  {e} (layer {LAYERS[layer_of(e.source)][0]} -> {LAYERS[layer_of(e.target)][0]})" for e in upward)
+        f"  {e} (layer {LAYERS[layer_of(e.source)][0]} -> {LAYERS[layer_of(e.target)][0]})" for e in upward
+    )
 
 
 def test_no_import_cycles_between_modules():
@@ -237,7 +244,8 @@ def test_type_checking_imports_are_not_counted(tmp_path):
     (pkg / "io").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "io" / "__init__.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from unisent.models import x\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from unisent.models import x\n"
+    )
     (pkg / "models.py").write_text("")
     assert import_graph(pkg)[1] == []
 
@@ -261,8 +269,15 @@ def test_no_module_forwards_a_moved_name():
             offenders.append(f"{where}: __getattr__ in a module that is not a package's __init__")
             continue
         source = ast.unparse(getter)
-        lazy = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                     and "_LAZY" in ast.unparse(n.targets[0] if isinstance(n, ast.Assign) else n.target)), None)
+        lazy = next(
+            (
+                ast.literal_eval(n.value)
+                for n in tree.body
+                if isinstance(n, (ast.Assign, ast.AnnAssign))
+                and "_LAZY" in ast.unparse(n.targets[0] if isinstance(n, ast.Assign) else n.target)
+            ),
+            None,
+        )
         if module == "unisent":  # the root's Encoder/EncoderConfig: lazy so that `unisent --help` needs no torch
             if "from . import encoders" not in source:
                 offenders.append(f"{where}: the root's __getattr__ resolves something other than unisent.encoders")
@@ -285,8 +300,11 @@ def test_no_file_only_forwards_to_another():
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-        if body and all(isinstance(n, (ast.Import, ast.ImportFrom)) or
-                        (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "__all__") for n in body):
+        if body and all(
+            isinstance(n, (ast.Import, ast.ImportFrom))
+            or (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "__all__")
+            for n in body
+        ):
             forwarding.append(str(path.relative_to(PACKAGE.parent)))
     assert not forwarding, f"modules that only re-export: {forwarding}"
 
@@ -305,8 +323,10 @@ def main() -> int:
         print(f"{level}  {name:<11} {shown}  ({len(members)} modules)")
     upward = upward_imports(edges)
     found = cycles(modules, edges)
-    print(f"{len(modules)} modules, {len(edges)} imports between them (module level, function level, "
-          f"import_module strings, lazy tables); {len(upward)} upward; {len(found)} cycles across modules")
+    print(
+        f"{len(modules)} modules, {len(edges)} imports between them (module level, function level, "
+        f"import_module strings, lazy tables); {len(upward)} upward; {len(found)} cycles across modules"
+    )
     for e in upward:
         print(f"  upward: {e}")
     if found:

@@ -32,8 +32,9 @@ def test_legacy_artifact_loads_and_embeds_as_before(artifact):
     mean, variance = model.encode_gaussian(sentences)
     torch.testing.assert_close(mean, torch.tensor(EXPECTED["mean"]), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(variance, torch.tensor(EXPECTED["variance"]), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(torch.as_tensor(model.encode(sentences)), torch.tensor(EXPECTED["encode"]),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        torch.as_tensor(model.encode(sentences)), torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_legacy_export_loads_in_sentence_transformers():

@@ -1,4 +1,3 @@
-
 """Weights & Biases through Lightning's WandbLogger, offline; logging happens on rank zero only."""
 
 import json
@@ -22,8 +21,14 @@ def test_wandb_offline_run_is_recorded(tiny_bert_dir, tmp_path, monkeypatch):
     logger = L.pytorch.loggers.WandbLogger(project="unisent-test", save_dir=str(tmp_path))
     module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)))
     data = UnisentDataModule(train={"simcse": str(SAMPLE_DIR / "sentences.txt")}, batch_size=8)
-    trainer = L.Trainer(max_steps=3, logger=logger, log_every_n_steps=1, enable_progress_bar=False,
-                        enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        max_steps=3,
+        logger=logger,
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(module, datamodule=data)
     run_dir = logger.experiment.dir
     summary = dict(logger.experiment.summary)
@@ -39,8 +44,13 @@ def test_evaluation_callback_logs_the_results_table_to_wandb(tiny_bert_dir, tmp_
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     logger = L.pytorch.loggers.WandbLogger(project="unisent-test", save_dir=str(tmp_path))
     module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)))
-    trainer = L.Trainer(logger=logger, enable_progress_bar=False, default_root_dir=tmp_path, accelerator="cpu",
-                        callbacks=[EvaluationCallback()])
+    trainer = L.Trainer(
+        logger=logger,
+        enable_progress_bar=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        callbacks=[EvaluationCallback()],
+    )
     [scores] = trainer.validate(module, datamodule=UnisentDataModule())
     run_dir = logger.experiment.dir
     wandb.finish()

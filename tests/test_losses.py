@@ -8,6 +8,7 @@ from unisent.losses import info_nce
 
 def _hand_info_nce(q, p, n=None, tau=0.05, w=0.0):
     """Eq. of SimCSE written out with Python loops over rows (independent of the library)."""
+
     def cos(a, b):
         return float(a @ b / (a.norm() * b.norm()))
 

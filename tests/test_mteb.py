@@ -31,10 +31,32 @@ def mteb_data(tmp_path_factory):
 def test_mteb_sts_through_the_cli_equals_unisent_evaluate(tiny_bert_dir, mteb_data, tmp_path, capsys):
     model = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=64))
     saved = model.save_pretrained(tmp_path / "model")
-    main(["evaluate", "--model", str(saved), "--tasks", "stsb-test", "--output", str(tmp_path / "unisent.json"),
-          "--quiet"])
-    main(["evaluate", "--model", str(saved), "--mteb", "STSBenchmark", "--mteb-data", str(mteb_data),
-          "--output", str(tmp_path / "mteb.json"), "--quiet"])
+    main(
+        [
+            "evaluate",
+            "--model",
+            str(saved),
+            "--tasks",
+            "stsb-test",
+            "--output",
+            str(tmp_path / "unisent.json"),
+            "--quiet",
+        ]
+    )
+    main(
+        [
+            "evaluate",
+            "--model",
+            str(saved),
+            "--mteb",
+            "STSBenchmark",
+            "--mteb-data",
+            str(mteb_data),
+            "--output",
+            str(tmp_path / "mteb.json"),
+            "--quiet",
+        ]
+    )
     ours = json.loads((tmp_path / "unisent.json").read_text())["tasks"]["stsb-test"]
     theirs = json.loads((tmp_path / "mteb.json").read_text())["tasks"]["STSBenchmark"]
     assert "| STSBenchmark | cosine_spearman |" in capsys.readouterr().out
@@ -47,8 +69,9 @@ def test_mteb_sts_through_the_cli_equals_unisent_evaluate(tiny_bert_dir, mteb_da
 @pytest.mark.parametrize("similarity", ["kl", "kl_symmetric"])
 def test_mteb_uses_the_gaussian_similarity_of_a_gausscse_model(similarity, tiny_bert_dir, mteb_data):
     torch.manual_seed(0)
-    model = GaussianEncoder(Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=64)),
-                            GaussianHead(32)).eval()
+    model = GaussianEncoder(
+        Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=64)), GaussianHead(32)
+    ).eval()
     ours = evaluate(model, ["stsb-test"], EVALUATION_DATA_DIR, batch_size=128, progress=False, similarity=similarity)
     theirs = run_tasks(model, ["STSBenchmark"], data_dir=mteb_data, similarity=similarity)["tasks"]["STSBenchmark"]
     score = ours["tasks"]["stsb-test"]["score"]
@@ -56,8 +79,9 @@ def test_mteb_uses_the_gaussian_similarity_of_a_gausscse_model(similarity, tiny_
     assert abs(theirs["metrics"]["spearman"] - score) < 0.01
     assert abs(theirs["metrics"]["cosine_spearman"] - theirs["metrics"]["spearman"]) > 0.01  # not the cosine
     encoder = MTEBEncoder(model, similarity)
-    emb = encoder.encode([{"text": ["A man plays.", "A dog runs."]}], task_metadata=None, hf_split="test",
-                         hf_subset="default")
+    emb = encoder.encode(
+        [{"text": ["A man plays.", "A dog runs."]}], task_metadata=None, hf_split="test", hf_subset="default"
+    )
     matrix = encoder.similarity(emb, emb[::-1].copy())
     torch.testing.assert_close(torch.diagonal(matrix), encoder.similarity_pairwise(emb, emb[::-1].copy()))
 
@@ -91,7 +115,9 @@ def test_minilm_scores_the_same_through_mteb_and_unisent_evaluate(mteb_data):
     import unisent
 
     model = unisent.load("minilm-l6")
-    ours = evaluate(model, ["stsb-test"], EVALUATION_DATA_DIR, batch_size=128, progress=False)["tasks"]["stsb-test"]["score"]
+    ours = evaluate(model, ["stsb-test"], EVALUATION_DATA_DIR, batch_size=128, progress=False)["tasks"]["stsb-test"][
+        "score"
+    ]
     theirs = run_tasks(model, ["STSBenchmark"], data_dir=mteb_data)["tasks"]["STSBenchmark"]["score"]
     print(f"all-MiniLM-L6-v2: unisent stsb-test {ours:.4f}, MTEB STSBenchmark {theirs:.4f}")
     assert abs(theirs - ours) < 0.01

@@ -1,4 +1,3 @@
-
 """The objective contract: hooks declared on the base class with their defaults, metrics apart from
 loss terms, class-level default names, and the batch schema shared with ``unisent predict``."""
 
@@ -48,12 +47,21 @@ class WithMetrics(Objective):
     def forward(self, encoder, batch):
         z1, z2 = encode_views(encoder, batch, ("text",), repeat=2)
         loss = (z1 - z2).pow(2).sum(-1).mean()
-        return ObjectiveOutput(terms={"distance": loss}, metrics={"norm": z1.detach().norm(dim=-1).mean(), "batch": 8.0})
+        return ObjectiveOutput(
+            terms={"distance": loss}, metrics={"norm": z1.detach().norm(dim=-1).mean(), "batch": 8.0}
+        )
 
 
 def test_built_ins_name_themselves_on_the_class_and_others_fall_back_to_snake_case():
-    expected = {SimCSE: "simcse", GaussCSE: "gausscse", EASE: "ease", AMRSimCSE: "amr", CMLM: "cmlm",
-                NLIClassifier: "nli", BitextRetrieval: "bitext"}
+    expected = {
+        SimCSE: "simcse",
+        GaussCSE: "gausscse",
+        EASE: "ease",
+        AMRSimCSE: "amr",
+        CMLM: "cmlm",
+        NLIClassifier: "nli",
+        BitextRetrieval: "bitext",
+    }
     for cls, name in expected.items():
         assert cls.name == name and cls.default_name() == name
     assert SimCSE().name == "simcse" and SimCSE(name="sup").name == "sup" and SimCSE.name == "simcse"
@@ -74,8 +82,9 @@ def test_hooks_are_declared_on_the_base_with_their_defaults(tiny_bert_dir):
     assert objective.inference_model(module.encoder) is None
     assert module.inference_model() is module.encoder
     # CMLM keeps the plain encoder unless its "proj" variant is on, and does not mask another's head
-    gauss = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)),
-                          objectives=[CMLM(num_projections=1), GaussCSE()])
+    gauss = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir)), objectives=[CMLM(num_projections=1), GaussCSE()]
+    )
     assert gauss.objectives[0].inference_model(gauss.encoder) is None
     assert type(gauss.inference_model()).__name__ == "GaussianEncoder"
     proj = CMLM(num_projections=2, proj=True)
@@ -98,13 +107,23 @@ def test_objective_output_is_its_terms_and_keeps_metrics_apart():
 
 
 def test_metrics_are_logged_and_stay_out_of_the_loss(tiny_model_dir, tmp_path):
-    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)),
-                           objectives=[WithMetrics(), AlignUniformObjective(weight=0.5)])
-    data = UnisentDataModule(train={"metered": str(SAMPLE_DIR / "sentences.txt"),
-                                    "align_uniform": str(SAMPLE_DIR / "sentences.txt")}, batch_size=8)
-    trainer = L.Trainer(default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
-                        log_every_n_steps=1, enable_progress_bar=False, enable_model_summary=False,
-                        enable_checkpointing=False, accelerator="cpu", max_steps=3)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir)), objectives=[WithMetrics(), AlignUniformObjective(weight=0.5)]
+    )
+    data = UnisentDataModule(
+        train={"metered": str(SAMPLE_DIR / "sentences.txt"), "align_uniform": str(SAMPLE_DIR / "sentences.txt")},
+        batch_size=8,
+    )
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        accelerator="cpu",
+        max_steps=3,
+    )
     trainer.fit(module, datamodule=data)
     metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv"))).dropna(subset=["train/loss"])
     assert len(metrics) == 3

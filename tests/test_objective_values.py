@@ -40,7 +40,7 @@ def _encoder(model_dir, pooler: str = "cls") -> Encoder:
 
 def _jsonl(name: str, n: int, start: int = 0) -> list[dict]:
     lines = (SAMPLE_DIR / name).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines[start:start + n]]
+    return [json.loads(line) for line in lines[start : start + n]]
 
 
 def _pad(sequences: list[list[int]], pad_id: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -191,6 +191,7 @@ def _sim(a, b, similarity: str) -> torch.Tensor:
 def _gauss_loss_by_hand(pre, ent, con, sets, tau, similarity, swap_direction=False):
     """Eq. 4: for premise i, the positive sim(ent_i || pre_i) over sim(ent_j || pre_i) [+ sim(con_j || pre_i)]
     [+ sim(pre_j || ent_i)] for every j. ``swap_direction`` takes KL the wrong way round (a control)."""
+
     def sim(candidates, anchors):  # (anchors, candidates): sim(candidate_j || anchor_i)
         if swap_direction:
             return _sim(anchors, candidates, similarity)
@@ -217,8 +218,14 @@ GAUSS_CASES = [
 def test_gausscse_loss_is_eq4_by_hand(tiny_bert_dir, sets, similarity, variance, mean_activation):
     encoder = _encoder(tiny_bert_dir)
     tau, floor = 0.05, 1e-6
-    objective = GaussCSE(sets=list(sets), temperature=tau, similarity=similarity, variance=variance,
-                         mean_activation=mean_activation, var_floor=floor)
+    objective = GaussCSE(
+        sets=list(sets),
+        temperature=tau,
+        similarity=similarity,
+        variance=variance,
+        mean_activation=mean_activation,
+        var_floor=floor,
+    )
     objective.setup_for(encoder)  # the head's initialisation draws random numbers: before the seed
     rows = _jsonl("nli_triples.jsonl", 5)
     features = [{k: encoder.tokenize_ids([r[k]])[0] for k in ("anchor", "positive", "negative")} for r in rows]
@@ -259,14 +266,22 @@ def _ease_records() -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize(("projection", "mask_duplicates", "hn_weight"),
-                         [("linear_tanh", False, 0.0), ("linear", True, 0.0), ("linear_tanh", True, 1.0)])
+@pytest.mark.parametrize(
+    ("projection", "mask_duplicates", "hn_weight"),
+    [("linear_tanh", False, 0.0), ("linear", True, 0.0), ("linear_tanh", True, 1.0)],
+)
 def test_ease_entity_and_simcse_terms_by_hand(tiny_bert_dir, projection, mask_duplicates, hn_weight):
     encoder = _encoder(tiny_bert_dir, pooler="mean")
     tau_e, tau, lam = 0.1, 0.05, 0.01  # tau_e small so that the entity logits are not all ~0 (paper: 100)
-    objective = EASE(entity_weight=lam, entity_temperature=tau_e, temperature=tau, projection=projection,
-                     entity_dim=8, mask_duplicate_entities=mask_duplicates,
-                     hard_negative_weight=hn_weight)
+    objective = EASE(
+        entity_weight=lam,
+        entity_temperature=tau_e,
+        temperature=tau,
+        projection=projection,
+        entity_dim=8,
+        mask_duplicate_entities=mask_duplicates,
+        hard_negative_weight=hn_weight,
+    )
     rows = _ease_records()
     objective.build_vocabulary([r["entity"] for r in rows], [r["hard_negative"] for r in rows])
     objective.setup_for(encoder)  # random initialisations: before the seed
@@ -284,8 +299,9 @@ def test_ease_entity_and_simcse_terms_by_hand(tiny_bert_dir, projection, mask_du
 
         def entity_vectors(names):  # W e (or tanh(W e)) by hand; a missing entity is the zero row
             table = objective.entity_table.weight.double()
-            e = torch.stack([table[objective.entities.index(n)] if n else torch.zeros(8, dtype=torch.float64)
-                             for n in names])
+            e = torch.stack(
+                [table[objective.entities.index(n)] if n else torch.zeros(8, dtype=torch.float64) for n in names]
+            )
             out = e @ linear.weight.double().T + linear.bias.double()
             return torch.tanh(out) if projection == "linear_tanh" else out
 
@@ -298,15 +314,20 @@ def test_ease_entity_and_simcse_terms_by_hand(tiny_bert_dir, projection, mask_du
         exclude = torch.zeros(n, 2 * n, dtype=torch.bool)
         for i in range(n):
             for j in range(n):
-                if masking and j != i and (rows[j]["entity"] == rows[i]["entity"] or rows[j]["text"] == rows[i]["text"]):
+                if (
+                    masking
+                    and j != i
+                    and (rows[j]["entity"] == rows[i]["entity"] or rows[j]["text"] == rows[i]["text"])
+                ):
                     exclude[i, j] = True
                 if rows[j]["hard_negative"] is None or (masking and rows[j]["hard_negative"] == rows[i]["entity"]):
                     exclude[i, n + j] = True
         return exclude
 
     def entity_term(sentences, masking=mask_duplicates, weight=hn_weight):  # eq. 2 (+ w at the own negative)
-        return _contrastive(sentences, positives, negatives, tau=tau_e, hard_negative_weight=weight,
-                            exclude=exclusion(masking))
+        return _contrastive(
+            sentences, positives, negatives, tau=tau_e, hard_negative_weight=weight, exclude=exclusion(masking)
+        )
 
     entity = entity_term(s1)
     contrastive = _contrastive(s1, s2, tau=tau)
@@ -329,8 +350,10 @@ def test_amr_text_graph_term_by_hand(tiny_bert_dir):
     objective = AMRSimCSE(mode="self", forms={"anchor": "text", "positive": "graph"}, symbols=[], symmetric=True)
     assert objective.text_keys == ("anchor", "anchor_graph")
     rows = _jsonl("amr_little_prince.jsonl", 6, start=1)
-    features = [{"anchor": encoder.tokenize_ids([r["anchor"]])[0], "anchor_graph": encoder.tokenize_ids([r["anchor_graph"]])[0]}
-                for r in rows]
+    features = [
+        {"anchor": encoder.tokenize_ids([r["anchor"]])[0], "anchor_graph": encoder.tokenize_ids([r["anchor_graph"]])[0]}
+        for r in rows
+    ]
     assert all(f["anchor"] != f["anchor_graph"] for f in features)
     batch = objective.collate(features, encoder.pad_token_id)
     assert batch["forms"] == {"anchor": ["text"] * 6, "positive": ["graph"] * 6}
@@ -359,9 +382,12 @@ def test_amr_drawn_triples_term_by_hand(tiny_bert_dir):
         record, ids = {}, {}
         for k, slot in enumerate(slots):
             src, other = rows[i + k], rows[(i + k + 8) % len(rows)]
-            values = {slot: src["anchor"], f"{slot}_graph": src["anchor_graph"],
-                      # a stand-in "German" graph: another graph, missing for every other example
-                      f"{slot}_graph_de": other["anchor_graph"] if (i + k) % 2 else None}
+            values = {
+                slot: src["anchor"],
+                f"{slot}_graph": src["anchor_graph"],
+                # a stand-in "German" graph: another graph, missing for every other example
+                f"{slot}_graph_de": other["anchor_graph"] if (i + k) % 2 else None,
+            }
             record.update(values)
             ids.update({key: encoder.tokenize_ids([v])[0] if v is not None else None for key, v in values.items()})
         fields.append(record)
@@ -391,18 +417,25 @@ def test_nli_classifier_cross_entropy_by_hand(tiny_bert_dir):
     objective.setup_for(encoder)  # the classifier's initialisation: before the seed
     triples = _jsonl("nli_triples.jsonl", 3)
     pairs = [(t["anchor"], t["positive"], "entailment") for t in triples]
-    pairs += [(t["anchor"], t["negative"], "Contradictory") for t in triples[:2]] + [(triples[2]["positive"], triples[0]["negative"], 1)]
-    labels = torch.tensor([{"entailment": 0, "neutral": 1, "contradictory": 2}.get(str(y).lower(), y) for *_, y in pairs])
+    pairs += [(t["anchor"], t["negative"], "Contradictory") for t in triples[:2]] + [
+        (triples[2]["positive"], triples[0]["negative"], 1)
+    ]
+    labels = torch.tensor(
+        [{"entailment": 0, "neutral": 1, "contradictory": 2}.get(str(y).lower(), y) for *_, y in pairs]
+    )
     assert labels.tolist() == [0, 0, 0, 2, 2, 1]
-    features = [{"premise": encoder.tokenize_ids([p])[0], "hypothesis": encoder.tokenize_ids([h])[0], "label": y}
-                for p, h, y in pairs]
+    features = [
+        {"premise": encoder.tokenize_ids([p])[0], "hypothesis": encoder.tokenize_ids([h])[0], "label": y}
+        for p, h, y in pairs
+    ]
     batch = objective.collate(features, encoder.pad_token_id)
 
     torch.manual_seed(SEED)
     out = objective(encoder, batch)
     length = max(len(f[k]) for f in features for k in ("premise", "hypothesis"))
-    u, v = _encode_stacked(encoder, [_pad([f[k] for f in features], encoder.pad_token_id, length)
-                                     for k in ("premise", "hypothesis")])
+    u, v = _encode_stacked(
+        encoder, [_pad([f[k] for f in features], encoder.pad_token_id, length) for k in ("premise", "hypothesis")]
+    )
 
     with torch.no_grad():
         weight, bias = objective.classifier.weight.double(), objective.classifier.bias.double()
@@ -428,7 +461,9 @@ def _pairs_batch(objective, encoder, keys: tuple[str, str], n: int = 5):
     return features, objective.collate(features, encoder.pad_token_id)
 
 
-def _cmlm_by_hand(objective, encoder, first, masked_ids, mask, targets, labels, condition: bool = True, flip: bool = False):
+def _cmlm_by_hand(
+    objective, encoder, first, masked_ids, mask, targets, labels, condition: bool = True, flip: bool = False
+):
     """CMLM's masked-token loss and accuracy with plain torch: the first sentence's pooled vector ``v``,
     the projection ``P`` by its own weights (identity first), the N vectors prefixed to the masked second
     sentence's token embeddings (positions 0 for the prefix, the sentence's own 0..L-1 after it), one
@@ -450,8 +485,12 @@ def _cmlm_by_hand(objective, encoder, first, masked_ids, mask, targets, labels, 
         positions = torch.cat([torch.zeros(n, dtype=torch.long), torch.arange(length)])
     else:
         embeds, attention, positions, n = tokens, mask, torch.arange(length), 0
-    out = backbone(inputs_embeds=embeds, attention_mask=attention, position_ids=positions.expand(batch, -1),
-                   token_type_ids=torch.zeros_like(attention)).last_hidden_state
+    out = backbone(
+        inputs_embeds=embeds,
+        attention_mask=attention,
+        position_ids=positions.expand(batch, -1),
+        token_type_ids=torch.zeros_like(attention),
+    ).last_hidden_state
     hidden = out[:, n:][targets].double()
     x = F.gelu(hidden @ head.dense.weight.double().T + head.dense.bias.double())
     x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + head.layer_norm.eps)
@@ -517,10 +556,12 @@ def test_bitext_retrieval_additive_margin_by_hand(tiny_bert_dir):
     torch.manual_seed(SEED)
     term = objective(encoder, batch)["retrieval"]
     length = max(len(f[k]) for f in features for k in f)
-    s, t = _encode_stacked(encoder, [_pad([f[k] for f in features], encoder.pad_token_id, length)
-                                     for k in ("source", "target")])
+    s, t = _encode_stacked(
+        encoder, [_pad([f[k] for f in features], encoder.pad_token_id, length) for k in ("source", "target")]
+    )
 
     assert _close(term, _margin_by_hand(s, t, 0.3))
     assert not _close(term, _margin_by_hand(s, t, 0.0), rel=1e-4)  # the margin is applied
-    assert not _close(term, _ce_diagonal(s.double() @ t.double().T - 0.3 * torch.eye(6, dtype=torch.float64)),
-                      rel=1e-4)  # both directions count
+    assert not _close(
+        term, _ce_diagonal(s.double() @ t.double().T - 0.3 * torch.eye(6, dtype=torch.float64)), rel=1e-4
+    )  # both directions count

@@ -68,8 +68,15 @@ def test_packed_roberta_matches_hugging_face(tmp_path, tiny_bert_dir):
     from transformers import AutoTokenizer, RobertaConfig, RobertaModel
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                           intermediate_size=64, max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     RobertaModel(config).save_pretrained(tmp_path / "roberta")
     tokenizer.save_pretrained(tmp_path / "roberta")
     encoder = Encoder(EncoderConfig(model=str(tmp_path / "roberta"), pooler="mean", max_length=24)).eval()
@@ -144,7 +151,9 @@ def test_supports_packing_rejects_other_architectures(tiny_bert_dir):
 def test_packed_encode_matches_unpadded_off(tiny_bert_dir):
     sentences = sample_sentences()[:40]
     packed = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean")).encode(sentences, batch_size=16)
-    plain = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", unpad=False)).encode(sentences, batch_size=16)
+    plain = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", unpad=False)).encode(
+        sentences, batch_size=16
+    )
     torch.testing.assert_close(packed, plain, atol=1e-5, rtol=1e-5)
 
 
@@ -175,7 +184,7 @@ def test_reference_batching_is_sentence_transformers_batching(tiny_bert_dir, mon
     assert calls == []  # the backbone's own forward
     order = np.argsort([-len(t) for t in texts]).tolist()
     lengths = [len(ids) for ids in encoder.tokenizer(texts)["input_ids"]]
-    assert seen == [[lengths[i] for i in order[s:s + 2]] for s in range(0, 6, 2)]  # in that order, one by one
+    assert seen == [[lengths[i] for i in order[s : s + 2]] for s in range(0, 6, 2)]  # in that order, one by one
     torch.testing.assert_close(exact, fast, atol=1e-5, rtol=0)  # the same vectors up to float rounding
     calls.clear()
     encoder.encode(texts, batch_size=2)

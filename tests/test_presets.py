@@ -26,10 +26,18 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_DATA = ROOT / "tests" / "evaluation" / "fixtures" / "data"
-CLAUSE = ("The committee reviewed the proposal for the new bridge across the river and asked the engineers to "
-          "report on its cost, its safety and its effect on the traffic in the old town.")
+CLAUSE = (
+    "The committee reviewed the proposal for the new bridge across the river and asked the engineers to "
+    "report on its cost, its safety and its effect on the traffic in the old town."
+)
 LONG, LONGER = " ".join([CLAUSE] * 6), " ".join([CLAUSE] * 9)  # about 210 and 320 tokens
-SENTENCES = ["A man is playing a guitar.", "Someone plays music.", "The cat sleeps on the warm windowsill.", LONG, LONGER]
+SENTENCES = [
+    "A man is playing a guitar.",
+    "Someone plays music.",
+    "The cat sleeps on the warm windowsill.",
+    LONG,
+    LONGER,
+]
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +100,19 @@ def test_explicit_settings_win_over_the_preset():
 def test_kmeans_through_unisent_evaluate_equals_sentence_transformers(sentence_transformer, tmp_path):
     tasks = ["stc-searchsnippets", "stc-agnews", "mewsc16-pl"]
     out = tmp_path / "results.json"
-    evaluate_main(["--model", "minilm-l6", "--tasks", ",".join(tasks), "--data-dir", str(FIXTURE_DATA),
-                   "--output", str(out), "--quiet"])
+    evaluate_main(
+        [
+            "--model",
+            "minilm-l6",
+            "--tasks",
+            ",".join(tasks),
+            "--data-dir",
+            str(FIXTURE_DATA),
+            "--output",
+            str(out),
+            "--quiet",
+        ]
+    )
     ours = json.loads(out.read_text())["tasks"]
     theirs = evaluate(sentence_transformer, tasks, FIXTURE_DATA, progress=False)["tasks"]
     assert set(ours) == set(theirs) == set(tasks)

@@ -44,15 +44,25 @@ def recipe(tiny_recipe, tmp_path) -> Path:
 
 
 def _fit(recipe: Path, runs: Path, version: str, *args: str) -> Path:
-    main(["fit", "-c", str(recipe), f"--trainer.logger.init_args.save_dir={runs}",
-          f"--trainer.logger.init_args.version={version}", *args])
+    main(
+        [
+            "fit",
+            "-c",
+            str(recipe),
+            f"--trainer.logger.init_args.save_dir={runs}",
+            f"--trainer.logger.init_args.version={version}",
+            *args,
+        ]
+    )
     return runs / "gausscse-quickstart" / version / "encoder"
 
 
 def _weights(directory: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     model = unisent.load(directory)
-    return ({k: v.clone() for k, v in model.encoder.state_dict().items()},
-            {k: v.clone() for k, v in model.head.state_dict().items()})
+    return (
+        {k: v.clone() for k, v in model.encoder.state_dict().items()},
+        {k: v.clone() for k, v in model.head.state_dict().items()},
+    )
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -73,10 +83,22 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     config = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
     assert {"class_path": "unisent.callbacks.FreezeEncoder"} in config["trainer"]["callbacks"]
     runs = tmp_path / "runs"
-    step0 = _fit(recipe, runs, "step0", "--trainer.max_steps=1", "--model.optimizer.init_args.lr=0",
-                 "--trainer.enable_checkpointing=false")
-    step0_again = _fit(recipe, runs, "step0-3", "--trainer.max_steps=3", "--model.optimizer.init_args.lr=0",
-                       "--trainer.enable_checkpointing=false")
+    step0 = _fit(
+        recipe,
+        runs,
+        "step0",
+        "--trainer.max_steps=1",
+        "--model.optimizer.init_args.lr=0",
+        "--trainer.enable_checkpointing=false",
+    )
+    step0_again = _fit(
+        recipe,
+        runs,
+        "step0-3",
+        "--trainer.max_steps=3",
+        "--model.optimizer.init_args.lr=0",
+        "--trainer.enable_checkpointing=false",
+    )
     trained = _fit(recipe, runs, "trained")
     (enc0, head0), (enc0b, head0b), (enc1, head1) = _weights(step0), _weights(step0_again), _weights(trained)
     # learning rate 0 changes nothing: the step-0 model is the initial model, whatever the steps
@@ -95,10 +117,22 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     from unisent.data import UnisentDataModule
     from unisent.module import UnisentModule
 
-    cli = UnisentCLI(UnisentModule, UnisentDataModule, trainer_defaults=TRAINER_DEFAULTS,
-                     auto_configure_optimizers=False, save_config_callback=None, run=False,
-                     args=["-c", str(recipe), "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
-                           "--trainer.max_steps=2", "--trainer.enable_checkpointing=false"])
+    cli = UnisentCLI(
+        UnisentModule,
+        UnisentDataModule,
+        trainer_defaults=TRAINER_DEFAULTS,
+        auto_configure_optimizers=False,
+        save_config_callback=None,
+        run=False,
+        args=[
+            "-c",
+            str(recipe),
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.max_steps=2",
+            "--trainer.enable_checkpointing=false",
+        ],
+    )
     assert any(isinstance(c, FreezeEncoder) for c in cli.trainer.callbacks)
     cli.trainer.callbacks.append(modes)
     cli.trainer.fit(cli.model, cli.datamodule)
@@ -109,14 +143,32 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
 
 def test_evaluate_measures_before_and_after_on_the_held_out_pairs(recipe, tmp_path, capsys):
     runs = tmp_path / "runs"
-    step0 = _fit(recipe, runs, "step0", "--trainer.max_steps=1", "--model.optimizer.init_args.lr=0",
-                 "--trainer.enable_checkpointing=false")
+    step0 = _fit(
+        recipe,
+        runs,
+        "step0",
+        "--trainer.max_steps=1",
+        "--model.optimizer.init_args.lr=0",
+        "--trainer.enable_checkpointing=false",
+    )
     trained = _fit(recipe, runs, "trained")
     results = {}
     for name, model in (("before", step0), ("after", trained)):
         out = tmp_path / f"{name}.json"
-        main(["evaluate", "--model", str(model), "--similarity", "kl", "--tasks", "snli-direction-sample",
-              "--output", str(out), "--quiet"])
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(model),
+                "--similarity",
+                "kl",
+                "--tasks",
+                "snli-direction-sample",
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
         results[name] = json.loads(out.read_text())["tasks"]["snli-direction-sample"]
     for entry in results.values():
         assert entry["metrics"]["n_pairs"] == 1000
@@ -127,9 +179,13 @@ def test_evaluate_measures_before_and_after_on_the_held_out_pairs(recipe, tmp_pa
 def test_the_script_runs_the_documented_commands():
     script = (ROOT / "scripts/quickstart.sh").read_text(encoding="utf-8")
     assert "RECIPE=recipes/gausscse/quickstart.yaml" in script
-    for command in ("--model.optimizer.init_args.lr 0", "--similarity kl --tasks snli-direction-sample",
-                    "--model minilm-l6 --tasks stsb-test", "unisent export \"$OUT/encoder\"",
-                    "HF_HUB_DISABLE_PROGRESS_BARS=1"):
+    for command in (
+        "--model.optimizer.init_args.lr 0",
+        "--similarity kl --tasks snli-direction-sample",
+        "--model minilm-l6 --tasks stsb-test",
+        'unisent export "$OUT/encoder"',
+        "HF_HUB_DISABLE_PROGRESS_BARS=1",
+    ):
         assert command in script, command
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "bash scripts/quickstart.sh" in readme and "docs/results/quickstart.md" in readme

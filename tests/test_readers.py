@@ -16,8 +16,10 @@ def _write_jsonl(path, rows):
 
 def test_jsonl_errors_name_file_line_and_field(tmp_path):
     good = {"anchor": "a", "positive": "b", "negative": "c"}
-    path = _write_jsonl(tmp_path / "d.jsonl", [good, "{not json", {"anchor": "a", "positive": "b"},
-                                               {"anchor": "a", "positive": "  ", "negative": "c"}, good])
+    path = _write_jsonl(
+        tmp_path / "d.jsonl",
+        [good, "{not json", {"anchor": "a", "positive": "b"}, {"anchor": "a", "positive": "  ", "negative": "c"}, good],
+    )
     with pytest.raises(RecordError) as err:
         read_records(str(path), KEYS, KEYS)
     msg = str(err.value)

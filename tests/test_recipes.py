@@ -18,7 +18,9 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts))
+RECIPES = sorted(
+    p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts)
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,10 +32,20 @@ def _build(config_path: Path, tmp_path: Path, monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["unisent"])  # LightningCLI warns when pytest's own arguments are there
     return UnisentCLI(
-        UnisentModule, UnisentDataModule, trainer_defaults=TRAINER_DEFAULTS, auto_configure_optimizers=False,
-        save_config_callback=None, run=False,
-        args=["-c", str(config_path), "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}",
-              "--trainer.enable_progress_bar=false", "--data.batch_size=4"],
+        UnisentModule,
+        UnisentDataModule,
+        trainer_defaults=TRAINER_DEFAULTS,
+        auto_configure_optimizers=False,
+        save_config_callback=None,
+        run=False,
+        args=[
+            "-c",
+            str(config_path),
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.enable_progress_bar=false",
+            "--data.batch_size=4",
+        ],
     )
 
 

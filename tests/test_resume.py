@@ -128,7 +128,9 @@ def test_ckpt_path_last_points_the_logger_at_the_newest_run(tmp_path):
     resumed = config({"save_dir": str(tmp_path), "name": "run", "version": None})
     _continue_last_run(resumed)
     assert resumed.trainer.logger.init_args.version == 1  # the newest last.ckpt, not the newest directory
-    assert (tmp_path / "run/version_1/metrics-0.csv").is_file() and not (tmp_path / "run/version_1/metrics.csv").exists()
+    assert (tmp_path / "run/version_1/metrics-0.csv").is_file() and not (
+        tmp_path / "run/version_1/metrics.csv"
+    ).exists()
     pinned = config({"save_dir": str(tmp_path), "name": "run", "version": 0})
     _continue_last_run(pinned)
     assert pinned.trainer.logger.init_args.version == 0
@@ -160,16 +162,30 @@ def _fit(model_dir, root, max_steps=8, callbacks=(), ckpt_path=None, strategy="a
     module = UnisentModule(
         encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"),
         objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5)],
-        optimizer=lambda params: AdamW(params, lr=1e-3), warmup_steps=2, evaluation=EvaluationConfig(val_tasks=[]),
+        optimizer=lambda params: AdamW(params, lr=1e-3),
+        warmup_steps=2,
+        evaluation=EvaluationConfig(val_tasks=[]),
         schedule=schedule,
     )
-    data = UnisentDataModule(train={"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt"), max_records=48),
-                                    "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=32)},
-                             batch_size=8, seed=11, num_workers=num_workers)
+    data = UnisentDataModule(
+        train={
+            "unsup": DataSource(str(SAMPLE_DIR / "sentences.txt"), max_records=48),
+            "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=32),
+        },
+        batch_size=8,
+        seed=11,
+        num_workers=num_workers,
+    )
     checkpoint = UnisentCheckpoint(dirpath=root / "ckpt", every_n_train_steps=2, save_last=True, monitor=None)
     trainer = L.Trainer(
-        default_root_dir=root, max_steps=max_steps, max_epochs=100, deterministic=True, strategy=strategy,
-        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=root,
+        max_steps=max_steps,
+        max_epochs=100,
+        deterministic=True,
+        strategy=strategy,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         **({"accelerator": "cpu"} if strategy == "auto" else {}),
         callbacks=[checkpoint, *callbacks],
     )
@@ -251,19 +267,32 @@ def progress_of(checkpoint: dict):
 def test_settle_stopped_epoch_only_touches_an_epoch_cut_short():
     def ckpt(epoch_progress, processed, is_last):
         counts = dict(zip(("ready", "started", "processed", "completed"), epoch_progress))
-        return {"epoch": counts["completed"], "global_step": 5,
-                "loops": {"fit_loop": {"epoch_progress": {"current": dict(counts), "total": dict(counts)},
-                                       "epoch_loop.batch_progress": {"current": {"processed": processed},
-                                                                     "is_last_batch": is_last}}},
-                "UnisentDataModule": {"epoch": counts["completed"], "batches": processed, "positions": {}}}
+        return {
+            "epoch": counts["completed"],
+            "global_step": 5,
+            "loops": {
+                "fit_loop": {
+                    "epoch_progress": {"current": dict(counts), "total": dict(counts)},
+                    "epoch_loop.batch_progress": {"current": {"processed": processed}, "is_last_batch": is_last},
+                }
+            },
+            "UnisentDataModule": {"epoch": counts["completed"], "batches": processed, "positions": {}},
+        }
 
     cut = ckpt((1, 1, 1, 1), 5, False)  # written by on_train_end after max_steps=5 in a 16-batch epoch
     assert settle_stopped_epoch(cut) and cut["epoch"] == 0 and cut["UnisentDataModule"]["epoch"] == 0
-    assert cut["loops"]["fit_loop"]["epoch_progress"]["current"] == {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+    assert cut["loops"]["fit_loop"]["epoch_progress"]["current"] == {
+        "ready": 1,
+        "started": 1,
+        "processed": 0,
+        "completed": 0,
+    }
     assert not settle_stopped_epoch(cut)  # idempotent
-    for untouched in (ckpt((1, 1, 0, 0), 5, False),   # a resume point mid-epoch
-                      ckpt((2, 2, 2, 2), 16, True),   # the end of a finished epoch
-                      ckpt((2, 2, 2, 1), 16, True)):  # on_train_epoch_end
+    for untouched in (
+        ckpt((1, 1, 0, 0), 5, False),  # a resume point mid-epoch
+        ckpt((2, 2, 2, 2), 16, True),  # the end of a finished epoch
+        ckpt((2, 2, 2, 1), 16, True),
+    ):  # on_train_epoch_end
         before = repr(untouched)
         assert not settle_stopped_epoch(untouched) and repr(untouched) == before
 
@@ -289,8 +318,10 @@ def test_test_validate_predict_log_beside_the_training_run(tmp_path):
     (run / "metrics.csv").write_text("step\n1\n")
 
     def config(version=None, ckpt_path=None):
-        logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger",
-                           init_args=Namespace(save_dir=str(tmp_path / "runs"), name="quickstart", version=version))
+        logger = Namespace(
+            class_path="lightning.pytorch.loggers.CSVLogger",
+            init_args=Namespace(save_dir=str(tmp_path / "runs"), name="quickstart", version=version),
+        )
         return Namespace(ckpt_path=ckpt_path, trainer=Namespace(logger=logger, default_root_dir=None))
 
     by_ckpt = config(ckpt_path=str(run / "checkpoints" / "best.ckpt"))
@@ -335,22 +366,36 @@ def _config(tmp_path, model_dir, streaming: bool = False) -> Path:
             "encoder": {"model": str(model_dir), "pooler": "cls_mlp_train_only", "max_length": 32},
             "objectives": [
                 {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "unsup"}},
-                {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "sup", "supervised": True, "weight": 0.5}},
+                {
+                    "class_path": "unisent.objectives.SimCSE",
+                    "init_args": {"name": "sup", "supervised": True, "weight": 0.5},
+                },
             ],
             "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
             "warmup_steps": 2,
         },
         "data": {
-            "train": {"unsup": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 160,
-                                # a stream: 10 batches a pass, shuffled in a buffer; the resumed run replays pass 0
-                                **({"streaming": True, "shuffle_buffer": 32} if streaming else {})},
-                      "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64}},
+            "train": {
+                "unsup": {
+                    "path": str(SAMPLE_DIR / "sentences.txt"),
+                    "max_records": 160,
+                    # a stream: 10 batches a pass, shuffled in a buffer; the resumed run replays pass 0
+                    **({"streaming": True, "shuffle_buffer": 32} if streaming else {}),
+                },
+                "sup": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 64},
+            },
             "batch_size": 16,
         },
         "trainer": {
-            "max_steps": 12, "max_epochs": 100, "val_check_interval": 3, "check_val_every_n_epoch": None,
-            "deterministic": True, "accelerator": "cpu", "enable_progress_bar": False,
-            "enable_model_summary": False, "log_every_n_steps": 1,
+            "max_steps": 12,
+            "max_epochs": 100,
+            "val_check_interval": 3,
+            "check_val_every_n_epoch": None,
+            "deterministic": True,
+            "accelerator": "cpu",
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "log_every_n_steps": 1,
         },
         "checkpoint": {"every_n_train_steps": 2},
     }
@@ -360,9 +405,18 @@ def _config(tmp_path, model_dir, streaming: bool = False) -> Path:
 
 
 def _command(config: Path, save_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "unisent.cli", "fit", "-c", str(config),
-            "--trainer.logger.class_path=lightning.pytorch.loggers.CSVLogger",
-            "--trainer.logger.init_args.name=run", f"--trainer.logger.init_args.save_dir={save_dir}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "unisent.cli",
+        "fit",
+        "-c",
+        str(config),
+        "--trainer.logger.class_path=lightning.pytorch.loggers.CSVLogger",
+        "--trainer.logger.init_args.name=run",
+        f"--trainer.logger.init_args.save_dir={save_dir}",
+        *extra,
+    ]
 
 
 def _step_of(path: Path) -> int:
@@ -380,8 +434,13 @@ def test_sigkill_mid_run_then_ckpt_path_last_reproduces_the_uninterrupted_weight
 @pytest.mark.distributed
 def test_sigkill_and_resume_with_two_ddp_processes(tiny_bert_dir, tmp_path):
     """Two gloo processes (per-process random states, sharded data order); 8 x 2 = the same global batch."""
-    _kill_and_resume(tiny_bert_dir, tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp_find_unused_parameters_true",
-                     "--data.batch_size=8")
+    _kill_and_resume(
+        tiny_bert_dir,
+        tmp_path,
+        "--trainer.devices=2",
+        "--trainer.strategy=ddp_find_unused_parameters_true",
+        "--data.batch_size=8",
+    )
 
 
 def test_sigkill_mid_stream_then_ckpt_path_last_reproduces_the_uninterrupted_weights(tiny_bert_dir, tmp_path):
@@ -393,13 +452,21 @@ def test_sigkill_mid_stream_then_ckpt_path_last_reproduces_the_uninterrupted_wei
 def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str, streaming: bool = False) -> None:
     config = _config(tmp_path, tiny_bert_dir, streaming)
     (tmp_path / "slow_steps.py").write_text(textwrap.dedent(_HELPER))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
     kw = {"env": env, "cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     start = time.monotonic()
     reference = subprocess.Popen(_command(config, tmp_path / "ref", *extra), **kw)
-    victim = subprocess.Popen(_command(config, tmp_path / "run", '--trainer.callbacks+={"class_path": "slow_steps.SlowSteps"}', *extra),
-                              start_new_session=True, **kw)
+    victim = subprocess.Popen(
+        _command(config, tmp_path / "run", '--trainer.callbacks+={"class_path": "slow_steps.SlowSteps"}', *extra),
+        start_new_session=True,
+        **kw,
+    )
     last = tmp_path / "run" / "run" / "version_0" / "checkpoints" / "last.ckpt"
     while victim.poll() is None and _step_of(last) < 4 and time.monotonic() - start < 240:
         time.sleep(0.05)
@@ -428,7 +495,10 @@ def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str, streaming: bool = Fal
     assert a["lr_schedulers"] == b["lr_schedulers"]
     from safetensors.torch import load_file
 
-    ea, eb = load_file(ref_dir / "encoder" / "model.safetensors"), load_file(last.parent.parent / "encoder" / "model.safetensors")
+    ea, eb = (
+        load_file(ref_dir / "encoder" / "model.safetensors"),
+        load_file(last.parent.parent / "encoder" / "model.safetensors"),
+    )
     assert all(torch.equal(ea[k], eb[k]) for k in ea)
     # the interrupted attempt's metrics are kept next to the resumed ones
     assert (last.parent.parent / "metrics-0.csv").is_file() and (last.parent.parent / "metrics.csv").is_file()
@@ -468,11 +538,17 @@ def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_th
     for version, (signal_name, step, status) in enumerate((("SIGINT", 3, 130), ("SIGTERM", 5, 143)), start=1):
         run = root / "run" / f"version_{version}"
         last = run / "checkpoints" / "last.ckpt"
-        stopped = subprocess.run(_command(config, root), env={**env, "UNISENT_FAULT": f"train_step@{step}={signal_name}"},
-                                 preexec_fn=_default_sigint, **kw)
+        stopped = subprocess.run(
+            _command(config, root),
+            env={**env, "UNISENT_FAULT": f"train_step@{step}={signal_name}"},
+            preexec_fn=_default_sigint,
+            **kw,
+        )
         assert stopped.returncode == status, stopped.stderr[-3000:]
         assert f"interrupted ({signal_name}); saved {last} at step {step}; continue this run with:" in stopped.stderr
-        assert stopped.stderr.rstrip().endswith(f"--trainer.logger.init_args.version=version_{version} --ckpt_path last")
+        assert stopped.stderr.rstrip().endswith(
+            f"--trainer.logger.init_args.version=version_{version} --ckpt_path last"
+        )
         assert _step_of(last) == step  # the step in progress was finished and saved, no later one
         assert not (run / "encoder").exists()  # the run did not finish
         logged = [int(line.split(",")[1]) for line in (run / "metrics.csv").read_text().splitlines()[1:]]
@@ -480,8 +556,10 @@ def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_th
 
         resumed = subprocess.run(_command(config, root, "--ckpt_path", "last"), env=env, **kw)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {step}, 0 epoch(s) done); " \
-               "training to max_steps=8" in resumed.stderr
+        assert (
+            f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {step}, 0 epoch(s) done); "
+            "training to max_steps=8" in resumed.stderr
+        )
         b = torch.load(last, map_location="cpu", weights_only=True)
         assert b["global_step"] == 8 and (run / "encoder").is_dir()
         for name, tensor in a["state_dict"].items():

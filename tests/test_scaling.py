@@ -49,11 +49,19 @@ def _doc_commands() -> list[tuple[str, list[str], dict[str, int]]]:
                 m = words.index("-m")
                 assert words[m + 1] == "unisent.cli", line
                 opts = dict(zip(words[1:m:2], words[2:m:2]))
-                found.append((line, words[m + 2 :], {"num_nodes": int(opts["--nnodes"]), "devices": int(opts["--nproc-per-node"])}))
+                found.append(
+                    (
+                        line,
+                        words[m + 2 :],
+                        {"num_nodes": int(opts["--nnodes"]), "devices": int(opts["--nproc-per-node"])},
+                    )
+                )
             elif words[0] == "srun":
                 assert words[1] == "unisent", line
                 sbatch = _sbatch(block)
-                found.append((line, words[2:], {"num_nodes": int(sbatch["nodes"]), "devices": int(sbatch["ntasks-per-node"])}))
+                found.append(
+                    (line, words[2:], {"num_nodes": int(sbatch["nodes"]), "devices": int(sbatch["ntasks-per-node"])})
+                )
     return found
 
 
@@ -65,8 +73,13 @@ def test_the_doc_has_the_commands_for_one_gpu_eight_gpus_and_two_nodes():
     for line, args, _ in COMMANDS:
         preset = next(args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c" and "trainers/" in args[i + 1])
         kinds.add((line.split()[0], Path(preset).name))
-    assert {("unisent", "1gpu.yaml"), ("unisent", "8xa100-ddp.yaml"), ("torchrun", "2x8xa100-ddp.yaml"),
-            ("srun", "2x8xa100-ddp.yaml"), ("unisent", "8xa100-fsdp.yaml")} <= kinds
+    assert {
+        ("unisent", "1gpu.yaml"),
+        ("unisent", "8xa100-ddp.yaml"),
+        ("torchrun", "2x8xa100-ddp.yaml"),
+        ("srun", "2x8xa100-ddp.yaml"),
+        ("unisent", "8xa100-fsdp.yaml"),
+    } <= kinds
 
 
 @pytest.mark.parametrize("line,args,launcher", COMMANDS, ids=[c[0][:80] for c in COMMANDS])
@@ -105,7 +118,10 @@ def test_the_doc_shows_the_sbatch_script_verbatim():
     sbatch = _sbatch(script)
     preset = yaml.safe_load((ROOT / "recipes/trainers/2x8xa100-ddp.yaml").read_text())["trainer"]
     assert (int(sbatch["nodes"]), int(sbatch["ntasks-per-node"]), int(sbatch["gpus-per-node"])) == (
-        preset["num_nodes"], preset["devices"], preset["devices"])
+        preset["num_nodes"],
+        preset["devices"],
+        preset["devices"],
+    )
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.name)

@@ -43,29 +43,52 @@ def _module_types(directory: Path) -> list[str]:
     return [m["type"].rsplit(".", 1)[-1] for m in json.loads((directory / "modules.json").read_text())]
 
 
-def build_st_model(base: Path, out: Path, mode="mean", dense=False, normalize=False, include_prompt=True,
-                   max_seq_length=20, do_lower_case=False, prompts=None, default_prompt_name=None,
-                   similarity="cosine", weighted_layers=False) -> Path:
+def build_st_model(
+    base: Path,
+    out: Path,
+    mode="mean",
+    dense=False,
+    normalize=False,
+    include_prompt=True,
+    max_seq_length=20,
+    do_lower_case=False,
+    prompts=None,
+    default_prompt_name=None,
+    similarity="cosine",
+    weighted_layers=False,
+) -> Path:
     """A tiny Sentence Transformers model saved by Sentence Transformers itself."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Dense, Normalize, Pooling, Transformer, WeightedLayerPooling
 
     torch.manual_seed(3)
-    transformer = Transformer(str(base), max_seq_length=max_seq_length, do_lower_case=do_lower_case,
-                              config_kwargs={"output_hidden_states": True} if weighted_layers else None)
+    transformer = Transformer(
+        str(base),
+        max_seq_length=max_seq_length,
+        do_lower_case=do_lower_case,
+        config_kwargs={"output_hidden_states": True} if weighted_layers else None,
+    )
     dim = transformer.get_embedding_dimension()
     modules: list[nn.Module] = [transformer]
     if weighted_layers:
-        modules.append(WeightedLayerPooling(dim, num_hidden_layers=2, layer_start=1,
-                                            layer_weights=nn.Parameter(torch.tensor([0.3, 1.7]))))
+        modules.append(
+            WeightedLayerPooling(
+                dim, num_hidden_layers=2, layer_start=1, layer_weights=nn.Parameter(torch.tensor([0.3, 1.7]))
+            )
+        )
     pooling = Pooling(dim, pooling_mode=mode, include_prompt=include_prompt)
     modules.append(pooling)
     if dense:
         modules.append(Dense(pooling.get_embedding_dimension(), 16, activation_function=nn.Tanh()))
     if normalize:
         modules.append(Normalize())
-    model = SentenceTransformer(modules=modules, device="cpu", prompts=prompts, default_prompt_name=default_prompt_name,
-                                similarity_fn_name=similarity)
+    model = SentenceTransformer(
+        modules=modules,
+        device="cpu",
+        prompts=prompts,
+        default_prompt_name=default_prompt_name,
+        similarity_fn_name=similarity,
+    )
     model.save(str(out))
     return out
 
@@ -73,8 +96,9 @@ def build_st_model(base: Path, out: Path, mode="mean", dense=False, normalize=Fa
 @pytest.mark.parametrize("variant", ["plain", "dense", "normalize", "dense+normalize"])
 @pytest.mark.parametrize("mode", MODES)
 def test_load_equals_sentence_transformer_for_every_pooling_mode(mode, variant, tiny_bert_dir, tmp_path):
-    directory = build_st_model(tiny_bert_dir, tmp_path / "st", mode=mode, dense="dense" in variant,
-                               normalize="normalize" in variant)
+    directory = build_st_model(
+        tiny_bert_dir, tmp_path / "st", mode=mode, dense="dense" in variant, normalize="normalize" in variant
+    )
     model = unisent.load(str(directory))
     assert model.config.pooler == "sentence-transformers" and model.config.max_length == 20
     assert model.config.normalize == ("normalize" in variant)
@@ -102,9 +126,17 @@ def test_packaged_minilm_directory_equals_sentence_transformer():
 def test_prompts_lowercase_several_modes_and_layer_weights(tiny_bert_dir, tmp_path):
     """include_prompt=False with a default prompt, do_lower_case, cls+mean concatenated, a
     WeightedLayerPooling, a dot-product similarity: all as Sentence Transformers computes them."""
-    directory = build_st_model(tiny_bert_dir, tmp_path / "st", mode=("cls", "mean"), include_prompt=False,
-                               do_lower_case=True, prompts={"query": "query: ", "doc": "passage: "},
-                               default_prompt_name="query", similarity="dot", weighted_layers=True)
+    directory = build_st_model(
+        tiny_bert_dir,
+        tmp_path / "st",
+        mode=("cls", "mean"),
+        include_prompt=False,
+        do_lower_case=True,
+        prompts={"query": "query: ", "doc": "passage: "},
+        default_prompt_name="query",
+        similarity="dot",
+        weighted_layers=True,
+    )
     model = unisent.load(str(directory))
     assert model.config.similarity == "dot" and model.similarity_fn_name == "dot"
     assert model.pooler.needs_hidden_states and model.hidden_size == 64
@@ -129,15 +161,22 @@ def test_what_unisent_cannot_represent_is_one_line_naming_the_module(tiny_bert_d
 
     entries[-1] = {"idx": 2, "name": "2", "path": "2_Mine", "type": "my_package.MyModule"}
     (directory / "modules.json").write_text(json.dumps(entries))
-    with pytest.raises(SentenceTransformersModuleError, match=r"module 2 \(2_Mine\): type 'my_package.MyModule' "
-                                                              r"is not a Sentence Transformers module"):
+    with pytest.raises(
+        SentenceTransformersModuleError,
+        match=r"module 2 \(2_Mine\): type 'my_package.MyModule' "
+        r"is not a Sentence Transformers module",
+    ):
         unisent.load(str(directory))
 
     entries.pop()
     (directory / "modules.json").write_text(json.dumps(entries))
     config = json.loads((directory / "sentence_bert_config.json").read_text())
-    (directory / "sentence_bert_config.json").write_text(json.dumps(config | {"model_args": {"trust_remote_code": True}}))
-    with pytest.raises(SentenceTransformersModuleError, match=r"sentence_bert_config.json: model_args=\{\"trust_remote_code\""):
+    (directory / "sentence_bert_config.json").write_text(
+        json.dumps(config | {"model_args": {"trust_remote_code": True}})
+    )
+    with pytest.raises(
+        SentenceTransformersModuleError, match=r"sentence_bert_config.json: model_args=\{\"trust_remote_code\""
+    ):
         Encoder(EncoderConfig(model=str(directory)))
 
 
@@ -154,19 +193,40 @@ def test_a_plain_model_keeps_cls_and_says_so_once(tiny_model_dir, caplog):
 def test_a_recipe_from_a_sentence_transformers_directory_trains_and_exports_its_modules(tiny_bert_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    source = build_st_model(tiny_bert_dir, tmp_path / "source", mode="weightedmean", dense=True, normalize=True,
-                            prompts={"query": "query: "}, similarity="dot")
+    source = build_st_model(
+        tiny_bert_dir,
+        tmp_path / "source",
+        mode="weightedmean",
+        dense=True,
+        normalize=True,
+        prompts={"query": "query: "},
+        similarity="dot",
+    )
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "seed_everything": 1,
-        "model": {"encoder": {"model": str(source)},
-                  "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"supervised": True}}],
-                  "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1e-2}}},
-        "data": {"train": {"simcse": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 32}},
-                 "batch_size": 8},
-        "trainer": {"max_steps": 2, "precision": "32-true", "logger": False, "enable_progress_bar": False,
-                    "default_root_dir": str(tmp_path / "run"), "accelerator": "cpu"},
-    }))
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "seed_everything": 1,
+                "model": {
+                    "encoder": {"model": str(source)},
+                    "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"supervised": True}}],
+                    "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1e-2}},
+                },
+                "data": {
+                    "train": {"simcse": {"path": str(SAMPLE_DIR / "nli_triples.jsonl"), "max_records": 32}},
+                    "batch_size": 8,
+                },
+                "trainer": {
+                    "max_steps": 2,
+                    "precision": "32-true",
+                    "logger": False,
+                    "enable_progress_bar": False,
+                    "default_root_dir": str(tmp_path / "run"),
+                    "accelerator": "cpu",
+                },
+            }
+        )
+    )
     main(["fit", "-c", str(recipe)])
     ckpt = next((tmp_path / "run").rglob("*.ckpt"))
     trained = unisent.load(str(ckpt))

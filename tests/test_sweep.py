@@ -63,7 +63,7 @@ pathlib.Path(os.environ["UNISENT_SWEEP_METRIC_FILE"]).write_text(json.dumps({"me
 
 
 def score(lr: float) -> float:
-    return -(math.log10(lr) + 3) ** 2
+    return -((math.log10(lr) + 3) ** 2)
 
 
 @pytest.fixture
@@ -75,8 +75,13 @@ def fake(tmp_path):
 
 def _config(fake, method="bayes", **parameters):
     parameters = parameters or {"lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-1}}
-    return {"name": "fake", "method": method, "metric": {"name": "score", "goal": "maximize"},
-            "parameters": parameters, "command": ["${interpreter}", str(fake), "${args}"]}
+    return {
+        "name": "fake",
+        "method": method,
+        "metric": {"name": "score", "goal": "maximize"},
+        "parameters": parameters,
+        "command": ["${interpreter}", str(fake), "${args}"],
+    }
 
 
 def _dotted(config: dict, key: str):
@@ -112,33 +117,53 @@ def test_the_ease_grid_is_the_papers_and_a_grid_sweep_runs_each_point_once(fake,
     config = load_sweep(ROOT / "recipes/sweeps/ease-bert-base-grid.yaml")
     assert isinstance(make_sampler("grid", search_space(config)), optuna.samplers.GridSampler)
     results = run_local({**config, "command": ["${interpreter}", str(fake), "${args}"]}, tmp_path / "sweep")
-    points = [(t["parameters"]["data.batch_size"], t["parameters"]["model.optimizer.init_args.lr"]) for t in results["trials"]]
+    points = [
+        (t["parameters"]["data.batch_size"], t["parameters"]["model.optimizer.init_args.lr"]) for t in results["trials"]
+    ]
     assert sorted(points) == [(b, lr) for b in (64, 128, 256, 512) for lr in (3e-5, 5e-5)]
     assert all(t["status"] == "complete" for t in results["trials"])
 
 
 def test_wandb_parameters_become_optuna_distributions():
-    space = search_space({"method": "random", "parameters": {
-        "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-3},
-        "layers": {"min": 1, "max": 4}, "dropout": {"min": 0.0, "max": 0.5},
-        "step": {"distribution": "q_uniform", "min": 0.0, "max": 1.0, "q": 0.25},
-        "pooler": {"values": ["cls", "mean"]}, "fixed": {"value": 7}}})
-    assert space == {"lr": FloatDistribution(1e-5, 1e-3, log=True), "layers": IntDistribution(1, 4),
-                     "dropout": FloatDistribution(0.0, 0.5), "step": FloatDistribution(0.0, 1.0, step=0.25),
-                     "pooler": CategoricalDistribution(["cls", "mean"]), "fixed": CategoricalDistribution([7])}
-    grid = search_space({"method": "grid", "parameters": {"layers": {"distribution": "int_uniform", "min": 1, "max": 3}}})
+    space = search_space(
+        {
+            "method": "random",
+            "parameters": {
+                "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-3},
+                "layers": {"min": 1, "max": 4},
+                "dropout": {"min": 0.0, "max": 0.5},
+                "step": {"distribution": "q_uniform", "min": 0.0, "max": 1.0, "q": 0.25},
+                "pooler": {"values": ["cls", "mean"]},
+                "fixed": {"value": 7},
+            },
+        }
+    )
+    assert space == {
+        "lr": FloatDistribution(1e-5, 1e-3, log=True),
+        "layers": IntDistribution(1, 4),
+        "dropout": FloatDistribution(0.0, 0.5),
+        "step": FloatDistribution(0.0, 1.0, step=0.25),
+        "pooler": CategoricalDistribution(["cls", "mean"]),
+        "fixed": CategoricalDistribution([7]),
+    }
+    grid = search_space(
+        {"method": "grid", "parameters": {"layers": {"distribution": "int_uniform", "min": 1, "max": 3}}}
+    )
     assert grid == {"layers": CategoricalDistribution([1, 2, 3])}
 
 
-@pytest.mark.parametrize("method, spec, message", [
-    ("random", {"distribution": "normal", "mu": 0, "sigma": 1}, "'p': distribution 'normal' is not supported"),
-    ("random", {"values": ["a", "b"], "probabilities": [0.5, 0.5]}, "'p': .*no probabilities"),
-    ("random", {"values": [[1, 2], [3]]}, "'p': values must be a list of numbers"),
-    ("random", {"values": []}, "'p': .*one or more elements"),
-    ("random", {"min": 1.0, "max": 0.5}, "'p': .*low=1.0, high=0.5"),
-    ("random", {"distribution": "uniform", "min": 0.1}, "'p': uniform needs 'max'"),
-    ("grid", {"min": 0.0, "max": 1.0}, "'p': grid search needs values"),
-])
+@pytest.mark.parametrize(
+    "method, spec, message",
+    [
+        ("random", {"distribution": "normal", "mu": 0, "sigma": 1}, "'p': distribution 'normal' is not supported"),
+        ("random", {"values": ["a", "b"], "probabilities": [0.5, 0.5]}, "'p': .*no probabilities"),
+        ("random", {"values": [[1, 2], [3]]}, "'p': values must be a list of numbers"),
+        ("random", {"values": []}, "'p': .*one or more elements"),
+        ("random", {"min": 1.0, "max": 0.5}, "'p': .*low=1.0, high=0.5"),
+        ("random", {"distribution": "uniform", "min": 0.1}, "'p': uniform needs 'max'"),
+        ("grid", {"min": 0.0, "max": 1.0}, "'p': grid search needs values"),
+    ],
+)
 def test_unsupported_parameters_are_rejected_by_name(method, spec, message):
     with pytest.raises(ValueError, match=message):
         search_space({"method": method, "parameters": {"p": spec}})
@@ -146,20 +171,46 @@ def test_unsupported_parameters_are_rejected_by_name(method, spec, message):
 
 def test_a_bad_sweep_file_is_a_one_line_error_naming_it(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"method": "random", "metric": {"name": "s"}, "command": ["x"],
-                                   "parameters": {"lr": {"distribution": "normal"}}}))
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "method": "random",
+                "metric": {"name": "s"},
+                "command": ["x"],
+                "parameters": {"lr": {"distribution": "normal"}},
+            }
+        )
+    )
     with pytest.raises(SystemExit) as exit_:
         sweep_main([str(bad), "--local", "--count", "2"])
     assert str(bad) in str(exit_.value.code) and "'lr'" in str(exit_.value.code)
     bad.write_text("method: annealing\n")
-    with pytest.raises(SystemExit, match=re.escape("bad.yaml: a sweep file is a mapping with method (grid|random|bayes)")):
+    with pytest.raises(
+        SystemExit, match=re.escape("bad.yaml: a sweep file is a mapping with method (grid|random|bayes)")
+    ):
         sweep_main([str(bad), "--local"])
 
 
 def test_commands_expand_like_the_wandb_agent(monkeypatch):
-    cmd = build_command(["${env}", "unisent", "fit", "-c", "r.yaml", "${args}"], {"data.batch_size": 64, "model.optimizer.init_args.lr": 3e-5})
-    assert cmd == [sys.executable, "-m", "unisent.cli", "fit", "-c", "r.yaml", "--data.batch_size=64", "--model.optimizer.init_args.lr=3e-05"]
-    assert build_command(["${interpreter}", "${program}", "${args_no_hyphens}"], {"a": 1}, "train.py") == [sys.executable, "train.py", "a=1"]
+    cmd = build_command(
+        ["${env}", "unisent", "fit", "-c", "r.yaml", "${args}"],
+        {"data.batch_size": 64, "model.optimizer.init_args.lr": 3e-5},
+    )
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "unisent.cli",
+        "fit",
+        "-c",
+        "r.yaml",
+        "--data.batch_size=64",
+        "--model.optimizer.init_args.lr=3e-05",
+    ]
+    assert build_command(["${interpreter}", "${program}", "${args_no_hyphens}"], {"a": 1}, "train.py") == [
+        sys.executable,
+        "train.py",
+        "a=1",
+    ]
     assert build_command(["p", "${args_no_boolean_flags}"], {"a": True, "b": False, "c": 2}) == ["p", "--a", "--c=2"]
     monkeypatch.setenv("SWEEP_TEST_VAR", "v")
     assert build_command(["p", "${envvar:SWEEP_TEST_VAR}", "${args_json}"], {"a": 1}) == ["p", "v", '{"a": 1}']
@@ -168,8 +219,15 @@ def test_commands_expand_like_the_wandb_agent(monkeypatch):
 
 
 def test_random_search_follows_the_distributions():
-    space = search_space({"method": "random", "parameters": {
-        "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-3}, "layers": {"min": 1, "max": 4}}})
+    space = search_space(
+        {
+            "method": "random",
+            "parameters": {
+                "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-3},
+                "layers": {"min": 1, "max": 4},
+            },
+        }
+    )
     study = optuna.create_study(sampler=make_sampler("random", space, seed=0))
     draws = [study.ask(space).params for _ in range(200)]
     assert all(1e-5 <= d["lr"] <= 1e-3 and d["layers"] in (1, 2, 3, 4) for d in draws)
@@ -226,8 +284,13 @@ def test_a_killed_bayes_sweep_resumes_from_its_storage(fake, tmp_path, monkeypat
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     args = [str(sweep), "--local", "--count", "6", "--storage", storage, "--study-name", "b", "--output", str(out)]
     runner = "import sys; from unisent.commands.sweep import main; main(sys.argv[1:])"
-    killed = subprocess.run([sys.executable, "-c", runner, *args], env={**os.environ, "KILL_SWEEP_AT": "4"},
-                            capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", runner, *args],
+        env={**os.environ, "KILL_SWEEP_AT": "4"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     before = optuna.load_study(study_name="b", storage=storage).trials
     assert [t.state for t in before] == [TrialState.COMPLETE] * 3 + [TrialState.RUNNING]
@@ -250,9 +313,18 @@ def test_metric_file_callback(tmp_path, monkeypatch):
     monkeypatch.setenv(METRIC_FILE_ENV, str(tmp_path / "m.json"))
     callback = MetricFile()
     assert callback.path == str(tmp_path / "m.json")
-    trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, global_step=5, max_steps=5, should_stop=False,
-                              callback_metrics={"val/score": torch.tensor(70.0), "val/nan": torch.tensor(float("nan")),
-                                                "vector": torch.ones(3)})
+    trainer = SimpleNamespace(
+        sanity_checking=False,
+        is_global_zero=True,
+        global_step=5,
+        max_steps=5,
+        should_stop=False,
+        callback_metrics={
+            "val/score": torch.tensor(70.0),
+            "val/nan": torch.tensor(float("nan")),
+            "vector": torch.ones(3),
+        },
+    )
     callback.on_train_batch_end(trainer, None, None, None, 4)
     assert trainer.should_stop  # max_steps reached mid-epoch: stop, which makes Lightning validate first
     unlimited = SimpleNamespace(global_step=5, max_steps=-1, should_stop=False)
@@ -280,19 +352,48 @@ def test_offline_grid_sweep_on_a_tiny_model_measures_every_trial(tiny_bert_dir, 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.chdir(ROOT)
     recipe = tmp_path / "tiny.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "seed_everything": 1,
-        "model": {"encoder": {"model": str(tiny_bert_dir), "max_length": 32},
-                  "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "simcse"}}]},
-        "data": {"train": {"simcse": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 64}}, "batch_size": 8},
-        "trainer": {"max_epochs": 1, "enable_progress_bar": False, "enable_model_summary": False, "log_every_n_steps": 1},
-    }))
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "seed_everything": 1,
+                "model": {
+                    "encoder": {"model": str(tiny_bert_dir), "max_length": 32},
+                    "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "simcse"}}],
+                },
+                "data": {
+                    "train": {"simcse": {"path": str(SAMPLE_DIR / "sentences.txt"), "max_records": 64}},
+                    "batch_size": 8,
+                },
+                "trainer": {
+                    "max_epochs": 1,
+                    "enable_progress_bar": False,
+                    "enable_model_summary": False,
+                    "log_every_n_steps": 1,
+                },
+            }
+        )
+    )
     sweep = tmp_path / "grid.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "tiny-grid", "method": "grid", "metric": {"name": "val/score", "goal": "maximize"},
-        "parameters": {"model.optimizer.init_args.lr": {"values": [1.0e-4, 1.0e-3]}},
-        "command": ["${env}", "unisent", "fit", "-c", str(recipe), "-c", "recipes/loggers/wandb.yaml", "${args}"],
-    }))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny-grid",
+                "method": "grid",
+                "metric": {"name": "val/score", "goal": "maximize"},
+                "parameters": {"model.optimizer.init_args.lr": {"values": [1.0e-4, 1.0e-3]}},
+                "command": [
+                    "${env}",
+                    "unisent",
+                    "fit",
+                    "-c",
+                    str(recipe),
+                    "-c",
+                    "recipes/loggers/wandb.yaml",
+                    "${args}",
+                ],
+            }
+        )
+    )
     out = tmp_path / "sweep"
     sweep_main([str(sweep), "--local", "--output", str(out), "--", "--trainer.max_steps=2"])
     printed = capsys.readouterr().out
@@ -310,14 +411,20 @@ def test_offline_grid_sweep_on_a_tiny_model_measures_every_trial(tiny_bert_dir, 
         assert len(runs) == 1, t["run_dir"]  # the trial logged to W&B (offline) in its own directory
         table = list(runs[0].glob("files/media/table/val/results_*.table.json"))
         assert table and json.loads(table[0].read_text())["columns"] == ["task", "metric", "score"]
-    assert "| trial | model.optimizer.init_args.lr | val/score | best | status |" in printed and "best: trial" in printed
+    assert (
+        "| trial | model.optimizer.init_args.lr | val/score | best | status |" in printed and "best: trial" in printed
+    )
 
 
 def test_online_sweep_registers_the_file_and_runs_an_agent(monkeypatch, capsys):
     import wandb  # in the dev extra: a missing install fails here instead of skipping
 
     calls = {}
-    monkeypatch.setattr(wandb, "sweep", lambda config, project=None, entity=None: calls.update(sweep=(config, project, entity)) or "abc123")
+    monkeypatch.setattr(
+        wandb,
+        "sweep",
+        lambda config, project=None, entity=None: calls.update(sweep=(config, project, entity)) or "abc123",
+    )
     monkeypatch.setattr(wandb, "agent", lambda sweep_id, **kw: calls.update(agent=(sweep_id, kw)))
     sweep_main([str(ROOT / "recipes/sweeps/ease-bert-base-grid.yaml"), "--project", "p", "--count", "3"])
     config, project, entity = calls["sweep"]
@@ -336,7 +443,12 @@ def test_help_and_print_config_behave_as_in_other_commands(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sweep_main(["--config", str(config), "x.yaml", "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["count"] == 3 and printed["local"] is True and printed["study_name"] == "s" and printed["sweep"] == "x.yaml"
+    assert (
+        printed["count"] == 3
+        and printed["local"] is True
+        and printed["study_name"] == "s"
+        and printed["sweep"] == "x.yaml"
+    )
     with pytest.raises(SystemExit) as exit_:  # trial arguments without --local: a usage error
         sweep_main([str(ROOT / "recipes/sweeps/quickstart-grid.yaml"), "--", "--trainer.max_steps=5"])
     assert exit_.value.code == 2 and "need --local" in capsys.readouterr().err
@@ -351,8 +463,10 @@ def test_online_sweep_and_its_agent_get_the_sweep_files_entity(monkeypatch, caps
     from unisent.commands.sweep import run_online
 
     calls = []
-    fake_wandb = types.SimpleNamespace(sweep=lambda config, **kw: calls.append(("sweep", kw)) or "abc123",
-                                       agent=lambda sweep_id, **kw: calls.append(("agent", kw)))
+    fake_wandb = types.SimpleNamespace(
+        sweep=lambda config, **kw: calls.append(("sweep", kw)) or "abc123",
+        agent=lambda sweep_id, **kw: calls.append(("agent", kw)),
+    )
     monkeypatch.setitem(sys.modules, "wandb", fake_wandb)
     run_online({"entity": "team-a", "project": "p", "method": "grid", "parameters": {}}, None, None, 2)
     assert [kw["entity"] for _, kw in calls] == ["team-a", "team-a"]

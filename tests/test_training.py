@@ -1,4 +1,3 @@
-
 """Training through the module and DataModule on a tiny model: several objectives, bf16, checkpoints."""
 
 import json
@@ -25,18 +24,28 @@ def _module(model_dir, **kw):
         SimCSE(name="unsup"),
         SimCSE(supervised=True, name="sup", weight=0.5, hard_negative_weight=0.2),
     ]
-    return UnisentModule(encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"), objectives=objectives, **kw)
+    return UnisentModule(
+        encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"), objectives=objectives, **kw
+    )
 
 
 def _data(**kw):
-    train = {"unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")), "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"))}
+    train = {
+        "unsup": DataSource(str(SAMPLE_DIR / "sentences.txt")),
+        "sup": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl")),
+    }
     return UnisentDataModule(train=train, batch_size=kw.pop("batch_size", 16), **kw)
 
 
 def _trainer(tmp_path, **kw):
     return L.Trainer(
-        default_root_dir=tmp_path, logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"), log_every_n_steps=1,
-        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", **kw,
+        default_root_dir=tmp_path,
+        logger=L.pytorch.loggers.CSVLogger(tmp_path, name="run"),
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        **kw,
     )
 
 
@@ -113,7 +122,10 @@ def test_length_grouped_sampler_groups_lengths_and_covers_everything():
     sampler = LengthGroupedSampler(lengths, batch_size=10, mega_batch_factor=20, seed=1)
     order = list(sampler)
     assert sorted(order) == list(range(1000))
-    spread = [max(lengths[i] for i in order[k : k + 10]) - min(lengths[i] for i in order[k : k + 10]) for k in range(0, 1000, 10)]
+    spread = [
+        max(lengths[i] for i in order[k : k + 10]) - min(lengths[i] for i in order[k : k + 10])
+        for k in range(0, 1000, 10)
+    ]
     random_spread = [max(lengths[k : k + 10]) - min(lengths[k : k + 10]) for k in range(0, 1000, 10)]
     assert sum(spread) < 0.3 * sum(random_spread)
     sampler.set_epoch(1)

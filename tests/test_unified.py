@@ -71,9 +71,15 @@ def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_recipe, 
     from unisent.objectives import ObjectiveOutput
 
     monkeypatch.setattr(sys, "argv", ["unisent"])
-    cli = UnisentCLI(UnisentModule, UnisentDataModule, trainer_defaults=TRAINER_DEFAULTS,
-                     auto_configure_optimizers=False, save_config_callback=None, run=False,
-                     args=["-c", str(_tiny(tiny_recipe, tmp_path, reverse=True)), "--trainer.logger=false"])
+    cli = UnisentCLI(
+        UnisentModule,
+        UnisentDataModule,
+        trainer_defaults=TRAINER_DEFAULTS,
+        auto_configure_optimizers=False,
+        save_config_callback=None,
+        run=False,
+        args=["-c", str(_tiny(tiny_recipe, tmp_path, reverse=True)), "--trainer.logger=false"],
+    )
     module, datamodule = cli.model, cli.datamodule
     # AMR extends the vocabulary before CMLM sizes its MLM head by it, whatever the order in the recipe
     vocabulary = module.encoder.backbone.get_input_embeddings().weight.shape[0]
@@ -97,11 +103,14 @@ def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_recipe, 
             reach = sum(float(g.abs().sum()) for g in grads[: len(encoder_params)] if g is not None)
             if getattr(objective, "encoder_grad", 1.0) == 0:  # the recipe's GaussCSE trains only its head
                 assert reach == 0, f"{objective.name}/{term} has encoder_grad 0 but reaches the encoder"
-                assert all(g is not None and g.abs().sum() > 0 for g in grads[len(encoder_params):]), objective.name
+                assert all(g is not None and g.abs().sum() > 0 for g in grads[len(encoder_params) :]), objective.name
             else:
                 assert reach > 0, f"{objective.name}/{term} sends no gradient into the shared encoder"
             if own and term != "contrastive":  # the entity term, the Gaussian loss, the MLM, the bitext term
-                assert any(g is not None and g.abs().sum() > 0 for g in grads[len(encoder_params):]), (objective.name, term)
+                assert any(g is not None and g.abs().sum() > 0 for g in grads[len(encoder_params) :]), (
+                    objective.name,
+                    term,
+                )
             checked += 1
     # gausscse/contrastive, ease/{entity, contrastive}, amr/contrastive, cmlm/mlm, bitext/retrieval
     assert checked == 6
@@ -122,8 +131,14 @@ def test_fit_logs_every_objective_and_save_load_encode_is_exact(tiny_recipe, tmp
     assert len(steps) == 4
     sizes = {float(r["train/ease/batch_size"]) for r in steps} | {float(r["train/amr/batch_size"]) for r in steps}
     assert sizes == {8.0, 4.0}  # each objective its own batch size
-    shares = [sum(float(r[f"train/{n}/forward_share"]) for n in ("gausscse", "ease", "amr", "cmlm")
-                  + (("bitext",) if r["train/bitext/forward_share"] not in ("", "nan") else ())) for r in steps]
+    shares = [
+        sum(
+            float(r[f"train/{n}/forward_share"])
+            for n in ("gausscse", "ease", "amr", "cmlm")
+            + (("bitext",) if r["train/bitext/forward_share"] not in ("", "nan") else ())
+        )
+        for r in steps
+    ]
     assert all(abs(s - 1.0) < 1e-4 for s in shares), shares
     bitext = [r["train/bitext/retrieval"] for r in steps]
     assert all(v in ("", "nan") for v in bitext[:2]) and all(v not in ("", "nan") for v in bitext[2:])  # on at step 2
@@ -169,13 +184,26 @@ def test_the_sentence_transformers_export_embeds_as_unisent_load(tiny_recipe, tm
 
 def test_the_paper_scale_recipe_keeps_each_papers_global_batch_and_its_cpu_override_runs_the_samples(capsys):
     paper = yaml.safe_load((ROOT / "recipes/unified/bert-base.yaml").read_text(encoding="utf-8"))
-    devices = yaml.safe_load((ROOT / "recipes/trainers/8xa100-ddp.yaml").read_text(encoding="utf-8"))["trainer"]["devices"]
+    devices = yaml.safe_load((ROOT / "recipes/trainers/8xa100-ddp.yaml").read_text(encoding="utf-8"))["trainer"][
+        "devices"
+    ]
     # GaussCSE Table 3: 16; EASE Table 9: 64; AMR Sec. 6.2: 512; CMLM Sec. 3 and its bitext term: 2048
     assert {k: v * devices for k, v in paper["data"]["batch_size"].items()} == {
-        "gausscse": 16, "ease": 64, "amr": 512, "cmlm": 2048, "bitext": 2048}
+        "gausscse": 16,
+        "ease": 64,
+        "amr": 512,
+        "cmlm": 2048,
+        "bitext": 2048,
+    }
     assert paper["trainer"]["precision"] == "bf16-mixed"
-    _unisent("fit", "-c", str(ROOT / "recipes/unified/bert-base.yaml"),
-             "-c", str(ROOT / "recipes/overrides/unified-on-cpu.yaml"), "--print_config")
+    _unisent(
+        "fit",
+        "-c",
+        str(ROOT / "recipes/unified/bert-base.yaml"),
+        "-c",
+        str(ROOT / "recipes/overrides/unified-on-cpu.yaml"),
+        "--print_config",
+    )
     merged = yaml.safe_load(capsys.readouterr().out)
     assert merged["model"]["encoder"]["model"] == "minilm-l6" and merged["trainer"]["precision"] == "32-true"
     for source in merged["data"]["train"].values():  # every file of the override is bundled

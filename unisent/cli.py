@@ -24,8 +24,9 @@ def _one_line(text: str) -> str:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelNotAvailableError``), a missing or
-    unreadable file (``OSError``), YAML that does not parse, and Lightning's ``MisconfigurationException``."""
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``,
+    ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that does not parse,
+    and Lightning's ``MisconfigurationException``."""
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
@@ -72,8 +73,7 @@ def _lightning(argv: Sequence[str] | None) -> None:
     except Exception as err:
         if traceback or not isinstance(err, _user_errors()):
             raise
-        print(f"{prog}: error: {_file_error(err)} "
-              f"(full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
+        print(f"{prog}: error: {_file_error(err)} (full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
         sys.exit(1)
     finally:
         if previous is not None:
@@ -110,17 +110,28 @@ def _interrupt_message(prog: str, command: str | None, words: Sequence[str], rec
     if command != "fit":
         return name
     checkpoint = interrupt.get("checkpoint")
-    rest = [w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or (i and words[i - 1] == "--ckpt_path"))]
+    rest = [
+        w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or (i and words[i - 1] == "--ckpt_path"))
+    ]
     if checkpoint is None:
-        print(f"\n{prog}: interrupted ({name}) before a checkpoint was saved; nothing to resume. Start again with: "
-              f"{shlex.join(['unisent', *rest])}", file=sys.stderr)
+        print(
+            f"\n{prog}: interrupted ({name}) before a checkpoint was saved; nothing to resume. Start again with: "
+            f"{shlex.join(['unisent', *rest])}",
+            file=sys.stderr,
+        )
         return name
     step = interrupt.get("step")
-    saved = (f"saved {checkpoint} at step {step}" if step is not None and not interrupt.get("now") else
-             f"its last checkpoint is {checkpoint}")
+    saved = (
+        f"saved {checkpoint} at step {step}"
+        if step is not None and not interrupt.get("now")
+        else f"its last checkpoint is {checkpoint}"
+    )
     pin = [f"--trainer.logger.init_args.version={interrupt['version']}"] if interrupt.get("version") else []
-    print(f"\n{prog}: interrupted ({name}); {saved}; continue this run with: "
-          f"{shlex.join(['unisent', *rest, *pin, '--ckpt_path', 'last'])}", file=sys.stderr)
+    print(
+        f"\n{prog}: interrupted ({name}); {saved}; continue this run with: "
+        f"{shlex.join(['unisent', *rest, *pin, '--ckpt_path', 'last'])}",
+        file=sys.stderr,
+    )
     return name
 
 
@@ -139,8 +150,10 @@ def _config_error(message: str, words: Sequence[str]) -> str:
             except yaml.MarkedYAMLError as err:
                 mark = err.problem_mark or err.context_mark
                 where = f"{config}:{mark.line + 1}:{mark.column + 1}" if mark else config
-                return (f"{where}: YAML syntax error: {err.problem or err.context}; fix that line "
-                        "(indentation, an unclosed bracket or quote, a missing ': ')")
+                return (
+                    f"{where}: YAML syntax error: {err.problem or err.context}; fix that line "
+                    "(indentation, an unclosed bracket or quote, a missing ': ')"
+                )
             except (OSError, yaml.YAMLError):
                 continue
     return _one_line(message)
@@ -149,8 +162,10 @@ def _config_error(message: str, words: Sequence[str]) -> str:
 def _file_error(err: Exception) -> str:
     """A missing or unreadable file: what, which file, what to do."""
     if isinstance(err, FileNotFoundError) and err.filename and str(err).startswith("[Errno"):
-        return (f"no such file: {err.filename}; check the path in the recipe (e.g. data.train.<name>.path) "
-                "or on the command line (paths are relative to the current directory)")
+        return (
+            f"no such file: {err.filename}; check the path in the recipe (e.g. data.train.<name>.path) "
+            "or on the command line (paths are relative to the current directory)"
+        )
     if isinstance(err, PermissionError) and err.filename and str(err).startswith("[Errno"):
         return f"permission denied: {err.filename}"
     return _one_line(str(err) or type(err).__name__)
@@ -204,13 +219,22 @@ def version() -> str:
 def usage() -> str:
     """``unisent --help``: every command with one line each (imports nothing heavy)."""
     width = max(len(name) for name in [*COMMAND_HELP, "-h, --help"])
-    lines = ["usage: unisent [-h] [--version] COMMAND ...", "",
-             "Sentence embeddings in one Lightning framework: train, evaluate, export, encode, build data, sweep.",
-             "", "commands:"]
+    lines = [
+        "usage: unisent [-h] [--version] COMMAND ...",
+        "",
+        "Sentence embeddings in one Lightning framework: train, evaluate, export, encode, build data, sweep.",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<{width}}  {text}" for name, text in COMMAND_HELP.items()]
-    lines += ["", "options:", f"  {'-h, --help':<{width}}  show this message and exit",
-              f"  {'--version':<{width}}  print the unisent version and exit", "",
-              "Each command has --help, --config FILE.yaml and --print_config: unisent COMMAND --help."]
+    lines += [
+        "",
+        "options:",
+        f"  {'-h, --help':<{width}}  show this message and exit",
+        f"  {'--version':<{width}}  print the unisent version and exit",
+        "",
+        "Each command has --help, --config FILE.yaml and --print_config: unisent COMMAND --help.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -235,8 +259,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if words[0] in LIGHTNING_COMMANDS or words[0].startswith("-"):  # -c/--config before the command: Lightning's
         _lightning(None if argv is None else words)  # None: LightningCLI reads sys.argv itself
         return
-    print(f"unisent: error: unknown command {words[0]!r}; choose from {', '.join(COMMAND_HELP)} "
-          "(unisent --help)", file=sys.stderr)
+    print(
+        f"unisent: error: unknown command {words[0]!r}; choose from {', '.join(COMMAND_HELP)} (unisent --help)",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 

@@ -79,18 +79,30 @@ def check_unisent_checkpoint(path: str | Path) -> None:
         ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"checkpoint {path} could not be read as a PyTorch checkpoint ({type(err).__name__}: "
-                              f"{first[:200]}); copy it again, or pick another one") from err
+        raise CheckpointError(
+            f"checkpoint {path} could not be read as a PyTorch checkpoint ({type(err).__name__}: "
+            f"{first[:200]}); copy it again, or pick another one"
+        ) from err
     if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:
-        what = f"a {type(ckpt).__name__}" if not isinstance(ckpt, dict) else (
-            f"keys: {', '.join(sorted(map(str, ckpt))[:6])}" if ckpt else "an empty dict")
-        raise CheckpointError(f"checkpoint {path} was not written by `unisent fit` (it holds {what}, not the "
-                              f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder")
+        what = (
+            f"a {type(ckpt).__name__}"
+            if not isinstance(ckpt, dict)
+            else (f"keys: {', '.join(sorted(map(str, ckpt))[:6])}" if ckpt else "an empty dict")
+        )
+        raise CheckpointError(
+            f"checkpoint {path} was not written by `unisent fit` (it holds {what}, not the "
+            f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder"
+        )
     record = ckpt[CHECKPOINT_KEY]
-    if not isinstance(record, dict) or not isinstance(record.get("encoder"), dict) or not isinstance(
-            record.get("objectives"), list):
-        raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
-                              "it was not written by `unisent fit`")
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("encoder"), dict)
+        or not isinstance(record.get("objectives"), list)
+    ):
+        raise CheckpointError(
+            f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
+            "it was not written by `unisent fit`"
+        )
 
 
 def _clock(device: torch.device) -> float:
@@ -114,7 +126,9 @@ def _batch_len(batch: Any) -> int:
 def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
     unknown = sorted(set(schedule) - set(names))
     if unknown:
-        raise ValueError(f"model.weight_schedule names {', '.join(map(repr, unknown))}, but the objectives are: {', '.join(names)}")
+        raise ValueError(
+            f"model.weight_schedule names {', '.join(map(repr, unknown))}, but the objectives are: {', '.join(names)}"
+        )
     checked = {}
     for name, entries in schedule.items():
         pairs = []
@@ -251,7 +265,9 @@ class UnisentModule(L.LightningModule):
             if several:
                 seconds[objective.name] = _clock(self.device) - start
                 self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
-            self._logged_terms[objective.name] = (*out.terms, *out.metrics) + (("batch_size", "forward_share") if several else ())
+            self._logged_terms[objective.name] = (*out.terms, *out.metrics) + (
+                ("batch_size", "forward_share") if several else ()
+            )
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
@@ -293,8 +309,10 @@ class UnisentModule(L.LightningModule):
         guess."""
         heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
         if len(heads) > 1:
-            raise ValueError(f"objectives {', '.join(repr(n) for n, _ in heads)} each put an inference head on the "
-                             "encoder; a model can carry one (e.g. CMLM without proj=True beside GaussCSE)")
+            raise ValueError(
+                f"objectives {', '.join(repr(n) for n, _ in heads)} each put an inference head on the "
+                "encoder; a model can carry one (e.g. CMLM without proj=True beside GaussCSE)"
+            )
         return heads[0][1] if heads else self.encoder
 
     def on_train_end(self) -> None:

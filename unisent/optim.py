@@ -76,9 +76,15 @@ class Lamb(torch.optim.Optimizer):
             raise ValueError(f"invalid LAMB settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
         if max_trust_ratio is not None and max_trust_ratio <= 0:
             raise ValueError(f"max_trust_ratio must be positive, got {max_trust_ratio}")
-        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                    "bias_correction": bias_correction, "adapt_no_decay": adapt_no_decay,
-                    "max_trust_ratio": max_trust_ratio}
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "bias_correction": bias_correction,
+            "adapt_no_decay": adapt_no_decay,
+            "max_trust_ratio": max_trust_ratio,
+        }
         super().__init__(params, defaults)
 
     @torch.no_grad()

@@ -26,9 +26,22 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from .io import atomic_write, remove_stale_temporaries
 from .testing import fault_point
 
-__all__ = ["INTERRUPT", "RNG_KEY", "AtomicCheckpointIO", "InterruptRequest", "Progress", "UnisentCheckpoint",
-           "checkpoint_progress", "last_checkpoint", "latest_run", "rng_states", "set_rng_states", "settle_epoch_boundary", "settle_stopped_epoch",
-           "stopping_point_reached"]
+__all__ = [
+    "INTERRUPT",
+    "RNG_KEY",
+    "AtomicCheckpointIO",
+    "InterruptRequest",
+    "Progress",
+    "UnisentCheckpoint",
+    "checkpoint_progress",
+    "last_checkpoint",
+    "latest_run",
+    "rng_states",
+    "set_rng_states",
+    "settle_epoch_boundary",
+    "settle_stopped_epoch",
+    "stopping_point_reached",
+]
 
 #: where the random states of all processes are stored in a checkpoint
 RNG_KEY = "unisent_rng_states"
@@ -41,8 +54,13 @@ def rng_states() -> dict[str, Any]:
     name, keys, pos, has_gauss, cached = np.random.get_state()
     states: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "numpy": {
+            "name": name,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -54,7 +72,9 @@ def set_rng_states(states: dict[str, Any]) -> None:
     """Restore what :func:`rng_states` returned."""
     random.setstate(states["python"])
     n = states["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state(
+        (n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
     torch.set_rng_state(states["torch"])
     if "torch.cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["torch.cuda"])
@@ -161,9 +181,12 @@ class InterruptRequest:
         self.signum = signum
         INTERRUPT.update(signal=self.name)
         if _is_rank_zero():
-            print(f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping "
-                  f"({'Ctrl-C' if self.name == 'SIGINT' else self.name} again stops at once, without saving)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping "
+                f"({'Ctrl-C' if self.name == 'SIGINT' else self.name} again stops at once, without saving)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _is_rank_zero() -> bool:
@@ -202,11 +225,15 @@ class UnisentCheckpoint(ModelCheckpoint):
         if n < 0:
             raise ValueError(f"every_n_train_steps must be >= 0, got {n}")
         if n and self.save_last is not True:
-            raise ValueError("checkpoint.every_n_train_steps writes resume points as last.ckpt: it needs "
-                             f"checkpoint.save_last: true (got {self.save_last!r})")
+            raise ValueError(
+                "checkpoint.every_n_train_steps writes resume points as last.ckpt: it needs "
+                f"checkpoint.save_last: true (got {self.save_last!r})"
+            )
         if n and self.save_weights_only:
-            raise ValueError("checkpoint.every_n_train_steps writes resume points, which need the optimiser and "
-                             "loop states: it cannot be combined with save_weights_only")
+            raise ValueError(
+                "checkpoint.every_n_train_steps writes resume points, which need the optimiser and "
+                "loop states: it cannot be combined with save_weights_only"
+            )
         self.every_n_train_steps = n
         self._resume_step_saved = -1
         self._last_saved_step = -1
@@ -286,8 +313,11 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._stop_pending = False
         self._interrupt.restore()
         last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}" if self.dirpath else None
-        INTERRUPT.update(signal=self._interrupt.name or INTERRUPT.get("signal"), step=trainer.global_step,
-                         checkpoint=str(last) if last is not None and last.is_file() else None)
+        INTERRUPT.update(
+            signal=self._interrupt.name or INTERRUPT.get("signal"),
+            step=trainer.global_step,
+            checkpoint=str(last) if last is not None and last.is_file() else None,
+        )
         raise KeyboardInterrupt  # Lightning's shutdown; `unisent fit` then prints how to continue
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
@@ -323,8 +353,13 @@ class UnisentCheckpoint(ModelCheckpoint):
         # resume point or validated, then stopped (max_steps, early stop) before the next save, would
         # leave a last.ckpt some steps behind its final weights. Save the final state.
         super().on_train_end(trainer, pl_module)
-        if (self.save_last and trainer.state.fn == "fit" and trainer.global_step > 0 and not trainer.fast_dev_run
-                and trainer.global_step != self._last_saved_step):
+        if (
+            self.save_last
+            and trainer.state.fn == "fit"
+            and trainer.global_step > 0
+            and not trainer.fast_dev_run
+            and trainer.global_step != self._last_saved_step
+        ):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     # ---------------------------------------------------------------- random states
@@ -359,8 +394,11 @@ class UnisentCheckpoint(ModelCheckpoint):
             return
         states, self._rng_to_restore = self._rng_to_restore, None
         if len(states) != trainer.world_size:
-            warnings.warn(f"the checkpoint holds the random states of {len(states)} processes, this run has "
-                          f"{trainer.world_size}: dropout will not continue exactly as before", stacklevel=2)
+            warnings.warn(
+                f"the checkpoint holds the random states of {len(states)} processes, this run has "
+                f"{trainer.world_size}: dropout will not continue exactly as before",
+                stacklevel=2,
+            )
         set_rng_states(states[trainer.global_rank % len(states)])
 
 
@@ -371,8 +409,9 @@ def latest_run(root: str | Path) -> Path | None:
     root = Path(root)
     if not root.is_dir():
         return None
-    found = [(ckpt.stat().st_mtime, ckpt.parent.parent) for ckpt in root.glob("*/checkpoints/last*.ckpt")
-             if ckpt.is_file()]
+    found = [
+        (ckpt.stat().st_mtime, ckpt.parent.parent) for ckpt in root.glob("*/checkpoints/last*.ckpt") if ckpt.is_file()
+    ]
     return max(found, key=lambda pair: pair[0])[1] if found else None
 
 
@@ -434,8 +473,12 @@ def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
     changed = False
     for part in ("current", "total"):
         progress = epochs.get(part)
-        if progress and progress.get("ready") and progress["processed"] == progress["ready"] \
-                and progress["completed"] == progress["ready"] - 1:
+        if (
+            progress
+            and progress.get("ready")
+            and progress["processed"] == progress["ready"]
+            and progress["completed"] == progress["ready"] - 1
+        ):
             progress["processed"] -= 1  # written after the last batch (on_train_batch_end)
             changed = True
         done = batches.get(part)

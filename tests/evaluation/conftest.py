@@ -39,9 +39,7 @@ class HashingModel:
 class GaussianHashingModel(HashingModel):
     """Adds ``encode_gaussian``: mean from the hashing encoder, variance growing with sentence length."""
 
-    def encode_gaussian(
-        self, sentences: list[str], batch_size: int = 64
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode_gaussian(self, sentences: list[str], batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
         mu = torch.as_tensor(self.encode(sentences, batch_size))
         lengths = torch.tensor([len(s.split()) for s in sentences], dtype=torch.float32)
         var = (0.5 + 0.1 * lengths)[:, None].expand(-1, self.dim).clone()

@@ -119,8 +119,9 @@ def test_a_bad_file_fails_before_anything_is_encoded(sts_dir: Path, caplog) -> N
     (sts_dir / TR_EN).write_text(_tr_en_text(bad_line=4), encoding="utf-8")
     # the broken task comes last, yet its file is read before the first task encodes anything
     with pytest.raises(DataFormatError, match=r"line 4"):
-        evaluate(ExplodingModel(), ["stsb-test", "sts17-en-en", "sts17-tr-en"], sts_dir, progress=False,
-                 on_error="raise")
+        evaluate(
+            ExplodingModel(), ["stsb-test", "sts17-en-en", "sts17-tr-en"], sts_dir, progress=False, on_error="raise"
+        )
     with pytest.raises(DataFormatError, match=r"line 4"):
         get_task("sts17-tr-en").run(ExplodingModel(), sts_dir)
     # reporting: the read failure is logged first, then the good task fails only when it encodes
@@ -151,10 +152,13 @@ def test_each_file_is_read_once_per_run(sts_dir: Path, model, monkeypatch) -> No
 
 
 def test_merge_results_keeps_failures_until_a_later_part_runs_the_task() -> None:
-    entry = {"group": "sts17", "main_metric": "spearman", "score": 50.0, "metrics": {"spearman": 50.0},
-             "seconds": 0.1}
-    first = {"tasks": {"sts17-en-en": entry}, "failed": {"sts17-tr-en": "RecordError: x"}, "skipped": {},
-             "config": {"data_dir": "d"}}
+    entry = {"group": "sts17", "main_metric": "spearman", "score": 50.0, "metrics": {"spearman": 50.0}, "seconds": 0.1}
+    first = {
+        "tasks": {"sts17-en-en": entry},
+        "failed": {"sts17-tr-en": "RecordError: x"},
+        "skipped": {},
+        "config": {"data_dir": "d"},
+    }
     assert merge_results(first)["failed"] == {"sts17-tr-en": "RecordError: x"}
     second = {"tasks": {"sts17-tr-en": entry}, "failed": {}, "skipped": {}}
     merged = merge_results(first, second)
@@ -172,8 +176,19 @@ def test_evaluate_command_reports_good_tasks_and_exits_non_zero(sts_dir: Path, m
     (sts_dir / TR_EN).write_text(_tr_en_text(bad_line=2), encoding="utf-8")
     out = sts_dir / "results.json"
     with pytest.raises(SystemExit) as info:
-        evaluate_main(["--model", "fake", "--tasks", "stsb-test,sts17", "--data-dir", str(sts_dir),
-                       "--output", str(out), "--quiet"])
+        evaluate_main(
+            [
+                "--model",
+                "fake",
+                "--tasks",
+                "stsb-test,sts17",
+                "--data-dir",
+                str(sts_dir),
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
     assert info.value.code not in (0, None)
     assert "1 of 3 tasks failed: sts17-tr-en" in str(info.value.code)
     printed = capsys.readouterr().out

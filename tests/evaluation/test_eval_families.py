@@ -58,9 +58,7 @@ class LexiconModel:
     def encode(self, sentences: list[str], batch_size: int = 64, **kwargs) -> np.ndarray:
         return np.stack([self.vector(s) for s in sentences])
 
-    def _encode_gaussian(
-        self, sentences: list[str], batch_size: int = 64
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode_gaussian(self, sentences: list[str], batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
         mu = torch.as_tensor(self.encode(sentences))
         var = torch.tensor([[self.variance(s)] * self.dim for s in sentences])
         return mu, var
@@ -175,9 +173,7 @@ def test_probe_on_separable_labels_scores_100(quick_cv_probes) -> None:
     # MR: 12 positive (one line with a Latin-1 byte) and 10 negative reviews, each with a sentiment word
     positive = lines("senteval/rt-polarity.pos", "latin-1")
     negative = lines("senteval/rt-polarity.neg", "latin-1")
-    assert all(SENTIMENT.vector(s)[0] > 0 for s in positive) and all(
-        SENTIMENT.vector(s)[0] < 0 for s in negative
-    )
+    assert all(SENTIMENT.vector(s)[0] > 0 for s in positive) and all(SENTIMENT.vector(s)[0] < 0 for s in negative)
     metrics = run(SENTIMENT, "mr")
     assert metrics["accuracy"] == 100.0
     assert metrics["n"] == len(positive) + len(negative) == 22
@@ -187,9 +183,7 @@ def test_probe_on_noisy_labels_scores_the_consistent_fraction(quick_cv_probes) -
     # CR: 10 + 10 reviews, one in each file carries the other class's word; 10 stratified folds of one
     # positive and one negative review each, so the mean fold accuracy is the fraction of consistent reviews
     positive, negative = lines("senteval/custrev.pos"), lines("senteval/custrev.neg")
-    consistent = sum(SENTIMENT.vector(s)[0] > 0 for s in positive) + sum(
-        SENTIMENT.vector(s)[0] < 0 for s in negative
-    )
+    consistent = sum(SENTIMENT.vector(s)[0] > 0 for s in positive) + sum(SENTIMENT.vector(s)[0] < 0 for s in negative)
     assert (consistent, len(positive) + len(negative)) == (18, 20)
     assert run(SENTIMENT, "cr")["accuracy"] == pytest.approx(100 * 18 / 20)
 
@@ -231,9 +225,7 @@ def _pair_counts(rows: list[tuple[str, str, str]], positive: str = "1") -> tuple
     for label, first, second in rows:
         same = bool(np.array_equal(PAIRS.vector(first), PAIRS.vector(second)))
         outcomes.append((same, label == positive))
-    return tuple(
-        outcomes.count(case) for case in ((True, True), (True, False), (False, True), (False, False))
-    )
+    return tuple(outcomes.count(case) for case in ((True, True), (True, False), (False, True), (False, False)))
 
 
 def test_mrpc_pair_probe_accuracy_and_f1() -> None:
@@ -330,9 +322,7 @@ NLI = LexiconModel(
 
 
 def _snli(split: str) -> list[tuple[str, str, str]]:
-    return list(
-        zip(lines(f"nli/snli/s1.{split}"), lines(f"nli/snli/s2.{split}"), lines(f"nli/snli/labels.{split}"))
-    )
+    return list(zip(lines(f"nli/snli/s1.{split}"), lines(f"nli/snli/s2.{split}"), lines(f"nli/snli/labels.{split}")))
 
 
 def test_nli_threshold_chosen_on_dev_and_applied_to_test() -> None:
@@ -360,9 +350,7 @@ def test_nli_threshold_chosen_on_dev_and_applied_to_test() -> None:
 def _kl(mu_a: np.ndarray, var_a: float, mu_b: np.ndarray, var_b: float) -> float:
     """KL(N(mu_a, var_a I) || N(mu_b, var_b I)), summed over the dimensions."""
     d = len(mu_a)
-    return 0.5 * float(
-        d * var_a / var_b + np.sum((mu_b - mu_a) ** 2) / var_b - d + d * math.log(var_b / var_a)
-    )
+    return 0.5 * float(d * var_a / var_b + np.sum((mu_b - mu_a) ** 2) / var_b - d + d * math.log(var_b / var_a))
 
 
 def test_entailment_direction_with_kl_similarity() -> None:

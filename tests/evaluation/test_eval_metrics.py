@@ -55,9 +55,7 @@ def test_sts_spearman_with_custom_similarity() -> None:
     a = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
     b = torch.ones(3, 2)
     # dot products 1, 2, 3 against gold 3, 2, 1: perfectly anti-correlated
-    assert sts_spearman(a, b, [3.0, 2.0, 1.0], similarity=lambda x, y: (x * y).sum(-1)) == pytest.approx(
-        -100.0
-    )
+    assert sts_spearman(a, b, [3.0, 2.0, 1.0], similarity=lambda x, y: (x * y).sum(-1)) == pytest.approx(-100.0)
 
 
 def test_cosine_similarity_by_hand() -> None:

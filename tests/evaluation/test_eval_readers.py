@@ -92,9 +92,7 @@ def test_sick(data_dir: Path) -> None:
 
 def test_sick_bad_label(tmp_path: Path) -> None:
     path = tmp_path / "SICK_train.txt"
-    path.write_text(
-        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\ta\tb\t3.0\tMAYBE\n"
-    )
+    path.write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\ta\tb\t3.0\tMAYBE\n")
     with pytest.raises(DataFormatError, match="line 2: field 'entailment_judgment'"):
         read_sick_entailment(path)
 
@@ -153,9 +151,7 @@ def test_bucc(data_dir: Path) -> None:
 
 
 def test_binary_senteval_files_latin1(data_dir: Path) -> None:
-    mr = read_binary_files(
-        data_dir / "senteval/rt-polarity.pos", data_dir / "senteval/rt-polarity.neg", "latin-1"
-    )
+    mr = read_binary_files(data_dir / "senteval/rt-polarity.pos", data_dir / "senteval/rt-polarity.neg", "latin-1")
     assert len(mr) == 24 and mr.labels.count("1") == 12
     # byte 0x85 (Latin-1 NEL) stays inside its line instead of splitting it
     assert sum("\x85" in t for t in mr.texts) == 1
@@ -165,9 +161,7 @@ def test_binary_senteval_files_latin1(data_dir: Path) -> None:
 
 def test_latin1_file_read_as_utf8_names_the_line(data_dir: Path) -> None:
     with pytest.raises(DataFormatError, match=r"rt-polarity\.pos:line \d+: cannot be decoded as utf-8"):
-        read_binary_files(
-            data_dir / "senteval/rt-polarity.pos", data_dir / "senteval/rt-polarity.neg", "utf-8"
-        )
+        read_binary_files(data_dir / "senteval/rt-polarity.pos", data_dir / "senteval/rt-polarity.neg", "utf-8")
 
 
 def test_trec_sst_mrpc(data_dir: Path) -> None:

@@ -61,9 +61,7 @@ def _tiny_sentence_transformer(sentences: list[str], folder: Path):
     tokenizer = Tokenizer(WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(
-        sentences, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special)
-    )
+    tokenizer.train_from_iterator(sentences, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special))
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -98,7 +96,5 @@ def test_spearman_matches_evaluator_with_a_tiny_sentence_transformer(data_dir: P
     data = read_stsbenchmark(data_dir / "sts/stsbenchmark/sts-test.csv")
     model = _tiny_sentence_transformer(data.sentences1 + data.sentences2, tmp_path / "tiny-bert")
     model.eval()
-    ours = evaluate(model, ["stsb-test"], data_dir, batch_size=4, progress=False)["tasks"]["stsb-test"][
-        "score"
-    ]
+    ours = evaluate(model, ["stsb-test"], data_dir, batch_size=4, progress=False)["tasks"]["stsb-test"]["score"]
     assert ours == pytest.approx(100 * _evaluator_spearman(model, data), abs=1e-4)

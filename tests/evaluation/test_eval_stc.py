@@ -13,8 +13,16 @@ from unisent.evaluation.readers import read_labeled_tsv
 GOOGLENEWS = {"stc-googlenews-s": "s.txt", "stc-googlenews-t": "t.txt", "stc-googlenews-ts": "ts.txt"}
 # EASE (Nishikawa et al., 2022), Tables 1 and 15: AgNews, Biomedical, GoogleNews-S/-T/-TS, SearchSnippets,
 # StackOverflow, Tweet.
-PAPER_EIGHT = {"stc-agnews", "stc-biomedical", "stc-googlenews-s", "stc-googlenews-t", "stc-googlenews-ts",
-               "stc-searchsnippets", "stc-stackoverflow", "stc-tweet"}
+PAPER_EIGHT = {
+    "stc-agnews",
+    "stc-biomedical",
+    "stc-googlenews-s",
+    "stc-googlenews-t",
+    "stc-googlenews-ts",
+    "stc-searchsnippets",
+    "stc-stackoverflow",
+    "stc-tweet",
+}
 
 
 def test_stc_group_is_the_papers_eight() -> None:

@@ -155,9 +155,7 @@ def test_sts_task_matches_reader_and_metric(data_dir: Path, model) -> None:
 def test_sts_subsets_task_concatenates_subsets(data_dir: Path, model) -> None:
     folder = "sts/STS12-en-test"
     source = Source((f"{folder}/STS.input.MSRvid.txt", f"{folder}/STS.gs.MSRvid.txt"), read_senteval_sts)
-    task = STSSubsetsTask(
-        name="sts-demo", group="sts", description="demo", subsets=(("a", source), ("b", source))
-    )
+    task = STSSubsetsTask(name="sts-demo", group="sts", description="demo", subsets=(("a", source), ("b", source)))
     result = task.run(model, data_dir)
     single = STSTask(name="one", group="sts", description="demo", source=source).run(model, data_dir)
     assert result["spearman_a"] == pytest.approx(single["spearman"])

@@ -27,9 +27,13 @@ def _pairs() -> list[tuple[str, str]]:
 def test_the_bundled_sample_is_held_out_from_the_training_triples() -> None:
     pairs = _pairs()
     assert len(pairs) == len(set(pairs)) == 1000
-    training = {s.strip() for name in TRAINING if (SAMPLE_DIR / name).is_file()
-                for line in (SAMPLE_DIR / name).read_text(encoding="utf-8").splitlines()
-                for s in json.loads(line).values()}
+    training = {
+        s.strip()
+        for name in TRAINING
+        if (SAMPLE_DIR / name).is_file()
+        for line in (SAMPLE_DIR / name).read_text(encoding="utf-8").splitlines()
+        for s in json.loads(line).values()
+    }
     assert len(training) > 1000  # at least nli_triples.jsonl was read
     assert not {s for pair in pairs for s in pair} & training
     assert "snli_test_entailment.tsv" in (RESOURCES / "LICENSE.md").read_text(encoding="utf-8")
@@ -51,8 +55,9 @@ def test_direction_on_the_sample_with_a_gaussian_model(gaussian_model, model) ->
     # the fixture's variance grows with the word count: "the premise has the larger variance" is
     # "the premise is longer"
     longer = sum(len(p.split()) > len(h.split()) for p, h in pairs)
-    results = evaluate(gaussian_model, ["snli-direction-sample"], EVALUATION_DATA_DIR, progress=False,
-                       similarity=get_similarity("kl"))
+    results = evaluate(
+        gaussian_model, ["snli-direction-sample"], EVALUATION_DATA_DIR, progress=False, similarity=get_similarity("kl")
+    )
     metrics = results["tasks"]["snli-direction-sample"]["metrics"]
     assert metrics["n_pairs"] == 1000
     assert metrics["direction_var"] == pytest.approx(100.0 * longer / 1000)
@@ -65,7 +70,10 @@ def test_direction_on_the_sample_with_a_gaussian_model(gaussian_model, model) ->
 
 def test_evaluate_takes_a_similarity_by_name(gaussian_model) -> None:
     by_name = evaluate(gaussian_model, ["snli-direction-sample"], EVALUATION_DATA_DIR, progress=False, similarity="kl")
-    by_object = evaluate(gaussian_model, ["snli-direction-sample"], EVALUATION_DATA_DIR, progress=False,
-                         similarity=get_similarity("kl"))
+    by_object = evaluate(
+        gaussian_model, ["snli-direction-sample"], EVALUATION_DATA_DIR, progress=False, similarity=get_similarity("kl")
+    )
     assert by_name["config"]["similarity"] == "kl"
-    assert by_name["tasks"]["snli-direction-sample"]["metrics"] == by_object["tasks"]["snli-direction-sample"]["metrics"]
+    assert (
+        by_name["tasks"]["snli-direction-sample"]["metrics"] == by_object["tasks"]["snli-direction-sample"]["metrics"]
+    )

@@ -355,8 +355,10 @@ def _authors_split(token: str, vocabulary: frozenset[str]) -> list[str]:
         return [relation, "-of"] if relation in vocabulary else [":", relation[1:], "-of"]
     if is_relation:
         return [":", token[1:]]
-    raise ValueError(f"token {token!r} looks like a special token <...> outside the authors' vocabulary; "
-                     "their linearize() fails on it (a bare `raise`)")
+    raise ValueError(
+        f"token {token!r} looks like a special token <...> outside the authors' vocabulary; "
+        "their linearize() fails on it (a bare `raise`)"
+    )
 
 
 def _authors_tokens(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> list[str]:
@@ -370,8 +372,10 @@ def _check_style(style: str, quote_strings: bool) -> None:
     if style not in STYLES:
         raise ValueError(f"style must be one of {', '.join(map(repr, STYLES))}, got {style!r}")
     if style == "authors" and quote_strings:
-        raise ValueError("quote_strings=True is an option of the clean style; the authors' style always "
-                         "removes the quotes of strings (as their amr/IO.py does)")
+        raise ValueError(
+            "quote_strings=True is an option of the clean style; the authors' style always "
+            "removes the quotes of strings (as their amr/IO.py does)"
+        )
 
 
 def linearize_tokens(
@@ -421,9 +425,7 @@ def linearize(
     ``:ARG0-of`` or a rare frame gives ``:ARG0 -of`` and ``tame -01`` (see the module docstring).
     """
     return " ".join(
-        linearize_tokens(
-            graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
-        )
+        linearize_tokens(graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings)
     )
 
 

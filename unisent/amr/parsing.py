@@ -326,10 +326,15 @@ class MarianTranslator:
         texts = [f">>{lang}<< {s}" if self.language_prefix else s for s in sentences]
         out: list[str] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = tokenizer(texts[start : start + self.batch_size], return_tensors="pt", padding=True, truncation=True)
+            batch = tokenizer(
+                texts[start : start + self.batch_size], return_tensors="pt", padding=True, truncation=True
+            )
             with torch.inference_mode():
                 generated = model.generate(
-                    **batch.to(self.device), max_new_tokens=self.max_new_tokens, num_beams=self.num_beams, do_sample=False
+                    **batch.to(self.device),
+                    max_new_tokens=self.max_new_tokens,
+                    num_beams=self.num_beams,
+                    do_sample=False,
                 )
             out += tokenizer.batch_decode(generated, skip_special_tokens=True)
         return out

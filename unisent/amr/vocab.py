@@ -79,9 +79,7 @@ def count_symbols(graphs: Iterable[str | penman.Tree], *, drop_wiki: bool = True
         if isinstance(graph, penman.Tree) or _PENMAN.search(graph):
             pairs = _walk(_as_tree(graph), drop_wiki=drop_wiki, quote_strings=True)
             counts.update(
-                text
-                for kind, text in pairs
-                if kind == "role" or (kind in ("concept", "reentrancy") and is_frame(text))
+                text for kind, text in pairs if kind == "role" or (kind in ("concept", "reentrancy") and is_frame(text))
             )
         else:
             counts.update(t for t in graph.split() if is_relation(t) or is_frame(t))

@@ -37,7 +37,11 @@ def amr_records(
             raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
         blocks = iter_penman_blocks(path.read_text(encoding="utf-8"), str(path))
         for block, graph in linearize_blocks(
-            blocks, errors=errors, style=style, parentheses=parentheses, drop_wiki=drop_wiki,
+            blocks,
+            errors=errors,
+            style=style,
+            parentheses=parentheses,
+            drop_wiki=drop_wiki,
             quote_strings=quote_strings,
         ):
             metadata = block.metadata
@@ -69,15 +73,17 @@ def build_amr_linearize(
     Args:
         input: PENMAN file(s)
         output: jsonl to write
-        style: clean (default) or authors: the exact strings of MSE-AMR's amr/IO.py (:ARG1 -of, tame -01, the layout rebuilt by their :wiki removal, _ -> space in strings; see docs/methods/amr.md)
+        style: clean (default) or authors: the exact strings of MSE-AMR's amr/IO.py (:ARG1 -of, tame -01,
+            the layout rebuilt by their :wiki removal, _ -> space in strings; see docs/methods/amr.md)
         parentheses: keep the ( ) depth markers (--no-parentheses: leave them out)
         keep_wiki: keep :wiki branches (dropped by default)
         quote_strings: keep the quotes of string literals
         strict: exit non-zero when a graph is malformed
     """
     errors: list = []
-    records = amr_records(input, errors=errors, style=style, parentheses=parentheses, drop_wiki=not keep_wiki,
-                          quote_strings=quote_strings)
+    records = amr_records(
+        input, errors=errors, style=style, parentheses=parentheses, drop_wiki=not keep_wiki, quote_strings=quote_strings
+    )
     n = write_jsonl(records, output)
     for error in errors:
         print(f"malformed AMR graph skipped: {error}", file=sys.stderr)

@@ -72,17 +72,23 @@ def _graphs(
         return linearize(graph, **linearize_kwargs) if is_penman(graph) else " ".join(graph.split())
 
     return _batch_or_each(
-        lambda batch: [one(g) for g in parser.parse(batch, lang)], sentences, on_missing, failures,
-        f"graph ({lang})", lambda sentence: f"{what}: could not parse/linearise {sentence!r} ({lang})",
+        lambda batch: [one(g) for g in parser.parse(batch, lang)],
+        sentences,
+        on_missing,
+        failures,
+        f"graph ({lang})",
+        lambda sentence: f"{what}: could not parse/linearise {sentence!r} ({lang})",
     )
 
 
-def _translations(
-    translator, sentences: list[str], lang: str, on_missing: str, failures: Counter
-) -> list[str | None]:
+def _translations(translator, sentences: list[str], lang: str, on_missing: str, failures: Counter) -> list[str | None]:
     return _batch_or_each(
-        lambda batch: list(translator.translate(batch, lang)), sentences, on_missing, failures,
-        f"translation ({lang})", lambda sentence: f"could not translate {sentence!r} into {lang}",
+        lambda batch: list(translator.translate(batch, lang)),
+        sentences,
+        on_missing,
+        failures,
+        f"translation ({lang})",
+        lambda sentence: f"could not translate {sentence!r} into {lang}",
     )
 
 
@@ -156,8 +162,11 @@ def amr_nli_records(
 
     def flush(chunk: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         sentences = list(dict.fromkeys(r[s] for r in chunk for s in slots))
-        forms = {"graph": dict(zip(sentences, _graphs(parser, sentences, source_language, on_missing, kwargs,
-                                                      failures, "parser")))}
+        forms = {
+            "graph": dict(
+                zip(sentences, _graphs(parser, sentences, source_language, on_missing, kwargs, failures, "parser"))
+            )
+        }
         for lang in languages:
             translated = _translations(translator, sentences, lang, on_missing, failures)
             present = [t for t in dict.fromkeys(translated) if t is not None]
@@ -180,8 +189,13 @@ def amr_nli_records(
 
 
 # --------------------------------------------------------------------------------------------- CLI
-def _make_parser(parser_lookup: Sequence[str] | None, amrlib: bool, amrlib_model: str | None, languages: Sequence[str],
-                 source_language: str):
+def _make_parser(
+    parser_lookup: Sequence[str] | None,
+    amrlib: bool,
+    amrlib_model: str | None,
+    languages: Sequence[str],
+    source_language: str,
+):
     from ..amr.parsing import AmrlibParser, PreParsedAMR
 
     if parser_lookup and amrlib:
@@ -193,8 +207,9 @@ def _make_parser(parser_lookup: Sequence[str] | None, amrlib: bool, amrlib_model
     raise ValueError("no parser: give --parser-lookup FILE... (pre-parsed PENMAN/jsonl) or --amrlib")
 
 
-def _make_translator(languages: Sequence[str], translations: Sequence[str] | None, marian: Sequence[str] | None,
-                     source_language: str):
+def _make_translator(
+    languages: Sequence[str], translations: Sequence[str] | None, marian: Sequence[str] | None, source_language: str
+):
     from ..amr.parsing import MarianTranslator, PreTranslated
 
     if not languages:
@@ -247,7 +262,8 @@ def build_amr_nli(
         translations: pre-computed translations: jsonl of {text, lang, translation}
         marian: OPUS-MT (MarianMT) model directories per language, as LANG=DIR
         source_language: language of the input sentences
-        style: linearisation: clean (default) or authors (MSE-AMR's amr/IO.py strings; train with the AMR objective's linearization: authors)
+        style: linearisation: clean (default) or authors (MSE-AMR's amr/IO.py strings; train with the AMR
+            objective's linearization: authors)
         parentheses: linearise with the ( ) depth markers (--no-parentheses: without)
         keep_wiki: keep :wiki branches (dropped by default)
         strict: stop at the first sentence that cannot be parsed or translated
@@ -258,9 +274,17 @@ def build_amr_nli(
     translator = _make_translator(languages, translations, marian, source_language)
     failures: Counter = Counter()
     out = amr_nli_records(
-        records, parser, slots=slots, languages=languages, translator=translator,
-        source_language=source_language, on_missing="error" if strict else "null",
-        style=style, parentheses=parentheses, drop_wiki=not keep_wiki, failures=failures,
+        records,
+        parser,
+        slots=slots,
+        languages=languages,
+        translator=translator,
+        source_language=source_language,
+        on_missing="error" if strict else "null",
+        style=style,
+        parentheses=parentheses,
+        drop_wiki=not keep_wiki,
+        failures=failures,
     )
     n = write_jsonl(out, output)
     forms = ", ".join(f"{s}_graph" + "".join(f", {s}_graph_{lang}" for lang in languages) for s in slots)

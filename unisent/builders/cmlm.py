@@ -98,7 +98,9 @@ def _aligned(source_path: Path, target_path: Path) -> Iterator[tuple[int, str, s
         for lineno, (s, t) in enumerate(zip(fs, ft), 1):
             yield lineno, s.strip(), t.strip()
         if fs.readline() or ft.readline():
-            raise ValueError(f"{source_path} and {target_path} have different numbers of lines (differ after line {lineno})")
+            raise ValueError(
+                f"{source_path} and {target_path} have different numbers of lines (differ after line {lineno})"
+            )
 
 
 def bitext_pairs(
@@ -189,8 +191,9 @@ def nli_pairs(
 
 
 # ----------------------------------------------------------------------------------- commands
-def build_cmlm_pairs(*, input: str, format: Literal["auto", "txt", "jsonl"] = "auto", max_pairs: int = 0,
-                     output: str) -> None:
+def build_cmlm_pairs(
+    *, input: str, format: Literal["auto", "txt", "jsonl"] = "auto", max_pairs: int = 0, output: str
+) -> None:
     """Documents -> consecutive sentence pairs (s1, s2) jsonl, for CMLM.
 
     Args:
@@ -204,8 +207,14 @@ def build_cmlm_pairs(*, input: str, format: Literal["auto", "txt", "jsonl"] = "a
     print(f"{n} consecutive sentence pairs (s1, s2) -> {output}")
 
 
-def build_bitext(*, input: str, languages: str = "", source: Literal["eng", "other"] = "eng",
-                 language: str | None = None, output: str) -> None:
+def build_bitext(
+    *,
+    input: str,
+    languages: str = "",
+    source: Literal["eng", "other"] = "eng",
+    language: str | None = None,
+    output: str,
+) -> None:
     """Translation pairs (tsv or Tatoeba layout) -> (source, target) jsonl.
 
     Args:
@@ -221,8 +230,14 @@ def build_bitext(*, input: str, languages: str = "", source: Literal["eng", "oth
     print(f"{n} translation pairs (source, target) -> {output}")
 
 
-def build_nli_pairs(*, format: Literal["snli", "xnli", "sick"], input: str, split: str = "dev",
-                    hypothesis_input: str | None = None, output: str) -> None:
+def build_nli_pairs(
+    *,
+    format: Literal["snli", "xnli", "sick"],
+    input: str,
+    split: str = "dev",
+    hypothesis_input: str | None = None,
+    output: str,
+) -> None:
     """NLI pairs -> (premise, hypothesis, label) jsonl, for NLIClassifier.
 
     Args:

@@ -95,8 +95,9 @@ def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10
             try:
                 table = pa.Table.from_pylist(batch, schema=writer.schema if writer is not None else None)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
-                raise ValueError(f"{path}: records {n - len(batch) + 1}-{n} do not fit the columns of the first "
-                                 f"ones ({err})") from None
+                raise ValueError(
+                    f"{path}: records {n - len(batch) + 1}-{n} do not fit the columns of the first ones ({err})"
+                ) from None
             if writer is None:
                 writer = pq.ParquetWriter(fh, table.schema)
             writer.write_table(table)

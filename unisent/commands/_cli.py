@@ -38,7 +38,17 @@ from typing import Any, NoReturn
 
 from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser
 
-__all__ = ["CommandFailed", "UsageError", "add_function", "call", "command_parser", "fail", "parse", "run_command", "summary"]
+__all__ = [
+    "CommandFailed",
+    "UsageError",
+    "add_function",
+    "call",
+    "command_parser",
+    "fail",
+    "parse",
+    "run_command",
+    "summary",
+]
 
 #: errors of a command's own work that are reported as one line with exit status 1
 COMMAND_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError)
@@ -143,10 +153,15 @@ def command_parser(function: Callable, prog: str, description: str | None = None
         prog: the command line that runs it, e.g. ``unisent encode``.
     """
     text, _ = _docstring(function)
-    parser = ArgumentParser(prog=prog, description=description or text, exit_on_error=False, env_prefix=False,
-                            allow_abbrev=False)  # a prefix of an option is an error, not that option
-    parser.add_argument("-c", "--config", action=ActionConfigFile,
-                        help="a YAML file of these options (keys as --print_config writes them); repeatable")
+    parser = ArgumentParser(
+        prog=prog, description=description or text, exit_on_error=False, env_prefix=False, allow_abbrev=False
+    )  # a prefix of an option is an error, not that option
+    parser.add_argument(
+        "-c",
+        "--config",
+        action=ActionConfigFile,
+        help="a YAML file of these options (keys as --print_config writes them); repeatable",
+    )
     add_function(parser, function)
     return parser
 

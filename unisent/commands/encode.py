@@ -58,21 +58,35 @@ def encode(
         with warnings.catch_warnings():  # reported below, in one line
             warnings.simplefilter("ignore", TruncationWarning)
             summary = encode_file(
-                model, input, output, column=column, batch_size=batch_size, chunk_size=chunk_size,
-                normalize=normalize, bf16=bf16, on_empty=on_empty, encoding=encoding, device=device,
-                progress=not quiet, max_length=max_length, overwrite=overwrite,
+                model,
+                input,
+                output,
+                column=column,
+                batch_size=batch_size,
+                chunk_size=chunk_size,
+                normalize=normalize,
+                bf16=bf16,
+                on_empty=on_empty,
+                encoding=encoding,
+                device=device,
+                progress=not quiet,
+                max_length=max_length,
+                overwrite=overwrite,
             )
     except (OutputExistsError, EmptyInputError) as err:
         raise UsageError(str(err)) from err
     rate = summary.rows / summary.seconds if summary.seconds > 0 else float("inf")
     zeros = f", {summary.empty_rows} empty rows as zero vectors" if summary.empty_rows else ""
-    print(f"wrote {summary.rows} x {summary.dim} float32 embeddings to {summary.output} "
-          f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros})")
+    print(
+        f"wrote {summary.rows} x {summary.dim} float32 embeddings to {summary.output} "
+        f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros})"
+    )
     if summary.truncated:
         from ..encoders.batching import truncation_message
 
-        message = truncation_message(summary.truncated, summary.rows - summary.empty_rows, summary.max_length or 0,
-                                     "pass --max-length")
+        message = truncation_message(
+            summary.truncated, summary.rows - summary.empty_rows, summary.max_length or 0, "pass --max-length"
+        )
         print(f"unisent encode: warning: {message}", file=sys.stderr)
 
 

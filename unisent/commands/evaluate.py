@@ -60,8 +60,9 @@ def evaluate(
         raise UsageError("--model is required (or --list)")
     if mteb:
         _check_model(model)
-        _evaluate_mteb(model, mteb, mteb_data, output, batch_size,
-                       None if similarity == "cosine" else similarity, device, quiet)
+        _evaluate_mteb(
+            model, mteb, mteb_data, output, batch_size, None if similarity == "cosine" else similarity, device, quiet
+        )
         return
     _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
     _check_model(model)
@@ -72,8 +73,9 @@ def evaluate(
     from ..evaluation.similarities import get_similarity
 
     loaded = unisent.load(model, device=device)
-    results = run_evaluation(loaded, tasks, data_dir, batch_size=batch_size, progress=not quiet,
-                             similarity=get_similarity(similarity))
+    results = run_evaluation(
+        loaded, tasks, data_dir, batch_size=batch_size, progress=not quiet, similarity=get_similarity(similarity)
+    )
     results["config"]["model"] = model
     sys.stdout.write(format_markdown(results))
     if output:
@@ -84,12 +86,22 @@ def evaluate(
         print(f"results written to {output}")
     if results["failed"]:
         names = ", ".join(results["failed"])
-        raise CommandFailed(f"{len(results['failed'])} of {len(results['failed']) + len(results['tasks'])} "
-                            f"tasks failed: {names} (the others are reported above)")
+        raise CommandFailed(
+            f"{len(results['failed'])} of {len(results['failed']) + len(results['tasks'])} "
+            f"tasks failed: {names} (the others are reported above)"
+        )
 
 
-def _evaluate_mteb(model: str, tasks: str, data_dir: str | None, output: str | None, batch_size: int,
-                   similarity: str | None, device: str | None, quiet: bool) -> None:
+def _evaluate_mteb(
+    model: str,
+    tasks: str,
+    data_dir: str | None,
+    output: str | None,
+    batch_size: int,
+    similarity: str | None,
+    device: str | None,
+    quiet: bool,
+) -> None:
     """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, printed and written like ``--tasks``."""
     import sys
 
@@ -102,8 +114,9 @@ def _evaluate_mteb(model: str, tasks: str, data_dir: str | None, output: str | N
     from ..integrations.mteb import MTEBDataError, run_tasks
 
     try:
-        results = run_tasks(model, names, data_dir=data_dir, similarity=similarity, batch_size=batch_size,
-                            device=device)
+        results = run_tasks(
+            model, names, data_dir=data_dir, similarity=similarity, batch_size=batch_size, device=device
+        )
     except MTEBDataError as err:
         raise CommandFailed(str(err)) from None
     except KeyError as err:
@@ -145,12 +158,18 @@ def _check_model(model: str) -> None:
     if os.path.exists(path):
         return
     head = model.split("/", 1)[0]
-    looks_like_path = (model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
-                       or model.lower().endswith((".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml"))
-                       or ("/" in model and os.path.isdir(head)))
+    looks_like_path = (
+        model.startswith(("/", ".", "~"))
+        or model.count("/") > 1
+        or "\\" in model
+        or model.lower().endswith((".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml"))
+        or ("/" in model and os.path.isdir(head))
+    )
     if looks_like_path:
-        raise FileNotFoundError(f"--model {model!r} does not exist; give a .ckpt file, a saved model directory, "
-                                "a preset (minilm-l6) or a Hugging Face hub id")
+        raise FileNotFoundError(
+            f"--model {model!r} does not exist; give a .ckpt file, a saved model directory, "
+            "a preset (minilm-l6) or a Hugging Face hub id"
+        )
 
 
 def _quiet_transformers() -> None:

@@ -54,16 +54,27 @@ def export(
 
     try:
         report = export_model(
-            source, out, format, results=results, training_data=list(training_data or []), name=name,
-            max_seq_length=max_seq_length, license=license, language=list(language) if language else None,
-            overwrite=overwrite, verify=verify,
+            source,
+            out,
+            format,
+            results=results,
+            training_data=list(training_data or []),
+            name=name,
+            max_seq_length=max_seq_length,
+            license=license,
+            language=list(language) if language else None,
+            overwrite=overwrite,
+            verify=verify,
         )
     except (NoExporterError, ExportCheckError) as err:
         raise CommandFailed(str(err)) from err
     print(f"exported {source} as {report.format} to {report.out} ({len(report.files)} files, model card README.md)")
     if report.max_seq_length is not None:
-        trained = (f" (trained with {report.trained_max_length}; --max-seq-length to change)"
-                   if report.trained_max_length != report.max_seq_length else "")
+        trained = (
+            f" (trained with {report.trained_max_length}; --max-seq-length to change)"
+            if report.trained_max_length != report.max_seq_length
+            else ""
+        )
         print(f"max sequence length: {report.max_seq_length} tokens{trained}")
     if report.max_diff is None:
         print(f"check: {report.check}")

@@ -60,13 +60,14 @@ def retrofit(
     text: Any = load(text_encoder) if text_encoder.endswith(".ckpt") else text_encoder
     amr: Any = load(amr_encoder) if amr_encoder.endswith(".ckpt") else amr_encoder
     try:
-        model = RetrofittedEncoder(text, amr, combination, parser, language=language,
-                                   parentheses=parentheses)
+        model = RetrofittedEncoder(text, amr, combination, parser, language=language, parentheses=parentheses)
         saved = model.save_pretrained(out)
     except TypeError as err:  # a parser spec that does not fit: reported in one line as the others
         raise ValueError(str(err)) from err
-    print(f"retrofitted model ({combination}, dimension {model.dimension}) saved to {saved}; "
-          f"load it with unisent.load({str(saved)!r})")
+    print(
+        f"retrofitted model ({combination}, dimension {model.dimension}) saved to {saved}; "
+        f"load it with unisent.load({str(saved)!r})"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -23,7 +23,10 @@ TRAINER_DEFAULTS = {
     "max_epochs": 1,
     "num_sanity_val_steps": 0,
     "log_every_n_steps": 10,
-    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "unisent"}},
+    "logger": {
+        "class_path": "lightning.pytorch.loggers.CSVLogger",
+        "init_args": {"save_dir": "runs", "name": "unisent"},
+    },
 }
 
 
@@ -71,9 +74,14 @@ class UnisentCLI(LightningCLI):
 
         parser.add_lightning_class_args(UnisentCheckpoint, "checkpoint")
         parser.set_defaults(
-            {"checkpoint.monitor": "val/score", "checkpoint.mode": "max", "checkpoint.filename": "best",
-             "checkpoint.save_last": True, "checkpoint.save_top_k": 1,
-             "checkpoint.every_n_train_steps": RESUME_EVERY_N_STEPS}
+            {
+                "checkpoint.monitor": "val/score",
+                "checkpoint.mode": "max",
+                "checkpoint.filename": "best",
+                "checkpoint.save_last": True,
+                "checkpoint.save_top_k": 1,
+                "checkpoint.every_n_train_steps": RESUME_EVERY_N_STEPS,
+            }
         )
 
     def before_instantiate_classes(self) -> None:
@@ -118,7 +126,9 @@ class UnisentCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except BaseException as err:
             _remove_empty_run_dirs(self.trainer)
-            if isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False)):
+            if isinstance(err, KeyboardInterrupt) or (
+                isinstance(err, SystemExit) and getattr(self.trainer, "interrupted", False)
+            ):
                 _record_interrupt(self.trainer)
                 raise KeyboardInterrupt from err  # Lightning turns Ctrl-C into sys.exit(1) after its shutdown
             raise
@@ -143,9 +153,12 @@ class UnisentCLI(LightningCLI):
                 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
                 if getattr(rank_zero_only, "rank", 0) == 0:
-                    print("unisent: trainer.enable_checkpointing is false: this run writes no checkpoints (no "
-                          "best.ckpt, no last.ckpt), so it cannot be resumed with --ckpt_path last or exported "
-                          "from a checkpoint; the trained encoder is still saved to <run>/encoder", file=sys.stderr)
+                    print(
+                        "unisent: trainer.enable_checkpointing is false: this run writes no checkpoints (no "
+                        "best.ckpt, no last.ckpt), so it cannot be resumed with --ckpt_path last or exported "
+                        "from a checkpoint; the trained encoder is still saved to <run>/encoder",
+                        file=sys.stderr,
+                    )
         trainer = self._instantiate_trainer(trainer_config, extra_callbacks)
         add_evaluation_callback(trainer, self.model)
         if not _VERBOSE:
@@ -161,8 +174,12 @@ def _name_the_other_checkpoints(path: Path) -> None:
     others = sorted(p.name for p in path.parent.glob("*.ckpt"))
     if not others:
         return
-    why = (" (best.ckpt is written when a validation ranks the run: a run stopped before its first validation "
-           "has only last.ckpt)" if path.name.startswith("best") else "")
+    why = (
+        " (best.ckpt is written when a validation ranks the run: a run stopped before its first validation "
+        "has only last.ckpt)"
+        if path.name.startswith("best")
+        else ""
+    )
     raise FileNotFoundError(f"checkpoint {path} does not exist; {path.parent} holds {', '.join(others)}{why}")
 
 
@@ -199,21 +216,28 @@ def did_you_mean(message: str, parser) -> str | None:
     import inspect
     import re
 
-    nested = re.search(r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
-                       r"--([\w.\-]+)", message, re.S)
+    nested = re.search(
+        r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
+        r"--([\w.\-]+)",
+        message,
+        re.S,
+    )
     if nested:
         key, class_path, rest = nested.groups()
         from ..io import import_object
 
         try:
-            params = [p for p in inspect.signature(import_object(class_path).__init__).parameters
-                      if p not in ("self", "args", "kwargs")]
+            params = [
+                p
+                for p in inspect.signature(import_object(class_path).__init__).parameters
+                if p not in ("self", "args", "kwargs")
+            ]
         except (ImportError, AttributeError, TypeError, ValueError):
             return None
         name = rest.rsplit(".", 1)[-1]
         close = _close(name, params)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
-        return (f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}")
+        return f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}"
     unknown = re.findall(r"unrecognized arguments: ((?:--[\w.\-]+(?:=\S*)?\s*)+)", message)
     unknown = [w.split("=", 1)[0] for group in unknown for w in group.split() if w.startswith("--")]
     for group, key in re.findall(r"(?:Group '([\w.]+)' )?does not accept (?:option|key) '([\w.\-]+)'", message):
@@ -284,7 +308,9 @@ def _continue_last_run(config) -> None:
         if run is not None:
             _refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
             version = run.name
-            args["version"] = int(version[len("version_"):]) if version.startswith("version_") and version[8:].isdigit() else version
+            args["version"] = (
+                int(version[len("version_") :]) if version.startswith("version_") and version[8:].isdigit() else version
+            )
             if issubclass(cls, CSVLogger):
                 _keep_metrics(run)
             _quiet_resume_warnings()
@@ -322,9 +348,16 @@ def _resuming_line(config, run: Path, ckpt: Path) -> str:
     progress = checkpoint_progress(ckpt)
     where = f" (step {progress.global_step}, {progress.epochs_done} epoch(s) done)" if progress else ""
     max_steps, max_epochs = config.get("trainer.max_steps"), config.get("trainer.max_epochs")
-    until = (f"max_steps={max_steps}" if max_steps not in (None, -1) else
-             f"max_epochs={max_epochs}" if max_epochs is not None else "the end")
-    return f"resuming {run} from {ckpt.relative_to(run) if ckpt.is_relative_to(run) else ckpt}{where}; training to {until}"
+    until = (
+        f"max_steps={max_steps}"
+        if max_steps not in (None, -1)
+        else f"max_epochs={max_epochs}"
+        if max_epochs is not None
+        else "the end"
+    )
+    return (
+        f"resuming {run} from {ckpt.relative_to(run) if ckpt.is_relative_to(run) else ckpt}{where}; training to {until}"
+    )
 
 
 def _record_interrupt(trainer: Any) -> None:
@@ -381,9 +414,11 @@ def _refuse_finished_run(config, ckpt_path: Any) -> None:
         return
     key, _, value = reached.partition("=")
     more = int(value) + 1 if key == "max_epochs" else int(value) * 2
-    sys.exit(f"unisent fit: error: nothing to train: checkpoint {path} (step {progress.global_step}, "
-             f"{progress.epochs_done} epoch(s) done) already reached {reached}; to train on, raise it "
-             f"(e.g. --trainer.{key}={more}), or leave out --ckpt_path to start a new run")
+    sys.exit(
+        f"unisent fit: error: nothing to train: checkpoint {path} (step {progress.global_step}, "
+        f"{progress.epochs_done} epoch(s) done) already reached {reached}; to train on, raise it "
+        f"(e.g. --trainer.{key}={more}), or leave out --ckpt_path to start a new run"
+    )
 
 
 def _separate_from_training_run(config, subcommand: str) -> None:
@@ -411,7 +446,9 @@ def _separate_from_training_run(config, subcommand: str) -> None:
     version = args.get("version")
     if run is None and version is not None:
         save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
-        named = Path(save_dir) / (args.get("name") or "") / (version if isinstance(version, str) else f"version_{version}")
+        named = (
+            Path(save_dir) / (args.get("name") or "") / (version if isinstance(version, str) else f"version_{version}")
+        )
         if named.is_dir() and any(named.iterdir()):
             run = named.absolute()
     if run is None:
@@ -544,7 +581,11 @@ def _cli(argv: Sequence[str] | None, verbose: bool) -> None:
         # a bad option, key or value raises jsonargparse's ArgumentError: `unisent fit` prints it in one
         # line naming the config file (unisent.cli), without the ~75-line usage block
         # no argparse abbreviations: `--trainer.max_step=2` is an error with a suggestion, not max_steps
-        parser_kwargs={"exit_on_error": False, "allow_abbrev": False,
-                       **{name: {"exit_on_error": False, "allow_abbrev": False}
-                          for name in ("fit", "validate", "test", "predict")}},
+        parser_kwargs={
+            "exit_on_error": False,
+            "allow_abbrev": False,
+            **{
+                name: {"exit_on_error": False, "allow_abbrev": False} for name in ("fit", "validate", "test", "predict")
+            },
+        },
     )

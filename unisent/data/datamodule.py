@@ -55,7 +55,9 @@ def _fingerprint(resolved: ResolvedSource, schema: BatchSchema, tokenizer, max_l
         "optional_keys": list(schema.optional_keys),
         "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__],
         # tokens added to a tokenizer (e.g. AMR's extended vocabulary) change the ids at equal length
-        "added_tokens": hashlib.sha256("\n".join(sorted(getattr(tokenizer, "get_added_vocab", dict)())).encode()).hexdigest(),
+        "added_tokens": hashlib.sha256(
+            "\n".join(sorted(getattr(tokenizer, "get_added_vocab", dict)())).encode()
+        ).hexdigest(),
         "max_length": max_length,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -212,7 +214,9 @@ class UnisentDataModule(L.LightningDataModule):
         if isinstance(self.batch_size, int):
             return self.batch_size
         if name not in self.batch_size:
-            raise DataConfigError(f"data.batch_size has no entry for objective {name!r} (has: {', '.join(self.batch_size)})")
+            raise DataConfigError(
+                f"data.batch_size has no entry for objective {name!r} (has: {', '.join(self.batch_size)})"
+            )
         return self.batch_size[name]
 
     def _length_grouped(self, name: str) -> bool:
@@ -226,11 +230,19 @@ class UnisentDataModule(L.LightningDataModule):
         unknown = sorted(set(self.train) - set(objectives))
         missing = sorted(set(objectives) - set(self.train))
         if isinstance(self.length_grouped, dict) and (extra := sorted(set(self.length_grouped) - set(objectives))):
-            raise DataConfigError(f"data.length_grouped names {', '.join(map(repr, extra))}, but the model's objectives are: {', '.join(objectives)}")
+            raise DataConfigError(
+                f"data.length_grouped names {', '.join(map(repr, extra))}, "
+                f"but the model's objectives are: {', '.join(objectives)}"
+            )
         if unknown:
-            raise DataConfigError(f"data.train has {', '.join(map(repr, unknown))}, but the model's objectives are: {', '.join(objectives)}")
+            raise DataConfigError(
+                f"data.train has {', '.join(map(repr, unknown))}, "
+                f"but the model's objectives are: {', '.join(objectives)}"
+            )
         if missing:
-            raise DataConfigError(f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train")
+            raise DataConfigError(
+                f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train"
+            )
         return objectives
 
     def _fn(self) -> str | None:
@@ -270,22 +282,33 @@ class UnisentDataModule(L.LightningDataModule):
     def _stream(self, name: str, source: DataSource, objective) -> TokenizedStream:
         schema = objective.schema
         if schema.needs_all_records:
-            raise DataConfigError(f"objective {name!r} builds its state from all its training records before "
-                                  "training (setup_data): its source cannot be streamed; set streaming: false")
+            raise DataConfigError(
+                f"objective {name!r} builds its state from all its training records before "
+                "training (setup_data): its source cannot be streamed; set streaming: false"
+            )
         if self.combine_mode not in ("max_size_cycle", "max_size"):
-            raise DataConfigError(f"objective {name!r} streams its data, which has no end: data.combine_mode must "
-                                  f"be max_size_cycle or max_size, got {self.combine_mode!r}")
+            raise DataConfigError(
+                f"objective {name!r} streams its data, which has no end: data.combine_mode must "
+                f"be max_size_cycle or max_size, got {self.combine_mode!r}"
+            )
         trainer = self.trainer
         if trainer is not None and (trainer.max_steps is None or trainer.max_steps < 0):
-            raise DataConfigError(f"objective {name!r} streams its data (streaming: true), which has no end: set "
-                                  "trainer.max_steps")
+            raise DataConfigError(
+                f"objective {name!r} streams its data (streaming: true), which has no end: set trainer.max_steps"
+            )
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length
         stream = TokenizedStream(
-            resolve_source(source), schema.batch_keys, schema.text_keys, schema.optional_keys,
-            RowTokenizer(encoder.tokenizer, schema.text_keys, max_length), self._batch_size(name),
-            seed=self.seed, rank=rank, world_size=world,
+            resolve_source(source),
+            schema.batch_keys,
+            schema.text_keys,
+            schema.optional_keys,
+            RowTokenizer(encoder.tokenizer, schema.text_keys, max_length),
+            self._batch_size(name),
+            seed=self.seed,
+            rank=rank,
+            world_size=world,
         )
         stream.check_columns()
         return stream
@@ -331,8 +354,13 @@ class UnisentDataModule(L.LightningDataModule):
         parts.mkdir()
         try:
             mapped = dataset.map(
-                tokenize, batched=True, batch_size=1000, num_proc=num_proc if num_proc > 1 else None,
-                cache_file_name=str(parts / "part.arrow"), new_fingerprint=cache.stem, features=features,
+                tokenize,
+                batched=True,
+                batch_size=1000,
+                num_proc=num_proc if num_proc > 1 else None,
+                cache_file_name=str(parts / "part.arrow"),
+                new_fingerprint=cache.stem,
+                features=features,
                 desc=f"Tokenising {name} ({len(dataset):,} records, {num_proc} process{'es' if num_proc > 1 else ''})",
             )
             fault_point("cache_write")  # (benchmarks/soak.py: a kill while the Arrow cache is written)
@@ -360,7 +388,11 @@ class UnisentDataModule(L.LightningDataModule):
                 f"{batch_size} x {world} processes"
             )
         sampler = ResumableSampler(
-            len(dataset), batch_size, seed=self.seed, num_replicas=world, rank=rank,
+            len(dataset),
+            batch_size,
+            seed=self.seed,
+            num_replicas=world,
+            rank=rank,
             lengths=dataset["length"] if self._length_grouped(name) else None,
         )
         self.samplers[name] = sampler
@@ -405,9 +437,13 @@ class UnisentDataModule(L.LightningDataModule):
 
     def predict_dataloader(self):
         collate = partial(PREDICT_SCHEMA.collate, pad_id=self.module.encoder.pad_token_id)
-        return DataLoader(self.datasets["__predict__"].select_columns(["text"]).with_format(None),
-                          batch_size=self.predict_batch_size, shuffle=False, collate_fn=collate,
-                          num_workers=self.num_workers)
+        return DataLoader(
+            self.datasets["__predict__"].select_columns(["text"]).with_format(None),
+            batch_size=self.predict_batch_size,
+            shuffle=False,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self):
         from lightning.pytorch.utilities import CombinedLoader
@@ -459,8 +495,13 @@ class UnisentDataModule(L.LightningDataModule):
         if trainer is None or not (self.samplers or self.streams):
             return {}
         batches = int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
-        return {"epoch": int(trainer.current_epoch), "batches": batches, "seed": self.seed,
-                "combine_mode": self.combine_mode, "positions": self.positions(batches)}
+        return {
+            "epoch": int(trainer.current_epoch),
+            "batches": batches,
+            "seed": self.seed,
+            "combine_mode": self.combine_mode,
+            "positions": self.positions(batches),
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume the training loaders where a checkpoint left them.
@@ -491,14 +532,18 @@ class UnisentDataModule(L.LightningDataModule):
 
     def _apply_position(self, state: dict[str, Any]) -> None:
         if state.get("seed", self.seed) != self.seed:
-            raise ValueError(f"the checkpoint's data order was drawn with data.seed={state['seed']}, this run "
-                             f"has data.seed={self.seed}: resuming would not continue the same order (resume with "
-                             f"the same seed, or start a new run from the weights)")
+            raise ValueError(
+                f"the checkpoint's data order was drawn with data.seed={state['seed']}, this run "
+                f"has data.seed={self.seed}: resuming would not continue the same order (resume with "
+                f"the same seed, or start a new run from the weights)"
+            )
         positions = state.get("positions", {})
         unknown = sorted(set(positions) - set(self._loader_names()))
         if unknown:
-            raise ValueError(f"the checkpoint has data positions for {', '.join(unknown)}, "
-                             f"this run's loaders are {', '.join(self._loader_names())}")
+            raise ValueError(
+                f"the checkpoint has data positions for {', '.join(unknown)}, "
+                f"this run's loaders are {', '.join(self._loader_names())}"
+            )
         if state.get("combine_mode", self.combine_mode) != self.combine_mode:
             positions = self.positions(state["batches"])  # recompute for this run's mode
         for name, stream in self.streams.items():

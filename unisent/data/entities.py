@@ -23,7 +23,9 @@ from .records import iter_records
 __all__ = ["read_entity_records", "read_entity_titles", "read_wikipedia2vec"]
 
 
-def read_entity_records(path: str | Path, vocabulary: Sequence[str] | set[str] | None = None) -> tuple[list[str], list[str]]:
+def read_entity_records(
+    path: str | Path, vocabulary: Sequence[str] | set[str] | None = None
+) -> tuple[list[str], list[str]]:
     """``(sentences, gold entity ids)`` of an EASE records file (``{"text", "entity", ...}`` per line,
     as ``unisent data ease-*`` writes it; other fields are ignored), for entity retrieval.
 
@@ -39,8 +41,9 @@ def read_entity_records(path: str | Path, vocabulary: Sequence[str] | set[str] |
         if not isinstance(entity, str) or not entity:
             raise record.error(f"field 'entity' must be a non-empty string, got {entity!r}", field="entity")
         if known is not None and entity not in known:
-            raise record.error(f"field 'entity': {entity!r} is not in the entity table ({len(known)} ids)",
-                               field="entity")
+            raise record.error(
+                f"field 'entity': {entity!r} is not in the entity table ({len(known)} ids)", field="entity"
+            )
         texts.append(text)
         entities.append(entity)
     if not texts:
@@ -118,13 +121,13 @@ def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tupl
             if "\t" in line:  # default format: titles keep their spaces
                 name, _, rest = line.partition("\t")
                 values = rest.split(" ")
-                title = name[len("ENTITY/"):]
+                title = name[len("ENTITY/") :]
             else:  # word2vec / glove: spaces in titles became underscores
                 parts = line.split(" ")
                 if dim is None:
                     dim = _infer_dim(parts)
-                name, values = " ".join(parts[: len(parts) - dim]), parts[len(parts) - dim:]
-                title = name[len("ENTITY/"):].replace("_", " ")
+                name, values = " ".join(parts[: len(parts) - dim]), parts[len(parts) - dim :]
+                title = name[len("ENTITY/") :].replace("_", " ")
             if titles is not None and title not in titles:
                 if dim is None:
                     dim = len(values)

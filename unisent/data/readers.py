@@ -82,8 +82,13 @@ def read_records(
             problems.append(str(error))
 
     kept = 0
-    records = iter_records(path, fields=needed, optional=[key for key in required if key in optional],
-                           rename=source.columns, on_error=problem)
+    records = iter_records(
+        path,
+        fields=needed,
+        optional=[key for key in required if key in optional],
+        rename=source.columns,
+        on_error=problem,
+    )
     for record in records:
         error = _check_text(record, checked)
         if error is not None:
@@ -99,9 +104,10 @@ def read_records(
         listing = "\n".join(problems) + more
         if source.on_error == "raise":
             raise RecordError(
-                path, 0,
+                path,
+                0,
                 f"{n_problems} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
-                "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them."
+                "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them.",
             )
         warnings.warn(f"skipped {n_problems} malformed record(s) of {path}, kept {kept}:\n{listing}", stacklevel=2)
     if kept == 0:

@@ -20,15 +20,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["FORMATS", "SUPPORTED_FORMATS", "DataConfigError", "Record", "RecordError", "iter_records",
-           "record_format", "require_file"]
+__all__ = [
+    "FORMATS",
+    "SUPPORTED_FORMATS",
+    "DataConfigError",
+    "Record",
+    "RecordError",
+    "iter_records",
+    "record_format",
+    "require_file",
+]
 
 #: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
 SUPPORTED_FORMATS = (*FORMATS, "a saved datasets directory")
 _FORMAT_NAMES = ("jsonl", "csv", "tsv", "txt", "parquet", "dataset")
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
-               type(None): "null"}
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 _BATCH_ROWS = 4096
 
 
@@ -49,8 +64,9 @@ class RecordError(ValueError):
         path, line, field, unit: as given; ``reason``: the message without the location.
     """
 
-    def __init__(self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None,
-                 unit: str = "line") -> None:
+    def __init__(
+        self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None, unit: str = "line"
+    ) -> None:
         self.path, self.line, self.reason, self.field, self.unit = Path(path), line, message, field, unit
         where = f"{self.path}:{unit} {line}" if line else str(self.path)
         super().__init__(f"{where}: {message}")
@@ -99,8 +115,10 @@ def record_format(path: str | os.PathLike) -> str:
         return "dataset"
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
-        raise ValueError(f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)} "
-                         "(or name one with format=)")
+        raise ValueError(
+            f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)} "
+            "(or name one with format=)"
+        )
     return FORMATS[suffix]
 
 
@@ -141,8 +159,11 @@ class _Options:
         for key in self.fields:
             if key not in data:
                 present = ", ".join(map(str, data)) or "no fields"
-                self.report(RecordError(self.path, line, f"field {key!r} is missing (record has: {present})",
-                                        field=key, unit=unit))
+                self.report(
+                    RecordError(
+                        self.path, line, f"field {key!r} is missing (record has: {present})", field=key, unit=unit
+                    )
+                )
                 return None
             if data[key] is None and not self.allow_null:
                 self.report(RecordError(self.path, line, f"field {key!r} is missing (null)", field=key, unit=unit))
@@ -230,9 +251,17 @@ def iter_records(
         raise ValueError("fields need named columns: a csv/tsv file read with header=False has none")
     wanted = tuple(dict.fromkeys([*(fields or ()), *optional]))
     options = _Options(
-        path=path, fields=None if fields is None and not optional else tuple(k for k in fields or () if k not in optional),
-        wanted=wanted, allow_null=allow_null, rename=dict(rename or {}), text_field=text_field, header=header,
-        quoting=quoting, blank_lines=blank_lines, encoding=encoding, on_error=on_error,
+        path=path,
+        fields=None if fields is None and not optional else tuple(k for k in fields or () if k not in optional),
+        wanted=wanted,
+        allow_null=allow_null,
+        rename=dict(rename or {}),
+        text_field=text_field,
+        header=header,
+        quoting=quoting,
+        blank_lines=blank_lines,
+        encoding=encoding,
+        on_error=on_error,
     )
     if format == "jsonl":
         return _iter_jsonl(options)
@@ -255,13 +284,18 @@ def _lines(options: _Options, keep_ends: bool = False) -> Iterator[tuple[int, st
     with options.path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if lineno == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as err:
-                options.report(RecordError(
-                    options.path, lineno, f"cannot be decoded as {options.encoding} ({err.reason} at byte {err.start} "
-                    "of the line); fix the line or pass the file's encoding (encoding=..., --encoding)"))
+                options.report(
+                    RecordError(
+                        options.path,
+                        lineno,
+                        f"cannot be decoded as {options.encoding} ({err.reason} at byte {err.start} "
+                        "of the line); fix the line or pass the file's encoding (encoding=..., --encoding)",
+                    )
+                )
                 continue
             if not keep_ends:
                 text = text[:-1] if text.endswith("\n") else text
@@ -293,8 +327,14 @@ def _iter_jsonl(options: _Options) -> Iterator[Record]:
         if isinstance(value, str):
             value = {options.text_field: value}
         elif not isinstance(value, dict):
-            options.report(RecordError(path, lineno, f"is a JSON {_json_type(value)}, expected an object with "
-                                                     f"field(s) {', '.join(map(repr, options.wanted))}"))
+            options.report(
+                RecordError(
+                    path,
+                    lineno,
+                    f"is a JSON {_json_type(value)}, expected an object with "
+                    f"field(s) {', '.join(map(repr, options.wanted))}",
+                )
+            )
             continue
         data = options.select(options.renamed(value), lineno)
         if data is not None:
@@ -305,8 +345,12 @@ def _iter_txt(options: _Options) -> Iterator[Record]:
     name = options.rename.get(options.text_field, options.text_field)
     others = [key for key in options.fields or () if key != name]
     if others:
-        raise RecordError(options.path, 0, f"a .txt file has one field per line, {name!r}; field(s) "
-                                           f"{', '.join(map(repr, others))} need a jsonl, csv, tsv or parquet file")
+        raise RecordError(
+            options.path,
+            0,
+            f"a .txt file has one field per line, {name!r}; field(s) "
+            f"{', '.join(map(repr, others))} need a jsonl, csv, tsv or parquet file",
+        )
     for lineno, text in _lines(options):
         data = options.select({name: text}, lineno)
         if data is not None:
@@ -333,15 +377,21 @@ def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
         except StopIteration:
             return
         except csv.Error as err:
-            raise RecordError(path, end + 1, f"cannot be parsed as {'csv' if delimiter == ',' else 'tsv'}: {err}") from None
+            raise RecordError(
+                path, end + 1, f"cannot be parsed as {'csv' if delimiter == ',' else 'tsv'}: {err}"
+            ) from None
         start, end = end + 1, last
         if options.header and names is None:
             header, names = row, [options.rename.get(h, h) for h in row]
             missing = [key for key in options.fields or () if key not in names]
             if missing:
                 renamed = f" renamed to {', '.join(names)}" if options.rename else ""
-                raise RecordError(path, 0, f"no column {', '.join(map(repr, missing))} in the header "
-                                           f"(columns: {', '.join(header)}{renamed})", field=missing[0])
+                raise RecordError(
+                    path,
+                    0,
+                    f"no column {', '.join(map(repr, missing))} in the header (columns: {', '.join(header)}{renamed})",
+                    field=missing[0],
+                )
             continue
         if not row:
             if options.blank_lines == "error":
@@ -354,8 +404,9 @@ def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
             yield Record(path, start, row)
             continue
         if len(row) != len(names):
-            options.report(RecordError(
-                path, start, f"has {len(row)} columns, the header has {len(header)} ({', '.join(header)})"))
+            options.report(
+                RecordError(path, start, f"has {len(row)} columns, the header has {len(header)} ({', '.join(header)})")
+            )
             continue
         data = options.select(dict(zip(names, row)), start)
         if data is not None:
@@ -370,8 +421,12 @@ def _columns(options: _Options, names: Sequence[str]) -> list[str] | None:
     missing = [key for key in options.fields if key not in by_field]
     if missing:
         renamed = f" renamed to {', '.join(by_field)}" if options.rename else ""
-        raise RecordError(options.path, 0, f"no column {', '.join(map(repr, missing))} (columns: {', '.join(names)}"
-                                           f"{renamed})", field=missing[0])
+        raise RecordError(
+            options.path,
+            0,
+            f"no column {', '.join(map(repr, missing))} (columns: {', '.join(names)}{renamed})",
+            field=missing[0],
+        )
     return [by_field[key] for key in options.wanted if key in by_field]
 
 
@@ -394,8 +449,11 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
 
     dataset = load_from_disk(str(options.path))
     if not isinstance(dataset, Dataset):
-        raise RecordError(options.path, 0, f"holds a dataset dictionary (splits: {', '.join(dataset)}); "
-                                           "point at the directory of one split")
+        raise RecordError(
+            options.path,
+            0,
+            f"holds a dataset dictionary (splits: {', '.join(dataset)}); point at the directory of one split",
+        )
     columns = _columns(options, dataset.column_names)
     if columns is not None:
         dataset = dataset.select_columns(columns)

@@ -118,7 +118,9 @@ class ResumableSampler(DistributedSampler):
     ) -> None:
         # DistributedSampler.__init__ is not called: it needs a process group and a dataset
         if batch_size < 1 or num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError(f"need batch_size >= 1 and 0 <= rank < num_replicas, got {batch_size}, {rank}, {num_replicas}")
+            raise ValueError(
+                f"need batch_size >= 1 and 0 <= rank < num_replicas, got {batch_size}, {rank}, {num_replicas}"
+            )
         if lengths is not None and len(lengths) != num_samples:
             raise ValueError(f"got {len(lengths)} lengths for {num_samples} samples")
         self.dataset_size = num_samples

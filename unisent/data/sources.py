@@ -32,8 +32,16 @@ from .records import FORMATS, RecordError
 __all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
 
 #: record format (a suffix of :data:`unisent.data.records.FORMATS`, or ``format:``) -> ``load_dataset`` builder
-BUILDERS = {"jsonl": "json", "json": "json", "csv": "csv", "tsv": "csv", "txt": "text", "text": "text",
-            "parquet": "parquet", "arrow": "arrow"}
+BUILDERS = {
+    "jsonl": "json",
+    "json": "json",
+    "csv": "csv",
+    "tsv": "csv",
+    "txt": "text",
+    "text": "text",
+    "parquet": "parquet",
+    "arrow": "arrow",
+}
 _SUFFIX_FORMATS = {**FORMATS, ".arrow": "arrow"}
 _LOCAL_FORMATS = {"jsonl", "csv", "tsv", "txt", "parquet"}  # the ones the record reader names lines of
 MAX_LISTED = 20
@@ -85,7 +93,9 @@ class DataSource:
         if self.format is not None and self.format not in BUILDERS:
             raise ValueError(f"format must be one of {', '.join(BUILDERS)}, got {self.format!r}")
         if self.max_records < 0 or self.shuffle_buffer < 0:
-            raise ValueError(f"max_records and shuffle_buffer must be >= 0, got {self.max_records}, {self.shuffle_buffer}")
+            raise ValueError(
+                f"max_records and shuffle_buffer must be >= 0, got {self.max_records}, {self.shuffle_buffer}"
+            )
 
 
 @dataclass(frozen=True)
@@ -103,8 +113,9 @@ class ResolvedSource:
         """How errors name the source: the file, or the path/id with its configuration."""
         if self.kind in ("files", "saved") and len(self.files) == 1:
             return str(self.files[0])
-        extra = [f"{k}={v}" for k, v in (("name", self.source.name), ("revision", self.source.revision))
-                 if v is not None]
+        extra = [
+            f"{k}={v}" for k, v in (("name", self.source.name), ("revision", self.source.revision)) if v is not None
+        ]
         return f"{self.source.path}[{', '.join([*extra, f'split={self.source.split}'])}]"
 
 
@@ -113,16 +124,23 @@ def _format_of(path: Path, source: DataSource) -> str:
         return "jsonl" if source.format == "json" else "txt" if source.format == "text" else source.format
     fmt = _SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ValueError(f"{path}: unsupported format {path.suffix.lower()!r}; supported: "
-                         f"{', '.join(_SUFFIX_FORMATS)}, a dataset directory or a Hub id (or name one with format:)")
+        raise ValueError(
+            f"{path}: unsupported format {path.suffix.lower()!r}; supported: "
+            f"{', '.join(_SUFFIX_FORMATS)}, a dataset directory or a Hub id (or name one with format:)"
+        )
     return fmt
 
 
 def _looks_local(path: str) -> bool:
     """A path a user meant as a local file (a Hub id is ``owner/name`` without a suffix)."""
     p = Path(path)
-    return (path.startswith(("/", ".", "~")) or p.suffix.lower() in _SUFFIX_FORMATS or os.sep + os.sep in path
-            or len(p.parts) > 2 or os.path.isabs(path))
+    return (
+        path.startswith(("/", ".", "~"))
+        or p.suffix.lower() in _SUFFIX_FORMATS
+        or os.sep + os.sep in path
+        or len(p.parts) > 2
+        or os.path.isabs(path)
+    )
 
 
 def resolve_source(source: DataSource | str) -> ResolvedSource:
@@ -142,8 +160,10 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
             raise FileNotFoundError(errno.ENOENT, "training data: no file matches the pattern", raw)
         formats = {_format_of(f, source) for f in files}
         if len(formats) > 1:
-            raise ValueError(f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
-                             "narrow the pattern or name one with format:")
+            raise ValueError(
+                f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
+                "narrow the pattern or name one with format:"
+            )
         return ResolvedSource(source, "files", tuple(files), formats.pop())
     if path.is_file():
         return ResolvedSource(source, "files", (path,), _format_of(path, source))
@@ -151,9 +171,13 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
         if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
             return ResolvedSource(source, "saved", (path,))
         if (path / "dataset_dict.json").is_file():
-            raise RecordError(path, 0, "holds a dataset dictionary (splits: "
-                                       f"{', '.join(sorted(p.name for p in path.iterdir() if p.is_dir()))}); "
-                                       "point at the directory of one split")
+            raise RecordError(
+                path,
+                0,
+                "holds a dataset dictionary (splits: "
+                f"{', '.join(sorted(p.name for p in path.iterdir() if p.is_dir()))}); "
+                "point at the directory of one split",
+            )
         return ResolvedSource(source, "repo", (path,))
     if _looks_local(raw):
         raise FileNotFoundError(errno.ENOENT, "training data file does not exist", str(path))
@@ -165,10 +189,18 @@ def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]
     file's path, size and modification time; for repositories and Hub datasets ``datasets``' own
     fingerprint of the loaded data (which follows their files and revision)."""
     source = resolved.source
-    parts: dict[str, Any] = {"kind": resolved.kind, "path": source.path, "name": source.name, "split": source.split,
-                             "revision": source.revision, "data_files": source.data_files, "format": resolved.format,
-                             "columns": source.columns, "max_records": source.max_records,
-                             "on_error": source.on_error}
+    parts: dict[str, Any] = {
+        "kind": resolved.kind,
+        "path": source.path,
+        "name": source.name,
+        "split": source.split,
+        "revision": source.revision,
+        "data_files": source.data_files,
+        "format": resolved.format,
+        "columns": source.columns,
+        "max_records": source.max_records,
+        "on_error": source.on_error,
+    }
     if resolved.kind in ("files", "saved"):
         files = resolved.files
         if resolved.kind == "saved":
@@ -189,8 +221,14 @@ def _builder_kwargs(resolved: ResolvedSource) -> tuple[str, dict[str, Any]]:
         with resolved.files[0].open(encoding="utf-8-sig", newline="") as fh:
             header = next(csv.reader(fh, delimiter="," if fmt == "csv" else "\t"), [])
         # every field as the text it is (pandas would read "007" as 7 and "NA" as null), blank lines kept
-        kwargs.update(sep="," if fmt == "csv" else "\t", na_filter=False, keep_default_na=False,
-                      skip_blank_lines=False, converters={name: str for name in header}, encoding="utf-8-sig")
+        kwargs.update(
+            sep="," if fmt == "csv" else "\t",
+            na_filter=False,
+            keep_default_na=False,
+            skip_blank_lines=False,
+            converters={name: str for name in header},
+            encoding="utf-8-sig",
+        )
     elif fmt == "txt":
         kwargs["encoding"] = "utf-8-sig"  # a byte-order mark is dropped, as the record reader does
     return BUILDERS[fmt], kwargs
@@ -204,7 +242,8 @@ def _hub_error(resolved: ResolvedSource, err: Exception) -> FileNotFoundError:
     return FileNotFoundError(
         f"training data {resolved.source.path!r} is no local file, directory or glob, and the Hugging Face dataset "
         f"{resolved.label} is not in the datasets cache ({config.HF_DATASETS_CACHE}) and could not be downloaded"
-        f"{offline}: {reason}. Download it once with network access, or point path at a local copy.")
+        f"{offline}: {reason}. Download it once with network access, or point path at a local copy."
+    )
 
 
 def open_dataset(resolved: ResolvedSource, streaming: bool = False):
@@ -219,8 +258,13 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
     if resolved.kind == "files":
         builder, kwargs = _builder_kwargs(resolved)
         return datasets.load_dataset(builder, split="train", streaming=streaming, **kwargs)
-    kwargs = {"name": source.name, "split": source.split, "revision": source.revision, "data_files": source.data_files,
-              "streaming": streaming}
+    kwargs = {
+        "name": source.name,
+        "split": source.split,
+        "revision": source.revision,
+        "data_files": source.data_files,
+        "streaming": streaming,
+    }
     if resolved.kind == "repo":
         return datasets.load_dataset(str(Path(source.path).expanduser()), **kwargs)
     try:
@@ -241,8 +285,12 @@ def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], op
     missing = [k for k in required if k not in optional and k not in names]
     if missing:
         renamed = f" renamed to {', '.join(names)}" if rename else ""
-        raise RecordError(resolved.label, 0, f"no column {', '.join(map(repr, missing))} (columns: "
-                                             f"{', '.join(original)}{renamed})", field=missing[0])
+        raise RecordError(
+            resolved.label,
+            0,
+            f"no column {', '.join(map(repr, missing))} (columns: {', '.join(original)}{renamed})",
+            field=missing[0],
+        )
     for key in required:
         if key not in names:  # an optional field no record has
             dataset = dataset.add_column(key, [None] * len(dataset))
@@ -262,7 +310,11 @@ def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optio
             for i in pc.indices_nonzero(pc.is_null(column)).to_pylist():
                 found.setdefault(i, f"field {key!r} is missing (null)")
         if key in text_keys and len(column):
-            if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_null(column.type)):
+            if not (
+                pa.types.is_string(column.type)
+                or pa.types.is_large_string(column.type)
+                or pa.types.is_null(column.type)
+            ):
                 kind = type(pc.drop_null(column)[0].as_py()).__name__ if len(pc.drop_null(column)) else "?"
                 for i in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
                     found.setdefault(i, f"field {key!r} must be a string, got {kind}")
@@ -275,15 +327,20 @@ def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optio
     return found
 
 
-def report_problems(label: str, problems: dict[int, str], total: int, required: Sequence[str], on_error: str,
-                    kept: int) -> None:
+def report_problems(
+    label: str, problems: dict[int, str], total: int, required: Sequence[str], on_error: str, kept: int
+) -> None:
     """Raise (``on_error: raise``) or warn about malformed rows, as the record reader does for lines."""
     listed = [f"{label}:row {i + 1}: {problems[i]}" for i in sorted(problems)[:MAX_LISTED]]
     more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""
     listing = "\n".join(listed) + more
     if on_error == "raise":
-        raise RecordError(label, 0, f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
-                                    "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them.")
+        raise RecordError(
+            label,
+            0,
+            f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
+            "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them.",
+        )
     warnings.warn(f"skipped {total} malformed record(s) of {label}, kept {kept}:\n{listing}", stacklevel=3)
 
 

@@ -63,9 +63,18 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         rank, world_size: this process and the number of processes.
     """
 
-    def __init__(self, resolved: ResolvedSource, required: Sequence[str], text_keys: Sequence[str],
-                 optional: Sequence[str], tokenizer: RowTokenizer, batch_size: int, seed: int = 0, rank: int = 0,
-                 world_size: int = 1) -> None:
+    def __init__(
+        self,
+        resolved: ResolvedSource,
+        required: Sequence[str],
+        text_keys: Sequence[str],
+        optional: Sequence[str],
+        tokenizer: RowTokenizer,
+        batch_size: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         super().__init__()
         self.resolved = resolved
         self.source = resolved.source
@@ -99,8 +108,12 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         missing = [k for k, column in self.column_of.items() if k not in self.optional and column not in first]
         if missing:
             renamed = f" (renamed by columns: {self.source.columns})" if self.source.columns else ""
-            raise RecordError(self.resolved.label, 0, f"no column {', '.join(map(repr, missing))} (columns: "
-                                                      f"{', '.join(first)}){renamed}", field=missing[0])
+            raise RecordError(
+                self.resolved.label,
+                0,
+                f"no column {', '.join(map(repr, missing))} (columns: {', '.join(first)}){renamed}",
+                field=missing[0],
+            )
 
     def pass_dataset(self, pass_: int):
         """Pass ``pass_`` of this process's share: shuffled (files and buffer) with the seed and the pass."""
@@ -155,7 +168,9 @@ class TokenizedStream(torch.utils.data.IterableDataset):
                 if problem is not None:
                     n_problems += 1
                     shown = repr({k: example.get(c) for k, c in self.column_of.items()})[:300]
-                    detail = f"a streamed record (pass {pass_}, record {seen} of this process's share) {problem}: {shown}"
+                    detail = (
+                        f"a streamed record (pass {pass_}, record {seen} of this process's share) {problem}: {shown}"
+                    )
                     if self.source.on_error == "raise":
                         raise RecordError(self.resolved.label, 0, detail)
                     if len(problems) < MAX_LISTED:
@@ -167,13 +182,19 @@ class TokenizedStream(torch.utils.data.IterableDataset):
                     continue
                 yield {key: example.get(column) for key, column in self.column_of.items()}
             if n_problems:
-                warnings.warn(f"skipped {n_problems} malformed record(s) of {self.resolved.label} in pass {pass_}, "
-                              f"kept {kept}:\n" + "\n".join(problems), stacklevel=2)
+                warnings.warn(
+                    f"skipped {n_problems} malformed record(s) of {self.resolved.label} in pass {pass_}, "
+                    f"kept {kept}:\n" + "\n".join(problems),
+                    stacklevel=2,
+                )
             if kept == 0:
                 if seen == 0 and pass_ == 0:
                     return  # a dataloader worker without files (datasets stops it too)
-                raise RecordError(self.resolved.label, 0, f"no usable records in this process's share "
-                                                          f"(fields needed: {', '.join(self.required)})")
+                raise RecordError(
+                    self.resolved.label,
+                    0,
+                    f"no usable records in this process's share (fields needed: {', '.join(self.required)})",
+                )
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()

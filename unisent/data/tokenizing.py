@@ -46,8 +46,14 @@ class RowTokenizer:
         if self._backend is not None:
             encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
             return [encoding.ids for encoding in encode(list(texts))]
-        return self._tokenizer(list(texts), truncation=True, max_length=self.max_length, padding=False,
-                               return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return self._tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
 
     def column(self, texts: Sequence[str | None]) -> list[list[int] | None]:
         present = [i for i, text in enumerate(texts) if text is not None]
@@ -62,6 +68,7 @@ class RowTokenizer:
     def __call__(self, rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
         out = {key: self.column(rows[key]) for key in self.text_keys}
         n = len(rows[self.text_keys[0]]) if self.text_keys else len(next(iter(rows.values()), []))
-        out["length"] = [max((len(out[k][i]) for k in self.text_keys if out[k][i] is not None), default=0)
-                         for i in range(n)]
+        out["length"] = [
+            max((len(out[k][i]) for k in self.text_keys if out[k][i] is not None), default=0) for i in range(n)
+        ]
         return out

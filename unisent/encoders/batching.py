@@ -10,8 +10,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["TruncationCount", "TruncationWarning", "collect_truncation", "current_truncation", "ordered_map",
-           "reference_batching", "reference_batching_enabled", "truncation_message"]
+__all__ = [
+    "TruncationCount",
+    "TruncationWarning",
+    "collect_truncation",
+    "current_truncation",
+    "ordered_map",
+    "reference_batching",
+    "reference_batching_enabled",
+    "truncation_message",
+]
 
 
 class TruncationWarning(UserWarning):
@@ -80,8 +88,9 @@ def reference_batching(enabled: bool = True) -> Iterator[None]:
 
 def truncation_message(truncated: int, total: int, max_length: int, hint: str = "set model.config.max_length") -> str:
     """``3 of 1,000 inputs were longer than 256 tokens and were truncated; <hint> to change``."""
-    return (f"{truncated:,} of {total:,} inputs were longer than {max_length} tokens and were truncated; "
-            f"{hint} to change")
+    return (
+        f"{truncated:,} of {total:,} inputs were longer than {max_length} tokens and were truncated; {hint} to change"
+    )
 
 
 def current_truncation() -> TruncationCount | None:

@@ -52,7 +52,10 @@ class Encoder(EncoderModel):
         location = resolve_model_location(self.config.model)
         overrides = {}
         if self.config.dropout is not None:
-            overrides = {"hidden_dropout_prob": self.config.dropout, "attention_probs_dropout_prob": self.config.dropout}
+            overrides = {
+                "hidden_dropout_prob": self.config.dropout,
+                "attention_probs_dropout_prob": self.config.dropout,
+            }
         self.backbone = load_backbone(
             location, attn_implementation=self.config.attn_implementation, config_overrides=overrides
         )
@@ -72,7 +75,8 @@ class Encoder(EncoderModel):
         """Size of the pooled sentence vectors: the backbone's hidden size, unless the pooler changes
         it (``output_size``: a Sentence Transformers model's ``Dense``)."""
         return getattr(self.__dict__.get("_modules", {}).get("pooler"), "output_size", None) or (
-            self.backbone.config.hidden_size)
+            self.backbone.config.hidden_size
+        )
 
     @property
     def pad_token_id(self) -> int:
@@ -91,7 +95,10 @@ class Encoder(EncoderModel):
         packs = self.packs if unpad is None else unpad and self.packs
         if packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
             last, states = packed_forward(
-                self.backbone, input_ids, attention_mask, output_hidden_states=self.pooler.needs_hidden_states,
+                self.backbone,
+                input_ids,
+                attention_mask,
+                output_hidden_states=self.pooler.needs_hidden_states,
                 **backbone_kwargs,
             )
             return self.pooler(last, attention_mask, states)
@@ -104,8 +111,10 @@ class Encoder(EncoderModel):
         return self.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
 
     def _checkpointing(self) -> bool:
-        flag = "is_activation_checkpointing" if hasattr(type(self.backbone), "is_activation_checkpointing") else (
-            "is_gradient_checkpointing"
+        flag = (
+            "is_activation_checkpointing"
+            if hasattr(type(self.backbone), "is_activation_checkpointing")
+            else ("is_gradient_checkpointing")
         )
         return self.training and bool(getattr(self.backbone, flag, False))
 
@@ -155,7 +164,7 @@ class Encoder(EncoderModel):
             else:
                 for i in over:
                     row = ids[i]
-                    ids[i] = row[: limit - suffix] + row[len(row) - suffix:]
+                    ids[i] = row[: limit - suffix] + row[len(row) - suffix :]
         return ids, len(over)
 
     # ----------------------------------------------------------------------------------- inference
@@ -188,9 +197,16 @@ class Encoder(EncoderModel):
         (``normalize=True`` normalises in any case; ``False`` does not undo the model's own
         normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
         """
-        return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, bf16=bf16,
-                                  show_progress_bar=show_progress_bar, workers=workers, prompt_name=prompt_name,
-                                  prompt=prompt)
+        return self.encode_pooled(
+            sentences,
+            batch_size,
+            normalize=normalize or self.config.normalize,
+            bf16=bf16,
+            show_progress_bar=show_progress_bar,
+            workers=workers,
+            prompt_name=prompt_name,
+            prompt=prompt,
+        )
 
     def encode_pooled(
         self,
@@ -228,8 +244,9 @@ class Encoder(EncoderModel):
         if collector is not None:
             collector.add(self, truncated, len(ids), self.config.max_length)
         elif truncated:  # once per call, with the count
-            warnings.warn(TruncationWarning(truncation_message(truncated, len(ids), self.config.max_length)),
-                          stacklevel=3)
+            warnings.warn(
+                TruncationWarning(truncation_message(truncated, len(ids), self.config.max_length)), stacklevel=3
+            )
         out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
         threads = torch.get_num_threads()

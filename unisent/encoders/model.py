@@ -49,12 +49,16 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
     setup, body = pooler.huggingface_code(in_backbone=mlp_in_backbone)
     call = "model(**batch, output_hidden_states=True)" if pooler.needs_hidden_states else "model(**batch)"
     pool = "pool" if normalize else "embed"
-    normalizing = [
-        "",
-        "",
-        "def embed(sentences: list[str]) -> torch.Tensor:",
-        "    return torch.nn.functional.normalize(pool(sentences), p=2, dim=-1)  # the model's L2 normalisation",
-    ] if normalize else []
+    normalizing = (
+        [
+            "",
+            "",
+            "def embed(sentences: list[str]) -> torch.Tensor:",
+            "    return torch.nn.functional.normalize(pool(sentences), p=2, dim=-1)  # the model's L2 normalisation",
+        ]
+        if normalize
+        else []
+    )
     lines = [
         "import torch",
         "from transformers import AutoModel, AutoTokenizer",
@@ -66,7 +70,8 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
         "",
         "",
         f"def {pool}(sentences: list[str]) -> torch.Tensor:",
-        f'    batch = tokenizer(sentences, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")',
+        "    batch = tokenizer(sentences, padding=True, truncation=True, "
+        f'max_length={max_length}, return_tensors="pt")',
         "    with torch.no_grad():",
         f"        out = {call}",
         *("    " + line for line in body),
@@ -161,8 +166,9 @@ class EncoderModel(InferenceModel):
         return min(found, limit) if limit else found
 
     @contextmanager
-    def export_max_length(self, max_length: int | None = None,
-                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+    def export_max_length(
+        self, max_length: int | None = None, base_model: str | None = None
+    ) -> Iterator[tuple[int, int] | None]:
         """While exporting: ``config.max_length`` set to ``max_length``, else the backbone's own
         (:meth:`native_max_length`), else left as it is; restored afterwards. Yields
         ``(length the model had, length of the export)``.
@@ -176,8 +182,10 @@ class EncoderModel(InferenceModel):
             if max_length < 1:
                 raise ValueError(f"the maximum length must be a positive number of tokens, got {max_length}")
             if limit and max_length > limit:
-                raise ValueError(f"a maximum length of {max_length} tokens exceeds the {limit} positions of the "
-                                 f"backbone ({type(self.backbone).__name__}); use at most {limit}")
+                raise ValueError(
+                    f"a maximum length of {max_length} tokens exceeds the {limit} positions of the "
+                    f"backbone ({type(self.backbone).__name__}); use at most {limit}"
+                )
             length = max_length
         else:
             length = self.native_max_length(base_model) or current
@@ -220,8 +228,11 @@ class EncoderModel(InferenceModel):
 
     def sentence_transformers_model_config(self) -> dict[str, Any]:
         spec = self.config.sentence_transformers or {}
-        return {"prompts": dict(spec.get("prompts") or {}), "default_prompt_name": spec.get("default_prompt_name"),
-                "similarity_fn_name": self.similarity_fn_name}
+        return {
+            "prompts": dict(spec.get("prompts") or {}),
+            "default_prompt_name": spec.get("default_prompt_name"),
+            "similarity_fn_name": self.similarity_fn_name,
+        }
 
     def sentence_transformers_config(self) -> dict[str, Any]:
         lower = bool((self.config.sentence_transformers or {}).get("do_lower_case"))
@@ -263,4 +274,3 @@ model = unisent.load("path/to/this/directory")
 embeddings = model.encode(["A man is playing a guitar.", "Someone plays music."])
 ```
 """
-

@@ -92,8 +92,15 @@ def packed_forward(
     return last, (tuple(states) if states is not None else None)
 
 
-def _packed_layer(layer: nn.Module, hidden: torch.Tensor, pad, index: torch.Tensor | None,
-                  key_mask: torch.Tensor | None, batch: int, seq: int):
+def _packed_layer(
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    pad,
+    index: torch.Tensor | None,
+    key_mask: torch.Tensor | None,
+    batch: int,
+    seq: int,
+):
     attn = layer.attention.self
     head_dim = attn.attention_head_size
 
@@ -101,8 +108,12 @@ def _packed_layer(layer: nn.Module, hidden: torch.Tensor, pad, index: torch.Tens
         return pad(x).view(batch, seq, -1, head_dim).transpose(1, 2)
 
     context = F.scaled_dot_product_attention(
-        heads(attn.query(hidden)), heads(attn.key(hidden)), heads(attn.value(hidden)),
-        attn_mask=key_mask, dropout_p=attn.dropout.p if attn.training else 0.0, scale=attn.scaling,
+        heads(attn.query(hidden)),
+        heads(attn.key(hidden)),
+        heads(attn.value(hidden)),
+        attn_mask=key_mask,
+        dropout_p=attn.dropout.p if attn.training else 0.0,
+        scale=attn.scaling,
     )  # (batch, heads, seq, head_dim)
     context = context.transpose(1, 2).reshape(batch * seq, -1)
     if index is not None:

@@ -54,7 +54,14 @@ P = TypeVar("P", bound=type)
 POOLERS: dict[str, type[Pooler]] = {}
 
 #: The pooling modes of Sentence Transformers' ``Pooling`` module (all written, one of them true).
-ST_POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
+ST_POOLING_MODES = (
+    "cls_token",
+    "mean_tokens",
+    "max_tokens",
+    "mean_sqrt_len_tokens",
+    "weightedmean_tokens",
+    "lasttoken",
+)
 
 #: ``transformers`` recipe lines: the masked mean of ``states`` over the non-padding tokens.
 MASKED_MEAN_LINES = (
@@ -88,8 +95,11 @@ def st_pooling(hidden_size: int, mode: str) -> STModule:
     """Sentence Transformers' ``Pooling`` module in ``mode`` (one of :data:`ST_POOLING_MODES`)."""
     if mode not in ST_POOLING_MODES:
         raise ValueError(f"unknown Sentence Transformers pooling mode {mode!r}; valid: {', '.join(ST_POOLING_MODES)}")
-    config = {"word_embedding_dimension": hidden_size, **{f"pooling_mode_{m}": m == mode for m in ST_POOLING_MODES},
-              "include_prompt": True}
+    config = {
+        "word_embedding_dimension": hidden_size,
+        **{f"pooling_mode_{m}": m == mode for m in ST_POOLING_MODES},
+        "include_prompt": True,
+    }
     return STModule("Pooling", "sentence_transformers.models.Pooling", config)
 
 
@@ -134,7 +144,9 @@ class Pooler(nn.Module):
         Args:
             backbone_config: the backbone's ``transformers`` config (layer count, hidden size).
         """
-        raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no Sentence Transformers modules")
+        raise NotExportableError(
+            f"pooler {self.name or type(self).__name__!r} declares no Sentence Transformers modules"
+        )
 
     def huggingface_code(self, in_backbone: bool = False) -> tuple[list[str], list[str]]:
         """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``.
@@ -185,8 +197,10 @@ class ClsMlpPooler(Pooler):
     """
 
     train_only: ClassVar[bool] = False
-    description = ("the `[CLS]` token's last hidden state through the trained MLP, Linear + Tanh "
-                   "(SimCSE's `cls`; unisent `cls_mlp`)")
+    description = (
+        "the `[CLS]` token's last hidden state through the trained MLP, Linear + Tanh "
+        "(SimCSE's `cls`; unisent `cls_mlp`)"
+    )
     sentence_transformers_note = "The `Dense` module (Linear + Tanh) holds the MLP of the `cls_mlp` pooler."
 
     def __init__(self, hidden_size: int) -> None:
@@ -201,8 +215,10 @@ class ClsMlpPooler(Pooler):
         return self.activation(self.dense(cls))
 
     def sentence_transformers_modules(self, backbone_config):
-        return [st_pooling(self.hidden_size, "cls_token"),
-                STModule.dense(self.dense, "torch.nn.modules.activation.Tanh")]
+        return [
+            st_pooling(self.hidden_size, "cls_token"),
+            STModule.dense(self.dense, "torch.nn.modules.activation.Tanh"),
+        ]
 
     def huggingface_code(self, in_backbone=False):
         if in_backbone:
@@ -240,7 +256,9 @@ class ClsMlpPooler(Pooler):
             with torch.no_grad():
                 target.dense.weight.copy_(self.dense.weight)
                 target.dense.bias.copy_(self.dense.bias)
-                ids = encoder.tokenize_ids(["Two dogs run across the grass in the park while a child throws a ball for them to catch again."])
+                ids = encoder.tokenize_ids(
+                    ["Two dogs run across the grass in the park while a child throws a ball for them to catch again."]
+                )
                 device = next(encoder.parameters()).device
                 input_ids = torch.tensor(ids, device=device)
                 mask = torch.ones_like(input_ids)
@@ -261,8 +279,10 @@ class ClsMlpTrainOnlyPooler(ClsMlpPooler):
     """SimCSE's ``mlp_only_train``: the MLP is used in training, dropped at inference."""
 
     train_only = True
-    description = ("the `[CLS]` token's last hidden state; the MLP used in training is dropped at "
-                   "inference (SimCSE's `cls_before_pooler`; unisent `cls_mlp_train_only`)")
+    description = (
+        "the `[CLS]` token's last hidden state; the MLP used in training is dropped at "
+        "inference (SimCSE's `cls_before_pooler`; unisent `cls_mlp_train_only`)"
+    )
     sentence_transformers_note = ""
 
     def sentence_transformers_modules(self, backbone_config):
@@ -323,8 +343,10 @@ class AvgFirstLastPooler(Pooler):
     """
 
     needs_hidden_states = True
-    description = ("the mean over the non-padding tokens of the average of the first layer's output "
-                   "(`hidden_states[1]`) and the last layer's (`hidden_states[-1]`) (`avg_first_last`)")
+    description = (
+        "the mean over the non-padding tokens of the average of the first layer's output "
+        "(`hidden_states[1]`) and the last layer's (`hidden_states[-1]`) (`avg_first_last`)"
+    )
     sentence_transformers_note = (
         "`avg_first_last` is exported with built-in modules only: `WeightedLayerPooling` with weight 1 on "
         "layers 1 and L (0 elsewhere), whose weighted mean is the average of the two, then mean `Pooling`. "
@@ -339,20 +361,28 @@ class AvgFirstLastPooler(Pooler):
     def sentence_transformers_modules(self, backbone_config):
         layers = getattr(backbone_config, "num_hidden_layers", None)
         if layers is None:
-            raise NotExportableError(f"{type(backbone_config).__name__} has no num_hidden_layers; cannot export avg_first_last")
+            raise NotExportableError(
+                f"{type(backbone_config).__name__} has no num_hidden_layers; cannot export avg_first_last"
+            )
         weights = torch.zeros(int(layers))
         weights[0] += 1.0  # hidden_states[1]: the first layer's output
         weights[-1] += 1.0  # hidden_states[L]: the last (one layer: weight 2, the same state twice)
         config = {"word_embedding_dimension": self.hidden_size, "layer_start": 1, "num_hidden_layers": int(layers)}
         return [
-            STModule("WeightedLayerPooling", "sentence_transformers.models.WeightedLayerPooling", config,
-                     {"layer_weights": weights}),
+            STModule(
+                "WeightedLayerPooling",
+                "sentence_transformers.models.WeightedLayerPooling",
+                config,
+                {"layer_weights": weights},
+            ),
             st_pooling(self.hidden_size, "mean_tokens"),
         ]
 
     def huggingface_code(self, in_backbone=False):
-        return [], ["states = (out.hidden_states[1] + out.hidden_states[-1]) / 2  # first layer's output and last",
-                    *MASKED_MEAN_LINES]
+        return [], [
+            "states = (out.hidden_states[1] + out.hidden_states[-1]) / 2  # first layer's output and last",
+            *MASKED_MEAN_LINES,
+        ]
 
 
 #: The built-in pooler names, as a type: the config parser lists them as choices. ``EncoderConfig``
@@ -384,8 +414,10 @@ def pooler_class(name: str) -> type[Pooler]:
         if not (isinstance(cls, type) and issubclass(cls, Pooler)):
             raise ValueError(f"pooler {name!r} is not a unisent Pooler subclass")
         return cls
-    raise ValueError(f"unknown pooler {name!r}; valid poolers: {', '.join(POOLERS)} (or a registered pooler's "
-                     f"dotted class path; see unisent.encoders.register_pooler)")
+    raise ValueError(
+        f"unknown pooler {name!r}; valid poolers: {', '.join(POOLERS)} (or a registered pooler's "
+        f"dotted class path; see unisent.encoders.register_pooler)"
+    )
 
 
 def build_pooler(name: str, hidden_size: int) -> Pooler:

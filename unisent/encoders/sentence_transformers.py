@@ -49,10 +49,22 @@ SUPPORTED_MODULES = ("Pooling", "Dense", "Normalize", "WeightedLayerPooling", "L
 _TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
 #: keys whose default is "nothing" (an empty mapping, None, the default task)
 _TRANSFORMER_DEFAULTS: dict[str, Any] = {
-    "model_args": {}, "tokenizer_args": {}, "config_args": {}, "model_kwargs": {}, "processor_kwargs": {},
-    "config_kwargs": {}, "processing_kwargs": {}, "transformer_task": "feature-extraction",
-    "modality_config": None, "unpad_inputs": None, "query_length": None, "document_length": None,
-    "query_expansion": None, "tokenizer_name_or_path": None, "cache_dir": None, "backend": "torch",
+    "model_args": {},
+    "tokenizer_args": {},
+    "config_args": {},
+    "model_kwargs": {},
+    "processor_kwargs": {},
+    "config_kwargs": {},
+    "processing_kwargs": {},
+    "transformer_task": "feature-extraction",
+    "modality_config": None,
+    "unpad_inputs": None,
+    "query_length": None,
+    "document_length": None,
+    "query_expansion": None,
+    "tokenizer_name_or_path": None,
+    "cache_dir": None,
+    "backend": "torch",
     "module_output_name": "token_embeddings",
 }
 #: the text modality of a Transformer as Sentence Transformers 5+ writes it (the only one unisent runs)
@@ -87,7 +99,8 @@ def _module_class(type_path: str, where: str) -> type:
     if not type_path.startswith("sentence_transformers."):
         raise SentenceTransformersModuleError(
             f"{where}: type {type_path!r} is not a Sentence Transformers module (custom code, loaded by "
-            "Sentence Transformers with trust_remote_code); unisent cannot represent it")
+            "Sentence Transformers with trust_remote_code); unisent cannot represent it"
+        )
     from sentence_transformers.util import import_from_string
 
     try:
@@ -105,7 +118,8 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
     cls = _module_class(str(entry.get("type")), where)
     if not (isinstance(cls, type) and issubclass(cls, Transformer)):
         raise SentenceTransformersModuleError(
-            f"{where}: the first module must be a Transformer, got {entry.get('type')!r}; unisent cannot represent it")
+            f"{where}: the first module must be a Transformer, got {entry.get('type')!r}; unisent cannot represent it"
+        )
     path = str(entry.get("path") or "")
     config_file = _file(location, "sentence_bert_config.json", path)
     config = _read_json(config_file, f"{location}/{path}/sentence_bert_config.json") if config_file else {}
@@ -121,10 +135,12 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
             continue
         raise SentenceTransformersModuleError(
             f"{name}: {key}={json.dumps(value)} of the Transformer cannot be represented by unisent "
-            f"(it applies max_seq_length and do_lower_case only)")
+            f"(it applies max_seq_length and do_lower_case only)"
+        )
     if path:
         raise SentenceTransformersModuleError(
-            f"{where}: the Transformer lies in the sub-folder {path!r}; unisent loads the backbone from the root only")
+            f"{where}: the Transformer lies in the sub-folder {path!r}; unisent loads the backbone from the root only"
+        )
     return config
 
 
@@ -147,8 +163,10 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
     entries = _read_json(modules_file, f"{location}/modules.json")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise SentenceTransformersModuleError(f"{location}/modules.json: expected a non-empty list of modules")
-    where = [f"{location}/modules.json: module {e.get('idx', i)} ({e.get('path') or e.get('type')})"
-             for i, e in enumerate(entries)]
+    where = [
+        f"{location}/modules.json: module {e.get('idx', i)} ({e.get('path') or e.get('type')})"
+        for i, e in enumerate(entries)
+    ]
     transformer = _check_transformer(location, entries[0], where[0])
     modules = []
     for entry, at in zip(entries[1:], where[1:]):
@@ -156,7 +174,8 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
         if cls.__name__ not in SUPPORTED_MODULES:
             raise SentenceTransformersModuleError(
                 f"{at}: {cls.__name__} cannot be represented by unisent (it runs {', '.join(SUPPORTED_MODULES)} "
-                "after a Transformer)")
+                "after a Transformer)"
+            )
         path = str(entry.get("path") or "")
         config = cls.load_config(location, subfolder=path, local_files_only=_local_only(location))
         modules.append({"type": entry["type"], "path": path, "config": json.loads(json.dumps(config))})
@@ -166,18 +185,21 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
     if kind != "SentenceTransformer":
         raise SentenceTransformersModuleError(
             f"{location}/config_sentence_transformers.json: model_type={kind!r} cannot be represented by unisent "
-            "(a SentenceTransformer embedding model is needed)")
+            "(a SentenceTransformer embedding model is needed)"
+        )
     similarity = st_config.get("similarity_fn_name") or "cosine"
     if similarity not in SIMILARITY_FUNCTIONS:
         raise SentenceTransformersModuleError(
             f"{location}/config_sentence_transformers.json: similarity_fn_name={similarity!r} is not one of "
-            f"{', '.join(SIMILARITY_FUNCTIONS)}")
+            f"{', '.join(SIMILARITY_FUNCTIONS)}"
+        )
     prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     default_prompt = st_config.get("default_prompt_name")
     if default_prompt is not None and default_prompt not in prompts:
         raise SentenceTransformersModuleError(
             f"{location}/config_sentence_transformers.json: default_prompt_name={default_prompt!r} is not one of "
-            f"its prompts ({', '.join(prompts) or 'none'})")
+            f"its prompts ({', '.join(prompts) or 'none'})"
+        )
     return {
         "modules": modules,
         "max_seq_length": transformer.get("max_seq_length") or _tokenizer_max_length(location),
@@ -208,7 +230,8 @@ def split_normalize(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
     if modules and modules[-1]["type"].rsplit(".", 1)[-1] == "Normalize":
         config = modules[-1]["config"]
         if config.get("module_input_name", "sentence_embedding") == "sentence_embedding" and (
-                config.get("module_output_name") in (None, "sentence_embedding")):
+            config.get("module_output_name") in (None, "sentence_embedding")
+        ):
             return modules[:-1], True
     return modules, False
 
@@ -221,7 +244,8 @@ def set_lowercase(tokenizer) -> None:
 
     if not getattr(tokenizer, "is_fast", False):
         raise SentenceTransformersModuleError(
-            f"do_lower_case needs a fast tokenizer; {type(tokenizer).__name__} is not one")
+            f"do_lower_case needs a fast tokenizer; {type(tokenizer).__name__} is not one"
+        )
     normalizer = tokenizer.backend_tokenizer.normalizer
     parts = list(normalizer) if isinstance(normalizer, NormalizerSequence) else [normalizer] if normalizer else []
     if any(isinstance(part, Lowercase) for part in parts):
@@ -240,7 +264,8 @@ def _instantiate(type_path: str, config: dict[str, Any]) -> nn.Module:
     if isinstance(activation, str):
         if not activation.startswith("torch."):
             raise SentenceTransformersModuleError(
-                f"{type_path}: activation_function {activation!r} is not a torch module; unisent cannot represent it")
+                f"{type_path}: activation_function {activation!r} is not a torch module; unisent cannot represent it"
+            )
         config["activation_function"] = import_from_string(activation)()
     accepted = set(inspect.signature(cls).parameters)
     return cls(**{k: v for k, v in config.items() if k in accepted})
@@ -275,7 +300,8 @@ class SentenceTransformersPooler(Pooler):
         if not entries:
             raise SentenceTransformersModuleError(
                 f"pooler 'sentence-transformers' needs the modules of a Sentence Transformers model; {config.model!r} "
-                "declares none (no modules.json)")
+                "declares none (no modules.json)"
+            )
         saved_by_unisent = Path(location, "unisent_encoder.json").is_file()
         for entry in entries:
             if saved_by_unisent:
@@ -324,8 +350,9 @@ class SentenceTransformersPooler(Pooler):
     def huggingface_code(self, in_backbone=False):
         from ..inference.base import NotExportableError
 
-        raise NotExportableError("a Sentence Transformers model's modules have no transformers recipe; export it "
-                                 "as sentence-transformers")
+        raise NotExportableError(
+            "a Sentence Transformers model's modules have no transformers recipe; export it as sentence-transformers"
+        )
 
 
 def plain_model_note(model: str) -> None:
@@ -333,8 +360,11 @@ def plain_model_note(model: str) -> None:
     if model in _NOTED:
         return
     _NOTED.add(model)
-    log.warning("unisent: %s has no modules.json (not a Sentence Transformers model): pooled with cls, the first "
-                "token's state, at 32 tokens; set encoder.pooler (e.g. mean) and max_length to change", model)
+    log.warning(
+        "unisent: %s has no modules.json (not a Sentence Transformers model): pooled with cls, the first "
+        "token's state, at 32 tokens; set encoder.pooler (e.g. mean) and max_length to change",
+        model,
+    )
 
 
 _NOTED: set[str] = set()
@@ -349,8 +379,9 @@ def resolve_prompt(config, prompt: str | None, prompt_name: str | None) -> str |
         return prompt
     if prompt_name is not None:
         if prompt_name not in prompts:
-            raise ValueError(f"prompt_name {prompt_name!r} is not one of the model's prompts "
-                             f"({', '.join(prompts) or 'none'})")
+            raise ValueError(
+                f"prompt_name {prompt_name!r} is not one of the model's prompts ({', '.join(prompts) or 'none'})"
+            )
         return prompts[prompt_name]
     default = spec.get("default_prompt_name")
     return prompts.get(default) if default else None
@@ -405,4 +436,3 @@ def encoder_defaults(config, preset) -> None:
         config.max_length = int(spec["max_seq_length"])
     if config.similarity is None:
         config.similarity = spec.get("similarity_fn_name") or "cosine"
-

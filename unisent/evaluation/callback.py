@@ -62,8 +62,14 @@ class ShardedModel:
         device: where the rows are gathered (NCCL needs this process's GPU); default: CPU.
     """
 
-    def __init__(self, model: Any, rank: int, world_size: int, gather: Gather | None = None,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        rank: int,
+        world_size: int,
+        gather: Gather | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank {rank} of {world_size}")
         self.model = model
@@ -105,9 +111,17 @@ def _data_dir(config: EvaluationConfig) -> str:
     return str(EVALUATION_DATA_DIR)
 
 
-def evaluate_config(model: Any, tasks: Sequence[str], config: EvaluationConfig, *, rank: int = 0,
-                    world_size: int = 1, gather: Gather | None = None, device: torch.device | str | None = None,
-                    progress: bool = False) -> dict[str, Any]:
+def evaluate_config(
+    model: Any,
+    tasks: Sequence[str],
+    config: EvaluationConfig,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    gather: Gather | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Run ``tasks`` with the settings of ``config`` (data directory, batch size, similarity); with
     ``world_size > 1`` every process must call it, and the encoding is sharded (:class:`ShardedModel`).
 
@@ -119,9 +133,15 @@ def evaluate_config(model: Any, tasks: Sequence[str], config: EvaluationConfig, 
 
     if world_size > 1:
         model = ShardedModel(model, rank, world_size, gather=gather, device=device)
-    return evaluate(model, list(tasks), _data_dir(config), batch_size=config.batch_size,
-                    progress=progress and rank == 0, similarity=get_similarity(config.similarity),
-                    on_error="raise")  # a broken dev file must stop training, not drop out of val/score
+    return evaluate(
+        model,
+        list(tasks),
+        _data_dir(config),
+        batch_size=config.batch_size,
+        progress=progress and rank == 0,
+        similarity=get_similarity(config.similarity),
+        on_error="raise",
+    )  # a broken dev file must stop training, not drop out of val/score
 
 
 class EvaluationCallback(L.Callback):
@@ -156,8 +176,10 @@ class EvaluationCallback(L.Callback):
     def _config(self, pl_module: L.LightningModule) -> EvaluationConfig:
         config = self.config if self.config is not None else getattr(pl_module, "evaluation", None)
         if config is None:
-            raise ValueError(f"EvaluationCallback has no tasks: pass config=EvaluationConfig(...) or use a module with an "
-                             f"`evaluation` attribute ({type(pl_module).__name__} has none)")
+            raise ValueError(
+                f"EvaluationCallback has no tasks: pass config=EvaluationConfig(...) or use a module with an "
+                f"`evaluation` attribute ({type(pl_module).__name__} has none)"
+            )
         return config
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -166,7 +188,9 @@ class EvaluationCallback(L.Callback):
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.evaluate_and_log(trainer, pl_module, self._config(pl_module).test_tasks, "test")
 
-    def run_tasks(self, trainer: L.Trainer, pl_module: L.LightningModule, tasks: Sequence[str]) -> dict[str, Any] | None:
+    def run_tasks(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, tasks: Sequence[str]
+    ) -> dict[str, Any] | None:
         """Evaluate the module's inference model on ``tasks``: on every process with the encoding sharded,
         or on rank zero only (``shard=False``; the other processes get ``None``)."""
         config = self._config(pl_module)
@@ -174,13 +198,23 @@ class EvaluationCallback(L.Callback):
         world = trainer.world_size
         if world > 1 and self.shard:
             strategy = trainer.strategy
-            return evaluate_config(model, tasks, config, rank=trainer.global_rank, world_size=world,
-                                   gather=strategy.all_gather, device=strategy.root_device, progress=self.progress)
+            return evaluate_config(
+                model,
+                tasks,
+                config,
+                rank=trainer.global_rank,
+                world_size=world,
+                gather=strategy.all_gather,
+                device=strategy.root_device,
+                progress=self.progress,
+            )
         if trainer.is_global_zero:
             return evaluate_config(model, tasks, config, progress=self.progress)
         return None
 
-    def evaluate_and_log(self, trainer: L.Trainer, pl_module: L.LightningModule, tasks: Sequence[str], prefix: str) -> None:
+    def evaluate_and_log(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, tasks: Sequence[str], prefix: str
+    ) -> None:
         """Run ``tasks`` and log ``<prefix>/<task>``, ``<prefix>/<task>/<metric>`` and ``<prefix>/score``
         on every process (rank zero's values), and the W&B table from rank zero."""
         if not tasks:
@@ -193,8 +227,11 @@ class EvaluationCallback(L.Callback):
             self.last_results[prefix] = results
             _log_results_table(trainer, prefix, results)
             scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
-            details = {f"{name}/{metric}": float(value) for name, r in results["tasks"].items()
-                       for metric, value in r["metrics"].items()}
+            details = {
+                f"{name}/{metric}": float(value)
+                for name, r in results["tasks"].items()
+                for metric, value in r["metrics"].items()
+            }
         scores, details = trainer.strategy.broadcast((scores, details), src=0)
         for name, score in scores.items():  # every process logs the same values
             pl_module.log(f"{prefix}/{name}", score, prog_bar=True, batch_size=1)
@@ -211,10 +248,16 @@ def _log_results_table(trainer: L.Trainer, prefix: str, results: dict[str, Any])
     loggers = [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
     if not loggers:
         return
-    rows = [[task, metric, float(value)] for task, r in results["tasks"].items()
-            for metric, value in r["metrics"].items() if isinstance(value, (int, float))]
+    rows = [
+        [task, metric, float(value)]
+        for task, r in results["tasks"].items()
+        for metric, value in r["metrics"].items()
+        if isinstance(value, (int, float))
+    ]
     for logger in loggers:
-        logger.log_table(key=f"{prefix}/results", columns=["task", "metric", "score"], data=rows, step=trainer.global_step)
+        logger.log_table(
+            key=f"{prefix}/results", columns=["task", "metric", "score"], data=rows, step=trainer.global_step
+        )
 
 
 def add_evaluation_callback(trainer: L.Trainer, module: L.LightningModule) -> EvaluationCallback | None:

@@ -124,9 +124,7 @@ class Embedder:
         self._remember(cache, fresh)
         return result
 
-    def _remember(
-        self, cache: OrderedDict[str, tuple[Tensor, ...]], fresh: dict[str, tuple[Tensor, ...]]
-    ) -> None:
+    def _remember(self, cache: OrderedDict[str, tuple[Tensor, ...]], fresh: dict[str, tuple[Tensor, ...]]) -> None:
         if self.cache_size <= 0:
             return
         for sentence, row in fresh.items():

@@ -77,7 +77,7 @@ def _retarget_settings(out: Path, tmp: Path) -> None:
         settings = json.loads(settings_file.read_text(encoding="utf-8"))
         recorded = str(settings.get("model", ""))
         if recorded == str(tmp) or recorded.startswith(str(tmp) + os.sep):
-            settings["model"] = str(out) + recorded[len(str(tmp)):]
+            settings["model"] = str(out) + recorded[len(str(tmp)) :]
             with atomic_write(settings_file) as fh:
                 fh.write(json.dumps(settings, indent=2) + "\n")
 
@@ -158,8 +158,12 @@ def export_model(
     if isinstance(source, ExportSource):
         src = replace(source, record=replace(source.record, settings=list(source.record.settings)))
     elif isinstance(source, nn.Module):
-        src = ExportSource(source.eval(), "in-memory model", type(source).__name__,
-                           TrainingRecord(base_model=_config_model(source), data=list(training_data or [])))
+        src = ExportSource(
+            source.eval(),
+            "in-memory model",
+            type(source).__name__,
+            TrainingRecord(base_model=_config_model(source), data=list(training_data or [])),
+        )
     else:
         src = load_source(source, training_data)
     exporter = exporter_for(src.model, format)
@@ -181,12 +185,18 @@ def export_model(
                     f"(allowed {atol:g}); nothing was written to {out}"
                 )
             if lengths is not None and (lengths[0] != lengths[1] or src.kind in ("checkpoint", "encoder directory")):
-                src.record.settings.append(("max sequence length in training", f"{lengths[0]} tokens (this export: "
-                                                                               f"{lengths[1]})"))
+                src.record.settings.append(
+                    ("max sequence length in training", f"{lengths[0]} tokens (this export: {lengths[1]})")
+                )
             card = render_card(
-                exporter, src, title=name or title, results=results_data,
-                results_name=Path(results).name if results is not None else "", check=check,
-                license=license, language=list(language) if language else None,
+                exporter,
+                src,
+                title=name or title,
+                results=results_data,
+                results_name=Path(results).name if results is not None else "",
+                check=check,
+                license=license,
+                language=list(language) if language else None,
             )
         (tmp / "README.md").write_text(card, encoding="utf-8")
         share_files(tmp, every_file=True)
@@ -201,7 +211,13 @@ def export_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    return ExportReport(out=out, format=format, files=files, max_diff=check[0], check=check[1],
-                        max_seq_length=lengths[1] if lengths else None,
-                        trained_max_length=lengths[0] if lengths else None,
-                        name=name or title or default_name(src))
+    return ExportReport(
+        out=out,
+        format=format,
+        files=files,
+        max_diff=check[0],
+        check=check[1],
+        max_seq_length=lengths[1] if lengths else None,
+        trained_max_length=lengths[0] if lengths else None,
+        name=name or title or default_name(src),
+    )

@@ -127,7 +127,9 @@ def _evaluation(results: dict[str, Any], results_name: str) -> list[str]:
     groups = results.get("groups") or {}
     if groups:
         lines += ["", "Groups (mean over their tasks):", ""]
-        rows = [(g, r.get("main_metric", ""), f"{float(r['score']):.2f}", r.get("n_tasks", "")) for g, r in groups.items()]
+        rows = [
+            (g, r.get("main_metric", ""), f"{float(r['score']):.2f}", r.get("n_tasks", "")) for g, r in groups.items()
+        ]
         lines += _table(("group", "metric", "score", "tasks"), rows)
     skipped = results.get("skipped") or {}
     if skipped:
@@ -180,8 +182,11 @@ def render_card(
     facts = [("base model", _base_model_text(record.base_model)), *exporter.facts(source.model)]
     lines += ["## Model", ""] + _table(("", ""), facts) + [""]
     if meta["license"] == DEFAULT_LICENSE and not license:
-        lines += ["Licence: not known for the base model (`license: other` above); give it with "
-                  "`unisent export --license` before publishing.", ""]
+        lines += [
+            "Licence: not known for the base model (`license: other` above); give it with "
+            "`unisent export --license` before publishing.",
+            "",
+        ]
 
     lines += ["## Training objectives", ""]
     if record.objectives:
@@ -202,7 +207,11 @@ def render_card(
     else:
         lines.append("Not recorded (pass `--training-data` to `unisent export` to describe it).")
     if record.settings:
-        lines += ["", "Training settings" + (f" (from `{record.run_config_file.name}`)" if record.run_config_file else "") + ":", ""]
+        lines += [
+            "",
+            "Training settings" + (f" (from `{record.run_config_file.name}`)" if record.run_config_file else "") + ":",
+            "",
+        ]
         lines += _table(("setting", "value"), record.settings)
     lines.append("")
 

@@ -49,16 +49,24 @@ class SentenceTransformersExporter(Exporter):
         checks = []
         if model.generic_export_check:
             expected = model.encode(list(sentences))
-            checks.append((max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected),
-                           f"`unisent.load(DIR).encode` on {len(sentences)} sentences"))
+            checks.append(
+                (
+                    max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected),
+                    f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
+                )
+            )
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 SentenceTransformer = None  # noqa: N806 - the class, when installed
             if SentenceTransformer is not None:
                 st = SentenceTransformer(str(out), device="cpu")
-                checks.append((max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected),
-                               "`SentenceTransformer(DIR).encode`"))
+                checks.append(
+                    (
+                        max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected),
+                        "`SentenceTransformer(DIR).encode`",
+                    )
+                )
         return _combined(checks + model.export_checks(out, sentences, self.format))
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
@@ -87,8 +95,12 @@ class HuggingFaceExporter(Exporter):
         """``unisent.load`` of the directory against ``model.encode``, and the model's own checks."""
         checks = []
         if model.generic_export_check:
-            checks.append((max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), model.encode(list(sentences))),
-                           f"`unisent.load(DIR).encode` on {len(sentences)} sentences"))
+            checks.append(
+                (
+                    max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), model.encode(list(sentences))),
+                    f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
+                )
+            )
         return _combined(checks + model.export_checks(out, sentences, self.format))
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
@@ -113,8 +125,9 @@ def write_sentence_transformers(model: nn.Module, out: Path) -> None:
     _write_modules(out, modules, model.sentence_transformers_config(), model.sentence_transformers_model_config())
 
 
-def _write_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, Any],
-                   model_config: dict[str, Any] | None = None) -> None:
+def _write_modules(
+    out: Path, modules: Sequence[STModule], st_config: dict[str, Any], model_config: dict[str, Any] | None = None
+) -> None:
     """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
     already in ``out``), ``modules.json`` and ``config_sentence_transformers.json`` (``model_config``:
     prompts, default prompt and similarity function; default: none and cosine), in the layout
@@ -131,5 +144,7 @@ def _write_modules(out: Path, modules: Sequence[STModule], st_config: dict[str, 
             save_file(module.weights, str(folder / "model.safetensors"))
         entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
     write_json(out / "modules.json", entries)
-    write_json(out / "config_sentence_transformers.json",
-               {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})})
+    write_json(
+        out / "config_sentence_transformers.json",
+        {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})},
+    )

@@ -58,11 +58,18 @@ _BUNDLED_DATASETS: dict[str, str] = {
 
 #: ``unisent evaluate`` task group -> the model-index task type (the names MTEB's cards use)
 TASK_TYPES: dict[str, str] = {
-    "sts": "STS", "stsb-multi": "STS", "sts17": "STS", "analysis": "STS",
-    "stc": "Clustering", "mewsc16": "Clustering",
-    "tatoeba": "BitextMining", "bucc": "BitextMining",
+    "sts": "STS",
+    "stsb-multi": "STS",
+    "sts17": "STS",
+    "analysis": "STS",
+    "stc": "Clustering",
+    "mewsc16": "Clustering",
+    "tatoeba": "BitextMining",
+    "bucc": "BitextMining",
     "transfer": "Classification",
-    "nli": "PairClassification", "xnli": "PairClassification", "pawsx": "PairClassification",
+    "nli": "PairClassification",
+    "xnli": "PairClassification",
+    "pawsx": "PairClassification",
 }
 
 _ABSOLUTE = re.compile(r"(?<![\w.:/\\~-])~?/(?:[\w.+@-]+/)+[\w.+@-]*")
@@ -190,9 +197,17 @@ def eval_results(results: dict[str, Any]) -> list[Any]:
     for entry in model_index("", results)[0]["results"]:
         metric = entry["metrics"][0]
         dataset = entry["dataset"]
-        out.append(EvalResult(task_type=entry["task"]["type"], dataset_type=dataset["type"],
-                              dataset_name=dataset["name"], dataset_split=dataset.get("split"),
-                              metric_type=metric["type"], metric_value=metric["value"], metric_name=metric["name"]))
+        out.append(
+            EvalResult(
+                task_type=entry["task"]["type"],
+                dataset_type=dataset["type"],
+                dataset_name=dataset["name"],
+                dataset_split=dataset.get("split"),
+                metric_type=metric["type"],
+                metric_value=metric["value"],
+                metric_name=metric["name"],
+            )
+        )
     return out
 
 
@@ -212,9 +227,11 @@ def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
         if split:
             dataset["split"] = split
         metric = str(entry["main_metric"])
-        entries.append({
-            "task": {"type": entry.get("task_type") or TASK_TYPES.get(group, group or "sentence-similarity")},
-            "dataset": dataset,
-            "metrics": [{"type": metric, "value": round(float(entry["score"]), 4), "name": f"{metric} (%)"}],
-        })
+        entries.append(
+            {
+                "task": {"type": entry.get("task_type") or TASK_TYPES.get(group, group or "sentence-similarity")},
+                "dataset": dataset,
+                "metrics": [{"type": metric, "value": round(float(entry["score"]), 4), "name": f"{metric} (%)"}],
+            }
+        )
     return [{"name": name, "results": entries}]

@@ -12,8 +12,9 @@ class PushError(RuntimeError):
     """The export could not be uploaded (offline, no token, refused): one line, the export stays on disk."""
 
 
-def push_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool = False,
-                commit_message: str | None = None) -> str:
+def push_to_hub(
+    folder: str | os.PathLike, repo_id: str, *, private: bool = False, commit_message: str | None = None
+) -> str:
     """Create the model repository ``repo_id`` (if needed) and upload ``folder`` with
     ``huggingface_hub.upload_folder``; returns the commit URL.
 
@@ -34,8 +35,12 @@ def push_to_hub(folder: str | os.PathLike, repo_id: str, *, private: bool = Fals
         raise PushError(f"--push-to {repo_id}: the Hugging Face Hub cannot be reached, nothing was uploaded; {later}")
     try:
         create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-        info = upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
-                             commit_message=commit_message or f"Upload {folder.name} exported by unisent")
+        info = upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            commit_message=commit_message or f"Upload {folder.name} exported by unisent",
+        )
     except Exception as err:  # noqa: BLE001 - auth, refusal, network: one line, the export stays
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise PushError(f"--push-to {repo_id}: the upload failed ({type(err).__name__}: {first}); {later}") from None

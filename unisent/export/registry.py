@@ -153,8 +153,11 @@ def exporter_for(model: Any, fmt: str) -> Exporter:
     if fmt in _MODEL_FORMATS and isinstance(model, InferenceModel) and fmt in type(model).export_formats:
         return _MODEL_FORMATS[fmt]()
     name = type(model).__name__
-    declared = (f"{name} declares the formats {list(type(model).export_formats)} (export_formats)"
-                if isinstance(model, InferenceModel) else f"{name} is not a unisent InferenceModel")
+    declared = (
+        f"{name} declares the formats {list(type(model).export_formats)} (export_formats)"
+        if isinstance(model, InferenceModel)
+        else f"{name} is not a unisent InferenceModel"
+    )
     raise NoExporterError(
         f"no {fmt!r} exporter is registered for {name} ({declared}; registered: "
         f"{', '.join(registered().get(fmt, [])) or 'none'}); a model type declares its formats in its "

@@ -160,8 +160,10 @@ def _train_paths(train: Any) -> list[str]:
     """The files of ``data.train`` of a run config."""
     if not isinstance(train, dict):
         return []
-    paths = [source if isinstance(source, str) else source.get("path") if isinstance(source, dict) else None
-             for source in train.values()]
+    paths = [
+        source if isinstance(source, str) else source.get("path") if isinstance(source, dict) else None
+        for source in train.values()
+    ]
     return [str(p) for p in paths if p]
 
 

@@ -113,14 +113,17 @@ def _check_input(path: Path) -> str:
     require_file(path, "input file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_INPUTS:
-        raise EncodeInputError(path, 0, f"unsupported input format {suffix!r}; supported: {', '.join(SUPPORTED_INPUTS)}")
+        raise EncodeInputError(
+            path, 0, f"unsupported input format {suffix!r}; supported: {', '.join(SUPPORTED_INPUTS)}"
+        )
     return suffix
 
 
 def _texts(path: Path, column: str, encoding: str) -> Iterator[tuple[str, str]]:
     try:
-        for record in iter_records(path, fields=[column], allow_null=True, text_field=column, blank_lines="keep",
-                                   encoding=encoding):
+        for record in iter_records(
+            path, fields=[column], allow_null=True, text_field=column, blank_lines="keep", encoding=encoding
+        ):
             value = None if record.data is None else record.data[column]
             if value is not None and not isinstance(value, str):
                 raise record.error(f"{column!r} is {type(value).__name__} {value!r}, not a string", field=column)
@@ -170,9 +173,11 @@ def _empty_error(path: Path, scan: ScanResult) -> EncodeInputError:
     more = f" and {scan.n_empty - len(scan.empty)} more" if scan.n_empty > len(scan.empty) else ""
     first = scan.empty[0][1]
     return EncodeInputError(
-        path, 0, f"{first} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row must be "
+        path,
+        0,
+        f"{first} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row must be "
         f"a sentence so that output rows line up with input rows; remove them, or pass --on-empty zero "
-        f"(on_empty='zero') to write a zero vector for each"
+        f"(on_empty='zero') to write a zero vector for each",
     )
 
 
@@ -187,15 +192,20 @@ class _NpyWriter:
     def write(self, block: np.ndarray) -> None:
         if self.dim is None:
             self.dim = int(block.shape[1])
-            header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
-                      "shape": (self.rows, self.dim)}
+            header = {
+                "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+                "fortran_order": False,
+                "shape": (self.rows, self.dim),
+            }
             np.lib.format.write_array_header_1_0(self.fh, header)
         self.fh.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
         self.written += len(block)
 
     def close(self) -> None:
         if self.written != self.rows:
-            raise RuntimeError(f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)")
+            raise RuntimeError(
+                f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)"
+            )
 
     def abort(self) -> None:
         pass
@@ -218,10 +228,12 @@ class _ParquetWriter:
             schema = pa.schema([("row", pa.int64()), ("embedding", pa.list_(pa.float32(), self.dim))])
             self.writer = pq.ParquetWriter(self.fh, schema.with_metadata(self.metadata))
         flat = pa.array(np.ascontiguousarray(block, dtype=np.float32).reshape(-1))
-        table = pa.table({
-            "row": pa.array(np.arange(self.written, self.written + len(block), dtype=np.int64)),
-            "embedding": pa.FixedSizeListArray.from_arrays(flat, self.dim),
-        })
+        table = pa.table(
+            {
+                "row": pa.array(np.arange(self.written, self.written + len(block), dtype=np.int64)),
+                "embedding": pa.FixedSizeListArray.from_arrays(flat, self.dim),
+            }
+        )
         self.writer.write_table(table)
         self.written += len(block)
 
@@ -229,7 +241,9 @@ class _ParquetWriter:
         if self.writer is not None:
             self.writer.close()
         if self.written != self.rows:
-            raise RuntimeError(f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)")
+            raise RuntimeError(
+                f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)"
+            )
 
     def abort(self) -> None:
         """Release the Parquet writer (its file is the temporary one, which ``atomic_write`` removes)."""
@@ -312,7 +326,9 @@ def encode_file(
     _check_input(input_path)
     out_suffix = output_path.suffix.lower()
     if out_suffix not in SUPPORTED_OUTPUTS:
-        raise EncodeInputError(output_path, 0, f"unsupported output format {out_suffix!r}; supported: {', '.join(SUPPORTED_OUTPUTS)}")
+        raise EncodeInputError(
+            output_path, 0, f"unsupported output format {out_suffix!r}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
+        )
     if output_path.resolve() == input_path.resolve():
         raise EncodeInputError(output_path, 0, "the output file is the input file")
     if on_empty not in ("error", "zero"):
@@ -330,9 +346,13 @@ def encode_file(
 
     scan = scan_input(input_path, column, encoding)
     if scan.rows == 0:
-        raise EmptyInputError(input_path, 0, "has no sentences to encode (the file is empty"
-                              + (", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else "")
-                              + "); nothing was written")
+        raise EmptyInputError(
+            input_path,
+            0,
+            "has no sentences to encode (the file is empty"
+            + (", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else "")
+            + "); nothing was written",
+        )
     if scan.n_empty and on_empty == "error":
         raise _empty_error(input_path, scan)
 
@@ -345,8 +365,14 @@ def encode_file(
         spec = type(model).__name__
         model.eval()
 
-    meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize, "bf16": bf16,
-            "on_empty": on_empty}
+    meta = {
+        "model": spec,
+        "input": input_path.name,
+        "column": column,
+        "normalize": normalize,
+        "bf16": bf16,
+        "on_empty": on_empty,
+    }
     if max_length is not None:
         meta["max_length"] = max_length
     from tqdm.auto import tqdm
@@ -365,7 +391,8 @@ def encode_file(
     try:
         with length_context, collect_truncation() as truncation, atomic_write(output_path, "wb") as fh:
             writer: _NpyWriter | _ParquetWriter = (
-                _NpyWriter(fh, scan.rows) if out_suffix == ".npy"
+                _NpyWriter(fh, scan.rows)
+                if out_suffix == ".npy"
                 else _ParquetWriter(fh, scan.rows, {"unisent": json.dumps(meta)})
             )
             try:
@@ -375,13 +402,15 @@ def encode_file(
                         block = _as_array(model.encode(chunk, batch_size, normalize=normalize, bf16=bf16))
                     else:  # on_empty == "zero" (the scan stopped "error" runs)
                         if on_empty != "zero":
-                            raise EncodeInputError(input_path, 0,
-                                                   "an empty row appeared after the first pass (the file changed)")
+                            raise EncodeInputError(
+                                input_path, 0, "an empty row appeared after the first pass (the file changed)"
+                            )
                         dim = writer.dim or _as_array(model.encode(["."], 1)).shape[1]
                         block = np.zeros((len(chunk), dim), dtype=np.float32)
                         if keep:
-                            block[keep] = _as_array(model.encode([chunk[i] for i in keep], batch_size,
-                                                                 normalize=normalize, bf16=bf16))
+                            block[keep] = _as_array(
+                                model.encode([chunk[i] for i in keep], batch_size, normalize=normalize, bf16=bf16)
+                            )
                     writer.write(block)
                     bar.update(len(chunk))
                 writer.close()
@@ -392,8 +421,18 @@ def encode_file(
         bar.close()
     truncated, _, limit = truncation.worst
     if truncated:  # once for the whole file
-        warnings.warn(TruncationWarning(truncation_message(truncated, scan.rows - scan.n_empty, limit,
-                                                           "pass --max-length (max_length=...)")), stacklevel=2)
-    return EncodeSummary(output=output_path, rows=scan.rows, dim=int(writer.dim or 0), empty_rows=scan.n_empty,
-                         seconds=time.perf_counter() - start, truncated=truncated,
-                         max_length=limit or getattr(getattr(model, "config", None), "max_length", None))
+        warnings.warn(
+            TruncationWarning(
+                truncation_message(truncated, scan.rows - scan.n_empty, limit, "pass --max-length (max_length=...)")
+            ),
+            stacklevel=2,
+        )
+    return EncodeSummary(
+        output=output_path,
+        rows=scan.rows,
+        dim=int(writer.dim or 0),
+        empty_rows=scan.n_empty,
+        seconds=time.perf_counter() - start,
+        truncated=truncated,
+        max_length=limit or getattr(getattr(model, "config", None), "max_length", None),
+    )

@@ -77,13 +77,19 @@ class STModule:
     label: str = ""
 
     @classmethod
-    def dense(cls, linear: nn.Linear, activation: str = "torch.nn.modules.linear.Identity", label: str = "") -> STModule:
+    def dense(
+        cls, linear: nn.Linear, activation: str = "torch.nn.modules.linear.Identity", label: str = ""
+    ) -> STModule:
         """A ``Dense`` module holding ``linear`` (weights copied to the CPU) and ``activation``."""
         weights = {"linear.weight": linear.weight.detach().cpu().contiguous()}
         if linear.bias is not None:
             weights["linear.bias"] = linear.bias.detach().cpu().contiguous()
-        config = {"in_features": linear.in_features, "out_features": linear.out_features,
-                  "bias": linear.bias is not None, "activation_function": activation}
+        config = {
+            "in_features": linear.in_features,
+            "out_features": linear.out_features,
+            "bias": linear.bias is not None,
+            "activation_function": activation,
+        }
         return cls("Dense", "sentence_transformers.models.Dense", config, weights, label)
 
 
@@ -180,8 +186,9 @@ class InferenceModel(nn.Module):
 
     # ------------------------------------------------------------------------------ maximum length
     @contextmanager
-    def export_max_length(self, max_length: int | None = None,
-                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+    def export_max_length(
+        self, max_length: int | None = None, base_model: str | None = None
+    ) -> Iterator[tuple[int, int] | None]:
         """While exporting: tokenise up to the length the export keeps, restored afterwards.
 
         Yields ``(length the model had, length of the export)``, or None for a model without a

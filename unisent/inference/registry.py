@@ -37,8 +37,15 @@ from torch import nn
 from ..io import check_checkpoint, import_object
 from .base import MODEL_RECORD, InferenceModel
 
-__all__ = ["load", "load_pretrained", "model_class", "register_checkpoint_loader", "register_model", "registered_models",
-           "saved_model_class"]
+__all__ = [
+    "load",
+    "load_pretrained",
+    "model_class",
+    "register_checkpoint_loader",
+    "register_model",
+    "registered_models",
+    "saved_model_class",
+]
 
 M = TypeVar("M", bound=type)
 
@@ -115,8 +122,10 @@ def _from_record(record_file: Path) -> type[InferenceModel]:
     if name in _MODELS:
         return _MODELS[name]
     if not class_path:
-        raise ValueError(f"{record_file}: model type {name!r} is not registered (registered: "
-                         f"{', '.join(sorted(_MODELS))}) and the record names no class_path")
+        raise ValueError(
+            f"{record_file}: model type {name!r} is not registered (registered: "
+            f"{', '.join(sorted(_MODELS))}) and the record names no class_path"
+        )
     try:
         cls = import_object(class_path, "model class")  # importing its module registers it
     except ValueError as err:
@@ -145,8 +154,9 @@ def _default_class() -> type[InferenceModel]:
     try:
         return _MODELS[DEFAULT_TYPE]
     except KeyError:
-        raise RuntimeError(f"no model type {DEFAULT_TYPE!r} is registered: import unisent.encoders (unisent.load "
-                           "does)") from None
+        raise RuntimeError(
+            f"no model type {DEFAULT_TYPE!r} is registered: import unisent.encoders (unisent.load does)"
+        ) from None
 
 
 def load_pretrained(directory: str | os.PathLike) -> nn.Module:
@@ -173,8 +183,10 @@ def load(model: str | os.PathLike, device: str | torch.device | None = None) -> 
     if path.suffix == ".ckpt":
         check_checkpoint(path)  # missing or truncated: one-line FileNotFoundError / CheckpointError
         if _CHECKPOINT_LOADER is None:
-            raise RuntimeError(f"{path}: loading a training checkpoint needs the training module; "
-                               "use unisent.load (or import unisent.module first)")
+            raise RuntimeError(
+                f"{path}: loading a training checkpoint needs the training module; "
+                "use unisent.load (or import unisent.module first)"
+            )
         loaded = _CHECKPOINT_LOADER(path)
     elif path.is_dir():
         loaded = load_pretrained(path)

@@ -64,8 +64,15 @@ class MTEBEncoder(_encoder_base()):
         device: where to load ``model`` when it is a name.
     """
 
-    def __init__(self, model: Any, similarity: str | None = None, *, name: str | None = None,
-                 batch_size: int = 128, device: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        similarity: str | None = None,
+        *,
+        name: str | None = None,
+        batch_size: int = 128,
+        device: str | None = None,
+    ) -> None:
         from mteb.models import ModelMeta
         from mteb.models.model_meta import ScoringFunction
 
@@ -85,17 +92,25 @@ class MTEBEncoder(_encoder_base()):
             if not self.pairwise_fn.gaussian:  # pragma: no cover - every non-point similarity is Gaussian
                 raise ValueError(f"similarity {self.similarity_name!r} is not a Gaussian similarity")
             if not hasattr(model, "encode_gaussian"):
-                raise ValueError(f"similarity {self.similarity_name!r} needs a Gaussian model (GaussCSE, with "
-                                 f"encode_gaussian); {type(model).__name__} has none")
+                raise ValueError(
+                    f"similarity {self.similarity_name!r} needs a Gaussian model (GaussCSE, with "
+                    f"encode_gaussian); {type(model).__name__} has none"
+                )
         config = getattr(model, "config", None)
         spec = getattr(config, "sentence_transformers", None) or {}
         self.model_prompts = {k: v for k, v in (spec.get("prompts") or {}).items() if v} or None
         name = name or f"unisent/{Path(str(label)).name if label else type(model).__name__}"
         scoring = ScoringFunction.CUSTOM if self.gaussian else ScoringFunction.from_str(self.similarity_name)
-        self.mteb_model_meta = ModelMeta.create_empty(overwrites=dict(
-            name=name, revision="local", loader=None, similarity_fn_name=scoring, framework=["PyTorch"],
-            max_tokens=getattr(config, "max_length", None),
-        ))
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites=dict(
+                name=name,
+                revision="local",
+                loader=None,
+                similarity_fn_name=scoring,
+                framework=["PyTorch"],
+                max_tokens=getattr(config, "max_length", None),
+            )
+        )
 
     # ---------------------------------------------------------------------------------- encode
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs) -> np.ndarray:
@@ -148,8 +163,10 @@ def _load_local(task, directory: Path) -> None:
     if task.metadata.is_multilingual:
         subsets = [p for p in sorted(directory.iterdir()) if p.is_dir()]
         if not subsets:
-            raise MTEBDataError(f"{directory}: MTEB task {task.metadata.name} has subsets ({', '.join(task.hf_subsets)}); "
-                                "give one folder per subset")
+            raise MTEBDataError(
+                f"{directory}: MTEB task {task.metadata.name} has subsets ({', '.join(task.hf_subsets)}); "
+                "give one folder per subset"
+            )
         task.dataset = {p.name: _read_dataset(p) for p in subsets}
     else:
         task.dataset = _read_dataset(directory)
@@ -165,8 +182,10 @@ def _read_dataset(directory: Path):
     try:
         return datasets.load_dataset(str(directory))
     except Exception as err:  # noqa: BLE001 - any reason: one line naming the folder
-        raise MTEBDataError(f"{directory}: not a dataset folder that datasets can read ({type(err).__name__}: "
-                            f"{str(err).splitlines()[0] if str(err) else ''})") from None
+        raise MTEBDataError(
+            f"{directory}: not a dataset folder that datasets can read ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''})"
+        ) from None
 
 
 def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
@@ -186,7 +205,8 @@ def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
     from ..encoders.loading import _hub_kwargs
 
     offline = bool(_hub_kwargs(str(dataset["path"])).get("local_files_only")) or os.environ.get(
-        "HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes", "on"}
+        "HF_HUB_OFFLINE", "0"
+    ).lower() in {"1", "true", "yes", "on"}
     previous = os.environ.get("HF_DATASETS_OFFLINE")
     if offline:
         os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -201,7 +221,8 @@ def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
             f"MTEB task {name}: its data ({dataset['path']}, revision {dataset.get('revision')}) is not in the "
             f"Hugging Face cache{where} and the hub {'cannot be reached' if offline else 'did not give it'} "
             f"({type(err).__name__}); download it where you have internet (mteb.get_task({name!r}).load_data()) "
-            f"or save it with datasets' save_to_disk to DIR/{name} and pass --mteb-data DIR") from None
+            f"or save it with datasets' save_to_disk to DIR/{name} and pass --mteb-data DIR"
+        ) from None
     finally:
         if offline:
             if previous is None:
@@ -211,9 +232,16 @@ def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
     return "the Hugging Face cache"
 
 
-def run_tasks(model: Any, tasks: Sequence[str], *, data_dir: str | os.PathLike | None = None,
-              similarity: str | None = None, batch_size: int = 128, name: str | None = None,
-              device: str | None = None) -> dict[str, Any]:
+def run_tasks(
+    model: Any,
+    tasks: Sequence[str],
+    *,
+    data_dir: str | os.PathLike | None = None,
+    similarity: str | None = None,
+    batch_size: int = 128,
+    name: str | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
     """Run MTEB tasks (by MTEB's names, e.g. ``STSBenchmark``) on a unisent model with MTEB's own
     evaluators, offline (:func:`load_task_data`).
 
@@ -228,38 +256,60 @@ def run_tasks(model: Any, tasks: Sequence[str], *, data_dir: str | os.PathLike |
         KeyError: an unknown task name (MTEB's message).
     """
     mteb = _require_mteb()
-    encoder = model if isinstance(model, MTEBEncoder) else MTEBEncoder(
-        model, similarity, name=name, batch_size=batch_size, device=device)
+    encoder = (
+        model
+        if isinstance(model, MTEBEncoder)
+        else MTEBEncoder(model, similarity, name=name, batch_size=batch_size, device=device)
+    )
     loaded = []
     sources = {}
     for task_name in tasks:
         task = mteb.get_task(task_name)
         sources[task.metadata.name] = load_task_data(task, data_dir)
         loaded.append(task)
-    result = mteb.evaluate(encoder, loaded, cache=None, encode_kwargs={"batch_size": batch_size},
-                           show_progress_bar=False)
-    out: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": {}, "failed": {}, "config": {
-        "data_dir": str(data_dir) if data_dir is not None else "Hugging Face cache", "batch_size": batch_size,
-        "similarity": encoder.similarity_name, "model": encoder.mteb_model_meta.name, "source": "mteb"}}
+    result = mteb.evaluate(
+        encoder, loaded, cache=None, encode_kwargs={"batch_size": batch_size}, show_progress_bar=False
+    )
+    out: dict[str, Any] = {
+        "tasks": {},
+        "groups": {},
+        "skipped": {},
+        "failed": {},
+        "config": {
+            "data_dir": str(data_dir) if data_dir is not None else "Hugging Face cache",
+            "batch_size": batch_size,
+            "similarity": encoder.similarity_name,
+            "model": encoder.mteb_model_meta.name,
+            "source": "mteb",
+        },
+    }
     for task_result in result.task_results:
         split, per_subset = next(iter(task_result.scores.items()))
         scores = per_subset[0]
         metadata = mteb.get_task(task_result.task_name).metadata
         main = metadata.main_score
         out["tasks"][task_result.task_name] = {
-            "group": "mteb", "task_type": metadata.type, "main_metric": main,
+            "group": "mteb",
+            "task_type": metadata.type,
+            "main_metric": main,
             "score": 100 * float(scores["main_score"]),
-            "metrics": {k: 100 * float(v) for k, v in scores.items()
-                        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "main_score"},
-            "seconds": float(task_result.evaluation_time or 0.0), "split": split, "subset": scores.get("hf_subset"),
+            "metrics": {
+                k: 100 * float(v)
+                for k, v in scores.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "main_score"
+            },
+            "seconds": float(task_result.evaluation_time or 0.0),
+            "split": split,
+            "subset": scores.get("hf_subset"),
             "data": sources.get(task_result.task_name),
         }
     out["mteb"] = result
     return out
 
 
-def write_sts_dataset(task: str, out: str | os.PathLike, data_dir: str | os.PathLike | None = None,
-                      split: str = "test") -> Path:
+def write_sts_dataset(
+    task: str, out: str | os.PathLike, data_dir: str | os.PathLike | None = None, split: str = "test"
+) -> Path:
     """Write the pairs of a unisent STS task (``stsb-test`` from the bundled file by default) as an MTEB
     STS split: ``out/<split>.jsonl`` with ``sentence1``, ``sentence2`` and ``score`` (0-5), the layout
     of MTEB's STS datasets, read by unisent's own reader for the task."""

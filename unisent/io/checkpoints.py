@@ -26,8 +26,11 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
 
     path = Path(path).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist" if not path.is_dir()
-                                else f"checkpoint {str(path)!r} is a directory; give the .ckpt file")
+        raise FileNotFoundError(
+            f"checkpoint {str(path)!r} does not exist"
+            if not path.is_dir()
+            else f"checkpoint {str(path)!r} is a directory; give the .ckpt file"
+        )
     size = path.stat().st_size
     if not zipfile.is_zipfile(path):
         raise CheckpointError(

@@ -28,8 +28,9 @@ def temporary_name(target: str | os.PathLike) -> Path:
     ``.<name>.<random>.<pid>@<host>.tmp``. The writer's process id and host let
     :func:`remove_stale_temporaries` tell a killed writer's leftovers from a running writer's file."""
     target = Path(target)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp",
-                                dir=target.parent)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp", dir=target.parent
+    )
     os.close(fd)
     return Path(name)
 

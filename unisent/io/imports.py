@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = ["import_object", "instantiate"]
 
+
 def import_object(path: str, what: str = "class") -> Any:
     """``"pkg.mod.Name"`` -> the object; a clear ``ValueError`` naming the path if it cannot be imported."""
     module_name, _, name = str(path).rpartition(".")

@@ -1,12 +1,16 @@
 """Trained models on an encoder: heads, post-processors and composed models.
 
-| model | what ``encode`` gives | saved as |
-|---|---|---|
-| :class:`~unisent.encoders.Encoder` (type ``encoder``) | pooled backbone states | backbone, tokenizer, ``unisent_encoder.json``, ``pooler.pt`` |
-| :class:`GaussianEncoder` (``gaussian``) | GaussCSE means (``encode_gaussian``: and variances) | + ``gaussian_head.pt/.json`` |
-| :class:`ProjectionEncoder` (``cmlm-projection``) | mean of CMLM's projections | + ``cmlm_projection.pt/.json`` |
-| :class:`PCREncoder` (``pcr``) | any model's vectors minus a language's principal components | ``pcr.json`` + ``model/`` |
-| :class:`RetrofittedEncoder` (``retrofitted``) | text vector combined with its AMR graph's | ``retrofit.json`` + ``text/`` + ``amr/`` |
+Each model (its registered type; what ``encode`` gives; what it saves):
+
+- :class:`~unisent.encoders.Encoder` (``encoder``): pooled backbone states; backbone, tokenizer,
+  ``unisent_encoder.json``, ``pooler.pt``.
+- :class:`GaussianEncoder` (``gaussian``): GaussCSE means (``encode_gaussian``: and variances);
+  + ``gaussian_head.pt/.json``.
+- :class:`ProjectionEncoder` (``cmlm-projection``): mean of CMLM's projections; + ``cmlm_projection.pt/.json``.
+- :class:`PCREncoder` (``pcr``): any model's vectors minus a language's principal components; ``pcr.json`` +
+  ``model/``.
+- :class:`RetrofittedEncoder` (``retrofitted``): text vector combined with its AMR graph's; ``retrofit.json`` +
+  ``text/`` + ``amr/``.
 
 Each class declares how it saves, loads and exports itself (the contract,
 :class:`unisent.inference.InferenceModel`) and registers its type (:func:`unisent.inference.register_model`);

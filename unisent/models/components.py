@@ -78,7 +78,9 @@ class PrincipalComponentRemoval:
             if self.dim is not None and dim != self.dim and language not in self.components:
                 raise ValueError(f"language {language!r} has {dim}-dimensional embeddings, the others {self.dim}")
             if n < self.k or self.k >= dim:
-                raise ValueError(f"language {language!r}: need more than k={self.k} sentences and dimensions, got {n} x {dim}")
+                raise ValueError(
+                    f"language {language!r}: need more than k={self.k} sentences and dimensions, got {n} x {dim}"
+                )
             mean = x.mean(0) if self.center else torch.zeros(dim, dtype=x.dtype)
             _, _, vh = torch.linalg.svd(x - mean, full_matrices=False)
             self.components[language] = vh[: self.k].float().contiguous()
@@ -105,15 +107,21 @@ class PrincipalComponentRemoval:
 
     def _fitted(self, language: str) -> tuple[torch.Tensor, torch.Tensor]:
         if language not in self.components:
-            raise KeyError(f"PCR was not fitted for language {language!r}; fitted: {', '.join(self.languages) or 'none'}")
+            raise KeyError(
+                f"PCR was not fitted for language {language!r}; fitted: {', '.join(self.languages) or 'none'}"
+            )
         return self.components[language], self.means[language]
 
     # ------------------------------------------------------------------------------------ save/load
     def state(self) -> dict[str, Any]:
         return {
-            "format": _FORMAT, "k": self.k, "center": self.center,
-            "languages": {lang: {"components": self.components[lang].tolist(), "mean": self.means[lang].tolist()}
-                          for lang in self.languages},
+            "format": _FORMAT,
+            "k": self.k,
+            "center": self.center,
+            "languages": {
+                lang: {"components": self.components[lang].tolist(), "mean": self.means[lang].tolist()}
+                for lang in self.languages
+            },
         }
 
     def save(self, path: str | os.PathLike) -> Path:

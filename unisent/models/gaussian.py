@@ -61,8 +61,12 @@ class GaussianHead(nn.Module):
             raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
         if point not in ("mean", "pooled"):
             raise ValueError(f"point must be 'mean' or 'pooled', got {point!r}")
-        self.settings = {"hidden_size": hidden_size, "variance": variance, "mean_activation": mean_activation,
-                         "var_floor": var_floor}
+        self.settings = {
+            "hidden_size": hidden_size,
+            "variance": variance,
+            "mean_activation": mean_activation,
+            "var_floor": var_floor,
+        }
         if point != "mean":  # heads saved before this option have no key: they are "mean"
             self.settings["point"] = point
         if length_input:  # likewise: absent = False
@@ -133,8 +137,11 @@ class GaussianEncoder(EncoderWrapper):
         pooled = self.encoder.encode_pooled(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
         if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
-            mu, var = zip(*self.map_head(self.head, torch.cat([pooled, lengths[:, None]], dim=-1),
-                                         lambda c: self.head(c[:, :-1], c[:, -1])))
+            mu, var = zip(
+                *self.map_head(
+                    self.head, torch.cat([pooled, lengths[:, None]], dim=-1), lambda c: self.head(c[:, :-1], c[:, -1])
+                )
+            )
         else:
             mu, var = zip(*self.map_head(self.head, pooled, self.head))
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
@@ -156,11 +163,18 @@ class GaussianEncoder(EncoderWrapper):
     # ------------------------------------------------------------------------------ exports
     def head_facts(self) -> list[tuple[str, str]]:
         s = self.head.settings
-        return [("Gaussian head", f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
-                                  f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
-                                  f"{s['variance']} (+ {s['var_floor']:g})"),
-                ("point embedding (`encode`)", "the pooled vector under the head" if self.point == "pooled"
-                 else "the Gaussian mean")]
+        return [
+            (
+                "Gaussian head",
+                f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
+                f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
+                f"{s['variance']} (+ {s['var_floor']:g})",
+            ),
+            (
+                "point embedding (`encode`)",
+                "the pooled vector under the head" if self.point == "pooled" else "the Gaussian mean",
+            ),
+        ]
 
     def sentence_transformers_modules(self) -> list[STModule]:
         if self.point == "pooled":  # the encoder's own modules: its pooled (and normalised) vectors
@@ -172,14 +186,21 @@ class GaussianEncoder(EncoderWrapper):
         return [STModule.dense(self.head.mean, _ACTIVATION[self.head.settings["mean_activation"]], "Dense (mean)")]
 
     def sentence_transformers_usage(self) -> str:
-        point = ("**pooled vectors** (the encoder's sentence vectors under the Gaussian head)" if self.point == "pooled"
-                 else "**means**")
-        pooled_note = ("""
+        point = (
+            "**pooled vectors** (the encoder's sentence vectors under the Gaussian head)"
+            if self.point == "pooled"
+            else "**means**"
+        )
+        pooled_note = (
+            """
 These pooled vectors are the encoder's own: if the encoder was frozen during training (as in
 `recipes/gausscse/quickstart.yaml`), they are exactly the base model's vectors, unchanged by this
 training. What the training learned is in the Gaussian head (the entailment direction comes from the
 variances), which only `unisent.load` below uses.
-""" if self.point == "pooled" else "")
+"""
+            if self.point == "pooled"
+            else ""
+        )
         return f"""This is a Gaussian sentence embedding model (GaussCSE): each sentence is a Gaussian with a mean
 and a diagonal variance. The directory holds both.
 

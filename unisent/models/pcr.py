@@ -68,15 +68,24 @@ class PCREncoder(EncoderWrapper):
             return self.pcr.languages[0]
         raise ValueError(f"encode needs language=... (fitted: {', '.join(self.pcr.languages)}) or a default_language")
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, language: str | None = None) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, language: str | None = None
+    ) -> torch.Tensor:
         """Token ids (batch, seq) -> post-processed embeddings (batch, dim)."""
         comps, mean = self.pcr._fitted(self._language(language))
         x = self.encoder(input_ids, attention_mask).float() - mean.to(input_ids.device)
         comps = comps.to(x.device)
         return x - (x @ comps.T) @ comps
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, language: str | Sequence[str] | None = None,
-               normalize: bool = False, **kw) -> torch.Tensor:
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        *,
+        language: str | Sequence[str] | None = None,
+        normalize: bool = False,
+        **kw,
+    ) -> torch.Tensor:
         """Embed, remove the language's components, then (optionally) L2-normalise: float32 (n, dim)."""
         language = self._language(language)
         out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **kw), language)
@@ -121,12 +130,19 @@ class PCREncoder(EncoderWrapper):
             return self.default_language
         if len(self.pcr.languages) == 1:
             return self.pcr.languages[0]
-        raise ValueError(f"a Sentence Transformers model takes no language: set the PCREncoder's default_language "
-                         f"to the one to export (fitted: {', '.join(self.pcr.languages)})")
+        raise ValueError(
+            f"a Sentence Transformers model takes no language: set the PCREncoder's default_language "
+            f"to the one to export (fitted: {', '.join(self.pcr.languages)})"
+        )
 
     def head_facts(self) -> list[tuple[str, str]]:
-        return [("principal component removal", f"k = {self.pcr.k}, centre: {self.pcr.center}; exported language "
-                                                f"`{self.export_language()}` (fitted: {', '.join(self.pcr.languages)})")]
+        return [
+            (
+                "principal component removal",
+                f"k = {self.pcr.k}, centre: {self.pcr.center}; exported language "
+                f"`{self.export_language()}` (fitted: {', '.join(self.pcr.languages)})",
+            )
+        ]
 
     def head_sentence_transformers_modules(self) -> list[STModule]:
         comps, mean = self.pcr._fitted(self.export_language())
@@ -164,7 +180,7 @@ model = SentenceTransformer("path/to/this/directory")
 embeddings = model.encode(["A man is playing a guitar."])
 ```
 
-Every fitted language ({', '.join(self.pcr.languages)}) is available through unisent:
+Every fitted language ({", ".join(self.pcr.languages)}) is available through unisent:
 
 ```python
 import unisent

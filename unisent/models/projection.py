@@ -45,8 +45,13 @@ class SentenceProjection(nn.Module):
             raise ValueError(f"num_projections must be >= 1, got {num_projections}")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(_ACTIVATIONS)}")
-        self.settings = {"hidden_size": hidden_size, "num_projections": num_projections, "mlp_size": mlp_size,
-                         "activation": activation, "identity": identity}
+        self.settings = {
+            "hidden_size": hidden_size,
+            "num_projections": num_projections,
+            "mlp_size": mlp_size,
+            "activation": activation,
+            "identity": identity,
+        }
         self.identity = identity
         self.num_projections = num_projections
         learned = num_projections - int(identity)
@@ -55,7 +60,11 @@ class SentenceProjection(nn.Module):
         if learned:
             act = _ACTIVATIONS[activation]
             self.mlp = nn.Sequential(
-                nn.Linear(hidden_size, width), act(), nn.Linear(width, width), act(), nn.Linear(width, learned * hidden_size)
+                nn.Linear(hidden_size, width),
+                act(),
+                nn.Linear(width, width),
+                act(),
+                nn.Linear(width, learned * hidden_size),
             )
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
@@ -99,5 +108,9 @@ class ProjectionEncoder(EncoderWrapper):
 
     def head_facts(self) -> list[tuple[str, str]]:
         s = self.projection.settings
-        return [("CMLM projection", f"mean of {s['num_projections']} projections"
-                                    f"{' (one of them the identity)' if s['identity'] else ''}")]
+        return [
+            (
+                "CMLM projection",
+                f"mean of {s['num_projections']} projections{' (one of them the identity)' if s['identity'] else ''}",
+            )
+        ]

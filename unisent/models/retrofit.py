@@ -72,9 +72,11 @@ _PENMAN = re.compile(r"\(\s*[^\s()/]+\s+/")
 PROBE_GRAPHS: tuple[tuple[str, str], ...] = (
     ("A man is playing a guitar.", "( play-11 :ARG0 ( man ) :ARG2 ( guitar ) )"),
     ("The boy wants to go.", "( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"),
-    ("Two dogs run across the grass in the park while a child throws a ball for them to catch again.",
-     "( run-02 :ARG0 ( dog :quant 2 ) :path ( across :op1 ( grass :location ( park ) ) ) :time ( throw-01 :ARG0 "
-     "( child ) :ARG1 ( ball ) :purpose ( catch-01 :ARG0 dog :ARG1 ball :mod ( again ) ) ) )"),
+    (
+        "Two dogs run across the grass in the park while a child throws a ball for them to catch again.",
+        "( run-02 :ARG0 ( dog :quant 2 ) :path ( across :op1 ( grass :location ( park ) ) ) :time ( throw-01 :ARG0 "
+        "( child ) :ARG1 ( ball ) :purpose ( catch-01 :ARG0 dog :ARG1 ball :mod ( again ) ) ) )",
+    ),
     ("ok", "( okay-04 )"),
     ("Ein Mann spielt Gitarre.", "( play-11 :ARG0 ( man ) :ARG2 ( guitar ) )"),
 )
@@ -301,19 +303,24 @@ class RetrofittedEncoder(InferenceModel):
         return [self.linearize(g) for g in given]
 
     # ------------------------------------------------------------------------------------ encoding
-    def encode_text(self, sentences: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
+    def encode_text(
+        self, sentences: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False
+    ) -> torch.Tensor:
         """The text encoder's embeddings ``s``, float32 (n, d_s) on the CPU."""
         from ..inference.base import to_tensor
 
         if _is_sentence_transformer(self.text_encoder):
-            out = self.text_encoder.encode(list(sentences), batch_size=batch_size, convert_to_numpy=True,
-                                           show_progress_bar=show_progress_bar)
+            out = self.text_encoder.encode(
+                list(sentences), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=show_progress_bar
+            )
         else:
             kwargs = {"show_progress_bar": True} if show_progress_bar else {}
             out = self.text_encoder.encode(list(sentences), batch_size=batch_size, **kwargs)
         return to_tensor(out, len(sentences), "the text encoder's encode")
 
-    def encode_graphs(self, graphs: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False) -> torch.Tensor:
+    def encode_graphs(
+        self, graphs: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False
+    ) -> torch.Tensor:
         """The AMR encoder's embeddings ``h`` of graphs (PENMAN or linearised), float32 (n, d_h) on the CPU."""
         from ..inference.base import to_tensor
 
@@ -389,11 +396,16 @@ class RetrofittedEncoder(InferenceModel):
             with atomic_write(directory / LOOKUP_FILE) as fh:
                 for sentence, graph in self.parser.graphs.items():
                     fh.write(json.dumps({"text": sentence, "penman": graph}, ensure_ascii=False) + "\n")
-            config["parser"] = {"class_path": "unisent.amr.parsing.PreParsedAMR", "init_args": {"sources": [LOOKUP_FILE]}}
+            config["parser"] = {
+                "class_path": "unisent.amr.parsing.PreParsedAMR",
+                "init_args": {"sources": [LOOKUP_FILE]},
+            }
         elif self.parser is not None and self.parser_spec is None:
             warnings.warn(
                 f"the parser ({type(self.parser).__name__}) is not saved: give it as a {{class_path, init_args}} spec "
-                "to record it, or pass parser= to from_pretrained", stacklevel=3)
+                "to record it, or pass parser= to from_pretrained",
+                stacklevel=3,
+            )
         with atomic_write(directory / CONFIG_FILE) as fh:
             fh.write(json.dumps(config, indent=2) + "\n")
         self.write_model_record(directory)
@@ -426,11 +438,20 @@ class RetrofittedEncoder(InferenceModel):
         amr_dir = directory / config.get("amr_encoder", {}).get("path", AMR_DIR)
         if parser is None and config.get("parser"):
             spec = config["parser"]
-            parser = {"class_path": spec["class_path"], "init_args": _resolve_paths(spec.get("init_args") or {}, directory)}
+            parser = {
+                "class_path": spec["class_path"],
+                "init_args": _resolve_paths(spec.get("init_args") or {}, directory),
+            }
         linearization = config.get("linearization", {})
-        model = cls(load_text_encoder(str(text_dir)), _load_amr_encoder(str(amr_dir)), config["combination"], parser,
-                    language=config.get("language", "en"), parentheses=linearization.get("parentheses", True),
-                    drop_wiki=linearization.get("drop_wiki", True))
+        model = cls(
+            load_text_encoder(str(text_dir)),
+            _load_amr_encoder(str(amr_dir)),
+            config["combination"],
+            parser,
+            language=config.get("language", "en"),
+            parentheses=linearization.get("parentheses", True),
+            drop_wiki=linearization.get("drop_wiki", True),
+        )
         if config.get("parser") and model.parser_spec is not None:
             model.parser_spec = config["parser"]  # keep paths relative to the directory
         return model
@@ -453,21 +474,31 @@ class RetrofittedEncoder(InferenceModel):
         elif self.parser_spec:
             parser = f"`{self.parser_spec['class_path']}`"
         else:
-            parser = "none recorded: pass the graphs, or a parser to `unisent.models.RetrofittedEncoder.from_pretrained`"
+            parser = (
+                "none recorded: pass the graphs, or a parser to `unisent.models.RetrofittedEncoder.from_pretrained`"
+            )
         amr = self.amr_encoder
         if isinstance(amr, Encoder):
             amr_facts = dict(amr.card_facts())
-            amr_text = (f"{amr_facts['architecture']}; pooling: {amr_facts['pooling']}; dimension {amr.hidden_size}; "
-                        f"extended vocabulary of {len(amr.tokenizer)} tokens")
+            amr_text = (
+                f"{amr_facts['architecture']}; pooling: {amr_facts['pooling']}; dimension {amr.hidden_size}; "
+                f"extended vocabulary of {len(amr.tokenizer)} tokens"
+            )
         else:
             amr_text = f"{type(amr).__name__}, dimension {self.amr_dimension or '?'}"
         return [
-            ("combination", f"`{self.combination}`: {_FORMULA[self.combination]} (s: text embedding, h: AMR embedding)"),
+            (
+                "combination",
+                f"`{self.combination}`: {_FORMULA[self.combination]} (s: text embedding, h: AMR embedding)",
+            ),
             ("embedding dimension", str(self.dimension or "?")),
             ("text encoder (`text/`)", f"{text_kind}, dimension {self.text_dimension or '?'}"),
             ("AMR encoder (`amr/`)", amr_text),
-            ("AMR linearisation", f"depth-first, no variables, :wiki dropped, parentheses "
-                                  f"{'on' if self.parentheses else 'off'} (`unisent.amr.linearize`)"),
+            (
+                "AMR linearisation",
+                f"depth-first, no variables, :wiki dropped, parentheses "
+                f"{'on' if self.parentheses else 'off'} (`unisent.amr.linearize`)",
+            ),
             ("parser", parser),
             ("similarity", "cosine"),
         ]
@@ -478,7 +509,9 @@ class RetrofittedEncoder(InferenceModel):
         from ..encoders.encoder import Encoder
 
         if not isinstance(self.amr_encoder, Encoder):
-            raise TypeError(f"the AMR encoder must be an unisent Encoder to export, got {type(self.amr_encoder).__name__}")
+            raise TypeError(
+                f"the AMR encoder must be an unisent Encoder to export, got {type(self.amr_encoder).__name__}"
+            )
         text_dir, amr_dir = Path(out) / TEXT_DIR, Path(out) / AMR_DIR
         if _is_sentence_transformer(self.text_encoder):
             self.text_encoder.save(str(text_dir))
@@ -488,8 +521,10 @@ class RetrofittedEncoder(InferenceModel):
             write(self.text_encoder, text_dir)
             kind = "unisent"
         else:
-            raise NotExportableError(f"the text encoder ({type(self.text_encoder).__name__}) is neither a Sentence "
-                                     "Transformers model nor a unisent model")
+            raise NotExportableError(
+                f"the text encoder ({type(self.text_encoder).__name__}) is neither a Sentence "
+                "Transformers model nor a unisent model"
+            )
         amr_dir.mkdir()
         write(self.amr_encoder, amr_dir)
         self.save_config(out, kind)

@@ -117,8 +117,9 @@ class EncoderWrapper(InferenceModel):
         return {**config, "similarity_fn_name": self.similarity_fn_name}
 
     @contextmanager
-    def export_max_length(self, max_length: int | None = None,
-                          base_model: str | None = None) -> Iterator[tuple[int, int] | None]:
+    def export_max_length(
+        self, max_length: int | None = None, base_model: str | None = None
+    ) -> Iterator[tuple[int, int] | None]:
         """The wrapped encoder's (see :meth:`InferenceModel.export_max_length`)."""
         inner = getattr(self.encoder, "export_max_length", None)
         if inner is None:

@@ -10,4 +10,19 @@ from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
 from .nli_classifier import NLIClassifier
 from .simcse import SimCSE
 
-__all__ = ["AMRSimCSE", "BatchSchema", "BitextRetrieval", "CMLM", "EASE", "GaussCSE", "GaussianEncoder", "GaussianHead", "NLIClassifier", "Objective", "ObjectiveOutput", "ProjectionEncoder", "SimCSE", "encode_views"]
+__all__ = [
+    "AMRSimCSE",
+    "BatchSchema",
+    "BitextRetrieval",
+    "CMLM",
+    "EASE",
+    "GaussCSE",
+    "GaussianEncoder",
+    "GaussianHead",
+    "NLIClassifier",
+    "Objective",
+    "ObjectiveOutput",
+    "ProjectionEncoder",
+    "SimCSE",
+    "encode_views",
+]

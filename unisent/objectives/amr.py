@@ -40,7 +40,11 @@ CITATION = (
 PAPER_LANGUAGES = ("en", "de", "es", "it", "zh", "fr", "ar")
 
 Form = Literal["draw", "text", "graph"]
-_SLOTS = {"triples": ("anchor", "positive", "negative"), "pairs": ("anchor", "positive"), "self": ("anchor", "positive")}
+_SLOTS = {
+    "triples": ("anchor", "positive", "negative"),
+    "pairs": ("anchor", "positive"),
+    "self": ("anchor", "positive"),
+}
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
@@ -330,8 +334,10 @@ class AMRSimCSE(Objective):
             if not self.symbols:
                 from lightning.pytorch.utilities import rank_zero_warn
 
-                rank_zero_warn("AMRSimCSE: no AMR vocabulary (symbol_counts / symbol_lists / symbols): frame and "
-                               "relation names are split into subwords")
+                rank_zero_warn(
+                    "AMRSimCSE: no AMR vocabulary (symbol_counts / symbol_lists / symbols): frame and "
+                    "relation names are split into subwords"
+                )
         self._init_args["symbols"] = list(self.symbols)
         if self.symbols:
             from ..amr.vocab import extend_vocabulary

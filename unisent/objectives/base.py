@@ -59,7 +59,9 @@ class ObjectiveOutput(Mapping):
             return output
         if isinstance(output, Mapping):
             return cls(terms=dict(output))
-        raise TypeError(f"Objective.forward must return a dict of loss terms or an ObjectiveOutput, got {type(output).__name__}")
+        raise TypeError(
+            f"Objective.forward must return a dict of loss terms or an ObjectiveOutput, got {type(output).__name__}"
+        )
 
 
 class _RecordsInitArgs(type(nn.Module)):
@@ -149,8 +151,13 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         """This objective's :class:`BatchSchema`, from :attr:`batch_keys`, :attr:`text_keys`,
         :attr:`optional_keys` and ``max_length`` (instances may set the key tuples in ``__init__``); an
         objective that overrides :meth:`setup_data` needs all its records at once (no stream)."""
-        return BatchSchema(tuple(self.batch_keys), tuple(self.text_keys), tuple(self.optional_keys), self.max_length,
-                           needs_all_records=type(self).setup_data is not Objective.setup_data)
+        return BatchSchema(
+            tuple(self.batch_keys),
+            tuple(self.text_keys),
+            tuple(self.optional_keys),
+            self.max_length,
+            needs_all_records=type(self).setup_data is not Objective.setup_data,
+        )
 
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
         """Batch tokenised records (:meth:`BatchSchema.collate`); override to convert fields further
@@ -173,7 +180,9 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
         Default: nothing (an objective without parameters of its own)."""
 
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:  # pragma: no cover
+    def forward(
+        self, encoder: Encoder, batch: dict[str, Any]
+    ) -> dict[str, torch.Tensor] | ObjectiveOutput:  # pragma: no cover
         """The loss terms of one batch (``{name: scalar tensor}``), or an :class:`ObjectiveOutput`
         with loss terms and metrics apart."""
         raise NotImplementedError

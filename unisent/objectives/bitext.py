@@ -59,6 +59,12 @@ class BitextRetrieval(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         source, target = encode_views(encoder, batch, self.text_keys)
-        loss = additive_margin_softmax(source, target, margin=self.margin, scale=self.scale,
-                                       normalize=self.normalize, bidirectional=self.bidirectional)
+        loss = additive_margin_softmax(
+            source,
+            target,
+            margin=self.margin,
+            scale=self.scale,
+            normalize=self.normalize,
+            bidirectional=self.bidirectional,
+        )
         return {"retrieval": loss}

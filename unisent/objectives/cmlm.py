@@ -72,7 +72,9 @@ def mask_tokens(
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"mask ratio must be in (0, 1], got {ratio}")
     if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
-        raise ValueError(f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}")
+        raise ValueError(
+            f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}"
+        )
     device = input_ids.device
 
     def rand(*shape):
@@ -104,8 +106,14 @@ class MaskedLMHead(nn.Module):
     stays tied without sharing a parameter between modules); only the output bias is the head's own.
     """
 
-    def __init__(self, hidden_size: int, vocab_size: int, activation: str = "gelu", layer_norm_eps: float = 1e-12,
-                 init_std: float = 0.02) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        vocab_size: int,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
+        init_std: float = 0.02,
+    ) -> None:
         super().__init__()
         from transformers.activations import ACT2FN
 
@@ -154,8 +162,10 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     loaded_bias = getattr(head, "bias", None) is not None and prefix + "bias" not in missing
     bias = head.bias if loaded_bias else head.decoder.bias
     return {
-        "dense.weight": dense.weight.detach().clone(), "dense.bias": dense.bias.detach().clone(),
-        "layer_norm.weight": norm.weight.detach().clone(), "layer_norm.bias": norm.bias.detach().clone(),
+        "dense.weight": dense.weight.detach().clone(),
+        "dense.bias": dense.bias.detach().clone(),
+        "layer_norm.weight": norm.weight.detach().clone(),
+        "layer_norm.bias": norm.bias.detach().clone(),
         "bias": bias.detach().clone(),
     }
 
@@ -231,7 +241,9 @@ class CMLM(Objective):
         if not 0.0 < mask_ratio <= 1.0:
             raise ValueError(f"mask_ratio must be in (0, 1], got {mask_ratio}")
         if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
-            raise ValueError(f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}")
+            raise ValueError(
+                f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}"
+            )
         if not 0.0 <= swap_prob <= 1.0:
             raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
         if positions not in ("own", "continuous"):
@@ -240,8 +252,12 @@ class CMLM(Objective):
             raise ValueError(f"head_init must be 'auto' or 'fresh', got {head_init!r}")
         if num_projections < 1:
             raise ValueError(f"num_projections must be >= 1, got {num_projections}")
-        self.projection_settings = {"num_projections": num_projections, "mlp_size": projection_size,
-                                    "activation": projection_activation, "identity": identity}
+        self.projection_settings = {
+            "num_projections": num_projections,
+            "mlp_size": projection_size,
+            "activation": projection_activation,
+            "identity": identity,
+        }
         self.mask_ratio, self.mask_prob, self.random_prob = mask_ratio, mask_prob, random_prob
         self.swap_prob = swap_prob
         self.positions = positions
@@ -266,14 +282,22 @@ class CMLM(Objective):
         if self.head is None:
             config = encoder.backbone.config
             embeddings = encoder.backbone.get_input_embeddings().weight
-            self.head = MaskedLMHead(d, embeddings.shape[0], getattr(config, "hidden_act", "gelu"),
-                                     getattr(config, "layer_norm_eps", 1e-12), getattr(config, "initializer_range", 0.02))
+            self.head = MaskedLMHead(
+                d,
+                embeddings.shape[0],
+                getattr(config, "hidden_act", "gelu"),
+                getattr(config, "layer_norm_eps", 1e-12),
+                getattr(config, "initializer_range", 0.02),
+            )
             state = None
             if self.head_init == "auto":
                 state = _pretrained_mlm_head(resolve_model_location(encoder.config.model))
                 if state is not None and state["bias"].shape[0] != embeddings.shape[0]:
-                    warnings.warn(f"the MLM head of {encoder.config.model!r} has {state['bias'].shape[0]} outputs, "
-                                  f"the embeddings {embeddings.shape[0]} rows: using a fresh head", stacklevel=2)
+                    warnings.warn(
+                        f"the MLM head of {encoder.config.model!r} has {state['bias'].shape[0]} outputs, "
+                        f"the embeddings {embeddings.shape[0]} rows: using a fresh head",
+                        stacklevel=2,
+                    )
                     state = None
             if state is not None:
                 self.head.load_state_dict(state)
@@ -294,21 +318,31 @@ class CMLM(Objective):
         vocab = encoder.backbone.get_input_embeddings().weight.shape[0]
         allowed = torch.ones(vocab, dtype=torch.bool)
         allowed[[i for i in special if i < vocab]] = False
-        self._vocab = {"special": torch.tensor(special, dtype=torch.long), "mask": tok.mask_token_id,
-                       "replacement": allowed.nonzero().squeeze(1)}
+        self._vocab = {
+            "special": torch.tensor(special, dtype=torch.long),
+            "mask": tok.mask_token_id,
+            "replacement": allowed.nonzero().squeeze(1),
+        }
         params = inspect.signature(type(encoder.backbone).forward).parameters
         self._backbone_takes = {k for k in ("position_ids", "token_type_ids") if k in params}
 
     # ------------------------------------------------------------------------------- steps
-    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def mask(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`mask_tokens` with this objective's settings and the encoder's vocabulary."""
         if self._vocab["special"].device != input_ids.device:  # moved once, not at every step
             self._vocab = {k: v.to(input_ids.device) if torch.is_tensor(v) else v for k, v in self._vocab.items()}
         return mask_tokens(
-            input_ids, attention_mask, special_ids=self._vocab["special"], mask_token_id=self._vocab["mask"],
-            replacement_ids=self._vocab["replacement"], ratio=self.mask_ratio, mask_prob=self.mask_prob,
-            random_prob=self.random_prob, generator=generator,
+            input_ids,
+            attention_mask,
+            special_ids=self._vocab["special"],
+            mask_token_id=self._vocab["mask"],
+            replacement_ids=self._vocab["replacement"],
+            ratio=self.mask_ratio,
+            mask_prob=self.mask_prob,
+            random_prob=self.random_prob,
+            generator=generator,
         )
 
     def masked_lm(
@@ -334,8 +368,9 @@ class CMLM(Objective):
         accuracy = (logits.detach().argmax(-1) == gold).float().mean()
         return loss, accuracy
 
-    def _predict(self, encoder: Encoder, vp: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor,
-                 targets: torch.Tensor) -> torch.Tensor:
+    def _predict(
+        self, encoder: Encoder, vp: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
         backbone = encoder.backbone
         batch, n, _ = vp.shape
         length = ids.shape[1]
@@ -368,7 +403,10 @@ class CMLM(Objective):
         second = {k: torch.where(swap, s1[k], s2[k]) for k in ("input_ids", "attention_mask")}
         masked_ids, targets = self.mask(second["input_ids"], second["attention_mask"])
         loss, accuracy = self.masked_lm(
-            encoder, first, {"input_ids": masked_ids, "attention_mask": second["attention_mask"]}, targets,
+            encoder,
+            first,
+            {"input_ids": masked_ids, "attention_mask": second["attention_mask"]},
+            targets,
             second["input_ids"],
         )
         return ObjectiveOutput(terms={"mlm": loss}, metrics={"accuracy": accuracy})

@@ -144,7 +144,9 @@ class EASE(Objective):
         """Create the projection ``W`` for ``encoder`` (called before the optimiser is built)."""
         if self.projection is None:
             linear = nn.Linear(self.entity_dim, encoder.hidden_size)
-            self.projection = nn.Sequential(linear, nn.Tanh()) if self.projection_kind == "linear_tanh" else nn.Sequential(linear)
+            self.projection = (
+                nn.Sequential(linear, nn.Tanh()) if self.projection_kind == "linear_tanh" else nn.Sequential(linear)
+            )
 
     def _set_vocabulary(self, entities: list[str]) -> None:
         self.entities = list(entities)
@@ -172,7 +174,9 @@ class EASE(Objective):
         wanted = {titles.get(e, e) for e in self.entities[1:]}
         vectors, dim = read_wikipedia2vec(self.wikipedia2vec, wanted)
         if dim != self.entity_dim:
-            raise ValueError(f"{self.wikipedia2vec} has {dim}-dimensional vectors; set the objective's entity_dim: {dim}")
+            raise ValueError(
+                f"{self.wikipedia2vec} has {dim}-dimensional vectors; set the objective's entity_dim: {dim}"
+            )
         weight = torch.empty(len(self.entities), dim).uniform_(-0.05, 0.05)
         found = 0
         for i, entity in enumerate(self.entities[1:], start=1):
@@ -186,7 +190,9 @@ class EASE(Objective):
         if found == 0:
             warnings.warn(
                 f"none of the {len(self.entities) - 1} entities was found in {self.wikipedia2vec}; "
-                "do the entity ids need `entity_titles` to map them to Wikipedia titles?", stacklevel=2)
+                "do the entity ids need `entity_titles` to map them to Wikipedia titles?",
+                stacklevel=2,
+            )
 
     def setup_data(self, dataset):
         """Build the entity vocabulary and table from the training records (see the class doc)."""
@@ -197,8 +203,11 @@ class EASE(Objective):
         from lightning.fabric.utilities.rank_zero import rank_zero_only
 
         if getattr(rank_zero_only, "rank", 0) == 0:  # (printed, not logged: shown by a quiet `unisent fit` too)
-            print(f"EASE: {len(self.entities) - 1} entities ({dropped} of {len(keep)} records dropped: positive "
-                  f"entity linked fewer than min_count={self.min_count} times)", file=sys.stderr)
+            print(
+                f"EASE: {len(self.entities) - 1} entities ({dropped} of {len(keep)} records dropped: positive "
+                f"entity linked fewer than min_count={self.min_count} times)",
+                file=sys.stderr,
+            )
         if dropped:
             return dataset.select([i for i, k in enumerate(keep) if k])
         return None
@@ -221,8 +230,10 @@ class EASE(Objective):
         try:
             return torch.tensor([0 if e is None else self._index[e] for e in entities], dtype=torch.long)
         except KeyError as err:
-            raise KeyError(f"entity {err.args[0]!r} is not in the EASE entity vocabulary "
-                           f"({len(self.entities) - 1} entities built from the training data)") from None
+            raise KeyError(
+                f"entity {err.args[0]!r} is not in the EASE entity vocabulary "
+                f"({len(self.entities) - 1} entities built from the training data)"
+            ) from None
 
     # ---------------------------------------------------------------------------------- training
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
@@ -238,8 +249,9 @@ class EASE(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         if self.entity_table is None:
-            raise RuntimeError("the EASE entity table is built from the training data when fit starts "
-                               "(or call build_vocabulary)")
+            raise RuntimeError(
+                "the EASE entity table is built from the training data when fit starts (or call build_vocabulary)"
+            )
         self.setup_for(encoder)
         views = encode_views(encoder, batch, ("text",), repeat=2 if self.simcse_weight > 0 else 1)
         sentences = views[0]
@@ -254,12 +266,14 @@ class EASE(Objective):
             # the entity of another record of the same sentence is not a negative either
             key = _sentence_keys(batch["text"]["input_ids"], batch["text"]["attention_mask"])
             same_text = key[:, None] == gather_no_grad(key)[None, :]
-            exclude = exclude | torch.cat([same_text, torch.zeros_like(exclude[:, same_text.shape[1]:])], dim=1)
+            exclude = exclude | torch.cat([same_text, torch.zeros_like(exclude[:, same_text.shape[1] :])], dim=1)
         terms = {
             "entity": info_nce(
-                sentences, self.project(positive),
+                sentences,
+                self.project(positive),
                 hard_negatives=self.project(negative) if negative is not None else None,
-                temperature=self.entity_temperature, exclude=exclude,
+                temperature=self.entity_temperature,
+                exclude=exclude,
                 hard_negative_weight=self.hard_negative_weight if negative is not None else 0.0,
             )
         }
@@ -269,8 +283,14 @@ class EASE(Objective):
 
     # ---------------------------------------------------------------------------------- evaluation
     @torch.no_grad()
-    def retrieve_entities(self, encoder: Encoder, texts: Sequence[str], entities: Sequence[str],
-                          ks: Sequence[int] = (1, 10), batch_size: int = 64) -> dict[str, Any]:
+    def retrieve_entities(
+        self,
+        encoder: Encoder,
+        texts: Sequence[str],
+        entities: Sequence[str],
+        ks: Sequence[int] = (1, 10),
+        batch_size: int = 64,
+    ) -> dict[str, Any]:
         """Entity retrieval: rank EVERY entity of the table for each sentence, by the similarity the
         entity term trains (``cos(s, W e) / tau_e``; the positive divisor ``tau_e`` does not change
         the order, so the ranking is by cosine), and report how often the gold entity is in the top k.
@@ -286,10 +306,14 @@ class EASE(Objective):
         model that ignores the sentence.
         """
         if self.entity_table is None or self.projection is None:
-            raise RuntimeError("the EASE objective has no entity table or projection: load a trained checkpoint "
-                               "(UnisentModule.from_checkpoint) or call setup_for and build_vocabulary")
+            raise RuntimeError(
+                "the EASE objective has no entity table or projection: load a trained checkpoint "
+                "(UnisentModule.from_checkpoint) or call setup_for and build_vocabulary"
+            )
         if len(texts) != len(entities) or not texts:
-            raise ValueError(f"need as many sentences as gold entities (at least one), got {len(texts)} and {len(entities)}")
+            raise ValueError(
+                f"need as many sentences as gold entities (at least one), got {len(texts)} and {len(entities)}"
+            )
         ks = sorted({int(k) for k in ks})
         if not ks or ks[0] < 1:
             raise ValueError(f"k must be >= 1, got {ks}")
@@ -307,9 +331,9 @@ class EASE(Objective):
         sentences = nn.functional.normalize(encoder.encode_pooled(list(texts), batch_size), dim=-1)
         ranks = torch.empty(len(texts), dtype=torch.long)
         for start in range(0, len(texts), 1024):  # (1024, entities) scores at a time
-            scores = sentences[start:start + 1024] @ candidates.T
-            own = scores.gather(1, gold[start:start + 1024, None])
-            ranks[start:start + 1024] = (scores >= own).sum(1)
+            scores = sentences[start : start + 1024] @ candidates.T
+            own = scores.gather(1, gold[start : start + 1024, None])
+            ranks[start : start + 1024] = (scores >= own).sum(1)
         n_entities = candidates.shape[0]
         counts = sorted(Counter(gold.tolist()).values(), reverse=True)
         result: dict[str, Any] = {"records": len(texts), "entities": n_entities}

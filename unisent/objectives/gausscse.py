@@ -79,10 +79,17 @@ class GaussCSE(Objective):
         self.similarity = similarity
         self.param_lr = head_lr
         self.encoder_grad = float(encoder_grad)
-        self.head_settings = {"variance": variance, "mean_activation": mean_activation, "var_floor": var_floor,
-                              "point": point, "length_input": length_input}
+        self.head_settings = {
+            "variance": variance,
+            "mean_activation": mean_activation,
+            "var_floor": var_floor,
+            "point": point,
+            "length_input": length_input,
+        }
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
-        self.batch_keys = self.text_keys = ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
+        self.batch_keys = self.text_keys = (
+            ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
+        )
 
     def setup_for(self, encoder: Encoder) -> None:
         """Create the head for ``encoder`` (called by the training module before the optimiser is built)."""
@@ -101,8 +108,12 @@ class GaussCSE(Objective):
         else:
             views = [self.head(v) for v in pooled]
         loss = gauss_cse_loss(
-            views[0], views[1], views[2] if "con" in self.sets else None,
-            sets=self.sets, temperature=self.temperature, reduction=self.similarity,
+            views[0],
+            views[1],
+            views[2] if "con" in self.sets else None,
+            sets=self.sets,
+            temperature=self.temperature,
+            reduction=self.similarity,
         )
         return {"contrastive": loss}
 

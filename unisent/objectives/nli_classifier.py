@@ -71,8 +71,9 @@ class NLIClassifier(Objective):
     text_keys = ("premise", "hypothesis")
     citation = CITATION
 
-    def __init__(self, hidden_size: int = 0, weight: float = 1.0, name: str | None = None,
-                 max_length: int | None = None) -> None:
+    def __init__(
+        self, hidden_size: int = 0, weight: float = 1.0, name: str | None = None, max_length: int | None = None
+    ) -> None:
         super().__init__(weight=weight, name=name, max_length=max_length)
         self.classifier = nn.Linear(4 * hidden_size, len(NLI_LABELS)) if hidden_size else None
 
@@ -107,7 +108,11 @@ class NLIClassifier(Objective):
         self.setup_for(encoder)
         u, v = encode_views(encoder, batch, self.text_keys)
         labels = batch["label"]
-        labels = (labels if isinstance(labels, torch.Tensor) and labels.dtype == torch.long else self.labels(labels)).to(u.device)
+        labels = (
+            labels if isinstance(labels, torch.Tensor) and labels.dtype == torch.long else self.labels(labels)
+        ).to(u.device)
         logits = self.logits(u, v).float()
-        return ObjectiveOutput(terms={"classification": F.cross_entropy(logits, labels)},
-                               metrics={"accuracy": (logits.detach().argmax(-1) == labels).float().mean()})
+        return ObjectiveOutput(
+            terms={"classification": F.cross_entropy(logits, labels)},
+            metrics={"accuracy": (logits.detach().argmax(-1) == labels).float().mean()},
+        )

@@ -15,10 +15,21 @@ from .steps import ease_wikipedia
 __all__ = ["COMMANDS", "build_ease_fewrel", "build_ease_wikipedia"]
 
 
-def build_ease_wikipedia(*, input: str, output: str, language: str = "en", splitter_language: str | None = None,
-                         min_sentence_chars: int = 20, max_pages: int | None = None, min_link_count: int = 10,
-                         wikidata_map: str | None = None, types: str | None = None, seed: int = 0, workers: int = 1,
-                         overwrite: bool = False) -> None:
+def build_ease_wikipedia(
+    *,
+    input: str,
+    output: str,
+    language: str = "en",
+    splitter_language: str | None = None,
+    min_sentence_chars: int = 20,
+    max_pages: int | None = None,
+    min_link_count: int = 10,
+    wikidata_map: str | None = None,
+    types: str | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    overwrite: bool = False,
+) -> None:
     """Wikipedia XML dump -> EASE (sentence, entity, hard negative) jsonl.
 
     Wikipedia dump -> sentences with hyperlinks -> EASE records, in three resumable steps (extract,
@@ -38,13 +49,25 @@ def build_ease_wikipedia(*, input: str, output: str, language: str = "en", split
         workers: processes that parse pages (default 1)
         overwrite: redo every step
     """
-    ease_wikipedia(input, output, language=language, splitter_language=splitter_language,
-                   min_sentence_chars=min_sentence_chars, max_pages=max_pages, min_link_count=min_link_count,
-                   wikidata_map=wikidata_map, types=types, seed=seed, overwrite=overwrite, workers=workers)
+    ease_wikipedia(
+        input,
+        output,
+        language=language,
+        splitter_language=splitter_language,
+        min_sentence_chars=min_sentence_chars,
+        max_pages=max_pages,
+        min_link_count=min_link_count,
+        wikidata_map=wikidata_map,
+        types=types,
+        seed=seed,
+        overwrite=overwrite,
+        workers=workers,
+    )
 
 
-def build_ease_fewrel(*, input: str, output: str, seed: int = 0, max_records: int | None = None,
-                      min_count: int = 1) -> None:
+def build_ease_fewrel(
+    *, input: str, output: str, seed: int = 0, max_records: int | None = None, min_count: int = 1
+) -> None:
     """FewRel JSON -> EASE (sentence, entity, hard negative) jsonl.
 
     FewRel sentences with Wikidata head/tail entities -> EASE records; hard negatives fill the same

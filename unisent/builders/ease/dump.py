@@ -66,10 +66,14 @@ def iter_dump(path: str | Path, skip: int = 0) -> Iterator[tuple[str, object]]:
         try:
             root = ElementIterator.from_file(fh)
             if root.tag != "mediawiki":
-                raise ValueError(f"dump {path}: the root element is <{root.tag}>, not <mediawiki>; is it a "
-                                 "MediaWiki XML dump (pages-articles.xml.bz2)?")
+                raise ValueError(
+                    f"dump {path}: the root element is <{root.tag}>, not <mediawiki>; is it a "
+                    "MediaWiki XML dump (pages-articles.xml.bz2)?"
+                )
             dump = mwxml.Dump.from_element(root)
-            names = {ns.name.strip(): int(ns.id) for ns in dump.site_info.namespaces or () if ns.name and ns.name.strip()}
+            names = {
+                ns.name.strip(): int(ns.id) for ns in dump.site_info.namespaces or () if ns.name and ns.name.strip()
+            }
             yield "namespaces", names
             for index, page in enumerate(dump.pages):
                 if index < skip:

@@ -17,8 +17,30 @@ from .tables import pick_candidate
 
 __all__ = ["detokenize", "read_fewrel", "ease_fewrel"]
 
-_CLOSERS = {",", ".", ";", ":", "!", "?", ")", "]", "}", "%", "”", "»", "...", "..", "'s", "'S", "n't", "'re",
-            "'ve", "'ll", "'d", "'m"}
+_CLOSERS = {
+    ",",
+    ".",
+    ";",
+    ":",
+    "!",
+    "?",
+    ")",
+    "]",
+    "}",
+    "%",
+    "”",
+    "»",
+    "...",
+    "..",
+    "'s",
+    "'S",
+    "n't",
+    "'re",
+    "'ve",
+    "'ll",
+    "'d",
+    "'m",
+}
 _OPENERS = {"(", "[", "{", "$", "£", "€", "“", "«", "#"}
 _JOINERS = {"-", "–", "—", "/"}
 
@@ -29,9 +51,12 @@ def detokenize(tokens: list[str]) -> str:
     alternate opening/closing; ``'`` after a word ending in s is a possessive, else a quote; an empty
     ``( )`` is dropped."""
     toks = [t.strip() for t in tokens if t.strip()]
-    toks = [t for i, t in enumerate(toks)  # drop "( )" left behind by FewRel's removed markup
-            if not (t == "(" and i + 1 < len(toks) and toks[i + 1] == ")")
-            and not (t == ")" and i > 0 and toks[i - 1] == "(")]
+    toks = [
+        t
+        for i, t in enumerate(toks)  # drop "( )" left behind by FewRel's removed markup
+        if not (t == "(" and i + 1 < len(toks) and toks[i + 1] == ")")
+        and not (t == ")" and i > 0 and toks[i - 1] == "(")
+    ]
     out: list[str] = []
     no_space_next = True
     dq = sq = 0
@@ -93,8 +118,15 @@ def read_fewrel(path: str | Path) -> Iterator[tuple[str, int, str, list[tuple[st
             ents = []
             for role in ("head", "tail"):
                 ent = inst.get(role[0])
-                if not (isinstance(ent, list) and len(ent) >= 3 and isinstance(ent[1], str) and ent[1]
-                        and isinstance(ent[2], list) and ent[2] and isinstance(ent[2][0], list)):
+                if not (
+                    isinstance(ent, list)
+                    and len(ent) >= 3
+                    and isinstance(ent[1], str)
+                    and ent[1]
+                    and isinstance(ent[2], list)
+                    and ent[2]
+                    and isinstance(ent[2][0], list)
+                ):
                     raise ValueError(f"{where}: field {role[0]!r} must be [name, QID, [[token positions]]]")
                 positions = ent[2][0]
                 if not all(isinstance(p, int) and 0 <= p < len(tokens) for p in positions):
@@ -104,8 +136,15 @@ def read_fewrel(path: str | Path) -> Iterator[tuple[str, int, str, list[tuple[st
             yield rel, i, detokenize(tokens), ents
 
 
-def ease_fewrel(input: str | Path, out: str | Path, seed: int = 0, max_records: int | None = None,
-                min_count: int = 1, language: str = "en", log=print) -> dict:
+def ease_fewrel(
+    input: str | Path,
+    out: str | Path,
+    seed: int = 0,
+    max_records: int | None = None,
+    min_count: int = 1,
+    language: str = "en",
+    log=print,
+) -> dict:
     """FewRel -> ``records.jsonl``, ``entities.tsv``, ``stats.json`` under ``out``.
 
     One record per (sentence, head or tail entity). Entities kept when they occur at least
@@ -139,8 +178,7 @@ def ease_fewrel(input: str | Path, out: str | Path, seed: int = 0, max_records: 
                 continue
             other = ents[1 - k][1]
             negative = pick_candidate(rng, slot_members[slot], qid, {other})
-            records.append({"text": text, "entity": qid, "hard_negative": negative, "language": language,
-                            "page": None})
+            records.append({"text": text, "entity": qid, "hard_negative": negative, "language": language, "page": None})
     total = len(records)
     if max_records is not None and max_records < len(records):
         order = list(range(len(records)))
@@ -153,8 +191,13 @@ def ease_fewrel(input: str | Path, out: str | Path, seed: int = 0, max_records: 
         if r["hard_negative"] is not None:
             used.add(r["hard_negative"])
     summary = {
-        "params": {"input_name": input.name, "seed": seed, "max_records": max_records, "min_count": min_count,
-                   "language": language},
+        "params": {
+            "input_name": input.name,
+            "seed": seed,
+            "max_records": max_records,
+            "min_count": min_count,
+            "language": language,
+        },
         "sentences": len(instances),
         "records_before_subset": total,
         "records": len(records),
@@ -166,8 +209,9 @@ def ease_fewrel(input: str | Path, out: str | Path, seed: int = 0, max_records: 
     pid2name = input.with_name("pid2name.json")
     if pid2name.is_file():
         names = _read_json(pid2name, "pid2name file")
-        summary["relations"] = {rel: names[rel][0] for rel in sorted({s.split(":")[0] for s in slot_members})
-                                if rel in names and names[rel]}
+        summary["relations"] = {
+            rel: names[rel][0] for rel in sorted({s.split(":")[0] for s in slot_members}) if rel in names and names[rel]
+        }
     with atomic_write(out / "entities.tsv") as ents_writer:
         ents_writer.write("id\ttitle\tcount\n")
         for qid in sorted(used, key=lambda q: (-occurrences[q], q)):
@@ -179,6 +223,8 @@ def ease_fewrel(input: str | Path, out: str | Path, seed: int = 0, max_records: 
     with atomic_write(out / "records.jsonl") as writer:  # last: its presence means the build finished
         for r in records:
             writer.write(json.dumps(r, ensure_ascii=False) + "\n")
-    log(f"{len(records)} records ({summary['records_with_hard_negative']} with a hard negative) from "
-        f"{len(instances)} sentences, {len(used)} entities -> {out / 'records.jsonl'}")
+    log(
+        f"{len(records)} records ({summary['records_with_hard_negative']} with a hard negative) from "
+        f"{len(instances)} sentences, {len(used)} entities -> {out / 'records.jsonl'}"
+    )
     return summary

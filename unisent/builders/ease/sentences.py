@@ -45,7 +45,9 @@ class SentenceSplitter:
         return spans
 
 
-def page_sentences(wikitext: str, splitter: SentenceSplitter, min_chars: int, namespaces=None, stats: Counter | None = None):
+def page_sentences(
+    wikitext: str, splitter: SentenceSplitter, min_chars: int, namespaces=None, stats: Counter | None = None
+):
     """One article's wikitext -> ``([{"text", "links"}, ...], page_links)``."""
     stats = Counter() if stats is None else stats
     lines, page_links = wikitext_to_lines(wikitext, namespaces, stats)
@@ -87,5 +89,7 @@ def init_worker(splitter_language: str, min_chars: int, namespaces: dict[str, in
 def process_article(text: str):
     """One article's wikitext -> ``(sentences, page_links, stats)`` with this process's settings."""
     stats: Counter = Counter()
-    sentences, page_links = page_sentences(text, _WORKER["splitter"], _WORKER["min_chars"], _WORKER["namespaces"], stats)
+    sentences, page_links = page_sentences(
+        text, _WORKER["splitter"], _WORKER["min_chars"], _WORKER["namespaces"], stats
+    )
     return sentences, page_links, dict(stats)

@@ -32,8 +32,17 @@ from .sentences import SentenceSplitter, init_worker, process_article
 from .tables import HardNegativeSampler, read_counts, read_redirects, read_title_map, read_types, resolver
 from .wikitext import normalize_title
 
-__all__ = ["EXTRACT_FILES", "COUNT_FILES", "RECORD_FILES", "extract_step", "count_step", "records_step",
-           "ease_wikipedia", "remove_outputs", "iter_pages"]
+__all__ = [
+    "EXTRACT_FILES",
+    "COUNT_FILES",
+    "RECORD_FILES",
+    "extract_step",
+    "count_step",
+    "records_step",
+    "ease_wikipedia",
+    "remove_outputs",
+    "iter_pages",
+]
 
 EXTRACT_FILES = ("sentences.jsonl", "redirects.tsv", "extract.json")
 COUNT_FILES = ("counts.tsv",)
@@ -64,9 +73,17 @@ def iter_pages(path: Path) -> Iterator[dict]:
         yield record.data
 
 
-def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitter_language: str | None = None,
-                 min_sentence_chars: int = 20, max_pages: int | None = None, workers: int = 1, log=print,
-                 _page_hook=None) -> dict:
+def extract_step(
+    dump: str | Path,
+    out: str | Path,
+    language: str = "en",
+    splitter_language: str | None = None,
+    min_sentence_chars: int = 20,
+    max_pages: int | None = None,
+    workers: int = 1,
+    log=print,
+    _page_hook=None,
+) -> dict:
     """Dump -> ``sentences.jsonl`` + ``redirects.tsv`` (+ ``extract.json``: parameters, pages done,
     counts). Resumable: appends per page to ``*.part`` files, and ``extract.json`` records the pages
     done and the part sizes after each page; a re-run truncates the parts to those sizes and continues
@@ -84,8 +101,13 @@ def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitt
     splitter_language = splitter_language or language
     SentenceSplitter(splitter_language)  # fail early on a language without rules
     out.mkdir(parents=True, exist_ok=True)
-    params = {"input_name": dump.name, "input_bytes": dump.stat().st_size, "language": language,
-              "splitter_language": splitter_language, "min_sentence_chars": min_sentence_chars}
+    params = {
+        "input_name": dump.name,
+        "input_bytes": dump.stat().st_size,
+        "language": language,
+        "splitter_language": splitter_language,
+        "min_sentence_chars": min_sentence_chars,
+    }
     prog_path = out / "extract.json"
     final = {"sentences": out / "sentences.jsonl", "redirects": out / "redirects.tsv"}
     part = {k: p.with_name(p.name + ".part") for k, p in final.items()}
@@ -100,8 +122,10 @@ def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitt
             )
         complete = all(p.exists() for p in final.values())
         if complete and (progress["exhausted"] or (max_pages is not None and progress["articles"] >= max_pages)):
-            log(f"extract: {final['sentences']} exists ({progress['articles']} articles, "
-                f"{progress['stats'].get('sentences', 0)} sentences); skipping (--overwrite to redo)")
+            log(
+                f"extract: {final['sentences']} exists ({progress['articles']} articles, "
+                f"{progress['stats'].get('sentences', 0)} sentences); skipping (--overwrite to redo)"
+            )
             return {"ran": False, **progress}
         if complete:  # stopped at a smaller --max-pages: extend it (the finished files become parts again)
             for k in final:
@@ -109,8 +133,14 @@ def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitt
         elif not all(p.exists() for p in part.values()):
             progress = None  # parts lost: start over
     if progress is None:
-        progress = {"params": params, "pages_seen": 0, "articles": 0, "exhausted": False,
-                    "bytes": {"sentences": 0, "redirects": 0}, "stats": {}}
+        progress = {
+            "params": params,
+            "pages_seen": 0,
+            "articles": 0,
+            "exhausted": False,
+            "bytes": {"sentences": 0, "redirects": 0},
+            "stats": {},
+        }
         for p in part.values():
             p.write_bytes(b"")
     else:
@@ -206,8 +236,10 @@ def extract_step(dump: str | Path, out: str | Path, language: str = "en", splitt
     for k in final:  # the parts are complete: rename them into place (written, so not atomic_write)
         os.replace(part[k], final[k])
     _write_text(prog_path, json.dumps(progress, indent=1))
-    log(f"extract: {progress['articles']} articles, {stats['sentences']} sentences -> {final['sentences']}"
-        + ("" if exhausted else f" (stopped at --max-pages {max_pages})"))
+    log(
+        f"extract: {progress['articles']} articles, {stats['sentences']} sentences -> {final['sentences']}"
+        + ("" if exhausted else f" (stopped at --max-pages {max_pages})")
+    )
     return {"ran": True, **progress}
 
 
@@ -241,8 +273,15 @@ def count_step(out: str | Path, log=print) -> dict[str, int]:
     return dict(counts)
 
 
-def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | None = None,
-                 types: str | None = None, seed: int = 0, language: str = "en", log=print) -> dict:
+def records_step(
+    out: str | Path,
+    min_link_count: int = 10,
+    wikidata_map: str | None = None,
+    types: str | None = None,
+    seed: int = 0,
+    language: str = "en",
+    log=print,
+) -> dict:
     """``sentences.jsonl`` + ``counts.tsv`` -> ``records.jsonl``, ``entities.tsv``, ``stats.json``.
 
     Entities: titles linked more than ``min_link_count`` times; with ``wikidata_map`` their Wikidata
@@ -250,8 +289,13 @@ def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | 
     the output id space): an entity of the positive's type, not linked from the same page (nor the
     page itself), drawn with ``seed``; candidates are the entities of the output."""
     out = Path(out)
-    params = {"min_link_count": min_link_count, "wikidata_map": _file_id(wikidata_map), "types": _file_id(types),
-              "seed": seed, "language": language}
+    params = {
+        "min_link_count": min_link_count,
+        "wikidata_map": _file_id(wikidata_map),
+        "types": _file_id(types),
+        "seed": seed,
+        "language": language,
+    }
     paths = {name: out / name for name in RECORD_FILES}
     if all(p.exists() for p in paths.values()):
         old = json.loads(paths["stats.json"].read_text(encoding="utf-8"))
@@ -285,7 +329,9 @@ def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | 
     # records.jsonl is replaced last (when this block ends): its presence means the step finished
     with atomic_write(paths["records.jsonl"]) as writer:
         for page in iter_pages(out / "sentences.jsonl"):
-            excluded = {id_of[t] for t in map(resolve, page["page_links"] + [normalize_title(page["page"])]) if t in id_of}
+            excluded = {
+                id_of[t] for t in map(resolve, page["page_links"] + [normalize_title(page["page"])]) if t in id_of
+            }
             for sent in page["sentences"]:
                 entities: list[str] = []
                 for _, _, title in sent["links"]:
@@ -303,8 +349,13 @@ def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | 
                     stats["sentences_with_entities"] += 1
                 for eid in entities:
                     negative = sampler(eid, excluded) if sampler else None
-                    record = {"text": sent["text"], "entity": eid, "hard_negative": negative,
-                              "language": language, "page": page["page"]}
+                    record = {
+                        "text": sent["text"],
+                        "entity": eid,
+                        "hard_negative": negative,
+                        "language": language,
+                        "page": page["page"],
+                    }
                     writer.write(json.dumps(record, ensure_ascii=False) + "\n")
                     stats["records"] += 1
                     stats["records_with_hard_negative"] += negative is not None
@@ -345,15 +396,28 @@ def records_step(out: str | Path, min_link_count: int = 10, wikidata_map: str | 
         if type_table is not None:
             summary["typed_entities"] = len(sampler.types)
         _write_text(paths["stats.json"], json.dumps(summary, indent=1) + "\n")
-    log(f"records: {summary['records']} records ({summary['records_with_hard_negative']} with a hard negative), "
-        f"{summary['entities']} entities -> {paths['records.jsonl']}")
+    log(
+        f"records: {summary['records']} records ({summary['records_with_hard_negative']} with a hard negative), "
+        f"{summary['entities']} entities -> {paths['records.jsonl']}"
+    )
     return summary
 
 
-def ease_wikipedia(dump: str | Path, out: str | Path, language: str = "en", splitter_language: str | None = None,
-                   min_sentence_chars: int = 20, max_pages: int | None = None, min_link_count: int = 10,
-                   wikidata_map: str | None = None, types: str | None = None, seed: int = 0,
-                   overwrite: bool = False, workers: int = 1, log=print) -> dict:
+def ease_wikipedia(
+    dump: str | Path,
+    out: str | Path,
+    language: str = "en",
+    splitter_language: str | None = None,
+    min_sentence_chars: int = 20,
+    max_pages: int | None = None,
+    min_link_count: int = 10,
+    wikidata_map: str | None = None,
+    types: str | None = None,
+    seed: int = 0,
+    overwrite: bool = False,
+    workers: int = 1,
+    log=print,
+) -> dict:
     """The three steps; returns the contents of ``stats.json``."""
     out = Path(out)
     if not Path(dump).is_file():

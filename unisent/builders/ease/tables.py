@@ -14,8 +14,15 @@ from pathlib import Path
 from ...data.records import iter_records
 from .wikitext import normalize_title
 
-__all__ = ["read_title_map", "read_types", "read_redirects", "read_counts", "resolver", "pick_candidate",
-           "HardNegativeSampler"]
+__all__ = [
+    "read_title_map",
+    "read_types",
+    "read_redirects",
+    "read_counts",
+    "resolver",
+    "pick_candidate",
+    "HardNegativeSampler",
+]
 
 
 def _tsv_rows(path: str | Path, what: str, header: set[tuple[str, ...]]) -> Iterator[tuple[int, list[str]]]:
@@ -112,12 +119,15 @@ def read_redirects(path: str | Path) -> dict[str, str]:
 
 def read_counts(path: str | Path) -> dict[str, int]:
     """``counts.tsv`` (header ``title<TAB>count``) -> ``{title: count}`` in file order (most linked first)."""
-    return {r.data["title"]: int(r.data["count"])
-            for r in iter_records(path, "tsv", fields=("title", "count"), quoting=False)}
+    return {
+        r.data["title"]: int(r.data["count"])
+        for r in iter_records(path, "tsv", fields=("title", "count"), quoting=False)
+    }
 
 
 def resolver(redirects: dict[str, str]) -> Callable[[str], str]:
     """``title -> title`` following redirects (at most 8 hops; a cycle stops where it closes)."""
+
     def resolve(title: str) -> str:
         seen = {title}
         while title in redirects and len(seen) < 8:

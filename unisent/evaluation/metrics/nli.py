@@ -26,9 +26,7 @@ def _scores(x: Sequence[float] | np.ndarray | Tensor) -> np.ndarray:
     return np.asarray(torch.as_tensor(x).detach().cpu().double())
 
 
-def threshold_accuracy(
-    scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int], threshold: float
-) -> float:
+def threshold_accuracy(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int], threshold: float) -> float:
     """Accuracy of predicting positive (entailment) when ``score >= threshold``.
 
     Args:

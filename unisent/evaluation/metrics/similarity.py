@@ -130,9 +130,7 @@ class Similarity:
 COSINE = Similarity("cosine", cosine_similarity)
 
 
-def sts_correlation(
-    predicted: Sequence[float] | np.ndarray | Tensor, gold: Sequence[float]
-) -> dict[str, float]:
+def sts_correlation(predicted: Sequence[float] | np.ndarray | Tensor, gold: Sequence[float]) -> dict[str, float]:
     """Spearman and Pearson correlation (x100) between predicted similarities and gold scores.
 
     Args:

@@ -29,9 +29,7 @@ def read_labeled_tsv(path: str | Path) -> LabeledTexts:
     return data
 
 
-def read_text_and_labels(
-    text_path: str | Path, label_path: str | Path, drop_empty: bool = False
-) -> LabeledTexts:
+def read_text_and_labels(text_path: str | Path, label_path: str | Path, drop_empty: bool = False) -> LabeledTexts:
     """Read a text file and its line-aligned label file (``biomedical.txt`` + ``biomedical_label.txt``).
 
     Args:

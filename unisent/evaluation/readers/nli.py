@@ -27,9 +27,7 @@ def read_snli(directory: str | Path, split: str) -> LabeledPairs:
     return read_aligned_nli(*(directory / f"{name}.{split}" for name in ("s1", "s2", "labels")))
 
 
-def read_aligned_nli(
-    premise_path: str | Path, hypothesis_path: str | Path, label_path: str | Path
-) -> LabeledPairs:
+def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, label_path: str | Path) -> LabeledPairs:
     """Read NLI pairs from three line-aligned files: premises, hypotheses and labels.
 
     Args:
@@ -74,9 +72,7 @@ def read_pair_tsv(path: str | Path, labels: Collection[str] | None = None) -> La
         if not row:
             continue
         if len(row) != 3:
-            raise DataFormatError(
-                path, line, f"expected sentence1, sentence2 and label, got {len(row)} fields"
-            )
+            raise DataFormatError(path, line, f"expected sentence1, sentence2 and label, got {len(row)} fields")
         label = row[2].strip()
         if labels is not None and label not in labels:
             raise DataFormatError(path, line, f"label field is {label!r}, expected one of {tuple(labels)}")

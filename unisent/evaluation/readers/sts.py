@@ -72,9 +72,7 @@ def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPa
             data.unscored += 1
             continue
         if len(row) < 2:
-            raise DataFormatError(
-                input_path, line, f"expected 2 tab-separated sentences, got {len(row)} fields"
-            )
+            raise DataFormatError(input_path, line, f"expected 2 tab-separated sentences, got {len(row)} fields")
         data.scores.append(parse_float(score.strip(), gold_path, line, "gold score"))
         data.sentences1.append(row[0].strip())
         data.sentences2.append(row[1].strip())
@@ -113,9 +111,7 @@ def read_sts17(path: str | Path) -> ScoredPairs:
     data = ScoredPairs()
     for line, row in rows:
         if len(row) < 2:
-            raise DataFormatError(
-                path, line, f"expected sentence1, sentence2 and score, got {len(row)} fields"
-            )
+            raise DataFormatError(path, line, f"expected sentence1, sentence2 and score, got {len(row)} fields")
         if len(row) == 2 or not row[2].strip():
             data.unscored += 1
             continue

@@ -97,8 +97,7 @@ class EntailmentDirectionTask(Task):
         premises = embedder.represent([data.sentences1[i] for i in keep])
         hypotheses = embedder.represent([data.sentences2[i] for i in keep])
         result = {
-            "direction_sim": 100.0
-            * direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity),
+            "direction_sim": 100.0 * direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity),
             "n_pairs": float(len(keep)),
         }
         if embedder.similarity.gaussian:

@@ -81,8 +81,11 @@ STC_SETS = {
     "googlenews-t": (read_labeled_tsv, ("t.txt",), True),
     "googlenews-ts": (read_labeled_tsv, ("ts.txt",), True),
 }
-STC_TITLES = {"googlenews-s": "GoogleNews-S (snippet)", "googlenews-t": "GoogleNews-T (title)",
-              "googlenews-ts": "GoogleNews-TS (title and snippet)"}
+STC_TITLES = {
+    "googlenews-s": "GoogleNews-S (snippet)",
+    "googlenews-t": "GoogleNews-T (title)",
+    "googlenews-ts": "GoogleNews-TS (title and snippet)",
+}
 MEWSC16_LANGS = (
     "ar",
     "ca",
@@ -152,9 +155,7 @@ def _sts_tasks() -> None:
                 subsets=tuple(
                     (
                         s,
-                        Source(
-                            (f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt"), read_senteval_sts
-                        ),
+                        Source((f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt"), read_senteval_sts),
                     )
                     for s in subsets
                 ),
@@ -325,8 +326,7 @@ def _transfer_tasks() -> None:
 
 def _nli_tasks() -> None:
     snli = {
-        s: Source(tuple(f"nli/snli/{f}.{s}" for f in ("s1", "s2", "labels")), read_aligned_nli)
-        for s in ("dev", "test")
+        s: Source(tuple(f"nli/snli/{f}.{s}" for f in ("s1", "s2", "labels")), read_aligned_nli) for s in ("dev", "test")
     }
     sick_test = Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment)
     register_task(
@@ -420,10 +420,7 @@ def task_names_summary() -> str:
 
 
 def _unknown(name: str) -> str:
-    return (
-        f"unknown task or group {name!r}.\nGroups: {', '.join(sorted(GROUPS))}.\n"
-        f"Tasks:\n{task_names_summary()}"
-    )
+    return f"unknown task or group {name!r}.\nGroups: {', '.join(sorted(GROUPS))}.\nTasks:\n{task_names_summary()}"
 
 
 def resolve_tasks(names: list[str] | tuple[str, ...] | str) -> list[tuple[Task, bool]]:

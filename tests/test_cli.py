@@ -214,7 +214,7 @@ def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch
         "batch_size": 8,
         "chunk_size": 8192,
         "normalize": True,
-        "bf16": False,
+        "precision": "auto",
         "on_empty": "zero",
         "encoding": "utf-8",
         "device": None,

@@ -73,6 +73,8 @@ def test_each_input_format_gives_rows_aligned_with_input_lines(suffix, model_dir
             "--output",
             str(out),
             "--quiet",
+            "--precision",
+            "fp32",  # compared with fp32 encode() below (auto would pick bf16 on an AVX512-BF16/AMX CPU)
             "--chunk-size",
             "7",
             "--batch-size",
@@ -123,6 +125,8 @@ def test_empty_line_is_an_error_naming_it_or_a_zero_row(model_dir, model, tmp_pa
             "--quiet",
             "--on-empty",
             "zero",
+            "--precision",
+            "fp32",
             "--chunk-size",
             "2",
         ]

@@ -24,13 +24,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unisent"
 
 #: bottom first: (layer name, the top-level packages or modules of unisent in it)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("_version", "io", "losses", "optim", "testing", "resources")),
+    ("foundation", ("_version", "io", "losses", "optim", "testing", "resources", "hardware")),
     ("data", ("data",)),
     ("contracts", ("inference", "amr")),
     ("encoders", ("encoders",)),
     ("models", ("models",)),
     ("objectives", ("objectives",)),
-    ("training", ("module", "callbacks", "resume", "strategies", "sweep_metrics")),
+    ("training", ("module", "trainer", "callbacks", "resume", "strategies", "sweep_metrics")),
     ("tools", ("evaluation", "export", "builders", "integrations")),
     ("commands", ("commands", "cli", "")),  # "": the package root (unisent.load)
 ]

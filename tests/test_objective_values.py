@@ -502,9 +502,13 @@ def _cmlm_by_hand(
 
 
 def test_cmlm_masked_lm_loss_conditioned_on_the_first_sentence_by_hand(tiny_bert_dir):
+    # P and the head are initialised from the global generator: seeded here, so that the controls below do
+    # not depend on which tests ran first (how far -v moves the loss depends on P's draw: 2e-4 to 2e-3 over
+    # seeds 0-11, 5e-6 on one unseeded draw; seed 6: 1.7e-3)
+    torch.manual_seed(6)
     encoder = _encoder(tiny_bert_dir, pooler="mean")
     objective = CMLM(num_projections=3, swap_prob=0.0, head_init="fresh")
-    objective.setup_for(encoder)  # P and the head's initialisation: before the seed
+    objective.setup_for(encoder)
     with torch.no_grad():  # a fresh head predicts ~uniformly (loss ~ log V whatever the input): sharpen it
         objective.head.layer_norm.weight.fill_(40.0)
     features, batch = _pairs_batch(objective, encoder, ("s1", "s2"))

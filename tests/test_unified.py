@@ -205,7 +205,7 @@ def test_the_paper_scale_recipe_keeps_each_papers_global_batch_and_its_cpu_overr
         "--print_config",
     )
     merged = yaml.safe_load(capsys.readouterr().out)
-    assert merged["model"]["encoder"]["model"] == "minilm-l6" and merged["trainer"]["precision"] == "32-true"
+    assert merged["model"]["encoder"]["model"] == "minilm-l6" and merged["trainer"]["precision"] == "auto"
     for source in merged["data"]["train"].values():  # every file of the override is bundled
         assert (ROOT / source["path"]).is_file(), source["path"]
     ease = next(o for o in merged["model"]["objectives"] if o["class_path"].endswith("EASE"))["init_args"]

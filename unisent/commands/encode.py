@@ -22,7 +22,7 @@ def encode(
     batch_size: int = 64,
     chunk_size: int = 8192,
     normalize: bool = False,
-    bf16: bool = False,
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
     on_empty: Literal["error", "zero"] = "error",
     encoding: str = "utf-8",
     device: str | None = None,
@@ -43,7 +43,8 @@ def encode(
         batch_size: sentences per forward pass
         chunk_size: rows read, length-sorted and encoded at a time; bounds the memory
         normalize: L2-normalise the embeddings
-        bf16: bfloat16 autocast (GPUs, CPUs with AVX512-BF16/AMX)
+        precision: auto (bf16 where the device computes fast in bf16: GPUs with bf16, CPUs with
+            AVX512-BF16 or AMX; fp32 elsewhere), fp32, or bf16 (bfloat16 autocast; the output is float32)
         on_empty: an empty line: error (names the line) or zero (write a zero vector)
         encoding: text encoding of the input
         device: cpu, cuda, cuda:1 ... (default: cpu)
@@ -53,6 +54,13 @@ def encode(
     """
     from ..encoders.batching import TruncationWarning
     from ..export import EmptyInputError, OutputExistsError, encode_file
+    from ..hardware import choose_precision
+
+    if precision == "auto":
+        choice = choose_precision(device or "cpu")
+        bf16, said = choice.bf16, f"precision auto: {'bf16' if choice.bf16 else 'fp32'}, {choice.reason}"
+    else:
+        bf16, said = precision == "bf16", precision
 
     try:
         with warnings.catch_warnings():  # reported below, in one line
@@ -79,7 +87,7 @@ def encode(
     zeros = f", {summary.empty_rows} empty rows as zero vectors" if summary.empty_rows else ""
     print(
         f"wrote {summary.rows} x {summary.dim} float32 embeddings to {summary.output} "
-        f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros})"
+        f"({summary.seconds:.1f} s, {rate:.0f} sentences/s{zeros}; {said})"
     )
     if summary.truncated:
         from ..encoders.batching import truncation_message

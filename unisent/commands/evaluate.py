@@ -20,6 +20,7 @@ def evaluate(
     batch_size: int = 128,
     similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "cosine",
     device: str | None = None,
+    precision: Literal["fp32", "auto", "bf16"] = "fp32",
     list: bool = False,
     quiet: bool = False,
     mteb: str | None = None,
@@ -40,6 +41,8 @@ def evaluate(
         batch_size: sentences per forward pass
         similarity: pairwise similarity for STS/NLI tasks; kl* need a Gaussian model (GaussCSE)
         device: cpu, cuda, cuda:1 ... (default: cpu)
+        precision: fp32 (the papers' protocols), bf16 (bfloat16 autocast while encoding), or auto (bf16
+            where the device computes fast in bf16: GPUs with bf16, CPUs with AVX512-BF16 or AMX)
         list: list the tasks and groups (marked ok/missing for --data-dir)
         quiet: no progress bars
         mteb: comma-separated MTEB task names (e.g. STSBenchmark), run with MTEB's own evaluators instead
@@ -59,6 +62,8 @@ def evaluate(
     if not model:
         raise UsageError("--model is required (or --list)")
     if mteb:
+        if precision != "fp32":
+            raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
         _check_model(model)
         _evaluate_mteb(
             model, mteb, mteb_data, output, batch_size, None if similarity == "cosine" else similarity, device, quiet
@@ -72,9 +77,22 @@ def evaluate(
 
     from ..evaluation.similarities import get_similarity
 
+    bf16 = precision == "bf16"
+    if precision == "auto":
+        from ..hardware import choose_precision
+
+        choice = choose_precision(device or "cpu")
+        bf16 = choice.bf16
+        print(f"unisent evaluate: precision auto: {'bf16' if bf16 else 'fp32'}, {choice.reason}", file=sys.stderr)
     loaded = unisent.load(model, device=device)
     results = run_evaluation(
-        loaded, tasks, data_dir, batch_size=batch_size, progress=not quiet, similarity=get_similarity(similarity)
+        loaded,
+        tasks,
+        data_dir,
+        batch_size=batch_size,
+        progress=not quiet,
+        similarity=get_similarity(similarity),
+        bf16=bf16,
     )
     results["config"]["model"] = model
     sys.stdout.write(format_markdown(results))

@@ -16,6 +16,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 from ..data import UnisentDataModule
 from ..module import UnisentModule
+from ..trainer import UnisentTrainer
 
 __all__ = ["RESUME_EVERY_N_STEPS", "TRAINER_DEFAULTS", "UnisentCLI", "UnisentSaveConfig", "main"]
 
@@ -68,6 +69,11 @@ class UnisentCLI(LightningCLI):
     so that logs and checkpoints go on where they stopped; with no such run, training starts from
     scratch (so a job script can always pass it).
     """
+
+    def __init__(self, *args: Any, trainer_class: Any = UnisentTrainer, **kwargs: Any) -> None:
+        # UnisentTrainer: Lightning's Trainer, plus precision: auto (unisent.hardware); keyword-only here, as
+        # LightningCLI's own arguments after the two classes are given by keyword
+        super().__init__(*args, trainer_class=trainer_class, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         from ..resume import UnisentCheckpoint

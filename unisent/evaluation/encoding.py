@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -43,6 +44,7 @@ class Embedder:
         similarity: the pairwise similarity used by STS and NLI tasks; cosine by default.
         progress: show a progress bar while encoding large lists.
         cache_size: most sentences kept in the cache (0 disables it).
+        bf16: encode under bfloat16 autocast (on the model's device); the protocols' default is fp32.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class Embedder:
         similarity: Similarity | None = None,
         progress: bool = False,
         cache_size: int = 100_000,
+        bf16: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -62,6 +65,7 @@ class Embedder:
         #: the description of the encoding progress bar (the runner names the task being encoded)
         self.label = "encoding"
         self.cache_size = cache_size
+        self.bf16 = bf16
         self.memo: dict[Any, Any] = {}
         #: sentences the model truncated at its maximum length so far (``Encoder.encode`` counts them)
         self.truncated = 0
@@ -89,7 +93,8 @@ class Embedder:
 
         # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk;
         # Sentence Transformers' batches, so that a unisent model scores as its sentence-transformers export
-        with torch.no_grad(), collect_truncation() as truncation, reference_batching():
+        # reference batching encodes in this thread, so autocast (a per-thread mode) reaches the forward
+        with torch.no_grad(), collect_truncation() as truncation, reference_batching(), self._autocast():
             output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
         self.truncated += truncation.worst[0]
         if method == "encode":
@@ -97,6 +102,13 @@ class Embedder:
         if not isinstance(output, (tuple, list)) or len(output) != 2:
             raise ValueError("model.encode_gaussian must return a (mu, var) pair")
         return tuple(to_tensor(part, len(chunk), f"model.{method}") for part in output)
+
+    def _autocast(self):
+        if not self.bf16:
+            return nullcontext()
+        parameters = getattr(self.model, "parameters", None)
+        first = next(iter(parameters()), None) if callable(parameters) else None
+        return torch.autocast(first.device.type if first is not None else "cpu", dtype=torch.bfloat16)
 
     def _encode(self, method: str, sentences: Sequence[str]) -> tuple[Tensor, ...]:
         if isinstance(sentences, str):

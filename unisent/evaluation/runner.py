@@ -34,6 +34,7 @@ def evaluate(
     progress: bool = True,
     similarity: Similarity | str | None = None,
     on_error: Literal["report", "raise"] = "report",
+    bf16: bool = False,
 ) -> dict[str, Any]:
     """Evaluate a model on tasks and groups of tasks.
 
@@ -59,6 +60,7 @@ def evaluate(
             ...; see :mod:`unisent.evaluation.similarities`); cosine of ``encode`` by default.
         on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
             malformed file then raises before anything is encoded).
+        bf16: encode under bfloat16 autocast (the protocols are fp32; ``config.precision`` records it).
 
     Returns:
         A JSON-serialisable dict::
@@ -67,7 +69,7 @@ def evaluate(
              "groups": {group: {"main_metric", "score", "n_tasks", "tasks"}},
              "skipped": {name: reason},
              "failed": {name: "ErrorType: message"},
-             "config": {"data_dir", "batch_size", "similarity"}}
+             "config": {"data_dir", "batch_size", "similarity", "precision"}}
 
         ``groups`` holds the mean score of each group of which at least two tasks ran, when they share
         their main metric.
@@ -130,7 +132,7 @@ def evaluate(
         from .similarities import get_similarity
 
         similarity = get_similarity(similarity)
-    embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress)
+    embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress, bf16=bf16)
     results: dict[str, Any] = {
         "tasks": {},
         "groups": {},
@@ -140,6 +142,7 @@ def evaluate(
             "data_dir": str(data_dir),
             "batch_size": batch_size,
             "similarity": embedder.similarity.name,
+            "precision": "bf16" if bf16 else "fp32",
         },
     }
     with use_loaded(loaded):

@@ -1,0 +1,117 @@
+"""``precision: auto``: compute in bf16 where this machine's matmuls are fast in bf16, in fp32 elsewhere.
+
+bf16 is not a safe default on CPUs. Measured with torch 2.13 on 2 threads (docs/benchmarks.md): an AMD
+EPYC with AVX2 only multiplies bf16 matrices at about 0.9 GFLOP/s against 157 in fp32 (oneDNN has
+no bf16 kernel for it and falls back to a slow path), while CPUs with AVX512-BF16 (AMD Zen 4, Intel
+Cooper Lake and later) or AMX (Intel Sapphire Rapids and later) multiply them several times faster
+than fp32. The decision reads the CPU's flags (``/proc/cpuinfo``) rather than timing a probe: a probe
+of a few milliseconds on a shared 2-core machine is at the mercy of whatever else runs, and a wrong
+pick costs 50x; the flags say whether the bf16 instructions exist, which is what the 50x turns on.
+On CUDA, bf16 is chosen where the GPU supports it (``torch.cuda.is_bf16_supported()``, Ampere and
+later). Elsewhere (other accelerators, Arm, macOS) ``auto`` is fp32.
+
+An explicit precision always wins: ``auto`` is resolved only where it is written.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BF16_CPU_FLAGS",
+    "PrecisionChoice",
+    "choose_precision",
+    "cpu_description",
+    "cpu_flags",
+    "resolve_precision",
+]
+
+#: a CPU with one of these flags multiplies bf16 matrices faster than fp32 (oneDNN's bf16 kernels)
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+#: what ``auto`` resolves to, for the Lightning Trainer and for inference (``encode``/``evaluate``)
+BF16, FP32 = "bf16-mixed", "32-true"
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """What ``auto`` picked and why."""
+
+    precision: str  # "bf16-mixed" or "32-true" (Lightning's names)
+    reason: str
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision == BF16
+
+    def line(self) -> str:
+        """One line for the user, e.g. ``precision auto: bf16-mixed (the CPU has avx512_bf16)``."""
+        return f"precision auto: {self.precision} ({self.reason})"
+
+
+@functools.cache
+def _cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "", frozenset()
+    model, flags = "", frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key == "flags" and not flags:
+            flags = frozenset(value.split())
+        if model and flags:
+            break
+    return model, flags
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where it cannot be read, e.g. macOS)."""
+    return _cpuinfo()[1]
+
+
+def cpu_description() -> str:
+    """CPU model and the flags that decide the precision, e.g. ``AMD EPYC (avx2, avx512f, avx512_bf16)``."""
+    import platform
+
+    model, flags = _cpuinfo()
+    model = model or platform.processor() or platform.machine()
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+    return f"{model} ({', '.join(shown) or 'no AVX2/AVX-512/AMX flags'})"
+
+
+def choose_precision(device: str = "cpu", flags: frozenset[str] | None = None) -> PrecisionChoice:
+    """bf16 or fp32 for ``device`` (``cpu``, ``cuda``, ``cuda:1``, ``gpu``, ``mps`` ...).
+
+    ``flags``: the CPU flags to decide by (default: this machine's, :func:`cpu_flags`).
+    """
+    kind = str(device).split(":")[0].lower()
+    if kind in ("cuda", "gpu"):
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return PrecisionChoice(BF16, f"{torch.cuda.get_device_name()} supports bf16")
+        return PrecisionChoice(FP32, "this GPU has no fast bf16")
+    if kind != "cpu":
+        return PrecisionChoice(FP32, f"no bf16 rule for {kind!r} devices")
+    flags = cpu_flags() if flags is None else flags
+    found = [flag for flag in BF16_CPU_FLAGS if flag in flags]
+    if found:
+        return PrecisionChoice(BF16, f"the CPU has {found[0]}")
+    return PrecisionChoice(FP32, "the CPU has no AVX512-BF16 or AMX: bf16 would be ~50x slower")
+
+
+def resolve_precision(precision: str | int | None, device: str = "cpu") -> tuple[str | int | None, str | None]:
+    """``precision`` as given, or for ``"auto"`` the choice for ``device``.
+
+    Returns ``(precision, line)``: ``line`` says what ``auto`` picked (None for an explicit precision).
+    """
+    if not (isinstance(precision, str) and precision.lower() == "auto"):
+        return precision, None
+    choice = choose_precision(device)
+    return choice.precision, choice.line()

@@ -1,0 +1,43 @@
+"""Lightning's Trainer with ``precision="auto"``: bf16 where this machine computes fast in bf16, fp32 elsewhere
+(:mod:`unisent.hardware`). ``unisent fit`` builds this Trainer, so a recipe may say ``precision: auto``
+(the CPU recipes do); every other precision is Lightning's own."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Literal
+
+from lightning.fabric.connector import _PRECISION_INPUT
+from lightning.pytorch import Trainer
+
+from .hardware import resolve_precision
+
+__all__ = ["UnisentTrainer", "trainer_device"]
+
+
+def trainer_device(accelerator: Any) -> str:
+    """The device kind a Trainer with ``accelerator`` computes on: ``cpu``, ``cuda``, ``mps``, ..."""
+    import torch
+
+    if accelerator is None or accelerator == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(accelerator, str):
+        return {"gpu": "cuda"}.get(accelerator.lower(), accelerator.lower())
+    name = type(accelerator).__name__.lower()  # an Accelerator instance: CPUAccelerator, CUDAAccelerator ...
+    return next((kind for kind in ("cuda", "mps", "xla") if kind in name), "cpu")
+
+
+class UnisentTrainer(Trainer):
+    """:class:`lightning.pytorch.Trainer`; ``precision="auto"`` is resolved for the accelerator and the
+    choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``)."""
+
+    def __init__(self, *args: Any, precision: _PRECISION_INPUT | Literal["auto"] | None = None, **kwargs: Any) -> None:
+        precision, line = resolve_precision(precision, trainer_device(kwargs.get("accelerator", "auto")))
+        if line is not None:
+            from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+            if getattr(rank_zero_only, "rank", 0) == 0:
+                print(f"unisent: {line}", file=sys.stderr)
+        #: what ``auto`` resolved to (or the precision as given)
+        self.precision_choice = precision
+        super().__init__(*args, precision=precision, **kwargs)

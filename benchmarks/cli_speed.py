@@ -24,6 +24,7 @@ of each round and the median are reported, with the CPU model and flags and the 
     python benchmarks/cli_speed.py                  # 3 rounds; prints the table
     python benchmarks/cli_speed.py --write          # also docs/benchmarks-cli.json (one entry per machine type)
     python benchmarks/cli_speed.py --quick          # a smoke run: 1 round, few steps and sentences
+    python benchmarks/cli_speed.py --unisent-precision fp32 --write   # unisent in fp32 too (same precision)
 """
 
 from __future__ import annotations
@@ -121,11 +122,16 @@ def _unisent() -> str:
     return str(script) if script.exists() else "unisent"
 
 
-def commands(work: Path, task: str, system: str, size: int) -> list[str]:
+#: ``--unisent-precision fp32``: unisent's commands with an explicit fp32 (what ``auto`` gives on an AVX2-only CPU)
+UNISENT_FP32 = {"train": ["--trainer.precision=32-true"], "encode": ["--precision", "fp32"]}
+
+
+def commands(work: Path, task: str, system: str, size: int, fp32: bool = False) -> list[str]:
     """The command of one run: ``size`` is steps (train) or sentences (encode)."""
+    extra = UNISENT_FP32[task] if fp32 else []
     if task == "train":
         if system == "unisent":
-            return [_unisent(), "fit", "-c", str(work / "recipe.yaml"), f"--trainer.max_steps={size}"]
+            return [_unisent(), "fit", "-c", str(work / "recipe.yaml"), f"--trainer.max_steps={size}", *extra]
         return [sys.executable, str(work / "st_train.py"), _model_path(), str(work / "train.txt"), str(size), str(work)]
     source = work / f"encode-{size}.txt"
     if system == "unisent":
@@ -133,6 +139,7 @@ def commands(work: Path, task: str, system: str, size: int) -> list[str]:
         return [_unisent(), "encode", "--model", "minilm-l6", "--input", str(source), "--output", str(out)] + [
             "--quiet",
             "--overwrite",
+            *extra,
         ]
     return [sys.executable, str(work / "st_encode.py"), _model_path(), str(source), str(work / "st.npy")]
 
@@ -147,14 +154,14 @@ def prepare(work: Path, args) -> None:
         (work / f"encode-{size}.txt").write_text("\n".join(_sentences(size)) + "\n", encoding="utf-8")
 
 
-def measure(task: str, sizes: list[int], rounds: int, work: Path, env: dict[str, str]) -> dict:
+def measure(task: str, sizes: list[int], rounds: int, work: Path, env: dict[str, str], fp32: bool = False) -> dict:
     short, long = sizes
     units = (long - short) * (64 if task == "train" else 1)
     runs: dict[str, list[dict]] = {"unisent": [], "sentence-transformers": []}
     for round_ in range(rounds):
         order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
         for system in order:
-            seconds = {size: _run(commands(work, task, system, size), env) for size in (short, long)}
+            seconds = {size: _run(commands(work, task, system, size, fp32), env) for size in (short, long)}
             cost = seconds[long] - seconds[short]
             runs[system].append(
                 {"short_s": seconds[short], "long_s": seconds[long], "cost_s": cost, "sentences_per_s": units / cost}
@@ -170,7 +177,7 @@ def table(result: dict) -> str:
     rows = [
         f"- machine: {result['cpu']}, {result['threads']} threads, torch {result['torch']}, "
         f"load average {result['load_before']} before and {result['load_after']} after",
-        f"- unisent's `precision: auto` here: {result['auto']}; sentence-transformers: fp32 (its default)",
+        f"- unisent: {result['unisent_precision']}; sentence-transformers: fp32 (its default)",
         f"- data: {result['data']}",
         "",
         "| command | sizes (short, long) | unisent sentences/s | sentence-transformers sentences/s | "
@@ -199,6 +206,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-steps", type=int, nargs=2, default=[5, 25], metavar=("SHORT", "LONG"))
     parser.add_argument("--encode-sentences", type=int, nargs=2, default=[1000, 6000], metavar=("SHORT", "LONG"))
     parser.add_argument("--tasks", default="train,encode")
+    parser.add_argument(
+        "--unisent-precision",
+        choices=["auto", "fp32"],
+        default="auto",
+        help="auto: unisent's default; fp32: an explicit fp32 (what auto gives on an AVX2-only CPU)",
+    )
     parser.add_argument("--quick", action="store_true", help="1 round, 2/4 steps, 200/600 sentences")
     parser.add_argument("--write", action="store_true", help=f"add the result to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
@@ -218,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "auto": choose_precision("cpu").line(),
+        "unisent_precision": "fp32 (explicit: `--trainer.precision 32-true`, `--precision fp32`)"
+        if args.unisent_precision == "fp32"
+        else f"its default, {choose_precision('cpu').line()}",
         "data": _sentence_source(),
         "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
@@ -226,12 +242,12 @@ def main(argv: list[str] | None = None) -> None:
         prepare(work, args)
         for task in args.tasks.split(","):
             sizes = args.train_steps if task == "train" else args.encode_sentences
-            result[task] = measure(task, sizes, args.rounds, work, env)
+            result[task] = measure(task, sizes, args.rounds, work, env, args.unisent_precision == "fp32")
     result["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(table(result))
     if args.write and not args.quick:
         saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        saved[result["cpu"]] = result
+        saved[result["cpu"] + ("" if args.unisent_precision == "auto" else ", unisent fp32")] = result
         RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
         print(f"written to {RESULTS.relative_to(ROOT)}")
 

@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from unisent.hardware import cpu_description  # noqa: E402
 from unisent.resources import AMR_ADDITIONS, AMR_PREDICATES  # noqa: E402
 
 #: the repository's training, benchmark and test samples (not in the wheel)
@@ -547,8 +548,8 @@ def results_markdown(
     lines = [
         f"Medians over {args.repeats} runs per system, each in a fresh process, the systems alternating.",
         "",
-        f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"device `{args.device}`, {args.threads} threads",
+        f"- machine: {platform.machine()}, {cpu_description()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+        f"device `{args.device}`, {args.threads} threads, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         f"- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: {_sentence_source()}",
         f"- batch {args.batch}, max length {args.max_length}, precision `{args.precision}`, "
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",

@@ -55,11 +55,12 @@ def test_auto_picks_fp32_on_an_avx2_only_cpu_and_bf16_with_avx512_bf16_or_amx(cp
 def test_the_flags_are_read_from_proc_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text(
-        "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n"
-        "processor\t: 1\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+        "processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9B14\n"
+        "flags\t\t: fpu avx2 avx512f avx512_bf16\n\n"
+        "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse\n"
     )
     model, flags = hardware._cpuinfo.__wrapped__(str(info))
-    assert model == "AMD EPYC 9B14" and flags == {"fpu", "avx2", "avx512f", "avx512_bf16"}
+    assert model == "AMD EPYC 9B14, family 25 model 17" and flags == {"fpu", "avx2", "avx512f", "avx512_bf16"}
     assert hardware._cpuinfo.__wrapped__(str(tmp_path / "absent")) == ("", frozenset())
 
 
@@ -97,8 +98,11 @@ def test_a_cpu_recipe_says_auto_and_fit_trains_in_what_it_picks(cpu, tmp_path, t
     saved = yaml.safe_load(next((tmp_path / "runs").rglob("config.yaml")).read_text())
     assert saved["trainer"]["precision"] == "auto"  # the recipe as written; the choice is per machine
 
-    with pytest.raises(SystemExit):  # a mistyped precision is still refused by the parser
+    with pytest.raises(SystemExit):  # a mistyped precision is refused in one line with the closest choice
         main([*args, "--trainer.precision=atuo"])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "trainer.precision: 'atuo' is not one of" in err
+    assert "did you mean 'auto'?" in err and "Union" not in err
 
 
 @pytest.fixture(scope="module")

@@ -53,21 +53,24 @@ class PrecisionChoice:
 
 @functools.cache
 def _cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
+    """``(model, flags)`` of the first processor in ``path``; the model with its family (``AMD EPYC, family 26
+    model 2``: the family tells a Zen 5 from a Zen 3 where a virtual machine names only ``AMD EPYC``)."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
         return "", frozenset()
-    model, flags = "", frozenset()
+    fields: dict[str, str] = {}
     for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough
+            continue
         key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key == "flags" and not flags:
-            flags = frozenset(value.split())
-        if model and flags:
-            break
-    return model, flags
+        fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name", "")
+    if model and "cpu family" in fields:
+        model += f", family {fields['cpu family']} model {fields.get('model', '?')}"
+    return model, frozenset(fields.get("flags", "").split())
 
 
 def cpu_flags() -> frozenset[str]:

@@ -216,7 +216,9 @@ def did_you_mean(message: str, parser) -> str | None:
     * a key a recipe gives that the command does not accept -> the same, from the parser's keys;
     * an argument of a class given by ``class_path`` (``--model.objectives.0.init_args.temprature``; the
       union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
-      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``.
+      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``;
+    * a value outside a choice of literals (``--trainer.precision=atuo``, the union error) -> ``trainer.precision:
+      'atuo' is not one of 64, 32, 16, ..., auto (did you mean 'auto'?)``.
 
     ``None`` when the message is about something else or nothing is close."""
     import inspect
@@ -244,6 +246,14 @@ def did_you_mean(message: str, parser) -> str | None:
         close = _close(name, params)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
         return f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}"
+    value = re.search(r'Parser key "([\w.]+)":.*?Given value: ([^\s(]+)', message, re.S)
+    literals = re.findall(r"Literal\[([^\]]*)\]", message)
+    if value and literals:  # a value outside the choices (--trainer.precision=atuo): name them, not the union
+        key, given = value.groups()
+        choices = list(dict.fromkeys(c.strip().strip("'\"") for group in literals for c in group.split(",")))
+        close = _close(given, choices)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        return f"{key}: {given!r} is not one of {', '.join(choices)}{hint}"
     unknown = re.findall(r"unrecognized arguments: ((?:--[\w.\-]+(?:=\S*)?\s*)+)", message)
     unknown = [w.split("=", 1)[0] for group in unknown for w in group.split() if w.startswith("--")]
     for group, key in re.findall(r"(?:Group '([\w.]+)' )?does not accept (?:option|key) '([\w.\-]+)'", message):

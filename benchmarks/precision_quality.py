@@ -80,6 +80,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43])
     parser.add_argument("--runs", default="quickstart,simcse")
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        default=list(PRECISIONS),
+        choices=PRECISIONS,
+        help="rerun only these (--write merges)",
+    )
     parser.add_argument("--write", action="store_true", help=f"add the result to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -97,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             recipe, extra, measures = RUNS[name]
             rows = []
             for seed in args.seeds:
-                for precision in PRECISIONS:
+                for precision in args.precisions:
                     version = f"{name}-{precision}-{seed}"
                     fit = [_unisent(), "fit", "-c", recipe, f"--trainer.precision={precision}", *extra]
                     fit += [f"--seed_everything={seed}", f"--trainer.logger.init_args.save_dir={work}"]
@@ -112,15 +119,18 @@ def main(argv: list[str] | None = None) -> None:
                     rows.append({"seed": seed, "precision": precision, "fit_s": seconds, **scores})
                     print(f"{name} seed {seed} {precision}: {scores} ({seconds:.0f} s)", flush=True)
             result["runs"][name] = {"recipe": recipe, "rows": rows}
-    print(table(result))
     if args.write:
         saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         if result["cpu"] in saved and saved[result["cpu"]]["seeds"] == result["seeds"]:  # other runs, same seeds
+            for name, run in result["runs"].items():  # rows of precisions not rerun are kept
+                kept = saved[result["cpu"]]["runs"].get(name, {}).get("rows", [])
+                run["rows"] = [r for r in kept if r["precision"] not in args.precisions] + run["rows"]
             result["runs"] = {**saved[result["cpu"]]["runs"], **result["runs"]}
             result["pretrained_stsb_test_encoded_in"] = saved[result["cpu"]]["pretrained_stsb_test_encoded_in"]
         saved[result["cpu"]] = result
         RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
         print(f"written to {RESULTS.relative_to(ROOT)}")
+    print(table(result))
 
 
 def table(result: dict) -> str:
@@ -136,6 +146,8 @@ def table(result: dict) -> str:
         columns = [k for k in rows[0] if k not in ("seed", "precision", "fit_s")]
         for column in columns:
             per = {p: [r[column] for r in rows if r["precision"] == p] for p in PRECISIONS}
+            if not all(per.values()):
+                continue  # one precision only (--precisions without --write): nothing to compare
             means = {p: statistics.fmean(v) for p, v in per.items()}
             spread = max(max(v) - min(v) for v in per.values())
             fit = {p: statistics.fmean(r["fit_s"] for r in rows if r["precision"] == p) for p in PRECISIONS}

@@ -162,3 +162,53 @@ def test_preset_parity_table_puts_the_groups_in_the_pages_order(tmp_path, capsys
     assert parity.main(["table", str(tmp_path)]) == 0
     headings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("### ")]
     assert headings[:3] == ["### sts", "### xnli", "### zzz"]
+
+
+def _script(name: str):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # cli_speed imports throughput, precision_quality cli_speed
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_speed_costs_are_differences_of_run_lengths_and_the_systems_alternate(tmp_path, monkeypatch):
+    speed = _script("cli_speed")
+    # a fake clock: start-up 10 s (unisent) / 20 s (sentence-transformers), then 0.5 / 2 s per step
+    per_step = {"fit": 0.5, "st_train.py": 2.0}
+    calls = []
+
+    def fake_run(command, env):
+        system = "fit" if "fit" in command else "st_train.py"
+        steps = int(command[-1].split("=")[-1]) if system == "fit" else int(command[-2])
+        calls.append((system, steps))
+        return (10.0 if system == "fit" else 20.0) + per_step[system] * steps
+
+    monkeypatch.setattr(speed, "_run", fake_run)
+    result = speed.measure("train", [5, 25], 2, tmp_path, {})
+    # 64 x 20 steps / (20 x 0.5 s) = 128 sentences/s; sentence-transformers 64 x 20 / 40 = 32: ratio 4
+    assert [r["sentences_per_s"] for r in result["runs"]["unisent"]] == [128.0, 128.0]
+    assert [r["sentences_per_s"] for r in result["runs"]["sentence-transformers"]] == [32.0, 32.0]
+    assert result["ratios"] == [4.0, 4.0] and result["median_ratio"] == 4.0
+    first, second = ["fit", "fit", "st_train.py", "st_train.py"], ["st_train.py", "st_train.py", "fit", "fit"]
+    assert [c[0] for c in calls] == first + second  # round 2 starts with the other system
+    assert [c[1] for c in calls] == [5, 25] * 4  # short, then long
+    assert speed.commands(tmp_path, "encode", "unisent", 100, fp32=True)[-2:] == ["--precision", "fp32"]
+    assert "--trainer.precision=32-true" in speed.commands(tmp_path, "train", "unisent", 5, fp32=True)
+    assert not any("precision" in word for word in speed.commands(tmp_path, "train", "unisent", 5))  # its default
+
+
+def test_precision_quality_table_compares_means_against_the_seed_spread():
+    quality = _script("precision_quality")
+    rows = [
+        {"seed": 1, "precision": "32-true", "fit_s": 60.0, "acc": 80.0},
+        {"seed": 1, "precision": "bf16-mixed", "fit_s": 30.0, "acc": 80.5},
+        {"seed": 2, "precision": "32-true", "fit_s": 62.0, "acc": 82.0},
+        {"seed": 2, "precision": "bf16-mixed", "fit_s": 32.0, "acc": 81.0},
+    ]
+    text = quality.table({"cpu": "a CPU", "seeds": [1, 2], "runs": {"r": {"recipe": "x.yaml", "rows": rows}}})
+    row = next(line for line in text.splitlines() if line.startswith("| r "))
+    # means 81.00 / 80.75, gap -0.25, largest spread 2.00 (fp32 seeds), fit 61 / 31 s
+    assert "| 80.00, 82.00 | 80.50, 81.00 | 81.00 | 80.75 | -0.25 | 2.00 | 61 / 31 |" in row

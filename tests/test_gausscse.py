@@ -109,3 +109,25 @@ def test_training_bf16_has_no_nan_and_saved_model_round_trips(tiny_bert_dir, tmp
     ckpt = tmp_path / "g.ckpt"
     trainer.save_checkpoint(ckpt)
     torch.testing.assert_close(unisent.load(str(ckpt)).encode_gaussian(sents)[1], var)
+
+
+def test_the_gaussian_head_computes_in_float32_under_bf16_autocast():
+    """The variance is exp of the head's output: under bf16 autocast the head still runs in float32, so its
+    outputs are those of a float32 call on the same (bf16-rounded) input, and differ from a bf16 matmul's."""
+    from unisent.models.gaussian import GaussianHead
+
+    torch.manual_seed(0)
+    head = GaussianHead(64)
+    with torch.no_grad():
+        head.var.weight.mul_(20.0)  # log-variances of several units, where bf16's steps are coarse
+    pooled = torch.randn(8, 64).bfloat16()  # an encoder under autocast may hand over bf16 vectors
+    with torch.no_grad():
+        expected = head(pooled.float())
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mu, var = head(pooled)
+        assert mu.dtype == var.dtype == torch.float32
+        assert torch.equal(mu, expected[0]) and torch.equal(var, expected[1])
+        # what the head computed before: its layers under autocast (bf16 outputs), exp after
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            raw = head.var(pooled).float()
+        assert (torch.exp(raw) + 1e-6 - var).abs().max() / var.abs().max() > 1e-3

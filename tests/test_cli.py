@@ -383,3 +383,19 @@ def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_bert_
     verbose = subprocess.run([*command, "--verbose"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert verbose.returncode == 0, verbose.stderr[-3000:]
     assert "Total params" in verbose.stdout + verbose.stderr and "GPU available" in verbose.stdout + verbose.stderr
+
+
+def test_an_option_that_is_a_choice_of_another_is_pointed_to_it(capsys):
+    """`--bf16` (the flag before --precision): one line naming --precision bf16; an unrelated word gets no hint."""
+    for words in (["encode", "--model", "m", "--input", "i", "--output", "o"], ["evaluate", "--model", "m"]):
+        with pytest.raises(SystemExit) as exit_:
+            main([*words, "--bf16"])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "(--bf16: did you mean --precision bf16?)" in err
+    with pytest.raises(SystemExit):
+        main(["encode", "--model", "m", "--input", "i", "--output", "o", "--zero"])  # a choice of --on-empty
+    assert "did you mean --on-empty zero?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["encode", "--model", "m", "--input", "i", "--output", "o", "--foo"])
+    assert "did you mean" not in capsys.readouterr().err

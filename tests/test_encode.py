@@ -297,3 +297,23 @@ def test_counting_truncation_tokenizes_as_plain_truncation(model, sentences, sid
     ids, truncated = model._tokenize_counting(texts)
     assert ids == model.tokenize_ids(texts)
     assert truncated == sum(len(row) > 48 for row in model.tokenizer(texts)["input_ids"]) > 0
+
+
+def test_quiet_encode_prints_only_its_summary(model_dir, tmp_path):
+    """--quiet: no encoding bar and no weight-loading bar (transformers'), one line on stdout, nothing else."""
+    import os
+    import subprocess
+    import sys
+
+    source = tmp_path / "in.txt"
+    source.write_text("a man plays a guitar .\ntwo dogs run .\n")
+    out = tmp_path / "emb.npy"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    for key in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "PYTHONWARNINGS"):
+        env.pop(key, None)
+    command = [sys.executable, "-m", "unisent.cli", "encode", "--model", str(model_dir), "--input", str(source)]
+    done = subprocess.run(
+        [*command, "--output", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and len(done.stdout.splitlines()) == 1 and done.stdout.startswith("wrote 2 x 32")

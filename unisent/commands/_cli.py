@@ -46,6 +46,7 @@ __all__ = [
     "command_parser",
     "fail",
     "parse",
+    "quiet_transformers",
     "run_command",
     "summary",
 ]
@@ -186,10 +187,23 @@ def parse(parser: ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
     try:
         config = parser.parse_args(argv)
     except ArgumentError as err:
-        fail(parser.prog, str(err), argv)
+        fail(parser.prog, str(err) + _value_as_option_hint(parser, str(err)), argv)
     values = config.as_dict()
     values.pop("config", None)
     return values
+
+
+def _value_as_option_hint(parser: ArgumentParser, message: str) -> str:
+    """An unrecognised ``--bf16`` that is a choice of another option: `` (did you mean --precision bf16?)``."""
+    _, found, rest = message.partition("unrecognized arguments:")
+    words = [word.split("=", 1)[0][2:] for word in rest.split() if word.startswith("--")] if found else []
+    hints = []
+    for word in words:
+        for action in parser._actions:
+            hint = getattr(action, "_typehint", None)
+            if typing.get_origin(hint) is typing.Literal and word in typing.get_args(hint):
+                hints.append(f"--{word}: did you mean {action.option_strings[-1]} {word}?")
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def run_command(function: Callable, argv: Sequence[str], prog: str) -> Any:
@@ -207,3 +221,25 @@ def call(function: Callable, values: dict[str, Any], prog: str) -> Any:
         fail(prog, str(err))
     except (*COMMAND_ERRORS, CommandFailed) as err:
         sys.exit(f"{prog}: error: {err or type(err).__name__}")  # the message on stderr, status 1
+
+
+def quiet_transformers() -> None:
+    """``--quiet``: no weight-loading bars or info lines from transformers / huggingface_hub."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:  # pragma: no cover
+        pass

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from ._cli import UsageError, run_command
+from ._cli import UsageError, quiet_transformers, run_command
 
 __all__ = ["encode", "main"]
 
@@ -50,8 +50,10 @@ def encode(
         device: cpu, cuda, cuda:1 ... (default: cpu)
         max_length: longest input in tokens (default: the model's own); longer inputs are truncated
         overwrite: replace --output if it exists
-        quiet: no progress bar
+        quiet: no progress bars (encoding, loading the weights)
     """
+    if quiet:
+        quiet_transformers()
     from ..encoders.batching import TruncationWarning
     from ..export import EmptyInputError, OutputExistsError, encode_file
     from ..hardware import choose_precision

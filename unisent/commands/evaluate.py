@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from ._cli import CommandFailed, UsageError, run_command
+from ._cli import CommandFailed, UsageError, quiet_transformers, run_command
 
 __all__ = ["evaluate", "main"]
 
@@ -72,7 +72,7 @@ def evaluate(
     _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
     _check_model(model)
     if quiet:
-        _quiet_transformers()
+        quiet_transformers()
     import unisent
 
     from ..evaluation.similarities import get_similarity
@@ -127,7 +127,7 @@ def _evaluate_mteb(
     if not names:
         raise ValueError("--mteb is empty; name MTEB tasks, e.g. --mteb STSBenchmark")
     if quiet:
-        _quiet_transformers()
+        quiet_transformers()
     from ..evaluation import format_markdown
     from ..integrations.mteb import MTEBDataError, run_tasks
 
@@ -188,28 +188,6 @@ def _check_model(model: str) -> None:
             f"--model {model!r} does not exist; give a .ckpt file, a saved model directory, "
             "a preset (minilm-l6) or a Hugging Face hub id"
         )
-
-
-def _quiet_transformers() -> None:
-    """``--quiet``: no weight-loading bars or info lines from transformers / huggingface_hub."""
-    import os
-
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def main(argv: Sequence[str]) -> None:

@@ -191,6 +191,37 @@ def test_direction_accuracies() -> None:
     # a symmetric similarity always ties: every pair counts as an error
     vectors = torch.randn(3, 4)
     assert direction_accuracy_by_similarity(vectors, vectors.flip(0), cosine_similarity) == 0.0
+    right = direction_accuracy_by_similarity(premise, hypothesis, kl_similarity, per_pair=True)
+    assert right.tolist() == [True, False, True]
+
+
+def test_direction_by_length_splits_the_accuracy_by_the_pairs_length_relation() -> None:
+    from unisent.evaluation.metrics.nli import direction_by_length
+
+    # 6 pairs: premise longer (0, 1, 2), equal (3), hypothesis longer (4, 5)
+    premise_length = torch.tensor([9, 8, 7, 5, 3, 4])
+    hypothesis_length = torch.tensor([4, 4, 4, 5, 6, 9])
+    right = torch.tensor([True, True, False, True, False, True])
+    got = direction_by_length(right, premise_length, hypothesis_length, "direction_sim")
+    assert got == pytest.approx(
+        {
+            "direction_sim_premise_longer": 100 * 2 / 3,
+            "share_premise_longer": 100 * 3 / 6,
+            "direction_sim_equal_length": 100.0,
+            "share_equal_length": 100 * 1 / 6,
+            "direction_sim_hypothesis_longer": 50.0,
+            "share_hypothesis_longer": 100 * 2 / 6,
+            "direction_sim_hypothesis_not_shorter": 100 * 2 / 3,  # pairs 3, 4, 5
+            "share_hypothesis_not_shorter": 50.0,
+        }
+    )
+    # "the longer sentence is the premise" scores 100 where the premise is longer and 0 where it is not
+    rule = premise_length > hypothesis_length
+    by_rule = direction_by_length(rule, premise_length, hypothesis_length, "rule")
+    assert by_rule["rule_premise_longer"] == 100.0 and by_rule["rule_hypothesis_not_shorter"] == 0.0
+    # a relation without pairs has no accuracy, only its share of 0
+    none_equal = direction_by_length(right[:3], premise_length[:3], hypothesis_length[:3], "d")
+    assert "d_equal_length" not in none_equal and none_equal["share_equal_length"] == 0.0
 
 
 def test_alignment_and_uniformity_by_loops() -> None:

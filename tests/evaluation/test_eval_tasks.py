@@ -220,6 +220,15 @@ def test_gaussian_similarity_end_to_end(data_dir: Path, gaussian_model) -> None:
     longer = sum(len(p.split()) > len(h.split()) for p, h in pairs)
     assert direction["direction_var"] == pytest.approx(100.0 * longer / len(pairs))
     assert direction["n_pairs"] == len(pairs)
+    # by length relation (the fake model has no tokenizer: whitespace words): by variance it is the length
+    # rule, right on every pair whose premise is longer and on none of the others
+    equal = sum(len(p.split()) == len(h.split()) for p, h in pairs)
+    assert direction["share_premise_longer"] == pytest.approx(100.0 * longer / len(pairs))
+    assert direction["share_equal_length"] == pytest.approx(100.0 * equal / len(pairs))
+    assert direction["direction_var_premise_longer"] == 100.0
+    if longer < len(pairs):
+        assert direction["direction_var_hypothesis_not_shorter"] == 0.0
+    assert "direction_sim_premise_longer" in direction
     assert results["config"]["similarity"] == "kl"
     sym = Similarity("kl-sym", symmetric_kl_similarity, gaussian=True)
     assert evaluate(gaussian_model, ["stsb-test"], data_dir, progress=False, similarity=sym)["tasks"]

@@ -15,6 +15,7 @@ __all__ = [
     "best_threshold",
     "direction_accuracy_by_similarity",
     "direction_accuracy_by_variance",
+    "direction_by_length",
     "pr_auc",
     "threshold_accuracy",
 ]
@@ -87,8 +88,8 @@ def pr_auc(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int])
 
 
 def direction_accuracy_by_similarity(
-    premise: Representation, hypothesis: Representation, similarity: SimilarityFn
-) -> float:
+    premise: Representation, hypothesis: Representation, similarity: SimilarityFn, *, per_pair: bool = False
+) -> float | Tensor:
     """Fraction of entailment pairs where ``sim(hyp || pre) > sim(pre || hyp)``.
 
     The premise is predicted as the entailing sentence when the hypothesis is better covered by the
@@ -99,24 +100,67 @@ def direction_accuracy_by_similarity(
         hypothesis: representations of the hypotheses (n rows).
         similarity: asymmetric similarity, ``similarity(a, b) = sim(a || b)``.
 
+        per_pair: return the (n,) booleans (right or not) instead of their mean.
+
     Returns:
         Accuracy in [0, 1].
     """
     forward = similarity(hypothesis, premise)
     backward = similarity(premise, hypothesis)
-    return float((forward > backward).double().mean())
+    right = torch.as_tensor(forward > backward)
+    return right if per_pair else float(right.double().mean())
 
 
-def direction_accuracy_by_variance(premise_var: Tensor, hypothesis_var: Tensor) -> float:
+def direction_accuracy_by_variance(
+    premise_var: Tensor, hypothesis_var: Tensor, *, per_pair: bool = False
+) -> float | Tensor:
     """Fraction of entailment pairs whose premise has the larger variance (sum of log-variances).
 
     Args:
         premise_var: (n, d) diagonal variances of the premises.
         hypothesis_var: (n, d) diagonal variances of the hypotheses.
+        per_pair: return the (n,) booleans (right or not) instead of their mean.
 
     Returns:
         Accuracy in [0, 1].
     """
     premise_spread = torch.log(premise_var.double()).sum(dim=-1)
     hypothesis_spread = torch.log(hypothesis_var.double()).sum(dim=-1)
-    return float((premise_spread > hypothesis_spread).double().mean())
+    right = premise_spread > hypothesis_spread
+    return right if per_pair else float(right.double().mean())
+
+
+#: the length relations of an entailment pair, by the token counts of premise and hypothesis
+LENGTH_RELATIONS = ("premise_longer", "equal_length", "hypothesis_longer", "hypothesis_not_shorter")
+
+
+def direction_by_length(correct: Tensor, premise_length: Tensor, hypothesis_length: Tensor, name: str) -> dict:
+    """A direction accuracy split by how the pair's lengths relate, and the share of pairs in each relation.
+
+    "The longer sentence is the premise" alone scores high on SNLI (most premises are longer), so a
+    direction accuracy says little until it is read where length does not give the answer: pairs of equal
+    length, and pairs whose hypothesis is longer (where the length rule scores 0).
+
+    Args:
+        correct: (n,) booleans, the pairs the model got right.
+        premise_length, hypothesis_length: (n,) token counts.
+        name: the metric's name (``direction_sim``), the prefix of the keys.
+
+    Returns:
+        ``{name}_{relation}``: accuracy x100 within the relation (absent when no pair is in it), and
+        ``share_{relation}``: the relation's share of the pairs x100, for ``premise_longer``,
+        ``equal_length``, ``hypothesis_longer`` and ``hypothesis_not_shorter`` (the last two together).
+    """
+    premise_length, hypothesis_length = premise_length.long(), hypothesis_length.long()
+    masks = {
+        "premise_longer": premise_length > hypothesis_length,
+        "equal_length": premise_length == hypothesis_length,
+        "hypothesis_longer": premise_length < hypothesis_length,
+        "hypothesis_not_shorter": premise_length <= hypothesis_length,
+    }
+    result: dict[str, float] = {}
+    for relation, mask in masks.items():
+        if mask.any():
+            result[f"{name}_{relation}"] = 100.0 * float(correct[mask].double().mean())
+        result[f"share_{relation}"] = 100.0 * float(mask.double().mean())
+    return result

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..readers import LabeledPairs
 from .base import Source, Task
 from .sts import score_pairs
 
 if TYPE_CHECKING:  # the metrics (torch, scikit-learn) are imported when a task runs, not by `evaluate --list`
+    import torch
+
     from ..encoding import Embedder
 
 __all__ = ["EntailmentDirectionTask", "NLIThresholdTask"]
@@ -73,7 +75,10 @@ class EntailmentDirectionTask(Task):
 
     ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` with the run's similarity
     (a symmetric similarity such as cosine ties on every pair and scores 0). ``direction_var``: accuracy
-    x100 of "the premise has the larger variance", reported for Gaussian similarities only.
+    x100 of "the premise has the larger variance", reported for Gaussian similarities only. Each also by
+    the pair's length relation (:func:`~unisent.evaluation.metrics.nli.direction_by_length`, lengths in the
+    model's tokens): ``direction_sim_premise_longer``, ``_equal_length``, ``_hypothesis_longer``,
+    ``_hypothesis_not_shorter``, and ``share_<relation>``, the share of the pairs in each.
 
     Attributes:
         source: labelled pairs (premise first).
@@ -88,18 +93,35 @@ class EntailmentDirectionTask(Task):
         return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
-        from ..metrics.nli import direction_accuracy_by_similarity, direction_accuracy_by_variance
+        from ..metrics.nli import direction_accuracy_by_similarity, direction_accuracy_by_variance, direction_by_length
 
         data: LabeledPairs = self.source.load(data_dir)
         keep = [i for i, y in enumerate(_is_entailment(data.labels, self.positive_label)) if y]
         if not keep:
             raise ValueError(f"task {self.name!r}: no pair is labelled {self.positive_label!r}")
-        premises = embedder.represent([data.sentences1[i] for i in keep])
-        hypotheses = embedder.represent([data.sentences2[i] for i in keep])
-        result = {
-            "direction_sim": 100.0 * direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity),
-            "n_pairs": float(len(keep)),
+        premise_text, hypothesis_text = [data.sentences1[i] for i in keep], [data.sentences2[i] for i in keep]
+        premises, hypotheses = embedder.represent(premise_text), embedder.represent(hypothesis_text)
+        lengths = token_counts(embedder.model, premise_text), token_counts(embedder.model, hypothesis_text)
+        right = {
+            "direction_sim": direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity, per_pair=True)
         }
         if embedder.similarity.gaussian:
-            result["direction_var"] = 100.0 * direction_accuracy_by_variance(premises[1], hypotheses[1])
+            right["direction_var"] = direction_accuracy_by_variance(premises[1], hypotheses[1], per_pair=True)
+        result = {name: 100.0 * float(r.double().mean()) for name, r in right.items()} | {"n_pairs": float(len(keep))}
+        for name, r in right.items():
+            result |= direction_by_length(r, *lengths, name)
         return result
+
+
+def token_counts(model: Any, sentences: list[str]) -> torch.Tensor:
+    """Each sentence's length in the model's own tokens (``tokenize_ids`` of a unisent encoder, or of the
+    encoder a wrapper holds, or a Hugging Face ``tokenizer``), in whitespace words for a model without one."""
+    import torch
+
+    for candidate in (model, getattr(model, "encoder", None), getattr(model, "model", None)):
+        if callable(getattr(candidate, "tokenize_ids", None)):
+            return torch.tensor([len(ids) for ids in candidate.tokenize_ids(sentences)])
+        tokenizer = getattr(candidate, "tokenizer", None)
+        if callable(tokenizer):
+            return torch.tensor([len(ids) for ids in tokenizer(list(sentences))["input_ids"]])
+    return torch.tensor([len(sentence.split()) for sentence in sentences])

@@ -56,13 +56,9 @@ def encode(
         quiet_transformers()
     from ..encoders.batching import TruncationWarning
     from ..export import EmptyInputError, OutputExistsError, encode_file
-    from ..hardware import choose_precision
+    from ..hardware import inference_precision
 
-    if precision == "auto":
-        choice = choose_precision(device or "cpu")
-        bf16, said = choice.bf16, f"precision auto: {'bf16' if choice.bf16 else 'fp32'}, {choice.reason}"
-    else:
-        bf16, said = precision == "bf16", precision
+    bf16, said = inference_precision(precision, device)
 
     try:
         with warnings.catch_warnings():  # reported below, in one line

@@ -76,14 +76,11 @@ def evaluate(
     import unisent
 
     from ..evaluation.similarities import get_similarity
+    from ..hardware import inference_precision
 
-    bf16 = precision == "bf16"
+    bf16, said = inference_precision(precision, device)
     if precision == "auto":
-        from ..hardware import choose_precision
-
-        choice = choose_precision(device or "cpu")
-        bf16 = choice.bf16
-        print(f"unisent evaluate: precision auto: {'bf16' if bf16 else 'fp32'}, {choice.reason}", file=sys.stderr)
+        print(f"unisent evaluate: {said}", file=sys.stderr)
     loaded = unisent.load(model, device=device)
     results = run_evaluation(
         loaded,

@@ -130,10 +130,6 @@ def direction_accuracy_by_variance(
     return right if per_pair else float(right.double().mean())
 
 
-#: the length relations of an entailment pair, by the token counts of premise and hypothesis
-LENGTH_RELATIONS = ("premise_longer", "equal_length", "hypothesis_longer", "hypothesis_not_shorter")
-
-
 def direction_by_length(correct: Tensor, premise_length: Tensor, hypothesis_length: Tensor, name: str) -> dict:
     """A direction accuracy split by how the pair's lengths relate, and the share of pairs in each relation.
 

@@ -126,10 +126,17 @@ def test_callback_logs_the_scores_of_the_modules_tasks(tiny_bert_dir, tmp_path):
     want = evaluate(
         module.inference_model(), ["stsb-dev", "stsb-test"], EVALUATION_DATA_DIR, batch_size=16, progress=False
     )["tasks"]
-    assert val["val/stsb-dev"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
-    assert val["val/score"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-4)
-    assert val["val/stsb-dev/pearson"] == pytest.approx(want["stsb-dev"]["metrics"]["pearson"], abs=1e-4)
-    assert test["test/score"] == pytest.approx(want["stsb-test"]["score"], abs=1e-4)
+    # what is logged is what the callback computed (to float32, the logger's type) ...
+    ran = {stage: callback_results["tasks"] for stage, callback_results in callback.last_results.items()}
+    assert val["val/stsb-dev"] == pytest.approx(ran["val"]["stsb-dev"]["score"], abs=1e-5)
+    assert val["val/score"] == pytest.approx(ran["val"]["stsb-dev"]["score"], abs=1e-5)
+    assert val["val/stsb-dev/pearson"] == pytest.approx(ran["val"]["stsb-dev"]["metrics"]["pearson"], abs=1e-5)
+    assert test["test/score"] == pytest.approx(ran["test"]["stsb-test"]["score"], abs=1e-5)
+    # ... and that is the evaluation of the module's model: the tiny random model's cosines are near-tied, so
+    # float32 noise between two encodings moves its spearman (by 1.9e-4 once in a full run): 1e-3
+    assert val["val/stsb-dev"] == pytest.approx(want["stsb-dev"]["score"], abs=1e-3)
+    assert val["val/stsb-dev/pearson"] == pytest.approx(want["stsb-dev"]["metrics"]["pearson"], abs=1e-3)
+    assert test["test/score"] == pytest.approx(want["stsb-test"]["score"], abs=1e-3)
     assert callback.last_results["val"]["tasks"]["stsb-dev"]["main_metric"] == "spearman"
     # without the callback the loops run over the placeholder and log no score
     [plain] = _trainer(tmp_path).validate(module, datamodule=data)

@@ -3,7 +3,8 @@
 Reads (sentence, gold graph) pairs from a PENMAN file (``# ::snt`` + graph; or the jsonl of
 ``unisent data amr-linearize``), linearises the graphs with :mod:`unisent.amr` (the training
 linearisation: depth-first, no variables, ``:wiki`` dropped), embeds the sentences and the graphs
-with the SAME encoder and reports top-1 retrieval accuracy by cosine in both directions, as JSON:
+with the SAME encoder and reports top-1 retrieval accuracy by cosine in both directions, as JSON
+(the computation is :mod:`unisent.evaluation.panel`'s, the ``amr-*`` columns of the unified panel):
 
 * ``text_to_graph_top1``: for each sentence, is the most similar graph (among all graphs of the file)
   its own graph?
@@ -30,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,51 +46,25 @@ def _key(sentence: str) -> str:
 
 
 def read_pairs(path: str | Path, *, parentheses: bool = True, drop_wiki: bool = True) -> tuple[list[dict], list[str]]:
-    """``[{id, text, graph}]`` from a PENMAN file (graphs linearised here) or an ``amr-linearize``
-    jsonl (``text`` + ``graph`` kept as written); graphs without a sentence are skipped. Returns the
-    pairs and the problems (malformed graphs, graphs without ``# ::snt``)."""
-    from unisent.amr import linearize_file
+    """``unisent.evaluation.panel.read_amr_pairs``: ``[{id, text, graph}]`` and the problems."""
+    from unisent.evaluation.panel import read_amr_pairs
 
-    path = Path(path)
-    pairs: list[dict] = []
-    problems: list[str] = []
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-                if record.get("text") is None or record.get("graph") is None:
-                    problems.append(f"{path}:{number}: no text or graph")
-                    continue
-                pairs.append({"id": record.get("id", f"#{number}"), "text": record["text"], "graph": record["graph"]})
-        return pairs, problems
-    errors: list = []
-    for graph_id, metadata, graph in linearize_file(path, errors=errors, parentheses=parentheses, drop_wiki=drop_wiki):
-        text = metadata.get("snt") or metadata.get("tok")
-        if text is None:
-            problems.append(f"{path}: graph {graph_id}: no # ::snt or # ::tok")
-            continue
-        pairs.append({"id": graph_id, "text": text, "graph": graph})
-    problems += [str(error) for error in errors]
-    return pairs, problems
+    return read_amr_pairs(path, parentheses=parentheses, drop_wiki=drop_wiki)
 
 
 def top1(similarity, queries: list[str], candidates: list[str]) -> tuple[int, list[int]]:
-    """Correct top-1 retrievals of row ``i`` (query ``queries[i]``, gold candidate ``candidates[i]``):
-    the candidate with the highest similarity has the gold candidate's string. Returns the number
-    correct and the indices of the wrong rows."""
-    best = similarity.argmax(dim=1).tolist()
-    wrong = [i for i, j in enumerate(best) if candidates[j] != candidates[i]]
-    return len(queries) - len(wrong), wrong
+    """``unisent.evaluation.panel.top1_correct`` (``queries`` is not needed: row ``i`` is query ``i``)."""
+    from unisent.evaluation.panel import top1_correct
+
+    return top1_correct(similarity, candidates)
 
 
 def load_encoder(
     model: str, *, amr_vocabulary: bool, counts: list[str], lists: list[str], min_count: int, max_length: int | None
 ):
-    import unisent
+    from unisent.evaluation.panel import load_panel_model
 
-    encoder = unisent.load(model)
+    encoder = load_panel_model(model, None)
     added: list[str] = []
     if amr_vocabulary:
         from unisent.amr import extend_vocabulary
@@ -108,7 +82,8 @@ def load_encoder(
 
 def run(args: argparse.Namespace) -> dict:
     import torch
-    import torch.nn.functional as F
+
+    from unisent.evaluation.panel import amr_retrieval
 
     torch.set_num_threads(args.threads)
     pairs, problems = read_pairs(args.penman, parentheses=not args.no_parentheses, drop_wiki=not args.keep_wiki)
@@ -122,8 +97,6 @@ def run(args: argparse.Namespace) -> dict:
         excluded, pairs = len(pairs) - len(kept), kept
     if not pairs:
         raise SystemExit("no (sentence, graph) pairs to evaluate")
-    texts = [p["text"] for p in pairs]
-    graphs = [p["graph"] for p in pairs]
 
     encoder, added = load_encoder(
         args.model,
@@ -133,22 +106,9 @@ def run(args: argparse.Namespace) -> dict:
         min_count=args.min_count,
         max_length=args.max_length,
     )
-    max_length = getattr(getattr(encoder, "config", None), "max_length", None)
-    truncated = None
-    if hasattr(encoder, "tokenizer") and max_length:
-        lengths = [len(ids) for ids in encoder.tokenizer(graphs, add_special_tokens=True)["input_ids"]]
-        truncated = sum(n > max_length for n in lengths)
-
-    start = time.perf_counter()
-    with torch.inference_mode():
-        text_emb = F.normalize(encoder.encode(texts, batch_size=args.batch_size).float(), dim=-1)
-        graph_emb = F.normalize(encoder.encode(graphs, batch_size=args.batch_size).float(), dim=-1)
-    seconds = time.perf_counter() - start
-    similarity = text_emb @ graph_emb.T  # (texts, graphs)
-
-    t2g, t2g_wrong = top1(similarity, texts, graphs)
-    g2t, g2t_wrong = top1(similarity.T, graphs, texts)
-    n = len(pairs)
+    found = amr_retrieval(encoder, pairs, batch_size=args.batch_size)
+    errors = {key: found.pop(key) for key in ("text_to_graph_errors", "graph_to_text_errors")}
+    max_length = found.pop("max_length")
     result = {
         "model": args.model,
         "amr_vocabulary": bool(args.amr_vocabulary),
@@ -158,21 +118,12 @@ def run(args: argparse.Namespace) -> dict:
         "linearisation": {"parentheses": not args.no_parentheses, "drop_wiki": not args.keep_wiki},
         "pairs_read": n_read,
         "excluded": excluded,
-        "pairs": n,
-        "distinct_texts": len(set(texts)),
-        "distinct_graphs": len(set(graphs)),
-        "graphs_truncated": truncated,
+        **{key: found.pop(key) for key in ("pairs", "distinct_texts", "distinct_graphs", "graphs_truncated")},
         "problems": problems,
-        "text_to_graph_top1": round(100.0 * t2g / n, 2),
-        "graph_to_text_top1": round(100.0 * g2t / n, 2),
-        "text_to_graph_correct": t2g,
-        "graph_to_text_correct": g2t,
-        "mean_gold_cosine": round(float(similarity.diagonal().mean()), 4),
-        "encode_seconds": round(seconds, 2),
+        **found,
     }
     if args.show_errors:
-        result["text_to_graph_errors"] = [pairs[i]["id"] for i in t2g_wrong]
-        result["graph_to_text_errors"] = [pairs[i]["id"] for i in g2t_wrong]
+        result |= errors
     return result
 
 

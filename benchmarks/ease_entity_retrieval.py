@@ -5,7 +5,8 @@ ease-*`` writes it), the checkpoint's encoder embeds the sentence and every enti
 entity table is ranked by the similarity EASE's entity term trains (``cos(s, W e) / tau_e``; ranking by
 cosine, the temperature does not change the order). Reports top-1 / top-10 accuracy over ALL entities,
 the chance level (k / entities), the best a sentence-blind fixed ranking can do on the same records,
-the median rank and the mean reciprocal rank, as JSON (``EASE.retrieve_entities``).
+the median rank and the mean reciprocal rank, as JSON (``EASE.retrieve_entities``, through
+:func:`unisent.evaluation.panel.entity_retrieval`, the ``entity-*`` columns of the unified panel).
 
 The entity table is training-only state: it lives in the Lightning checkpoint (``.ckpt``), not in the
 exported encoder, so this needs the checkpoint. A checkpoint with several objectives works: the EASE
@@ -30,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,29 +76,11 @@ def make_heldout(records: str | Path, train: str | Path = TRAIN, per_entity: int
 def entity_retrieval(
     ckpt: str | Path, records: str | Path = HELDOUT, ks=(1, 10), objective: str | None = None, batch_size: int = 64
 ) -> dict:
-    """Load ``ckpt``, find its EASE objective and score the records of ``records`` (see the module doc)."""
-    import torch
+    """Load ``ckpt``, find its EASE objective and score the records of ``records`` (see the module doc) at
+    the run's own token limit: ``unisent.evaluation.panel.entity_retrieval``."""
+    from unisent.evaluation.panel import entity_retrieval as retrieve
 
-    from unisent.data.entities import read_entity_records
-    from unisent.module import UnisentModule
-    from unisent.objectives.ease import find_ease
-
-    started = time.perf_counter()
-    module = UnisentModule.from_checkpoint(ckpt)
-    module.eval()
-    ease = find_ease(module.objectives, objective)
-    texts, entities = read_entity_records(records, ease.entities[1:])
-    result = ease.retrieve_entities(module.encoder, texts, entities, ks=ks, batch_size=batch_size)
-    step = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("global_step")
-    return {
-        "checkpoint": str(ckpt),
-        "global_step": step,
-        "records_file": str(records),
-        "objective": ease.name,
-        "entity_temperature": ease.entity_temperature,
-        **result,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    return retrieve(ckpt, records, ks=ks, objective=objective, batch_size=batch_size)
 
 
 def main(argv: list[str] | None = None) -> int:

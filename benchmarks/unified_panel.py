@@ -8,10 +8,14 @@ Columns (each skipped with ``--skip NAME``):
   similarity: only for a model with a Gaussian head; a symmetric similarity has no direction) and
   2-way NLI accuracy (threshold on the similarity, tuned on SNLI dev);
 - ``amr``: text -> graph and graph -> text top-1 on the Little Prince v1.6 **test** split
-  (``benchmarks/amr_retrieval.py``; the model's own vocabulary);
+  (``unisent.evaluation.panel.amr_retrieval``, as ``benchmarks/amr_retrieval.py``; the model's own vocabulary);
 - ``entity``: entity retrieval top-1/top-10 on the held-out FewRel sentences over the whole entity
-  table (``benchmarks/ease_entity_retrieval.py``; needs ``--ckpt`` of a run with an EASE objective);
+  table (``unisent.evaluation.panel.entity_retrieval``, as ``benchmarks/ease_entity_retrieval.py``, at
+  the panel's token limit; needs ``--ckpt`` of a run with an EASE objective);
 - ``tatoeba``: Tatoeba deu<->eng accuracy (mean of both directions).
+
+The computations are the library's (:mod:`unisent.evaluation.panel`, the columns ``unisent ablate``
+reports); this script writes one row as JSON and the markdown table of rows.
 
     python benchmarks/unified_panel.py --model runs/unified-minilm-cpu/full/encoder \\
         --ckpt runs/unified-minilm-cpu/full/checkpoints/last.ckpt --data-dir ../shared/data \\
@@ -31,12 +35,28 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from unisent.evaluation.panel import PANEL_MAX_LENGTH  # noqa: E402 - after the environment above
+
 COLUMNS = ("sts", "stc", "snli", "amr", "entity", "tatoeba")
 #: every row is evaluated with this token limit: the packaged MiniLM's own (256), which its exports keep.
 #: A run's saved encoder carries its *training* limit (32 in the unified recipe); evaluating at that would
 #: cut 117 of the 143 test graphs and some STS-B sentences, and score trained rows against a different
 #: protocol from the untrained one.
-MAX_LENGTH = 256
+MAX_LENGTH = PANEL_MAX_LENGTH
+
+
+def _task_entry(task: str, column: dict) -> dict:
+    """A panel column of a registered task as ``evaluate`` reports the task (the rows' JSON keeps that shape)."""
+    from unisent.evaluation import get_task
+
+    found = get_task(task)
+    return {
+        "group": found.group,
+        "main_metric": found.main_metric,
+        "score": column["metrics"][found.main_metric],
+        "metrics": column["metrics"],
+        "seconds": column["seconds"],
+    }
 
 
 def panel_row(
@@ -48,14 +68,14 @@ def panel_row(
     max_length: int | None = MAX_LENGTH,
 ) -> dict:
     """Every column of the panel for one model (see the module doc), every text cut at ``max_length``
-    tokens whatever the model was trained with (``None``: the model's own limit)."""
-    import unisent
+    tokens whatever the model was trained with (``None``: the model's own limit). The panel's columns are
+    :func:`unisent.evaluation.panel.evaluate_panel`'s (what ``unisent ablate`` reports); ``stc`` and the
+    2-way SNLI accuracy are ``unisent.evaluation.evaluate``'s."""
     from unisent.evaluation import evaluate
+    from unisent.evaluation.panel import evaluate_panel, load_panel_model
 
     row: dict = {"model": model_path, "checkpoint": ckpt, "seconds": {}}
-    model = unisent.load(model_path)
-    if max_length is not None:
-        model.config.max_length = max_length
+    model = load_panel_model(model_path, max_length)  # once: every column below reuses it
     row["max_length"] = model.config.max_length
     gaussian = hasattr(model, "encode_gaussian")
     row["gaussian_head"] = gaussian
@@ -66,12 +86,12 @@ def panel_row(
         row["seconds"][column] = round(time.perf_counter() - start, 1)
         return value
 
+    def panel(*columns: str) -> dict:
+        return evaluate_panel(model, columns, data_dir, ckpt, max_length=max_length, batch_size=batch_size)
+
     if "sts" not in skip:
-        results = timed(
-            "sts",
-            lambda: evaluate(model, ["stsb-test", "sick-r"], data_dir, batch_size, progress=False, on_error="raise"),
-        )
-        row["sts"] = results["tasks"]
+        found = timed("sts", lambda: panel("stsb-test", "sick-r"))
+        row["sts"] = {task: _task_entry(task, column) for task, column in found.items()}
     if "stc" not in skip:
         results = timed("stc", lambda: evaluate(model, ["stc"], data_dir, batch_size, progress=False, on_error="raise"))
         row["stc"] = {
@@ -80,47 +100,41 @@ def panel_row(
             "skipped": sorted(results.get("skipped", {})),
         }
     if "snli" not in skip:
-        tasks = ["snli-direction", "snli-nli"] if gaussian else ["snli-nli"]
-        results = timed(
-            "snli",
-            lambda: evaluate(
-                model,
-                tasks,
-                data_dir,
-                batch_size,
-                progress=False,
-                similarity="kl" if gaussian else None,
-                on_error="raise",
-            ),
-        )
-        row["snli"] = results["tasks"]
+
+        def snli() -> dict:
+            tasks = {}
+            if gaussian:
+                tasks["snli-direction"] = _task_entry("snli-direction", panel("snli-direction")["snli-direction"])
+            similarity = "kl" if gaussian else None
+            results = evaluate(
+                model, ["snli-nli"], data_dir, batch_size, progress=False, similarity=similarity, on_error="raise"
+            )
+            return tasks | results["tasks"]
+
+        row["snli"] = timed("snli", snli)
     if "amr" not in skip:
-        import amr_retrieval  # a sibling script: benchmarks/ is sys.path[0] when this file runs
-
-        args = amr_retrieval.build_parser().parse_args(
-            [
-                "--model",
-                model_path,
-                "--penman",
-                str(Path(data_dir) / "amr/little-prince/amr-bank-struct-v1.6-test.txt"),
-                "--threads",
-                str(max(1, (os.cpu_count() or 1))),
-            ]
-            + (["--max-length", str(max_length)] if max_length else [])
-        )
-        row["amr"] = timed("amr", lambda: amr_retrieval.run(args))
+        found = timed("amr", lambda: panel("amr-text-to-graph"))["amr-text-to-graph"]
+        drop = ("score", "seconds", "text_to_graph_errors", "graph_to_text_errors", "problems", "model", "input")
+        row["amr"] = {
+            "model": model_path,
+            "amr_vocabulary": False,
+            "added_tokens": 0,
+            "max_length": found["max_length"],
+            "input": found["input"],
+            "linearisation": {"parentheses": True, "drop_wiki": True},
+            "pairs_read": found["pairs"],
+            "excluded": 0,
+            "problems": found["problems"],
+        } | {key: value for key, value in found.items() if key not in drop}
     if "entity" not in skip and ckpt:
-        import ease_entity_retrieval
-
-        try:
-            row["entity"] = timed("entity", lambda: ease_entity_retrieval.entity_retrieval(ckpt))
-        except ValueError as error:  # no EASE objective in this run: no entity table to retrieve from
-            row["entity"] = {"error": str(error)}
-    if "tatoeba" not in skip:
-        results = timed(
-            "tatoeba", lambda: evaluate(model, ["tatoeba-deu"], data_dir, batch_size, progress=False, on_error="raise")
+        found = timed("entity", lambda: panel("entity-top10"))["entity-top10"]
+        # no EASE objective in this run: no entity table to retrieve from
+        row["entity"] = (
+            {"error": found["reason"]} if found["score"] is None else {k: v for k, v in found.items() if k != "score"}
         )
-        row["tatoeba"] = results["tasks"]
+    if "tatoeba" not in skip:
+        found = timed("tatoeba", lambda: panel("tatoeba-deu"))
+        row["tatoeba"] = {"tatoeba-deu": _task_entry("tatoeba-deu", found["tatoeba-deu"])}
     return row
 
 

@@ -245,3 +245,53 @@ def tiny_recipe(tiny_bert_dir, tmp_path):
         return out
 
     return write
+
+
+@pytest.fixture
+def tiny_unified(tiny_recipe, tmp_path):
+    """The unified recipe (recipes/unified/minilm-cpu.yaml) on the tiny model and 48 records per objective, 4
+    steps, no validation; ``reverse``: CMLM (sized by the vocabulary) before AMR (which extends it); ``keep``:
+    only these objective classes (``("EASE", "AMRSimCSE")``); keyword arguments set ``trainer`` keys.
+    Returns the recipe's path."""
+    import yaml
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "unified" / "minilm-cpu.yaml"
+
+    def write(reverse: bool = False, keep: tuple[str, ...] = (), **overrides) -> Path:
+        path = tiny_recipe(recipe, max_records=48)
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if reverse:
+            config["model"]["objectives"].reverse()
+        if keep:  # only these objectives (by class name), with their data
+            model = config["model"]
+            model["objectives"] = [o for o in model["objectives"] if o["class_path"].rsplit(".", 1)[1] in keep]
+            names = {"EASE": "ease", "AMRSimCSE": "amr", "GaussCSE": "gausscse", "CMLM": "cmlm"}
+            config["data"]["train"] = {
+                k: v for k, v in config["data"]["train"].items() if k in {names[c] for c in keep}
+            }
+        config["data"]["batch_size"] = {"gausscse": 8, "ease": 8, "amr": 4, "cmlm": 4, "bitext": 4}
+        config["data"]["cache_dir"] = str(tmp_path / "cache")
+        config["model"]["weight_schedule"] = {} if keep else {"bitext": [[0, 0.0], [2, 0.2]]}
+        config["model"]["evaluation"]["val_tasks"] = []
+        config["trainer"].update(max_steps=4, val_check_interval=None, log_every_n_steps=1, enable_progress_bar=False)
+        config["trainer"]["logger"]["init_args"].update(save_dir=str(tmp_path / "runs"), name="unified")
+        config["trainer"].update(overrides)
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def unisent_cli():
+    """Run the ``unisent`` command in this process; it must succeed."""
+
+    def run(*args: str) -> None:
+        from unisent.cli import main
+
+        try:
+            main(list(args))
+        except SystemExit as done:
+            assert done.code in (0, None), f"unisent {' '.join(args)} exited with {done.code}"
+
+    return run

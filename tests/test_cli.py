@@ -168,7 +168,19 @@ def test_help_lists_every_command_without_importing_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     listed = [line.split()[0] for line in done.stdout.split("commands:\n")[1].split("\n\n")[0].splitlines()]
-    assert listed == ["fit", "validate", "test", "predict", "evaluate", "export", "encode", "data", "sweep", "retrofit"]
+    assert listed == [
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "evaluate",
+        "export",
+        "encode",
+        "data",
+        "sweep",
+        "retrofit",
+        "ablate",
+    ]
     assert "HEAVY []" in done.stdout
 
 

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("encoders", ("encoders",)),
     ("models", ("models",)),
     ("objectives", ("objectives",)),
-    ("training", ("module", "trainer", "callbacks", "resume", "strategies", "sweep_metrics")),
+    ("training", ("module", "balancers", "trainer", "callbacks", "resume", "strategies", "sweep_metrics")),
     ("tools", ("evaluation", "export", "builders", "integrations")),
     ("commands", ("commands", "cli", "")),  # "": the package root (unisent.load)
 ]

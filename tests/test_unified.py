@@ -26,33 +26,6 @@ SENTENCES = ["A man is playing a guitar.", "The little prince asked for a sheep.
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _tiny(tiny_recipe, tmp_path: Path, reverse: bool = False, **overrides) -> Path:
-    path = tiny_recipe(RECIPE, max_records=48)
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if reverse:  # CMLM (sized by the vocabulary) before AMR (which extends it)
-        config["model"]["objectives"].reverse()
-    config["data"]["batch_size"] = {"gausscse": 8, "ease": 8, "amr": 4, "cmlm": 4, "bitext": 4}
-    config["data"]["cache_dir"] = str(tmp_path / "cache")
-    config["model"]["weight_schedule"] = {"bitext": [[0, 0.0], [2, 0.2]]}
-    config["model"]["evaluation"]["val_tasks"] = []
-    config["trainer"].update(max_steps=4, val_check_interval=None, log_every_n_steps=1, enable_progress_bar=False)
-    config["trainer"]["logger"]["init_args"].update(save_dir=str(tmp_path / "runs"), name="unified")
-    for key, value in overrides.items():
-        config["trainer"][key] = value
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def _unisent(*args: str) -> None:
-    """Run the ``unisent`` command in this process; it must succeed."""
-    from unisent.cli import main
-
-    try:
-        main(list(args))
-    except SystemExit as done:
-        assert done.code in (0, None), f"unisent {' '.join(args)} exited with {done.code}"
-
-
 def test_the_recipe_keeps_each_objectives_own_data_batch_and_length():
     config = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
     names = [o["class_path"].rsplit(".", 1)[-1] for o in config["model"]["objectives"]]
@@ -64,7 +37,7 @@ def test_the_recipe_keeps_each_objectives_own_data_batch_and_length():
     assert "amr_lpp16_train" in train["amr"]["path"]  # the v1.6 TRAINING split: its test split stays held out
 
 
-def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_recipe, tmp_path, monkeypatch):
+def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_unified, tmp_path, monkeypatch):
     from unisent.commands.train import TRAINER_DEFAULTS, UnisentCLI
     from unisent.data import UnisentDataModule
     from unisent.module import UnisentModule
@@ -78,7 +51,7 @@ def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_recipe, 
         auto_configure_optimizers=False,
         save_config_callback=None,
         run=False,
-        args=["-c", str(_tiny(tiny_recipe, tmp_path, reverse=True)), "--trainer.logger=false"],
+        args=["-c", str(tiny_unified(reverse=True)), "--trainer.logger=false"],
     )
     module, datamodule = cli.model, cli.datamodule
     # AMR extends the vocabulary before CMLM sizes its MLM head by it, whatever the order in the recipe
@@ -116,12 +89,12 @@ def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_recipe, 
     assert checked == 6
 
 
-def test_fit_logs_every_objective_and_save_load_encode_is_exact(tiny_recipe, tmp_path, monkeypatch):
+def test_fit_logs_every_objective_and_save_load_encode_is_exact(unisent_cli, tiny_unified, tmp_path, monkeypatch):
     import unisent
     from unisent.models import GaussianEncoder
 
     monkeypatch.chdir(ROOT)
-    _unisent("fit", "-c", str(_tiny(tiny_recipe, tmp_path)))
+    unisent_cli("fit", "-c", str(tiny_unified()))
     run = tmp_path / "runs" / "unified" / "version_0"
     rows = list(csv.DictReader((run / "metrics.csv").open(encoding="utf-8")))
     columns = set(rows[0])
@@ -164,16 +137,18 @@ def test_fit_logs_every_objective_and_save_load_encode_is_exact(tiny_recipe, tmp
     assert not any("entit" in n or "mlm" in n for n in saved), saved
 
 
-def test_the_sentence_transformers_export_embeds_as_unisent_load(tiny_recipe, tmp_path, monkeypatch):
+def test_the_sentence_transformers_export_embeds_as_unisent_load(unisent_cli, tiny_unified, tmp_path, monkeypatch):
     import sentence_transformers  # the dev extra: a missing install fails, not skips
 
     import unisent
 
     monkeypatch.chdir(ROOT)
-    _unisent("fit", "-c", str(_tiny(tiny_recipe, tmp_path, max_steps=2)))
+    unisent_cli("fit", "-c", str(tiny_unified(max_steps=2)))
     run = tmp_path / "runs" / "unified" / "version_0"
     out = tmp_path / "st"
-    _unisent("export", str(run / "checkpoints" / "last.ckpt"), "--format", "sentence-transformers", "--out", str(out))
+    unisent_cli(
+        "export", str(run / "checkpoints" / "last.ckpt"), "--format", "sentence-transformers", "--out", str(out)
+    )
     ours = unisent.load(out).encode(SENTENCES)
     theirs = torch.as_tensor(sentence_transformers.SentenceTransformer(str(out), device="cpu").encode(SENTENCES))
     torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)
@@ -182,7 +157,9 @@ def test_the_sentence_transformers_export_embeds_as_unisent_load(tiny_recipe, tm
         assert name in card, name
 
 
-def test_the_paper_scale_recipe_keeps_each_papers_global_batch_and_its_cpu_override_runs_the_samples(capsys):
+def test_the_paper_scale_recipe_keeps_each_papers_global_batch_and_its_cpu_override_runs_the_samples(
+    unisent_cli, capsys
+):
     paper = yaml.safe_load((ROOT / "recipes/unified/bert-base.yaml").read_text(encoding="utf-8"))
     devices = yaml.safe_load((ROOT / "recipes/trainers/8xa100-ddp.yaml").read_text(encoding="utf-8"))["trainer"][
         "devices"
@@ -196,7 +173,7 @@ def test_the_paper_scale_recipe_keeps_each_papers_global_batch_and_its_cpu_overr
         "bitext": 2048,
     }
     assert paper["trainer"]["precision"] == "bf16-mixed"
-    _unisent(
+    unisent_cli(
         "fit",
         "-c",
         str(ROOT / "recipes/unified/bert-base.yaml"),

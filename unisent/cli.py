@@ -189,6 +189,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "encode": ("unisent.commands.encode", "main"),
     "sweep": ("unisent.commands.sweep", "main"),
     "retrofit": ("unisent.commands.retrofit", "main"),
+    "ablate": ("unisent.commands.ablate", "main"),
 }
 
 #: one line of ``unisent --help`` per command (kept here so that the help imports no command)
@@ -200,6 +201,7 @@ COMMAND_HELP: dict[str, str] = {
     "data": "build training records (nli-triples, ease-wikipedia, cmlm-pairs, amr-nli ...)",
     "sweep": "a hyperparameter sweep from a W&B sweep file, on W&B or locally (--local)",
     "retrofit": "combine a text encoder with an AMR encoder (Cai et al. 2022) and save the model",
+    "ablate": "a multi-objective recipe unified, each objective alone and leave-one-out, over seeds: a table",
 }
 
 

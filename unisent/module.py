@@ -12,6 +12,16 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 
+from .balancers import (
+    Balancer,
+    GradientConflicts,
+    Static,
+    conflict_stats,
+    flat_grads,
+    plot_conflicts,
+    surrogate,
+)
+from .balancers import _mean_over_processes as mean_over_processes
 from .encoders import Encoder, EncoderConfig
 from .inference import register_checkpoint_loader
 from .io import instantiate
@@ -43,6 +53,10 @@ class EvaluationConfig:
         test_tasks: task names or groups for ``unisent test``.
         data_dir: root of the evaluation data; default (``None``): the bundled sample (STS-B dev and test).
         batch_size: encoding batch size.
+        panel: the columns of :func:`unisent.evaluation.panel.evaluate_panel` that ``unisent ablate``
+            scores every run of this recipe on (empty: ``test_tasks``).
+        panel_own: ``{objective name: panel column}``: the column that measures what each objective is
+            for; ``unisent ablate`` compares it inside the combination against the objective alone.
         similarity: ``cosine``, or for Gaussian models ``kl`` (asymmetric, the paper), ``kl_mean``,
             ``kl_symmetric`` (the authors' symmetric STS score), ``kl_symmetric_mean``, ``kl_avg_sim``
             (see :mod:`unisent.evaluation.similarities`).
@@ -53,6 +67,8 @@ class EvaluationConfig:
     data_dir: str | None = None
     batch_size: int = 128
     similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "cosine"
+    panel: list[str] = field(default_factory=list)
+    panel_own: dict[str, str] = field(default_factory=dict)
 
 
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with
@@ -194,6 +210,14 @@ class UnisentModule(L.LightningModule):
             expresses staged training in one run, e.g. CMLM's S3 ("CMLM, then CMLM + bitext
             retrieval"): ``{bitext: [[0, 0.0], [100000, 0.2]]}``. Under DDP, an objective with its
             own parameters that is switched off needs ``strategy: ddp_find_unused_parameters_true``.
+        balancer: how the objectives combine on the shared encoder (:mod:`unisent.balancers`):
+            :class:`~unisent.balancers.Static` (default: the weighted sum), ``Uncertainty``, ``DWA``,
+            ``PCGrad`` or any torchjd aggregator (``JacobianAggregator``). Each objective's own
+            parameters always get the gradient of its own (statically weighted) loss.
+        conflict_every: every N optimiser steps, log the per-objective gradient norms on the shared
+            encoder and their pairwise cosines (``conflict/...``; ``conflicts.csv`` and, at the end,
+            ``conflicts.png`` in the run folder); 0: never. Costs one extra gradient per objective on
+            those steps for a loss-level balancer, nothing for a gradient-level one.
     """
 
     def __init__(
@@ -207,9 +231,11 @@ class UnisentModule(L.LightningModule):
         save_encoder: bool = True,
         evaluation: EvaluationConfig | None = None,
         weight_schedule: dict[str, list[tuple[int, float]]] | None = None,
+        balancer: Balancer | None = None,
+        conflict_every: int = 0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["objectives", "optimizer"])
+        self.save_hyperparameters(ignore=["objectives", "optimizer", "balancer"])
         self.encoder_config = encoder or EncoderConfig()
         self.encoder = Encoder(self.encoder_config)
         objectives = list(objectives) if objectives is not None else [SimCSE()]
@@ -234,6 +260,16 @@ class UnisentModule(L.LightningModule):
         self.encoder_dir: Path | None = None
         self.weight_schedule = _check_schedule(weight_schedule or {}, names)
         self._logged_terms: dict[str, tuple[str, ...]] = {}
+        self.balancer = balancer if balancer is not None else Static()
+        self.balancer.setup(names)
+        if conflict_every < 0:
+            raise ValueError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
+        self.conflict_every = conflict_every
+        self._jacobian: torch.Tensor | None = None  # per-objective encoder gradients summed over micro-batches
+        self._jacobian_rows: set[str] = set()
+        self._head_scale: dict[str, float] = {}
+        self._hooks: list[Any] = []
+        self._conflicts_logged_at = -1
 
     # ------------------------------------------------------------------------------------ training
     def objective_weight(self, objective: Objective, step: int) -> float:
@@ -245,7 +281,7 @@ class UnisentModule(L.LightningModule):
         return weight
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        total = torch.zeros((), device=self.device)
+        losses: dict[str, torch.Tensor] = {}
         several = len(self.objectives) > 1
         seconds: dict[str, float] = {}
         for objective in self.objectives:
@@ -271,13 +307,147 @@ class UnisentModule(L.LightningModule):
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
-            total = total + weight * objective.total(out.terms)
+            losses[objective.name] = weight * objective.total(out.terms)
         spent = sum(seconds.values())
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
+        total = self.combine(losses)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
+
+    # ------------------------------------------------------------------------------------ balancing
+    def _shared_params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.encoder.parameters() if p.requires_grad]
+
+    def _own_params(self) -> dict[str, list[torch.nn.Parameter]]:
+        """Each objective's trainable parameters that are not the encoder's (a head tied to the encoder's
+        embeddings shares those, and they count as the encoder's)."""
+        shared = {id(p) for p in self.encoder.parameters()}
+        return {o.name: [p for p in o.parameters() if p.requires_grad and id(p) not in shared] for o in self.objectives}
+
+    def _last_micro_batch(self) -> bool:
+        """Whether the optimiser steps after this training step (always, without gradient accumulation)."""
+        trainer = self._trainer
+        if trainer is None or trainer.accumulate_grad_batches == 1:
+            return True
+        return not trainer.fit_loop._should_accumulate()
+
+    def on_fit_start(self) -> None:
+        """A loss-level balancer weights whole losses; a hook on each objective's own parameters divides
+        their gradient by the objective's current weight, so heads keep the gradient of their own loss."""
+        # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
+        self._run_dir = self.trainer.log_dir if self._trainer is not None else None
+        if self.balancer.gradient_level or isinstance(self.balancer, Static) or self._hooks:
+            return
+        for name, params in self._own_params().items():
+            for p in params:
+                self._hooks.append(p.register_hook(lambda g, n=name: g * self._head_scale.get(n, 1.0)))
+
+    def on_fit_end(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+    def combine(self, losses: dict[str, torch.Tensor], step: int | None = None) -> torch.Tensor:
+        """The loss whose gradient is the balancer's combination of the objectives' ``losses`` (each
+        already times its static weight) on the shared encoder (see :mod:`unisent.balancers`), at
+        optimiser step ``step`` (default: the trainer's). Its value is always the plain sum of
+        ``losses``, the number logged as ``train/loss``."""
+        if not losses:
+            return torch.zeros((), device=self.device)
+        step = self.global_step if step is None else step
+        last = self._last_micro_batch()
+        due = self.conflict_every > 0 and last and step % self.conflict_every == 0 and step != self._conflicts_logged_at
+        start = time.perf_counter()
+        value = sum(loss.detach() for loss in losses.values())
+        shared = self._shared_params()
+        stats = None
+        if self.balancer.gradient_level:
+            loss, stats = self._combine_gradients(losses, shared, last, due, step)
+            loss = loss - loss.detach() + value
+        else:
+            if due:
+                names = list(losses)
+                rows = torch.stack(
+                    [flat_grads(losses[n], shared, retain_graph=True)[0] for n in names]
+                )  # the graphs are used again by the backward pass of the weighted loss
+                stats = conflict_stats(mean_over_processes(rows), names)
+            weights = self.balancer.weights(losses, step)
+            loss = sum(weights[n] * losses[n] for n in losses)
+            regularizer = self.balancer.regularizer(losses)
+            if regularizer is not None:
+                loss = loss + regularizer
+            if not isinstance(self.balancer, Static):
+                for name, w in weights.items():
+                    w = float(w)
+                    self._head_scale[name] = 1.0 / w if w > 0 else 0.0
+                    self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
+        if not isinstance(self.balancer, Static):
+            self.log("train/balancer_seconds", time.perf_counter() - start, on_step=True, batch_size=1)
+        if stats is not None:
+            self._log_conflicts(step, stats)
+        return loss
+
+    def _combine_gradients(self, losses, shared, last: bool, due: bool, step: int):
+        names_all = [o.name for o in self.objectives]
+        size = sum(p.numel() for p in shared)
+        if self._jacobian is None or self._jacobian.shape != (len(names_all), size):
+            self._jacobian = torch.zeros(len(names_all), size, device=self.device)
+            self._jacobian_rows = set()
+        own = self._own_params()
+        pairs: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+        for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
+            grads = torch.autograd.grad(loss, shared + own[name], allow_unused=True)
+            offset = 0
+            row = self._jacobian[names_all.index(name)]
+            for p, g in zip(shared, grads):
+                if g is not None:
+                    row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
+                offset += p.numel()
+            pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
+            self._jacobian_rows.add(name)
+        stats = None
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if last:
+            rows = [i for i, n in enumerate(names_all) if n in self._jacobian_rows]
+            if distributed:  # every process aggregates the same matrix: the one of the whole batch
+                mean_over_processes(self._jacobian)
+            jacobian = self._jacobian[rows]
+            names = [names_all[i] for i in rows]
+            combined = self.balancer.aggregate(jacobian, names, step)
+            if due:
+                stats = conflict_stats(jacobian, names)
+            offset = 0
+            for p in shared:
+                pairs.append((p, combined[offset : offset + p.numel()].view_as(p)))
+                offset += p.numel()
+            self._jacobian.zero_()
+            self._jacobian_rows = set()
+            if distributed:  # DDP expects a gradient for every parameter it reduces
+                seen = {id(p) for p, _ in pairs}
+                pairs += [(p, torch.zeros_like(p)) for p in self.parameters() if p.requires_grad and id(p) not in seen]
+        loss = surrogate(pairs)
+        if loss is None:  # no own parameters and an accumulating micro-batch: nothing reaches a parameter yet
+            loss = shared[0].sum() * 0.0
+        return loss, stats
+
+    def _log_conflicts(self, step: int, stats: dict[str, Any]) -> None:
+        self._conflicts_logged_at = step
+        names, norms, cosines = stats["names"], stats["norms"], stats["cosines"]
+        for i, a in enumerate(names):
+            self.log(f"conflict/{a}/grad_norm", norms[i], on_step=True, batch_size=1)
+            for j in range(i + 1, len(names)):
+                self.log(f"conflict/{a}~{names[j]}/cosine", cosines[i][j], on_step=True, batch_size=1)
+        trainer = self._trainer
+        if trainer is None or not trainer.is_global_zero:
+            return
+        if getattr(self, "_run_dir", None):
+            GradientConflicts(self._run_dir).append(step, stats)
+        for logger in trainer.loggers:
+            if type(logger).__name__ == "WandbLogger":
+                rows = [[a, *[round(c, 4) for c in cosines[i]]] for i, a in enumerate(names)]
+                logger.log_table(key="conflict/cosine_matrix", columns=["objective", *names], data=rows)
 
     # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:
@@ -292,7 +462,7 @@ class UnisentModule(L.LightningModule):
         return self.inference_model()(**batch["text"]).float()
 
     def configure_optimizers(self):
-        params = parameter_groups(self.named_parameters(), self.objectives)
+        params = parameter_groups(self.named_parameters(), [*self.objectives, self.balancer])
         optimizer = self.optimizer_factory(params)
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
         warmup = self.warmup_steps or round(self.warmup_ratio * total)
@@ -316,10 +486,19 @@ class UnisentModule(L.LightningModule):
         return heads[0][1] if heads else self.encoder
 
     def on_train_end(self) -> None:
-        if not self.save_encoder or self.trainer is None:
+        if self.trainer is None:
             return
         root = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: on every process
         if not self.trainer.is_global_zero:
+            return
+        if (root / "conflicts.csv").exists():
+            try:
+                print(
+                    f"unisent: gradient conflicts plotted to {plot_conflicts(root / 'conflicts.csv')}", file=sys.stderr
+                )
+            except ImportError:
+                print("unisent: conflicts.csv written; pip install matplotlib to plot it", file=sys.stderr)
+        if not self.save_encoder:
             return
         self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
         print(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)", file=sys.stderr)
@@ -330,6 +509,7 @@ class UnisentModule(L.LightningModule):
         return {
             "encoder": asdict(self.encoder_config),
             "objectives": [o.config() for o in self.objectives],
+            "balancer": self.balancer.config(),
         }
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -350,7 +530,8 @@ class UnisentModule(L.LightningModule):
             encoder=EncoderConfig(**record["encoder"]),
             objectives=[instantiate(spec) for spec in record["objectives"]],
         )
-        module.load_state_dict(ckpt["state_dict"])
+        # the balancer's state (Uncertainty's log-variances, DWA's loss means) is training-only
+        module.load_state_dict({k: v for k, v in ckpt["state_dict"].items() if not k.startswith("balancer.")})
         return module
 
 

@@ -7,7 +7,8 @@ Quick use::
     print(format_markdown(results))
 
 ``model`` is any object with ``encode(sentences, batch_size) -> (n, d)``. See docs/evaluation.md for the
-tasks, the data layout and the protocols.
+tasks, the data layout and the protocols; ``evaluate_panel`` (:mod:`.panel`) scores the unified panel's
+columns (docs/results/unified.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _LAZY: dict[str, str] = {
     "get_task": "tasks",
     "register_task": "tasks",
     "EvaluationCallback": "callback",
+    "PANEL_COLUMNS": "panel",
+    "evaluate_panel": "panel",
 }
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
         kl_similarity,
         symmetric_kl_similarity,
     )
+    from .panel import PANEL_COLUMNS, evaluate_panel
     from .readers import DataFormatError
     from .runner import evaluate, format_markdown, list_tasks, merge_results
     from .tasks import GROUPS, TASKS, Source, Task, get_task, register_task
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COSINE",
     "GROUPS",
+    "PANEL_COLUMNS",
     "TASKS",
     "DataFormatError",
     "Embedder",
@@ -68,6 +73,7 @@ __all__ = [
     "Task",
     "cosine_similarity",
     "evaluate",
+    "evaluate_panel",
     "format_markdown",
     "get_task",
     "kl_similarity",

@@ -1,0 +1,164 @@
+"""``unisent ablate``: on the tiny model, a recipe with two objectives and two seeds gives its table (mean and
+95% interval per cell, from the runs' own result files), its plot, and resumes after a SIGKILL without
+rerunning finished runs; the generated recipes keep each objective's data; mistakes are one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unisent.commands.ablate import interval, plan, run_recipe
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _two_objectives(tiny_unified) -> Path:
+    path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    model = config["model"]
+    model["evaluation"]["panel"] = ["stsb-test", "entity-top10"]
+    model["evaluation"]["panel_own"] = {"ease": "entity-top10", "amr": "stsb-test"}
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_interval_by_hand():
+    mean, half = interval([1.0, 2.0, 4.0])
+    sd = math.sqrt(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 2)
+    assert mean == pytest.approx(7 / 3)
+    assert half == pytest.approx(4.302653 * sd / math.sqrt(3), rel=1e-5)  # t(0.975, 2)
+    assert interval([5.0]) == (5.0, None)
+
+
+def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
+    config = yaml.safe_load(tiny_unified().read_text(encoding="utf-8"))
+    runs = plan(config, [1, 2], ["pcgrad", "static"], ["unified", "single", "leave-one-out"], ["cmlm=cmlm,bitext"])
+    rows = sorted({r.row for r in runs})
+    assert rows == sorted(
+        ["unified (pcgrad)", "unified (static)"]
+        + [f"{k} {u}" for k in ("only", "without") for u in ("gausscse", "ease", "amr", "cmlm")]
+    )
+    assert len(runs) == 2 * 10
+    only_cmlm = next(r for r in runs if r.row == "only cmlm" and r.seed == 2)
+    recipe = run_recipe(config, only_cmlm, 7, tmp_path, conflict_every=3)
+    assert [o["class_path"].rsplit(".", 1)[1] for o in recipe["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
+    assert set(recipe["data"]["train"]) == {"cmlm", "bitext"}
+    assert set(recipe["data"]["batch_size"]) == {"cmlm", "bitext"}
+    assert recipe["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [2, 0.2]]}
+    assert recipe["model"]["balancer"] == {"class_path": "unisent.balancers.PCGrad"}  # the first balancer
+    assert recipe["seed_everything"] == 2 and recipe["trainer"]["max_steps"] == 7
+    assert recipe["trainer"]["check_val_every_n_epoch"] is None  # validation by steps: an epoch alone is shorter
+    assert recipe["trainer"]["logger"]["init_args"]["version"] == "seed2"
+    without_ease = next(r for r in runs if r.row == "without ease")
+    assert "ease" not in run_recipe(config, without_ease, 7, tmp_path, 3)["data"]["train"]
+
+
+def _results(out: Path) -> dict[str, tuple[float, str]]:
+    return {str(p.relative_to(out)): (p.stat().st_mtime, p.read_text()) for p in (out / "results").rglob("*.json")}
+
+
+def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unified, tmp_path):
+    recipe = _two_objectives(tiny_unified)
+    out = tmp_path / "ablate"
+    train = Path(yaml.safe_load(recipe.read_text())["data"]["train"]["ease"]["path"])
+    records = tmp_path / "entity-records.jsonl"  # the 48 records the tiny entity table is built from
+    records.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:48]), encoding="utf-8")
+    args = [str(recipe), f"--out={out}", "--seeds", "1", "2", "--conflict_every=1", f"--entity_records={records}"]
+    cmd = [sys.executable, "-m", "unisent.cli", "ablate", *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and first.poll() is None:
+        if len(list((out / "results").rglob("*.json"))) >= 2:
+            break
+        time.sleep(0.5)
+    assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    before = _results(out)
+    assert len(before) >= 2
+
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{len(before)} of 6 runs already done" in done.stderr
+    after = _results(out)
+    assert len(after) == 6
+    for name, (mtime, text) in before.items():  # finished runs were not run again
+        assert after[name] == (mtime, text)
+
+    summary = json.loads((out / "ablation.json").read_text())
+    rows = {r["row"]: r for r in summary["rows"]}
+    assert set(rows) == {"unified (static)", "only ease", "only amr"}
+    for row in rows.values():
+        assert sorted(row["seeds"]) == [1, 2]
+    # every cell is the mean and the t interval of the two runs' own scores
+    results = [json.loads(p.read_text()) for p in (out / "results").rglob("*.json")]
+    for name, row in rows.items():
+        values = sorted(r["scores"]["stsb-test"] for r in results if r["row"] == name)
+        cell = row["cells"]["stsb-test"]
+        assert sorted(cell["values"]) == values
+        assert (cell["mean"], cell["ci"]) == pytest.approx(interval(values))
+    assert "entity-top10" not in rows["only amr"]["cells"]  # no EASE objective: no entity table
+    assert rows["only ease"]["cells"]["entity-top10"]["mean"] >= 0
+    table = (out / "ablation.md").read_text()
+    assert "| unified (static) | 2 |" in table and "±" in table
+    assert "Each objective's own column" in table and "| ease | entity-top10 |" in table
+    assert (out / "ablation.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "runs" / "unified-static" / "seed1" / "conflicts.csv").exists()
+    # once everything is done the same command only rebuilds the table
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and "6 of 6 runs already done" in again.stderr
+
+
+def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys):
+    from unisent.commands.ablate import ablate
+
+    recipe = _two_objectives(tiny_unified)
+    out = tmp_path / "ablate"
+    result = ablate(str(recipe), out=str(out), seeds=[1, 2], balancers=["pcgrad", "uncertainty"], sweep=True)
+    sweep = yaml.safe_load(Path(result["sweep"]).read_text())
+    assert sweep["parameters"]["run"]["values"] == ["only-amr", "only-ease", "unified-pcgrad", "unified-uncertainty"]
+    assert sweep["parameters"]["seed"]["values"] == [1, 2]
+    assert sweep["command"][:4] == ["${env}", "unisent", "ablate", str(recipe)] and sweep["command"][-1] == "${args}"
+    ablate(str(recipe), out=str(out), seeds=[1], dry_run=True)
+    assert "unified-static/seed1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--balancers", "pcgrd"], "did you mean 'pcgrad'"),
+        (["--columns", "stsb-tset"], "did you mean 'stsb-test'"),
+        (["--group", "cmlm=cmlm,nope"], "nope not objectives of the recipe"),
+        (["--run", "unified-static"], "--run and --seed go together"),
+    ],
+)
+def test_mistakes_are_one_line(tiny_unified, tmp_path, args, message):
+    recipe = _two_objectives(tiny_unified)
+    done = subprocess.run(
+        [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), f"--out={tmp_path / 'o'}", "--dry_run", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_recipe_with_one_objective_is_refused(tiny_recipe, tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    recipe = tiny_recipe(root / "recipes" / "quickstart.yaml")
+    done = subprocess.run(
+        [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), "--dry_run"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "an ablation needs at least two" in done.stderr

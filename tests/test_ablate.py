@@ -41,13 +41,15 @@ def test_interval_by_hand():
 
 def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     config = yaml.safe_load(tiny_unified().read_text(encoding="utf-8"))
-    runs = plan(config, [1, 2], ["pcgrad", "static"], ["unified", "single", "leave-one-out"], ["cmlm=cmlm,bitext"])
+    config["trainer"]["val_check_interval"] = 5
+    kinds = ["untrained", "unified", "single", "leave-one-out"]
+    runs = plan(config, [1, 2], ["pcgrad", "static"], kinds, ["cmlm=cmlm,bitext"])
     rows = sorted({r.row for r in runs})
     assert rows == sorted(
-        ["unified (pcgrad)", "unified (static)"]
+        ["untrained", "unified (pcgrad)", "unified (static)"]
         + [f"{k} {u}" for k in ("only", "without") for u in ("gausscse", "ease", "amr", "cmlm")]
     )
-    assert len(runs) == 2 * 10
+    assert len(runs) == 1 + 2 * 10  # the untrained encoder is evaluated once
     only_cmlm = next(r for r in runs if r.row == "only cmlm" and r.seed == 2)
     recipe = run_recipe(config, only_cmlm, 7, tmp_path, conflict_every=3)
     assert [o["class_path"].rsplit(".", 1)[1] for o in recipe["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
@@ -56,7 +58,8 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     assert recipe["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [2, 0.2]]}
     assert recipe["model"]["balancer"] == {"class_path": "unisent.balancers.PCGrad"}  # the first balancer
     assert recipe["seed_everything"] == 2 and recipe["trainer"]["max_steps"] == 7
-    assert recipe["trainer"]["check_val_every_n_epoch"] is None  # validation by steps: an epoch alone is shorter
+    # validation every 5 steps whatever the epoch length (an objective alone has shorter epochs)
+    assert recipe["trainer"]["check_val_every_n_epoch"] is None and recipe["trainer"]["val_check_interval"] == 5
     assert recipe["trainer"]["logger"]["init_args"]["version"] == "seed2"
     without_ease = next(r for r in runs if r.row == "without ease")
     assert "ease" not in run_recipe(config, without_ease, 7, tmp_path, 3)["data"]["train"]
@@ -72,7 +75,11 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     train = Path(yaml.safe_load(recipe.read_text())["data"]["train"]["ease"]["path"])
     records = tmp_path / "entity-records.jsonl"  # the 48 records the tiny entity table is built from
     records.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:48]), encoding="utf-8")
+    page = tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    page.write_text("# Results\n\nbefore\n\n<!-- unisent ablate -->\nold table\n<!-- /unisent ablate -->\n\nafter\n")
     args = [str(recipe), f"--out={out}", "--seeds", "1", "2", "--conflict_every=1", f"--entity_records={records}"]
+    args.append(f"--page={page}")
     cmd = [sys.executable, "-m", "unisent.cli", "ablate", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     log = (tmp_path / "first.log").open("w")
@@ -90,15 +97,16 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
 
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"{len(before)} of 6 runs already done" in done.stderr
+    assert f"{len(before)} of 7 runs already done" in done.stderr
     after = _results(out)
-    assert len(after) == 6
+    assert len(after) == 7
     for name, (mtime, text) in before.items():  # finished runs were not run again
         assert after[name] == (mtime, text)
 
     summary = json.loads((out / "ablation.json").read_text())
     rows = {r["row"]: r for r in summary["rows"]}
-    assert set(rows) == {"unified (static)", "only ease", "only amr"}
+    assert set(rows) == {"untrained", "unified (static)", "only ease", "only amr"}
+    assert rows.pop("untrained")["seeds"] == [1]
     for row in rows.values():
         assert sorted(row["seeds"]) == [1, 2]
     # every cell is the mean and the t interval of the two runs' own scores
@@ -117,7 +125,12 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     assert (out / "runs" / "unified-static" / "seed1" / "conflicts.csv").exists()
     # once everything is done the same command only rebuilds the table
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0 and "6 of 6 runs already done" in again.stderr
+    assert again.returncode == 0 and "7 of 7 runs already done" in again.stderr
+    # the page: the table between its markers, the rest kept, the plots beside it
+    text = page.read_text()
+    assert text.startswith("# Results\n\nbefore\n\n<!-- unisent ablate -->") and text.endswith("after\n")
+    assert "old table" not in text and "| unified (static) | 2 |" in text and "Written by `unisent ablate" in text
+    assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
 
 
 def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys):

@@ -55,6 +55,8 @@ BALANCERS: dict[str, dict[str, Any]] = {
     "imtlg": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "IMTLG"}},
 }
 KINDS = ("unified", "single", "leave-one-out")
+#: the reference row: the recipe's starting encoder, not trained (one evaluation, no seed)
+UNTRAINED = "untrained"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Run:
 
     @property
     def slug(self) -> str:
+        if self.kind == UNTRAINED:
+            return UNTRAINED
         base = {"unified": f"unified-{self.balancer}", "single": "only-", "leave-one-out": "without-"}[self.kind]
         if self.kind != "unified":
             base += self.row.split(" ", 1)[1].replace(" ", "")
@@ -119,7 +123,7 @@ def plan(
     if len(names) < 2:
         raise UsageError(f"the recipe trains {len(names)} objective(s); an ablation needs at least two")
     units = _groups(names, group)
-    runs: list[Run] = []
+    runs: list[Run] = [Run(UNTRAINED, UNTRAINED, (), "-", seeds[0])] if UNTRAINED in kinds else []
     for seed in seeds:
         if "unified" in kinds:
             runs += [Run(f"unified ({b})", "unified", tuple(names), b, seed) for b in balancers]
@@ -233,6 +237,17 @@ def execute(
     result_path = _result_path(out, run)
     if result_path.exists():
         return json.loads(result_path.read_text(encoding="utf-8"))
+    if run.kind == UNTRAINED:
+        model = ((config.get("model") or {}).get("encoder") or {}).get("model")
+        if not model:
+            raise UsageError("the recipe names no model.encoder.model: no untrained row (leave out --runs untrained)")
+        start = time.perf_counter()
+        scores = evaluate_panel(model, columns, data_dir)
+        result = {"run": asdict(run), "row": run.row, "steps": 0, "model": model, "train_seconds": 0.0}
+        result |= {"eval_seconds": round(time.perf_counter() - start, 1), "details": scores}
+        result["scores"] = {c: scores[c].get("score") for c in columns}
+        _write(result_path, json.dumps(result, indent=1, default=str) + "\n")
+        return result
     recipe = run_recipe(config, run, steps, out, conflict_every)
     recipe_path = out / "recipes" / f"{run.slug}-seed{run.seed}.yaml"
     _write(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
@@ -395,7 +410,7 @@ def _sweep_file(recipe: str, out: Path, runs: list[Run], args: list[str], column
         "method": "grid",
         "metric": {"name": f"panel/{columns[0]}", "goal": "maximize"},
         "parameters": {
-            "run": {"values": sorted({r.slug for r in runs})},
+            "run": {"values": sorted({r.slug for r in runs if r.kind != UNTRAINED})},  # evaluated when tabulating
             "seed": {"values": sorted({r.seed for r in runs})},
         },
         "command": ["${env}", "unisent", "ablate", recipe, *args, "${args}"],
@@ -419,6 +434,7 @@ def ablate(
     data_dir: str | None = None,
     conflict_every: int = 10,
     entity_records: str | None = None,
+    page: str | None = None,
     jobs: int = 1,
     sweep: bool = False,
     run: str | None = None,
@@ -436,13 +452,16 @@ def ablate(
         seeds: seeds of every run (default: 42 43 44)
         balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg or a class
             path; default static); the single and leave-one-out runs use the first
-        runs: which runs: unified, single, leave-one-out (default: all three)
+        runs: which runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out
+            (default: all four)
         group: objectives that count as one, NAME=a,b (e.g. cmlm=cmlm,bitext); repeatable
         steps: optimiser steps of every run (default: the recipe's trainer.max_steps)
         columns: panel columns (default: the recipe's model.evaluation.panel)
         data_dir: root of the evaluation data (../shared/data layout)
         conflict_every: log gradient conflicts every N steps in the multi-objective runs (0: never)
         entity_records: held-out sentence-entity records of the entity columns (default: the bundled FewRel ones)
+        page: also write the table into this markdown page, between the lines <!-- unisent ablate --> and
+            <!-- /unisent ablate --> (appended if absent), with the plots copied beside it
         jobs: runs at a time (each gets CPUs / jobs threads)
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
@@ -459,10 +478,10 @@ def ablate(
     balancers = list(balancers or ["static"])
     for name in balancers:
         _balancer_spec(name)
-    kinds = list(runs or KINDS)
-    bad = [k for k in kinds if k not in KINDS]
+    kinds = list(runs or (UNTRAINED, *KINDS))
+    bad = [k for k in kinds if k not in (UNTRAINED, *KINDS)]
     if bad:
-        raise UsageError(f"--runs: {', '.join(bad)} not one of {', '.join(KINDS)}")
+        raise UsageError(f"--runs: {', '.join(bad)} not one of {UNTRAINED}, {', '.join(KINDS)}")
     if jobs < 1:
         raise UsageError("--jobs must be >= 1")
     folder = Path(out)
@@ -509,9 +528,43 @@ def ablate(
         plot(rows, chosen, folder / "ablation.png")
     except ImportError:  # pragma: no cover - matplotlib is a dependency
         print("unisent ablate: pip install matplotlib for ablation.png", file=sys.stderr)
+    if page:
+        words = ["unisent", "ablate", str(recipe_path), *passed, "--seeds", *map(str, seeds), "--runs", *kinds]
+        update_page(Path(page), text, folder, summary, " ".join(words))
     print(text)
     print(f"unisent ablate: {len(results)} runs; table in {folder / 'ablation.md'}", file=sys.stderr)
     return summary
+
+
+PAGE_START, PAGE_END = "<!-- unisent ablate -->", "<!-- /unisent ablate -->"
+
+
+def update_page(page: Path, text: str, folder: Path, summary: dict[str, Any], command: str) -> None:
+    """Put the table (and the command that made it) between the page's markers; copy ``ablation.png`` and
+    the best balancer's first-seed ``conflicts.png`` beside the page as ``<page>-ablation.png`` and
+    ``<page>-conflicts.png``."""
+    import shutil
+
+    lines = [PAGE_START, "", f"Written by `{command}`.", "", text.rstrip(), ""]
+    if (folder / "ablation.png").exists():
+        shutil.copyfile(folder / "ablation.png", page.parent / f"{page.stem}-ablation.png")
+        lines += [f"![every run, mean and 95% interval over seeds]({page.stem}-ablation.png)", ""]
+    best = summary.get("best_balancer")
+    if best:
+        slug = "unified-" + best[best.index("(") + 1 : best.index(")")]
+        seed = min(next(r["seeds"] for r in summary["rows"] if r["row"] == best))
+        plot_path = folder / "runs" / slug / f"seed{seed}" / "conflicts.png"
+        if plot_path.exists():
+            shutil.copyfile(plot_path, page.parent / f"{page.stem}-conflicts.png")
+            lines += [f"![gradient conflicts of {best}, seed {seed}]({page.stem}-conflicts.png)", ""]
+    block = "\n".join(lines) + PAGE_END
+    current = page.read_text(encoding="utf-8") if page.exists() else ""
+    if PAGE_START in current and PAGE_END in current:
+        head, rest = current.split(PAGE_START, 1)
+        current = head + block + rest.split(PAGE_END, 1)[1]
+    else:
+        current = current.rstrip() + ("\n\n" if current else "") + block + "\n"
+    _write(page, current)
 
 
 def _log_to_wandb(result: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import yaml
 from unisent.commands.ablate import interval, plan, run_recipe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _two_objectives(tiny_unified) -> Path:
@@ -63,6 +64,23 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     assert recipe["trainer"]["logger"]["init_args"]["version"] == "seed2"
     without_ease = next(r for r in runs if r.row == "without ease")
     assert "ease" not in run_recipe(config, without_ease, 7, tmp_path, 3)["data"]["train"]
+
+
+def test_the_real_unified_recipe_split_by_objective(tmp_path):
+    """What benchmarks/unified_ablation.py did for docs/results/unified.md, now the command's run_recipe."""
+    config = yaml.safe_load((ROOT / "recipes" / "unified" / "minilm-cpu.yaml").read_text(encoding="utf-8"))
+    runs = {r.row: r for r in plan(config, [42], ["static"], ["single", "leave-one-out"], ["cmlm=cmlm,bitext"])}
+    only = run_recipe(config, runs["only cmlm"], 186, tmp_path, 10)  # CMLM keeps its bitext term
+    assert [o["class_path"].rsplit(".", 1)[-1] for o in only["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
+    assert set(only["data"]["train"]) == set(only["data"]["batch_size"]) == {"cmlm", "bitext"}
+    assert only["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
+    without = run_recipe(config, runs["without gausscse"], 186, tmp_path, 10)
+    assert set(without["data"]["train"]) == {"ease", "amr", "cmlm", "bitext"} and not any(
+        o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"]
+    )
+    assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
+    assert without["trainer"]["max_epochs"] == -1 and without["model"]["conflict_every"] == 10
+    assert without["data"]["length_grouped"] == {"amr": True} and only["data"]["length_grouped"] == {}
 
 
 def _results(out: Path) -> dict[str, tuple[float, str]]:
@@ -169,8 +187,7 @@ def test_mistakes_are_one_line(tiny_unified, tmp_path, args, message):
 
 
 def test_a_recipe_with_one_objective_is_refused(tiny_recipe, tmp_path):
-    root = Path(__file__).resolve().parents[1]
-    recipe = tiny_recipe(root / "recipes" / "quickstart.yaml")
+    recipe = tiny_recipe(ROOT / "recipes" / "quickstart.yaml")
     done = subprocess.run(
         [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), "--dry_run"], capture_output=True, text=True
     )

@@ -62,21 +62,6 @@ def _load(name: str):
     return module
 
 
-def test_unified_ablation_keeps_each_objectives_data_and_the_run_length():
-    ablation = _load("unified_ablation").ablation
-    only = ablation(keep=["cmlm"])  # CMLM keeps its bitext term
-    assert [o["class_path"].rsplit(".", 1)[-1] for o in only["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
-    assert set(only["data"]["train"]) == set(only["data"]["batch_size"]) == {"cmlm", "bitext"}
-    assert only["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
-    without = ablation(drop=["gausscse"])
-    assert set(without["data"]["train"]) == {"ease", "amr", "cmlm", "bitext"} and not any(
-        o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"]
-    )
-    assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
-    assert without["trainer"]["max_epochs"] == -1
-    assert without["data"]["length_grouped"] == {"amr": True} and only["data"]["length_grouped"] == {}
-
-
 def test_unified_panel_table_reads_rows(tmp_path):
     table = _load("unified_panel").table
     row = {

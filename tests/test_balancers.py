@@ -388,3 +388,24 @@ def test_pcgrad_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_pa
     assert {(r["a"], r["b"]) for r in table} == {("ease", "ease"), ("ease", "amr"), ("amr", "amr")}
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert ckpt["global_step"] == 2
+
+
+def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_path):
+    pytest.importorskip("wandb")
+    path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config["model"]["conflict_every"] = 1
+    config["trainer"]["logger"] = {
+        "class_path": "lightning.pytorch.loggers.WandbLogger",
+        "init_args": {"save_dir": str(tmp_path / "wandb-runs"), "offline": True, "project": "conflicts"},
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    unisent_cli("fit", "-c", str(path))
+    tables = sorted((tmp_path / "wandb-runs").rglob("conflict/cosine_matrix_*.table.json"))
+    assert len(tables) == 2  # steps 0 and 1
+    import json
+
+    table = json.loads(tables[0].read_text())
+    assert table["columns"] == ["objective", "ease", "amr"]
+    assert [row[0] for row in table["data"]] == ["ease", "amr"] and table["data"][0][1] == pytest.approx(1.0)
+    assert -1 <= table["data"][0][2] <= 1 and table["data"][0][2] == pytest.approx(table["data"][1][1])

@@ -400,7 +400,12 @@ def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_
         "init_args": {"save_dir": str(tmp_path / "wandb-runs"), "offline": True, "project": "conflicts"},
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    unisent_cli("fit", "-c", str(path))
+    import wandb
+
+    try:
+        unisent_cli("fit", "-c", str(path))
+    finally:
+        wandb.finish()  # the next test's logger must not find this run still open
     tables = sorted((tmp_path / "wandb-runs").rglob("conflict/cosine_matrix_*.table.json"))
     assert len(tables) == 2  # steps 0 and 1
     import json

@@ -414,3 +414,27 @@ def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_
     assert table["columns"] == ["objective", "ease", "amr"]
     assert [row[0] for row in table["data"]] == ["ease", "amr"] and table["data"][0][1] == pytest.approx(1.0)
     assert -1 <= table["data"][0][2] <= 1 and table["data"][0][2] == pytest.approx(table["data"][1][1])
+
+
+@pytest.mark.parametrize("aggregator", ["PCGrad", "IMTLG"])
+def test_the_aggregation_runs_in_float32_under_bf16_autocast(tiny_bert_dir, aggregator):
+    """A bf16-mixed step must not compute the Gramian in bf16 (IMTLG's pinv refuses bf16; PCGrad's
+    projections would keep ~3 digits)."""
+    balancer = PCGrad() if aggregator == "PCGrad" else JacobianAggregator("IMTLG")
+    module = _module(tiny_bert_dir, balancer)
+    u, v = _vectors()
+    u, v = u * 1.001, v * 0.999  # values that bf16 would round
+    a, b = module.objectives
+    w = shared_param(module.encoder)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # elementwise losses: autocast leaves them in float32
+        loss = module.combine({"a": a.head * (u * w).sum(), "b": b.head * (v * w).sum()}, 0)
+    loss.backward()
+    g1, g2 = 1.5 * u, -0.5 * v
+    if aggregator == "PCGrad":
+        expected = _pcgrad(g1, g2)
+    else:  # IMTL-G: equal projections of the update on every unit gradient, d = sum of alpha_i g_i
+        expected = JacobianAggregator("IMTLG")._aggregator(torch.stack([g1, g2]))
+        units = torch.stack([g1 / g1.norm(), g2 / g2.norm()])
+        projections = units @ expected
+        assert float(projections[0]) == pytest.approx(float(projections[1]), rel=1e-4)
+    torch.testing.assert_close(shared_param(module.encoder).grad, expected, rtol=1e-5, atol=1e-6)

@@ -162,7 +162,10 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys):
     assert sweep["parameters"]["seed"]["values"] == [1, 2]
     assert sweep["command"][:4] == ["${env}", "unisent", "ablate", str(recipe)] and sweep["command"][-1] == "${args}"
     ablate(str(recipe), out=str(out), seeds=[1], dry_run=True)
-    assert "unified-static/seed1" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "unified-static/seed1" in listed and "to run" in listed
+    written = yaml.safe_load((out / "recipes" / "only-ease-seed1.yaml").read_text())  # runnable with unisent fit -c
+    assert list(written["data"]["train"]) == ["ease"] and written["seed_everything"] == 1
 
 
 @pytest.mark.parametrize(

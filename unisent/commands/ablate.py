@@ -466,7 +466,7 @@ def ablate(
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
         seed: only this seed (with --run)
-        dry_run: print the runs and their recipes' paths, train nothing
+        dry_run: write every run's recipe to OUT/recipes and list the runs (done or to run); train nothing
     """
     recipe_path = Path(recipe)
     if not recipe_path.is_file():
@@ -513,7 +513,12 @@ def ablate(
     if dry_run:
         for r in planned:
             state = "done" if _result_path(folder, r).exists() else "to run"
-            print(f"{r.key:40s} {r.row:28s} {state}")
+            recipe_file = ""
+            if r.kind != UNTRAINED:
+                path = folder / "recipes" / f"{r.slug}-seed{r.seed}.yaml"
+                _write(path, yaml.safe_dump(run_recipe(config, r, steps, folder, conflict_every), sort_keys=False))
+                recipe_file = str(path)
+            print(f"{r.key:36s} {r.row:26s} {state:7s} {recipe_file}")
         return {"runs": [r.key for r in planned]}
     results = _run_all(
         recipe_path, config, planned, folder, steps, chosen, data_dir, conflict_every, jobs, passed, entity_records

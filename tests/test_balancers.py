@@ -438,3 +438,15 @@ def test_the_aggregation_runs_in_float32_under_bf16_autocast(tiny_bert_dir, aggr
         projections = units @ expected
         assert float(projections[0]) == pytest.approx(float(projections[1]), rel=1e-4)
     torch.testing.assert_close(shared_param(module.encoder).grad, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_mistyped_balancer_class_is_one_line_with_the_closest(tiny_unified, capsys):
+    from unisent.cli import main
+
+    path = tiny_unified()
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "-c", str(path), "--model.balancer=unisent.balancers.PCgrad", "--print_config"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Union" not in err
+    assert "model.balancer: unisent.balancers has no class 'PCgrad' (did you mean unisent.balancers.PCGrad?)" in err

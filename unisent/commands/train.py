@@ -218,7 +218,9 @@ def did_you_mean(message: str, parser) -> str | None:
       union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
       has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``;
     * a value outside a choice of literals (``--trainer.precision=atuo``, the union error) -> ``trainer.precision:
-      'atuo' is not one of 64, 32, 16, ..., auto (did you mean 'auto'?)``.
+      'atuo' is not one of 64, 32, 16, ..., auto (did you mean 'auto'?)``;
+    * a class that its module does not have (``--model.balancer=unisent.balancers.PCgrad``) -> ``model.balancer:
+      unisent.balancers has no class 'PCgrad' (did you mean unisent.balancers.PCGrad?)``.
 
     ``None`` when the message is about something else or nothing is close."""
     import inspect
@@ -246,6 +248,24 @@ def did_you_mean(message: str, parser) -> str | None:
         close = _close(name, params)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
         return f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}"
+    missing = re.search(
+        r'Parser key "([\w.]+)".*?class_path \'[\w.]+\':\s*module \'([\w.]+)\' has no attribute \'(\w+)\'',
+        message,
+        re.S,
+    )
+    if missing:  # a mistyped class (--model.balancer=unisent.balancers.PCgrad): the module's classes
+        import importlib
+
+        key, module_name, name = missing.groups()
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return None
+        public = getattr(module, "__all__", None) or dir(module)
+        names = sorted(n for n in public if isinstance(getattr(module, n, None), type) and n[:1] != "_")
+        close = _close(name, names) or [n for n in names if n.lower() == name.lower()]
+        hint = f" (did you mean {module_name}.{close[0]}?)" if close else f"; its classes: {', '.join(names)}"
+        return f"{key}: {module_name} has no class {name!r}{hint}"
     value = re.search(r'Parser key "([\w.]+)":.*?Given value: ([^\s(]+)', message, re.S)
     literals = re.findall(r"Literal\[([^\]]*)\]", message)
     if value and literals:  # a value outside the choices (--trainer.precision=atuo): name them, not the union

@@ -151,6 +151,16 @@ def test_dwa_weights_by_hand():
     assert [float(w) for w in got.values()] == pytest.approx((2 * torch.softmax(r, dim=0)).tolist(), rel=1e-6)
 
 
+def test_dwa_weights_only_the_objectives_seen_in_both_periods():
+    dwa = DWA(temperature=1.0, period=1)
+    dwa.setup(["a", "b", "c"])
+    dwa.weights({"a": torch.tensor(2.0), "b": torch.tensor(1.0)}, 0)  # c switched off (weight schedule)
+    dwa.weights({"a": torch.tensor(1.0), "b": torch.tensor(1.0), "c": torch.tensor(3.0)}, 1)
+    got = dwa.weights({"a": torch.tensor(1.0), "b": torch.tensor(1.0), "c": torch.tensor(1.0)}, 2)
+    expected = 2 * torch.softmax(torch.tensor([0.5, 1.0], dtype=torch.float64), dim=0)
+    assert [float(got["a"]), float(got["b"])] == pytest.approx(expected.tolist()) and float(got["c"]) == 1.0
+
+
 def test_dwa_state_is_in_the_checkpoint():
     dwa = DWA(period=1)
     dwa.setup(["a", "b"])

@@ -209,13 +209,16 @@ class DWA(Balancer):
         self.current_count += (both[1] > 0).double()
 
     def current(self) -> torch.Tensor:
-        """The weights of every objective now (K = number of objectives; 1 each before two periods)."""
+        """The weights of every objective now: ``K * softmax(r / T)`` over the K objectives with a loss in
+        both of the last two periods; 1 for the others (before two periods, or switched off by
+        ``model.weight_schedule`` in one of them)."""
         older, last = self.previous
-        k = len(self.names)
-        if torch.isnan(older).any() or torch.isnan(last).any() or (older <= 0).any():
-            return torch.ones(k, dtype=torch.float64)
-        ratio = last / older
-        return k * torch.softmax(ratio / self.temperature, dim=0)
+        weights = torch.ones(len(self.names), dtype=torch.float64)
+        valid = ~(torch.isnan(older) | torch.isnan(last)) & (older > 0)
+        if valid.any():
+            ratio = last[valid] / older[valid]
+            weights[valid] = int(valid.sum()) * torch.softmax(ratio / self.temperature, dim=0)
+        return weights
 
     def weights(self, losses, step):
         self._roll(step)

@@ -351,13 +351,7 @@ def table(rows: list[dict[str, Any]], columns: list[str], own: dict[str, str], u
     best = best_balancer(rows, own)
     if best and own:
         by_name = {r["row"]: r for r in rows}
-        lines += [
-            "",
-            f"Each objective's own column, inside the combination ({best}) and alone:",
-            "",
-            "| objective | column | unified | alone | difference | within the interval |",
-            "|---|---|---:|---:|---:|---|",
-        ]
+        own_lines = []
         for unit, members in units.items():
             column = next((own[m] for m in members if m in own), None)
             alone = by_name.get(f"only {unit}")
@@ -369,7 +363,16 @@ def table(rows: list[dict[str, Any]], columns: list[str], own: dict[str, str], u
             diff = a["mean"] - b["mean"]
             width = b["ci"] if b["ci"] is not None else 0.0
             verdict = "yes" if diff >= -width else f"no, below by {-diff - width:.2f} beyond it"
-            lines.append(f"| {unit} | {column} | {_cell(a)} | {_cell(b)} | {diff:+.2f} | {verdict} |")
+            own_lines.append(f"| {unit} | {column} | {_cell(a)} | {_cell(b)} | {diff:+.2f} | {verdict} |")
+        if own_lines:  # only where the objectives also ran alone
+            lines += [
+                "",
+                f"Each objective's own column, inside the combination ({best}) and alone:",
+                "",
+                "| objective | column | unified | alone | difference | within the interval |",
+                "|---|---|---:|---:|---:|---|",
+                *own_lines,
+            ]
     return "\n".join(lines) + "\n"
 
 

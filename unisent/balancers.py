@@ -60,7 +60,12 @@ __all__ = [
     "Static",
     "Uncertainty",
     "conflict_stats",
+    "flat_grads",
+    "mean_cosines",
+    "mean_over_processes",
     "plot_conflicts",
+    "read_conflicts",
+    "surrogate",
 ]
 
 
@@ -68,7 +73,7 @@ def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def _mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
+def mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` averaged over the processes of the default group (in place; itself without DDP)."""
     if _distributed() and torch.distributed.get_world_size() > 1:
         torch.distributed.all_reduce(tensor)
@@ -204,7 +209,7 @@ class DWA(Balancer):
             if name in losses:
                 values[i] = float(losses[name].detach())
                 seen[i] = 1.0
-        both = _mean_over_processes(torch.stack([values * seen, seen]))
+        both = mean_over_processes(torch.stack([values * seen, seen]))
         self.current_sum += both[0] / both[1].clamp_min(1e-12) * (both[1] > 0)
         self.current_count += (both[1] > 0).double()
 
@@ -396,23 +401,17 @@ def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> 
 
 
 # ------------------------------------------------------------------------------------------- combining
-def flat_grads(
-    loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool, out: torch.Tensor | None = None
-) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool) -> torch.Tensor:
     """The gradient of ``loss`` with respect to ``params`` as one flat vector (zeros for parameters it
-    does not reach), and the per-parameter gradients."""
+    does not reach)."""
     grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
-    total = sum(p.numel() for p in params)
-    flat = out if out is not None else torch.zeros(total, device=loss.device)
+    flat = torch.zeros(sum(p.numel() for p in params), device=loss.device)
     offset = 0
     for p, g in zip(params, grads):
-        n = p.numel()
-        if g is None:
-            flat[offset : offset + n].zero_()
-        else:
-            flat[offset : offset + n].copy_(g.reshape(-1))
-        offset += n
-    return flat, list(grads)
+        if g is not None:
+            flat[offset : offset + p.numel()].copy_(g.reshape(-1))
+        offset += p.numel()
+    return flat
 
 
 def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch.Tensor:

@@ -18,10 +18,10 @@ from .balancers import (
     Static,
     conflict_stats,
     flat_grads,
+    mean_over_processes,
     plot_conflicts,
     surrogate,
 )
-from .balancers import _mean_over_processes as mean_over_processes
 from .encoders import Encoder, EncoderConfig
 from .inference import register_checkpoint_loader
 from .io import instantiate
@@ -370,7 +370,7 @@ class UnisentModule(L.LightningModule):
             if due:
                 names = list(losses)
                 rows = torch.stack(
-                    [flat_grads(losses[n], shared, retain_graph=True)[0] for n in names]
+                    [flat_grads(losses[n], shared, retain_graph=True) for n in names]
                 )  # the graphs are used again by the backward pass of the weighted loss
                 stats = conflict_stats(mean_over_processes(rows), names)
             weights = self.balancer.weights(losses, step)

@@ -216,75 +216,83 @@ def _write(path: Path, text: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------ one run
-def _result_path(out: Path, run: Run) -> Path:
-    return out / "results" / f"{run.slug}" / f"seed{run.seed}.json"
+@dataclass(frozen=True)
+class Study:
+    """What every run of one ablation shares: the recipe, the output folder, the run length, the panel and
+    the options a ``--run``/``--seed`` process is started with (``passed``)."""
 
+    recipe: Path
+    config: dict[str, Any]
+    out: Path
+    steps: int
+    columns: list[str]
+    data_dir: str | None
+    conflict_every: int
+    entity_records: str | None
+    passed: list[str]
 
-def execute(
-    config: dict[str, Any],
-    run: Run,
-    out: Path,
-    steps: int,
-    columns: list[str],
-    data_dir: str | None,
-    conflict_every: int,
-    entity_records: str | None = None,
-) -> dict[str, Any]:
-    """Train (or continue) one run, score it on the panel and write its result file."""
-    from ..cli import main as cli_main
-    from ..evaluation.panel import evaluate_panel
+    def result_path(self, run: Run) -> Path:
+        return self.out / "results" / run.slug / f"seed{run.seed}.json"
 
-    result_path = _result_path(out, run)
-    if result_path.exists():
-        return json.loads(result_path.read_text(encoding="utf-8"))
-    if run.kind == UNTRAINED:
-        model = ((config.get("model") or {}).get("encoder") or {}).get("model")
-        if not model:
-            raise UsageError("the recipe names no model.encoder.model: no untrained row (leave out --runs untrained)")
+    def write_recipe(self, run: Run) -> Path:
+        """``OUT/recipes/<run>-seed<S>.yaml``, runnable with ``unisent fit -c``."""
+        path = self.out / "recipes" / f"{run.slug}-seed{run.seed}.yaml"
+        recipe = run_recipe(self.config, run, self.steps, self.out, self.conflict_every)
+        _write(path, yaml.safe_dump(recipe, sort_keys=False))
+        return path
+
+    def execute(self, run: Run) -> dict[str, Any]:
+        """Train (or continue) one run, score it on the panel and write its result file; the untrained row
+        scores the recipe's starting encoder."""
+        result_path = self.result_path(run)
+        if result_path.exists():
+            return json.loads(result_path.read_text(encoding="utf-8"))
+        result: dict[str, Any] = {"run": asdict(run), "row": run.row, "train_seconds": 0.0}
+        if run.kind == UNTRAINED:
+            model = ((self.config.get("model") or {}).get("encoder") or {}).get("model")
+            if not model:
+                raise UsageError(
+                    "the recipe names no model.encoder.model: no untrained row (leave out --runs untrained)"
+                )
+            result |= {"steps": 0, "model": model}
+            ckpt = None
+        else:
+            recipe_path = self.write_recipe(run)
+            folder = self.out / "runs" / run.slug / f"seed{run.seed}"
+            start = time.perf_counter()
+            if not (folder / "encoder").exists():  # trained to the end before: do not train again
+                _fit(recipe_path)
+            model, ckpt = str(folder / "encoder"), folder / "checkpoints" / "last.ckpt"
+            result |= {"steps": self.steps, "recipe": str(recipe_path), "folder": str(folder)}
+            result["train_seconds"] = round(time.perf_counter() - start, 1)
+        from ..evaluation.panel import evaluate_panel
+
         start = time.perf_counter()
-        scores = evaluate_panel(model, columns, data_dir)
-        result = {"run": asdict(run), "row": run.row, "steps": 0, "model": model, "train_seconds": 0.0}
-        result |= {"eval_seconds": round(time.perf_counter() - start, 1), "details": scores}
-        result["scores"] = {c: scores[c].get("score") for c in columns}
+        scores = evaluate_panel(
+            model,
+            self.columns,
+            self.data_dir,
+            ckpt=str(ckpt) if ckpt is not None and ckpt.exists() else None,
+            entity_records=self.entity_records,
+        )
+        result["eval_seconds"] = round(time.perf_counter() - start, 1)
+        result |= {"scores": {c: scores[c].get("score") for c in self.columns}, "details": scores}
         _write(result_path, json.dumps(result, indent=1, default=str) + "\n")
         return result
-    recipe = run_recipe(config, run, steps, out, conflict_every)
-    recipe_path = out / "recipes" / f"{run.slug}-seed{run.seed}.yaml"
-    _write(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
-    folder = out / "runs" / run.slug / f"seed{run.seed}"
-    start = time.perf_counter()
-    if not (folder / "encoder").exists():  # trained to the end before: do not train again
-        argv, sys.argv = sys.argv, sys.argv[:1]  # Lightning's CLI reads sys.argv too: it is this fit's alone
-        try:
-            cli_main(["fit", "-c", str(recipe_path), "--ckpt_path", "last"])
-        except SystemExit as done:
-            if done.code not in (0, None):
-                raise RuntimeError(f"unisent fit -c {recipe_path} failed with status {done.code}") from None
-        finally:
-            sys.argv = argv
-    train_seconds = time.perf_counter() - start
-    ckpt = folder / "checkpoints" / "last.ckpt"
-    start = time.perf_counter()
-    scores = evaluate_panel(
-        str(folder / "encoder"),
-        columns,
-        data_dir,
-        ckpt=str(ckpt) if ckpt.exists() else None,
-        entity_records=entity_records,
-    )
-    result = {
-        "run": asdict(run),
-        "row": run.row,
-        "steps": steps,
-        "recipe": str(recipe_path),
-        "folder": str(folder),
-        "train_seconds": round(train_seconds, 1),
-        "eval_seconds": round(time.perf_counter() - start, 1),
-        "scores": {c: scores[c].get("score") for c in columns},
-        "details": scores,
-    }
-    _write(result_path, json.dumps(result, indent=1, default=str) + "\n")
-    return result
+
+
+def _fit(recipe_path: Path) -> None:
+    """``unisent fit -c RECIPE --ckpt_path last`` in this process (continues an interrupted run)."""
+    from ..cli import main as cli_main
+
+    argv, sys.argv = sys.argv, sys.argv[:1]  # Lightning's CLI reads sys.argv too: it is this fit's alone
+    try:
+        cli_main(["fit", "-c", str(recipe_path), "--ckpt_path", "last"])
+    except SystemExit as done:
+        if done.code not in (0, None):
+            raise RuntimeError(f"unisent fit -c {recipe_path} failed with status {done.code}") from None
+    finally:
+        sys.argv = argv
 
 
 # ------------------------------------------------------------------------------------------ summary
@@ -304,7 +312,8 @@ def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[st
     """One row per run name: each column's mean, interval and seeds."""
     rows: dict[str, dict[str, Any]] = {}
     for result in results:
-        row = rows.setdefault(result["row"], {"row": result["row"], "kind": result["run"]["kind"], "cells": {}})
+        run = Run(**result["run"])
+        row = rows.setdefault(run.row, {"row": run.row, "kind": run.kind, "slug": run.slug, "cells": {}})
         row.setdefault("seeds", []).append(result["run"]["seed"])
         row.setdefault("train_minutes", []).append(result["train_seconds"] / 60)
         for c in columns:
@@ -498,6 +507,7 @@ def ablate(
     passed += [f"--group={g}" for g in group or []] + [f"--balancers={b}" for b in balancers]
     passed += [f"--columns={c}" for c in chosen] + ([f"--data_dir={data_dir}"] if data_dir else [])
     passed += [f"--entity_records={entity_records}"] if entity_records else []
+    study = Study(recipe_path, config, folder, steps, chosen, data_dir, conflict_every, entity_records, passed)
     if sweep:
         path = _sweep_file(str(recipe_path), folder, planned, passed, chosen)
         print(f"unisent ablate: {len(planned)} runs as a W&B sweep: unisent sweep {path}", file=sys.stderr)
@@ -510,22 +520,16 @@ def ablate(
             raise UsageError(
                 f"no run {run!r} with seed {seed}; the runs are {', '.join(sorted({r.slug for r in planned}))}"
             )
-        result = execute(config, match[0], folder, steps, chosen, data_dir, conflict_every, entity_records)
+        result = study.execute(match[0])
         _log_to_wandb(result)
         return result
     if dry_run:
         for r in planned:
-            state = "done" if _result_path(folder, r).exists() else "to run"
-            recipe_file = ""
-            if r.kind != UNTRAINED:
-                path = folder / "recipes" / f"{r.slug}-seed{r.seed}.yaml"
-                _write(path, yaml.safe_dump(run_recipe(config, r, steps, folder, conflict_every), sort_keys=False))
-                recipe_file = str(path)
+            state = "done" if study.result_path(r).exists() else "to run"
+            recipe_file = "" if r.kind == UNTRAINED else str(study.write_recipe(r))
             print(f"{r.key:36s} {r.row:26s} {state:7s} {recipe_file}")
         return {"runs": [r.key for r in planned]}
-    results = _run_all(
-        recipe_path, config, planned, folder, steps, chosen, data_dir, conflict_every, jobs, passed, entity_records
-    )
+    results = _run_all(study, planned, jobs)
     rows = summarize(results, chosen)
     text = table(rows, chosen, own, units)
     _write(folder / "ablation.md", text)
@@ -559,9 +563,9 @@ def update_page(page: Path, text: str, folder: Path, summary: dict[str, Any], co
         lines += [f"![every run, mean and 95% interval over seeds]({page.stem}-ablation.png)", ""]
     best = summary.get("best_balancer")
     if best:
-        slug = "unified-" + best[best.index("(") + 1 : best.index(")")]
-        seed = min(next(r["seeds"] for r in summary["rows"] if r["row"] == best))
-        plot_path = folder / "runs" / slug / f"seed{seed}" / "conflicts.png"
+        row = next(r for r in summary["rows"] if r["row"] == best)
+        seed = min(row["seeds"])
+        plot_path = folder / "runs" / row["slug"] / f"seed{seed}" / "conflicts.png"
         if plot_path.exists():
             shutil.copyfile(plot_path, page.parent / f"{page.stem}-conflicts.png")
             lines += [f"![gradient conflicts of {best}, seed {seed}]({page.stem}-conflicts.png)", ""]
@@ -585,21 +589,21 @@ def _log_to_wandb(result: dict[str, Any]) -> None:
     active.log({f"panel/{k}": v for k, v in result["scores"].items() if v is not None})
 
 
-def _run_all(recipe_path, config, planned, folder, steps, columns, data_dir, conflict_every, jobs, passed, records):
-    todo = [r for r in planned if not _result_path(folder, r).exists()]
+def _run_all(study: Study, planned: list[Run], jobs: int) -> list[dict[str, Any]]:
+    todo = [r for r in planned if not study.result_path(r).exists()]
     done = len(planned) - len(todo)
     if done:
         print(f"unisent ablate: {done} of {len(planned)} runs already done, {len(todo)} to run", file=sys.stderr)
     if jobs == 1:
         for i, r in enumerate(todo, 1):
             print(f"unisent ablate: [{done + i}/{len(planned)}] {r.key}", file=sys.stderr)
-            execute(config, r, folder, steps, columns, data_dir, conflict_every, records)
+            study.execute(r)
     else:
-        _run_parallel(recipe_path, todo, folder, jobs, passed)
-    return [json.loads(_result_path(folder, r).read_text(encoding="utf-8")) for r in planned]
+        _run_parallel(study, todo, jobs)
+    return [json.loads(study.result_path(r).read_text(encoding="utf-8")) for r in planned]
 
 
-def _run_parallel(recipe_path: Path, todo: list[Run], folder: Path, jobs: int, passed: list[str]) -> None:
+def _run_parallel(study: Study, todo: list[Run], jobs: int) -> None:
     """``jobs`` runs at a time, each a ``unisent ablate --run --seed`` process with its share of the CPUs."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -609,9 +613,9 @@ def _run_parallel(recipe_path: Path, todo: list[Run], folder: Path, jobs: int, p
     while waiting or active:
         while waiting and len(active) < jobs:
             r = waiting.pop(0)
-            log = folder / "logs" / f"{r.slug}-seed{r.seed}.log"
+            log = study.out / "logs" / f"{r.slug}-seed{r.seed}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "unisent.cli", "ablate", str(recipe_path), *passed, f"--run={r.slug}"]
+            cmd = [sys.executable, "-m", "unisent.cli", "ablate", str(study.recipe), *study.passed, f"--run={r.slug}"]
             cmd.append(f"--seed={r.seed}")
             handle = log.open("a", encoding="utf-8")
             print(f"unisent ablate: started {r.key} (log: {log})", file=sys.stderr)
@@ -623,7 +627,7 @@ def _run_parallel(recipe_path: Path, todo: list[Run], folder: Path, jobs: int, p
                 handle.close()
                 active.remove(item)
                 if proc.returncode != 0:
-                    failed.append(f"{r.key} (status {proc.returncode}, log {folder / 'logs'})")
+                    failed.append(f"{r.key} (status {proc.returncode}, log {study.out / 'logs'})")
                 print(f"unisent ablate: finished {r.key} (status {proc.returncode})", file=sys.stderr)
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed: {'; '.join(failed)}; run the same command again to retry")

@@ -32,6 +32,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _to_bytes(value: Any) -> bytes:
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(value, buf)
+    return buf.getvalue()
+
+
+def _from_bytes(data: bytes) -> Any:
+    import io
+
+    import torch
+
+    return torch.load(io.BytesIO(data), weights_only=False)
+
+
 def _entry(fn: Callable, rank: int, world_size: int, port: int, out, args: tuple) -> None:
     import torch.distributed as dist
 
@@ -42,7 +60,9 @@ def _entry(fn: Callable, rank: int, world_size: int, port: int, out, args: tuple
     except BaseException:
         out.put((rank, False, traceback.format_exc()))
         raise
-    out.put((rank, True, result if rank == 0 else None))
+    # By value: torch's queue pickler would pass tensors as shared-memory file descriptors that the
+    # parent fetches from this process later, and this process leaves (os._exit) right after the put.
+    out.put((rank, True, _to_bytes(result) if rank == 0 else None))
     dist.barrier()  # no process tears down gloo while another still uses it
     dist.destroy_process_group()
     # Leave without the interpreter's finalisation: gloo's threads are torn down there and, rarely,
@@ -75,7 +95,7 @@ def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: floa
             if not ok:
                 raise RuntimeError(f"process {rank} failed:\n{value}")
             if rank == 0:
-                result = value
+                result = _from_bytes(value)
         for p in procs:
             p.join(timeout=60)
             if p.exitcode != 0:

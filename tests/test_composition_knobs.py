@@ -40,6 +40,44 @@ def test_head_lr_puts_the_head_in_its_own_groups_and_nothing_else(tiny_model_dir
     assert len(parameter_groups(plain.named_parameters(), plain.objectives)) == 2
 
 
+def test_the_module_head_lr_gives_every_objectives_own_parameters_one_rate(tiny_model_dir):
+    """model.head_lr: one rate for the own parameters of every objective (a fifth one too), an objective's
+    own head_lr still wins, a balancer's parameters keep theirs, and the encoder keeps the optimiser's."""
+    from unisent.balancers import Uncertainty
+    from unisent.objectives import EASE
+
+    def build(gauss_lr=None, head_lr=None):
+        return UnisentModule(
+            encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean"),
+            objectives=[GaussCSE(head_lr=gauss_lr), EASE(entity_dim=8)],
+            optimizer=lambda p: AdamW(p, lr=2e-5),
+            balancer=Uncertainty(lr=0.5),
+            head_lr=head_lr,
+        )
+
+    def lr_of(module):
+        optimizer = module.optimizer_factory(module.optimizer_groups())
+        return {id(p): g["lr"] for g in optimizer.param_groups for p in g["params"]}
+
+    module = build(head_lr=1e-2)
+    lrs = lr_of(module)
+    gauss, ease = module.objectives
+    assert {lrs[id(p)] for p in gauss.parameters()} == {1e-2}
+    assert {lrs[id(p)] for p in ease.parameters()} == {1e-2} and len(list(ease.parameters())) > 0
+    assert {lrs[id(p)] for p in module.encoder.parameters()} == {2e-5}
+    assert {lrs[id(p)] for p in module.balancer.parameters()} == {0.5}
+    assert len(lrs) == len(list(module.parameters()))  # each parameter in exactly one group
+    mixed = build(gauss_lr=3e-3, head_lr=1e-2)  # GaussCSE's own head_lr wins over the module's
+    lrs = lr_of(mixed)
+    assert {lrs[id(p)] for p in mixed.objectives[0].parameters()} == {3e-3}
+    assert {lrs[id(p)] for p in mixed.objectives[1].parameters()} == {1e-2}
+    plain = build()  # unset: EASE's parameters learn at the optimiser's rate
+    lrs = lr_of(plain)
+    assert {lrs[id(p)] for p in plain.objectives[1].parameters()} == {2e-5}
+    with pytest.raises(ValueError, match="model.head_lr must be > 0"):
+        build(head_lr=0.0)
+
+
 def _grads(model_dir, encoder_grad):
     torch.manual_seed(0)
     module = _module(model_dir, encoder_grad=encoder_grad)

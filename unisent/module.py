@@ -158,16 +158,20 @@ def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, lis
     return checked
 
 
-def parameter_groups(named_parameters, objectives) -> list[dict[str, Any]]:
+def parameter_groups(named_parameters, objectives, head_lr: float | None = None) -> list[dict[str, Any]]:
     """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
     the same split again, with ``lr`` set, for the parameters of each objective whose
-    :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``). Without such an
-    objective, the two groups of before (checkpoints resume unchanged). The schedule multiplies every
-    group's own learning rate."""
+    :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``), or, when ``head_lr``
+    is given, of every other objective (one rate for all objectives' own parameters; not for a
+    balancer's). Without either, the two groups of before (checkpoints resume unchanged).
+    The schedule multiplies every group's own learning rate."""
     own: dict[int, float] = {}
     for objective in objectives:
-        if objective.param_lr is not None:
-            own.update({id(p): float(objective.param_lr) for p in objective.parameters()})
+        lr = objective.param_lr
+        if lr is None and isinstance(objective, Objective):
+            lr = head_lr
+        if lr is not None:
+            own.update({id(p): float(lr) for p in objective.parameters()})
     named = list(named_parameters)
     groups = split_weight_decay((n, p) for n, p in named if id(p) not in own)
     for lr in sorted(set(own.values())):
@@ -233,6 +237,7 @@ class UnisentModule(L.LightningModule):
         weight_schedule: dict[str, list[tuple[int, float]]] | None = None,
         balancer: Balancer | None = None,
         conflict_every: int = 0,
+        head_lr: float | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["objectives", "optimizer", "balancer"])
@@ -265,6 +270,9 @@ class UnisentModule(L.LightningModule):
         if conflict_every < 0:
             raise ValueError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
         self.conflict_every = conflict_every
+        if head_lr is not None and not head_lr > 0:
+            raise ValueError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
+        self.head_lr = head_lr
         self._jacobian: torch.Tensor | None = None  # per-objective encoder gradients summed over micro-batches
         self._jacobian_rows: set[str] = set()
         self._head_scale: dict[str, float] = {}
@@ -463,9 +471,13 @@ class UnisentModule(L.LightningModule):
         """Embeddings (batch, dim) of ``data.predict``'s sentences, in file order."""
         return self.inference_model()(**batch["text"]).float()
 
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups (:func:`parameter_groups`: the objectives' ``param_lr`` and
+        ``head_lr``, the balancer's own rate)."""
+        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr)
+
     def configure_optimizers(self):
-        params = parameter_groups(self.named_parameters(), [*self.objectives, self.balancer])
-        optimizer = self.optimizer_factory(params)
+        optimizer = self.optimizer_factory(self.optimizer_groups())
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
         warmup = self.warmup_steps or round(self.warmup_ratio * total)
         lr_lambda = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")

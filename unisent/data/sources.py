@@ -18,6 +18,7 @@ repository directory are named by their row.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob as globlib
 import os
@@ -246,6 +247,28 @@ def _hub_error(resolved: ResolvedSource, err: Exception) -> FileNotFoundError:
     )
 
 
+@contextlib.contextmanager
+def _parse_errors_once(builder: str):
+    """A local file that does not parse is reported once, by unisent (file, line, what to do): the
+    builder's own ERROR log line of the same failure is silenced, and the "Generating train split" bar
+    it interrupted gets its line ended, so the error starts on a line of its own."""
+    import sys
+
+    from datasets.utils import logging as ds_logging
+
+    logger = ds_logging.get_logger(f"datasets.packaged_modules.{builder}.{builder}")
+    level = logger.level
+    logger.setLevel(ds_logging.CRITICAL)
+    try:
+        yield
+    except Exception:
+        if ds_logging.is_progress_bar_enabled():
+            sys.stderr.write("\n")
+        raise
+    finally:
+        logger.setLevel(level)
+
+
 def open_dataset(resolved: ResolvedSource, streaming: bool = False):
     """``datasets.load_dataset`` (``load_from_disk`` for a saved directory) of a resolved source: a
     ``Dataset``, or an ``IterableDataset`` with ``streaming``. Parse errors of local files propagate."""
@@ -257,7 +280,8 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
         return dataset.to_iterable_dataset(num_shards=max(1, min(64, len(dataset) // 10_000))) if streaming else dataset
     if resolved.kind == "files":
         builder, kwargs = _builder_kwargs(resolved)
-        return datasets.load_dataset(builder, split="train", streaming=streaming, **kwargs)
+        with _parse_errors_once(builder):
+            return datasets.load_dataset(builder, split="train", streaming=streaming, **kwargs)
     kwargs = {
         "name": source.name,
         "split": source.split,

@@ -186,6 +186,20 @@ def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys)
     _no_run_dirs(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--model.head_lr=0", "model.head_lr must be > 0"),
+        ("--model.conflict_every=-1", "model.conflict_every must be >= 0"),
+        ("--model.warmup_ratio=2", "0 <= model.warmup_ratio <= 1"),
+    ],
+)
+def test_fit_a_refused_model_value_is_one_line(tmp_path, tiny_bert_dir, capsys, option, message):
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, option))
+    assert line.startswith("unisent fit: error: ") and message in line
+    _no_run_dirs(tmp_path)
+
+
 def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

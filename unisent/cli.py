@@ -24,7 +24,7 @@ def _one_line(text: str) -> str:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``,
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelConfigError``,
     ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that does not parse,
     and Lightning's ``MisconfigurationException``."""
     import yaml
@@ -32,8 +32,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     from .data.records import DataConfigError, RecordError
     from .io import CheckpointError
+    from .module import ModelConfigError
 
-    return (RecordError, CheckpointError, DataConfigError, OSError, yaml.YAMLError, MisconfigurationException)
+    return (
+        RecordError,
+        CheckpointError,
+        DataConfigError,
+        ModelConfigError,
+        OSError,
+        yaml.YAMLError,
+        MisconfigurationException,
+    )
 
 
 def _lightning(argv: Sequence[str] | None) -> None:

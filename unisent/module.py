@@ -30,7 +30,7 @@ from .objectives.base import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
 
-__all__ = ["EvaluationConfig", "UnisentModule", "check_unisent_checkpoint"]
+__all__ = ["EvaluationConfig", "ModelConfigError", "UnisentModule", "check_unisent_checkpoint"]
 
 CHECKPOINT_KEY = "unisent"
 
@@ -139,10 +139,15 @@ def _batch_len(batch: Any) -> int:
     return 0
 
 
+class ModelConfigError(ValueError):
+    """A ``model`` section value the module refuses (``head_lr``, ``conflict_every``, ``weight_schedule``,
+    warm-up, objective names). The CLI reports it in one line."""
+
+
 def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
     unknown = sorted(set(schedule) - set(names))
     if unknown:
-        raise ValueError(
+        raise ModelConfigError(
             f"model.weight_schedule names {', '.join(map(repr, unknown))}, but the objectives are: {', '.join(names)}"
         )
     checked = {}
@@ -150,10 +155,12 @@ def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, lis
         pairs = []
         for i, entry in enumerate(entries):
             if len(entry) != 2 or float(entry[0]) < 0 or float(entry[1]) < 0:
-                raise ValueError(f"model.weight_schedule.{name}[{i}] must be [step >= 0, weight >= 0], got {entry!r}")
+                raise ModelConfigError(
+                    f"model.weight_schedule.{name}[{i}] must be [step >= 0, weight >= 0], got {entry!r}"
+                )
             pairs.append((int(entry[0]), float(entry[1])))
         if [p[0] for p in pairs] != sorted(p[0] for p in pairs):
-            raise ValueError(f"model.weight_schedule.{name}: steps must increase, got {[p[0] for p in pairs]}")
+            raise ModelConfigError(f"model.weight_schedule.{name}: steps must increase, got {[p[0] for p in pairs]}")
         checked[name] = pairs
     return checked
 
@@ -245,10 +252,10 @@ class UnisentModule(L.LightningModule):
         self.encoder = Encoder(self.encoder_config)
         objectives = list(objectives) if objectives is not None else [SimCSE()]
         if not objectives:
-            raise ValueError("the model needs at least one objective")
+            raise ModelConfigError("the model needs at least one objective")
         names = [o.name for o in objectives]
         if len(set(names)) != len(names):
-            raise ValueError(f"objective names must be unique, got {names}; set `name:` on each")
+            raise ModelConfigError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
         # objectives with parameters sized by the encoder build them now; those that add tokens first,
         # so that a head sized by the vocabulary (CMLM's MLM head) sees the final vocabulary
@@ -256,7 +263,9 @@ class UnisentModule(L.LightningModule):
             objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
         if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
-            raise ValueError(f"need warmup_steps >= 0 and 0 <= warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}")
+            raise ModelConfigError(
+                f"need model.warmup_steps >= 0 and 0 <= model.warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}"
+            )
         self.warmup_steps = warmup_steps
         self.warmup_ratio = warmup_ratio
         self.schedule = schedule
@@ -268,10 +277,10 @@ class UnisentModule(L.LightningModule):
         self.balancer = balancer if balancer is not None else Static()
         self.balancer.setup(names)
         if conflict_every < 0:
-            raise ValueError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
+            raise ModelConfigError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
         self.conflict_every = conflict_every
         if head_lr is not None and not head_lr > 0:
-            raise ValueError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
+            raise ModelConfigError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
         self.head_lr = head_lr
         self._jacobian: torch.Tensor | None = None  # per-objective encoder gradients summed over micro-batches
         self._jacobian_rows: set[str] = set()

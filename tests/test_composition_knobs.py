@@ -158,3 +158,75 @@ def test_length_input_head_reads_token_counts_in_training_and_after_loading(tiny
     loaded = unisent.load(str(model.save_pretrained(tmp_path / "g")))
     for a, b in zip(loaded.encode_gaussian(sentences), (mu, var)):
         torch.testing.assert_close(a, b)
+
+
+def test_head_only_steps_hold_the_encoder_then_start_it_with_a_fresh_optimiser_state(tiny_model_dir, tmp_path):
+    """model.head_only_ratio=0.5 of 6 steps (LP-FT): for 3 optimiser steps the heads learn and the encoder does not (in
+    eval mode); at step 3 the encoder starts, its AdamW state begun afresh, its warm-up over the remaining
+    steps."""
+    import lightning as L
+
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean", max_length=24),
+        objectives=[SimCSE(name="unsup"), GaussCSE(sets=["ent", "rev"])],
+        optimizer=lambda p: AdamW(p, lr=1e-3),
+        head_lr=1e-2,
+        head_only_ratio=0.5,  # of 6 steps: 3
+        warmup_steps=2,
+    )
+    module.evaluation.val_tasks = []
+    seen: list[dict] = []
+
+    class Watch(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            optimizer = trainer.optimizers[0]
+            first = next(pl_module.encoder.parameters())
+            seen.append(
+                {
+                    "encoder": torch.cat([p.detach().flatten() for p in pl_module.encoder.parameters()]).clone(),
+                    "head": torch.cat([p.detach().flatten() for p in pl_module.objectives[1].parameters()]).clone(),
+                    "encoder_adam_step": float(optimizer.state.get(first, {}).get("step", 0)),
+                    "lrs": sorted({g["lr"] for g in optimizer.param_groups if g.get("encoder")}),
+                    "encoder_training": pl_module.encoder.training,
+                    "head_training": pl_module.objectives[1].training,
+                }
+            )
+
+    encoder0 = torch.cat([p.detach().flatten() for p in module.encoder.parameters()]).clone()
+    head0 = torch.cat([p.detach().flatten() for p in module.objectives[1].parameters()]).clone()
+    data = UnisentDataModule(
+        train={
+            "unsup": DataSource(str(SAMPLE_DIR / "sentences.txt"), max_records=64),
+            "gausscse": DataSource(str(SAMPLE_DIR / "nli_triples.jsonl"), max_records=64),
+        },
+        batch_size=8,
+        cache_dir=str(tmp_path),
+    )
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        max_steps=6,
+        enable_checkpointing=False,
+        callbacks=[Watch()],
+    )
+    trainer.fit(module, datamodule=data)
+    assert len(seen) == 6
+    for step in range(3):  # steps 0-2: the encoder exactly as loaded, the head moving
+        assert torch.equal(seen[step]["encoder"], encoder0)
+        assert not torch.equal(seen[step]["head"], head0 if step == 0 else seen[step - 1]["head"])
+    assert not torch.equal(seen[3]["encoder"], encoder0) and not torch.equal(seen[4]["encoder"], seen[3]["encoder"])
+    # the encoder's AdamW state counted 3 steps at rate 0, then began again at step 3
+    assert [s["encoder_adam_step"] for s in seen] == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    # the rate after each step: 0 through step 2 (the scheduler has stepped to 1, 2, 3), then the warm-up of
+    # 2 steps over the remaining 3: 1e-3 * (1/2, 1, then decay (3 - 2) / (3 - 2))
+    assert [s["lrs"] for s in seen] == [[0.0], [0.0], [5e-4], [1e-3], [1e-3], [0.0]]
+    # the encoder runs as at inference (no dropout) while only the heads learn, then in train mode
+    assert [s["encoder_training"] for s in seen] == [False] * 3 + [True] * 3
+    assert all(s["head_training"] for s in seen)
+    with pytest.raises(ValueError, match="model.head_only_steps must be >= 0"):
+        UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_steps=-1)
+    with pytest.raises(ValueError, match=r"model.head_only_ratio must be in \[0, 1\)"):
+        UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_ratio=1.0)

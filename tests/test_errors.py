@@ -192,12 +192,18 @@ def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys)
         ("--model.head_lr=0", "model.head_lr must be > 0"),
         ("--model.conflict_every=-1", "model.conflict_every must be >= 0"),
         ("--model.warmup_ratio=2", "0 <= model.warmup_ratio <= 1"),
+        ("--model.head_only_steps=-1", "model.head_only_steps must be >= 0"),
     ],
 )
 def test_fit_a_refused_model_value_is_one_line(tmp_path, tiny_bert_dir, capsys, option, message):
     line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, option))
     assert line.startswith("unisent fit: error: ") and message in line
     _no_run_dirs(tmp_path)
+
+
+def test_fit_head_only_steps_past_the_run_is_one_line(tmp_path, tiny_bert_dir, capsys):
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--model.head_only_steps=3", "--trainer.max_steps=3"))
+    assert "model.head_only_steps (3) must be below the run's optimiser steps (3)" in line
 
 
 def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):

@@ -165,12 +165,16 @@ def _check_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, lis
     return checked
 
 
-def parameter_groups(named_parameters, objectives, head_lr: float | None = None) -> list[dict[str, Any]]:
+def parameter_groups(
+    named_parameters, objectives, head_lr: float | None = None, encoder: torch.nn.Module | None = None
+) -> list[dict[str, Any]]:
     """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
     the same split again, with ``lr`` set, for the parameters of each objective whose
     :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``), or, when ``head_lr``
     is given, of every other objective (one rate for all objectives' own parameters; not for a
     balancer's). Without either, the two groups of before (checkpoints resume unchanged).
+    With ``encoder``, its parameters (those not in an objective's own group) are split into groups of
+    their own, marked ``"encoder": True`` (for a schedule of their own: ``head_only_steps``).
     The schedule multiplies every group's own learning rate."""
     own: dict[int, float] = {}
     for objective in objectives:
@@ -180,7 +184,15 @@ def parameter_groups(named_parameters, objectives, head_lr: float | None = None)
         if lr is not None:
             own.update({id(p): float(lr) for p in objective.parameters()})
     named = list(named_parameters)
-    groups = split_weight_decay((n, p) for n, p in named if id(p) not in own)
+    shared = {id(p) for p in encoder.parameters()} if encoder is not None else set()
+    groups = [
+        group | {"encoder": True}
+        for group in split_weight_decay((n, p) for n, p in named if id(p) in shared and id(p) not in own)
+        if group["params"]
+    ]
+    groups += split_weight_decay((n, p) for n, p in named if id(p) not in own and id(p) not in shared)
+    if shared:
+        groups = [g for g in groups if g["params"]]
     for lr in sorted(set(own.values())):
         for group in split_weight_decay((n, p) for n, p in named if own.get(id(p)) == lr):
             if group["params"]:
@@ -229,6 +241,19 @@ class UnisentModule(L.LightningModule):
             encoder and their pairwise cosines (``conflict/...``; ``conflicts.csv`` and, at the end,
             ``conflicts.png`` in the run folder); 0: never. Costs one extra gradient per objective on
             those steps for a loss-level balancer, nothing for a gradient-level one.
+        head_lr: one learning rate for the own parameters of every objective (heads, entity tables,
+            projections) that has no ``param_lr`` of its own; unset: the optimiser's.
+        head_only_steps: for the first N optimiser steps the encoder does not learn (its rate is 0)
+            while every objective's own parameters do; then the encoder starts, with a fresh optimiser
+            state and the run's warm-up and decay over the remaining steps. Linear probing, then
+            fine-tuning (LP-FT, Kumar et al. 2022, arXiv:2202.10054): heads that are not random when
+            their gradient first reaches a pretrained encoder distort its features less. In those
+            steps the encoder runs as at inference (eval mode, no dropout: the heads fit the features
+            they will be used with; a dropout-only objective such as unsupervised SimCSE has nothing
+            to learn then), and it still runs forward and backward (conflict logging and the balancer see
+            its gradients; DDP and gradient accumulation are unchanged), so they cost a full step.
+        head_only_ratio: ``head_only_steps`` as a share of all training steps (used when
+            ``head_only_steps`` is 0), e.g. 0.5: the first half of however long the run is.
     """
 
     def __init__(
@@ -245,6 +270,8 @@ class UnisentModule(L.LightningModule):
         balancer: Balancer | None = None,
         conflict_every: int = 0,
         head_lr: float | None = None,
+        head_only_steps: int = 0,
+        head_only_ratio: float = 0.0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["objectives", "optimizer", "balancer"])
@@ -282,6 +309,15 @@ class UnisentModule(L.LightningModule):
         if head_lr is not None and not head_lr > 0:
             raise ModelConfigError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
         self.head_lr = head_lr
+        if head_only_steps < 0:
+            raise ModelConfigError(
+                f"model.head_only_steps must be >= 0 (0: the encoder learns from the start), got {head_only_steps}"
+            )
+        if not 0.0 <= head_only_ratio < 1.0:
+            raise ModelConfigError(f"model.head_only_ratio must be in [0, 1), got {head_only_ratio}")
+        self.head_only_steps = head_only_steps
+        self.head_only_ratio = head_only_ratio
+        self._head_only = head_only_steps  # the run's number, set from the ratio once its length is known
         self._jacobian: torch.Tensor | None = None  # per-objective encoder gradients summed over micro-batches
         self._jacobian_rows: set[str] = set()
         self._head_scale: dict[str, float] = {}
@@ -483,15 +519,55 @@ class UnisentModule(L.LightningModule):
     def optimizer_groups(self) -> list[dict[str, Any]]:
         """The optimiser's parameter groups (:func:`parameter_groups`: the objectives' ``param_lr`` and
         ``head_lr``, the balancer's own rate)."""
-        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr)
+        encoder = self.encoder if self.head_only_steps or self.head_only_ratio else None
+        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr, encoder)
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.optimizer_groups())
+        groups = self.optimizer_groups()
+        optimizer = self.optimizer_factory(groups)
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
         warmup = self.warmup_steps or round(self.warmup_ratio * total)
-        lr_lambda = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")
+        lr_lambda: Any = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")
+        self._head_only = self.head_only_steps or round(self.head_only_ratio * total)
+        if self._head_only:
+            lr_lambda = [
+                self._encoder_lambda(total) if group.get("encoder") else lr_lambda for group in optimizer.param_groups
+            ]
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _encoder_lambda(self, total: int):
+        """The encoder's learning-rate multiplier with n head-only steps: 0 for the first n steps, then the
+        run's warm-up and decay over the remaining ``total - n`` steps."""
+        n = self._head_only
+        if n >= total:
+            raise ModelConfigError(
+                f"model.head_only_steps ({n}) must be below the run's optimiser steps ({total}): "
+                "the encoder would never learn (use model.head_only_ratio for a share of the run, or "
+                "trainer.callbacks FreezeEncoder to never train it)"
+            )
+        rest = total - n
+        after = warmup_linear_lambda(
+            self.warmup_steps or round(self.warmup_ratio * rest), rest, self.schedule == "linear"
+        )
+        return lambda step: 0.0 if step < n else after(step - n)
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """During ``head_only_steps`` the encoder runs as at inference (eval mode: no dropout), so that the
+        heads fit the features they will be used with, as a linear probe does; afterwards in train mode."""
+        if self._head_only:
+            self.encoder.train(self.global_step >= self._head_only)
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """At step ``head_only_steps`` the encoder starts learning with a fresh optimiser state: the moments
+        that AdamW gathered from its gradients while its rate was 0 (under the freshly initialised heads)
+        are dropped, as if the optimiser had been built then (LP-FT's second stage)."""
+        if not self._head_only or self.global_step != self._head_only:
+            return
+        for group in optimizer.param_groups:
+            if group.get("encoder"):
+                for p in group["params"]:
+                    optimizer.state.pop(p, None)
 
     def inference_model(self) -> torch.nn.Module:
         """What ``unisent.load`` returns for this model: the encoder (with whatever the objectives put

@@ -115,3 +115,20 @@ def test_run_distributed_returns_tensors_by_value():
     assert value["rank"] == 0
     torch.testing.assert_close(value["grad"], torch.arange(6.0).reshape(2, 3))
     assert not value["grad"].is_shared()
+
+
+def test_a_worker_whose_module_is_not_importable_is_loaded_from_its_file(tmp_path):
+    """Plain ``pytest`` with ``--import-mode=importlib`` collects ``tests/test_x.py`` as module ``tests.test_x``
+    without putting the repository on ``sys.path``: a spawned process then finds the worker by its file."""
+    from unisent.testing import _reference, _resolve
+
+    path = tmp_path / "worker_mod.py"
+    path.write_text(
+        "def worker(rank, world_size):\n    return rank * 10 + world_size\n\nclass K:\n    @staticmethod\n    def f():\n        return 7\n"
+    )
+    fn = _resolve(("tests_not_on_path.worker_mod", "worker", str(path)))
+    assert fn(1, 2) == 12
+    assert _resolve(("tests_not_on_path.worker_mod2", "K.f", str(path)))() == 7
+    assert _reference(_reference) == ("unisent.testing", "_reference", __import__("unisent.testing").testing.__file__)
+    with pytest.raises(ImportError):
+        _resolve(("tests_not_on_path.nowhere", "worker", None))

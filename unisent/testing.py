@@ -50,13 +50,48 @@ def _from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
-def _entry(fn: Callable, rank: int, world_size: int, port: int, out, args: tuple) -> None:
+def _reference(fn: Callable) -> tuple[str, str, str | None]:
+    """``fn`` as (module, qualified name, file): what a spawned process needs to find it again."""
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    return fn.__module__, fn.__qualname__, path
+
+
+def _resolve(reference: tuple[str, str, str | None]) -> Callable:
+    """The function of :func:`_reference`, imported by module name or, when that name is not importable
+    here (a test module collected by pytest's ``--import-mode=importlib``, run as plain ``pytest``, is
+    not on the spawned process's ``sys.path``), loaded from its file."""
+    import importlib
+    import importlib.util
+    import sys
+
+    name, qualname, path = reference
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        if path is None:
+            raise
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _entry(reference: tuple, rank: int, world_size: int, port: int, out, args: tuple) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     try:
-        result = fn(rank, world_size, *args)
+        result = _resolve(reference)(rank, world_size, *args)
     except BaseException:
         out.put((rank, False, traceback.format_exc()))
         raise
@@ -82,7 +117,10 @@ def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: floa
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, rank, world_size, port, out, args)) for rank in range(world_size)]
+    reference = _reference(fn)
+    procs = [
+        ctx.Process(target=_entry, args=(reference, rank, world_size, port, out, args)) for rank in range(world_size)
+    ]
     for p in procs:
         p.start()
     result = None

@@ -124,7 +124,8 @@ def test_a_worker_whose_module_is_not_importable_is_loaded_from_its_file(tmp_pat
 
     path = tmp_path / "worker_mod.py"
     path.write_text(
-        "def worker(rank, world_size):\n    return rank * 10 + world_size\n\nclass K:\n    @staticmethod\n    def f():\n        return 7\n"
+        "def worker(rank, world_size):\n    return rank * 10 + world_size\n\n"
+        "class K:\n    @staticmethod\n    def f():\n        return 7\n"
     )
     fn = _resolve(("tests_not_on_path.worker_mod", "worker", str(path)))
     assert fn(1, 2) == 12

@@ -193,6 +193,7 @@ def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys)
         ("--model.conflict_every=-1", "model.conflict_every must be >= 0"),
         ("--model.warmup_ratio=2", "0 <= model.warmup_ratio <= 1"),
         ("--model.head_only_steps=-1", "model.head_only_steps must be >= 0"),
+        ("--model.head_only_ratio=1", "model.head_only_ratio must be in [0, 1)"),
     ],
 )
 def test_fit_a_refused_model_value_is_one_line(tmp_path, tiny_bert_dir, capsys, option, message):

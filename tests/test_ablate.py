@@ -151,7 +151,7 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
 
 
-def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys):
+def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     from unisent.commands.ablate import ablate
 
     recipe = _two_objectives(tiny_unified)
@@ -161,6 +161,22 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys):
     assert sweep["parameters"]["run"]["values"] == ["only-amr", "only-ease", "unified-pcgrad", "unified-uncertainty"]
     assert sweep["parameters"]["seed"]["values"] == [1, 2]
     assert sweep["command"][:4] == ["${env}", "unisent", "ablate", str(recipe)] and sweep["command"][-1] == "${args}"
+    # a trial is started with --run and --seed only (no --seeds): any seed of the grid is found, not only
+    # the default 42 43 44 (the same command line as a --jobs worker)
+    trial = subprocess.run(
+        [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), f"--out={out}", "--run=only-nope", "--seed=2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "no run 'only-nope' with seed 2; the runs are only-amr, only-ease, unified-static" in trial.stderr
+    from unisent.commands import ablate as ablate_module
+
+    started = []
+    monkeypatch.setattr(ablate_module.Study, "execute", lambda self, r: started.append(r.key) or {"run": r.key})
+    monkeypatch.setattr(ablate_module, "_log_to_wandb", lambda result: None)
+    ablate(str(recipe), out=str(out), balancers=["pcgrad", "uncertainty"], run="unified-uncertainty", seed=2)
+    assert started == ["unified-uncertainty/seed2"]
     ablate(str(recipe), out=str(out), seeds=[1], dry_run=True)
     listed = capsys.readouterr().out
     assert "unified-static/seed1" in listed and "to run" in listed

@@ -486,7 +486,8 @@ def ablate(
     config = yaml.safe_load(recipe_path.read_text(encoding="utf-8"))
     if not isinstance(config, dict):
         raise UsageError(f"{recipe} is not a recipe (a YAML mapping with model:, data:, trainer:)")
-    seeds = list(seeds or [42, 43, 44])
+    # one run (--run/--seed: a --jobs worker or a sweep trial, started without --seeds): its seed is the plan's
+    seeds = [seed] if seed is not None else list(seeds or [42, 43, 44])
     balancers = list(balancers or ["static"])
     for name in balancers:
         _balancer_spec(name)

@@ -177,6 +177,8 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ablate_module, "_log_to_wandb", lambda result: None)
     ablate(str(recipe), out=str(out), balancers=["pcgrad", "uncertainty"], run="unified-uncertainty", seed=2)
     assert started == ["unified-uncertainty/seed2"]
+    lean = ablate(str(recipe), out=str(tmp_path / "lean"), seeds=[1], sweep=True, keep_checkpoints=False)
+    assert "--no_keep_checkpoints" in yaml.safe_load(Path(lean["sweep"]).read_text())["command"]  # trials too
     ablate(str(recipe), out=str(out), seeds=[1], dry_run=True)
     listed = capsys.readouterr().out
     assert "unified-static/seed1" in listed and "to run" in listed
@@ -211,3 +213,40 @@ def test_a_recipe_with_one_objective_is_refused(tiny_recipe, tmp_path):
         [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), "--dry_run"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "an ablation needs at least two" in done.stderr
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeypatch, keep):
+    """--keep_checkpoints false: a run's *.ckpt files go once its result file is written (the panel has read
+    them: EASE's entity table lives there); encoder/ and logs stay. Default: everything stays."""
+    from unisent.commands import ablate as ablate_module
+    from unisent.evaluation import panel
+
+    run = ablate_module.Run("only ease", "single", ("ease",), "static", 1)
+    folder = tmp_path / "out" / "runs" / run.slug / "seed1"
+
+    def fake_fit(recipe_path):
+        (folder / "encoder").mkdir(parents=True)
+        (folder / "checkpoints").mkdir()
+        for name in ("last.ckpt", "step=2.ckpt"):
+            (folder / "checkpoints" / name).write_bytes(b"weights")
+        (folder / "metrics.csv").write_text("step\n0\n")
+
+    seen = {}
+
+    def fake_panel(model, columns, data_dir, ckpt=None, entity_records=None):
+        seen["ckpt"] = ckpt and Path(ckpt).read_bytes()
+        return {c: {"score": 1.0} for c in columns}
+
+    monkeypatch.setattr(ablate_module, "_fit", fake_fit)
+    monkeypatch.setattr(panel, "evaluate_panel", fake_panel)
+    config = {"model": {"objectives": []}, "data": {"train": {}}, "trainer": {}}
+    study = ablate_module.Study(
+        tmp_path / "r.yaml", config, tmp_path / "out", 2, ["entity-top10"], None, 0, None, [], keep_checkpoints=keep
+    )
+    monkeypatch.setattr(ablate_module.Study, "write_recipe", lambda self, r: tmp_path / "r.yaml")
+    result = study.execute(run)
+    assert seen["ckpt"] == b"weights" and result["scores"] == {"entity-top10": 1.0}
+    assert study.result_path(run).exists()
+    assert sorted(p.name for p in folder.rglob("*.ckpt")) == (["last.ckpt", "step=2.ckpt"] if keep else [])
+    assert (folder / "encoder").is_dir() and (folder / "metrics.csv").exists()

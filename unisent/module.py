@@ -184,15 +184,13 @@ def parameter_groups(
         if lr is not None:
             own.update({id(p): float(lr) for p in objective.parameters()})
     named = list(named_parameters)
-    shared = {id(p) for p in encoder.parameters()} if encoder is not None else set()
-    groups = [
-        group | {"encoder": True}
-        for group in split_weight_decay((n, p) for n, p in named if id(p) in shared and id(p) not in own)
-        if group["params"]
-    ]
-    groups += split_weight_decay((n, p) for n, p in named if id(p) not in own and id(p) not in shared)
-    if shared:
-        groups = [g for g in groups if g["params"]]
+    rest = [(n, p) for n, p in named if id(p) not in own]
+    if encoder is None:
+        groups = split_weight_decay(rest)
+    else:
+        shared = {id(p) for p in encoder.parameters()}
+        groups = [g | {"encoder": True} for g in split_weight_decay((n, p) for n, p in rest if id(p) in shared)]
+        groups = [g for g in groups + split_weight_decay((n, p) for n, p in rest if id(p) not in shared) if g["params"]]
     for lr in sorted(set(own.values())):
         for group in split_weight_decay((n, p) for n, p in named if own.get(id(p)) == lr):
             if group["params"]:
@@ -523,11 +521,9 @@ class UnisentModule(L.LightningModule):
         return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr, encoder)
 
     def configure_optimizers(self):
-        groups = self.optimizer_groups()
-        optimizer = self.optimizer_factory(groups)
+        optimizer = self.optimizer_factory(self.optimizer_groups())
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
-        warmup = self.warmup_steps or round(self.warmup_ratio * total)
-        lr_lambda: Any = warmup_linear_lambda(warmup, total, decay=self.schedule == "linear")
+        lr_lambda: Any = self._schedule(total)
         self._head_only = self.head_only_steps or round(self.head_only_ratio * total)
         if self._head_only:
             lr_lambda = [
@@ -535,6 +531,13 @@ class UnisentModule(L.LightningModule):
             ]
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _schedule(self, total: int):
+        """The learning-rate multiplier of a run of ``total`` steps: warm-up (``warmup_steps``, or
+        ``warmup_ratio`` of them), then linear decay or constant."""
+        return warmup_linear_lambda(
+            self.warmup_steps or round(self.warmup_ratio * total), total, decay=self.schedule == "linear"
+        )
 
     def _encoder_lambda(self, total: int):
         """The encoder's learning-rate multiplier with n head-only steps: 0 for the first n steps, then the
@@ -546,10 +549,7 @@ class UnisentModule(L.LightningModule):
                 "the encoder would never learn (use model.head_only_ratio for a share of the run, or "
                 "trainer.callbacks FreezeEncoder to never train it)"
             )
-        rest = total - n
-        after = warmup_linear_lambda(
-            self.warmup_steps or round(self.warmup_ratio * rest), rest, self.schedule == "linear"
-        )
+        after = self._schedule(total - n)
         return lambda step: 0.0 if step < n else after(step - n)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from unisent.commands.ablate import interval, plan, run_recipe
+from unisent.commands.ablate import interval, plan, run_recipe, table, target_verdicts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,7 @@ def _two_objectives(tiny_unified) -> Path:
     model = config["model"]
     model["evaluation"]["panel"] = ["stsb-test", "entity-top10"]
     model["evaluation"]["panel_own"] = {"ease": "entity-top10", "amr": "stsb-test"}
+    model["evaluation"]["panel_targets"] = {"stsb-test": -100.0, "entity-top10": 1000.0}  # one met, one missed
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
@@ -38,6 +39,35 @@ def test_interval_by_hand():
     assert mean == pytest.approx(7 / 3)
     assert half == pytest.approx(4.302653 * sd / math.sqrt(3), rel=1e-5)  # t(0.975, 2)
     assert interval([5.0]) == (5.0, None)
+
+
+def _row(name, kind, **cells):
+    cells = {c: {"mean": m, "ci": ci} for c, (m, ci) in cells.items()}
+    return {"row": name, "kind": kind, "cells": cells, "seeds": [1, 2], "train_minutes": [1.0, 1.0]}
+
+
+def test_target_verdicts_by_hand():
+    """Each target: mean - target and met; an own column below the single-objective row by more than that
+    row's half-width is named with the gap beyond it; a row meets every line only if both hold."""
+    rows = [
+        _row("unified (static)", "unified", stsb=(81.9, 0.5), own_a=(60.0, 3.0), own_b=(20.0, 1.0)),
+        _row("unified (upgrad)", "unified", stsb=(82.3, 0.4), own_a=(64.0, 2.0), own_b=(21.5, 0.5)),
+        _row("only a", "single", own_a=(62.0, 1.5)),
+        _row("only b", "single", own_b=(21.8, 0.4)),
+    ]
+    own, units = {"a": "own_a", "b": "own_b"}, {"a": ("a",), "b": ("b",)}
+    verdicts = target_verdicts(rows, {"stsb": 82.0, "own_a": 61.0}, own, units)
+    static, upgrad = verdicts["unified (static)"], verdicts["unified (upgrad)"]
+    assert static["targets"]["stsb"]["margin"] == pytest.approx(-0.1) and not static["targets"]["stsb"]["met"]
+    assert static["targets"]["own_a"]["margin"] == pytest.approx(-1.0)
+    # a: 60.0 vs 62.0 +- 1.5 -> 0.5 below the interval; b: 20.0 vs 21.8 +- 0.4 -> 1.4 below
+    assert static["own_below"] == pytest.approx({"a": 0.5, "b": 1.4}) and not static["all_met"]
+    assert upgrad["own_below"] == {} and upgrad["targets"]["stsb"]["margin"] == pytest.approx(0.3)
+    assert upgrad["all_met"]
+    text = table(rows, ["stsb", "own_a", "own_b"], own, units, {"stsb": 82.0, "own_a": 61.0})
+    assert "| unified (static) | 81.90, **missed by 0.10** | 60.00, **missed by 1.00** |" in text
+    assert "**a 0.50 below**, **b 1.40 below** | no |" in text
+    assert "| unified (upgrad) | 82.30, met by 0.30 | 64.00, met by 3.00 | all within | yes |" in text
 
 
 def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
@@ -141,6 +171,13 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     assert "Each objective's own column" in table and "| ease | entity-top10 |" in table
     assert (out / "ablation.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "runs" / "unified-static" / "seed1" / "conflicts.csv").exists()
+    verdict = summary["targets"]["unified (static)"]
+    stsb = rows["unified (static)"]["cells"]["stsb-test"]["mean"]
+    assert verdict["targets"]["stsb-test"] == pytest.approx(
+        {"mean": stsb, "target": -100.0, "margin": stsb + 100, "met": True}
+    )
+    assert verdict["targets"]["entity-top10"]["met"] is False and verdict["all_met"] is False
+    assert "Targets (`model.evaluation.panel_targets`)" in table and "**missed by" in table
     # once everything is done the same command only rebuilds the table
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and "7 of 7 runs already done" in again.stderr
@@ -193,10 +230,17 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
         (["--columns", "stsb-tset"], "did you mean 'stsb-test'"),
         (["--group", "cmlm=cmlm,nope"], "nope not objectives of the recipe"),
         (["--run", "unified-static"], "--run and --seed go together"),
+        ({"stsb-tset": 82.0}, "'stsb-tset' is not a panel column (did you mean 'stsb-test'?)"),
+        ({"stsb-test": "high"}, "panel_targets.stsb-test: 'high' is not a number"),
     ],
 )
 def test_mistakes_are_one_line(tiny_unified, tmp_path, args, message):
     recipe = _two_objectives(tiny_unified)
+    if isinstance(args, dict):  # a mistake in the recipe's model.evaluation.panel_targets
+        config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+        config["model"]["evaluation"]["panel_targets"] = args
+        recipe.write_text(yaml.safe_dump(config), encoding="utf-8")
+        args = []
     done = subprocess.run(
         [sys.executable, "-m", "unisent.cli", "ablate", str(recipe), f"--out={tmp_path / 'o'}", "--dry_run", *args],
         capture_output=True,

@@ -57,6 +57,8 @@ class EvaluationConfig:
             scores every run of this recipe on (empty: ``test_tasks``).
         panel_own: ``{objective name: panel column}``: the column that measures what each objective is
             for; ``unisent ablate`` compares it inside the combination against the objective alone.
+        panel_targets: ``{panel column: minimum}``: ``unisent ablate`` reports, for every balancer, whether
+            the mean over seeds reaches each (and by how much it is met or missed).
         similarity: ``cosine``, or for Gaussian models ``kl`` (asymmetric, the paper), ``kl_mean``,
             ``kl_symmetric`` (the authors' symmetric STS score), ``kl_symmetric_mean``, ``kl_avg_sim``
             (see :mod:`unisent.evaluation.similarities`).
@@ -69,6 +71,7 @@ class EvaluationConfig:
     similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "cosine"
     panel: list[str] = field(default_factory=list)
     panel_own: dict[str, str] = field(default_factory=dict)
+    panel_targets: dict[str, float] = field(default_factory=dict)
 
 
 # the module's hyperparameters hold these config dataclasses: let checkpoints load with

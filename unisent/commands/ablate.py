@@ -12,7 +12,10 @@ run is scored on the panel columns the recipe declares (``model.evaluation.panel
 :mod:`unisent.evaluation.panel`), and the command writes ``ablation.md`` (a table: mean and 95%
 interval over seeds per cell, Student's t), ``ablation.json`` and ``ablation.png`` in ``--out``.
 Where the recipe names each objective's own column (``model.evaluation.panel_own``), the table also
-compares each objective's own column inside the combination (best balancer) with the objective alone.
+compares each objective's own column inside the combination (best balancer) with the objective alone;
+where it names targets (``model.evaluation.panel_targets: {column: minimum}``), a second table says for
+every balancer which targets its mean over seeds meets, by how much each is met or missed, and whether
+every own column is within the single-objective interval.
 
 Runs go one after another (``--jobs N``: N at a time), or as a W&B sweep (``--sweep``: writes a sweep
 file for ``unisent sweep`` whose trials are ``unisent ablate ... --run NAME --seed S``). The command
@@ -210,6 +213,27 @@ def _columns(config: dict[str, Any], columns: Sequence[str] | None) -> list[str]
     return chosen
 
 
+def _targets(config: dict[str, Any], columns: Sequence[str]) -> dict[str, float]:
+    """``model.evaluation.panel_targets`` restricted to the scored columns; a name the panel does not know
+    or a value that is not a number is refused in one line."""
+    from ..evaluation.panel import PANEL_COLUMNS
+
+    evaluation = (config.get("model") or {}).get("evaluation") or {}
+    targets = evaluation.get("panel_targets") or {}
+    if not isinstance(targets, dict):
+        raise UsageError("model.evaluation.panel_targets: write {panel column: minimum}, e.g. {stsb-test: 82.0}")
+    for column, value in targets.items():
+        if column not in PANEL_COLUMNS:
+            import difflib
+
+            close = difflib.get_close_matches(str(column), PANEL_COLUMNS, 1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"model.evaluation.panel_targets: {column!r} is not a panel column{hint}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"model.evaluation.panel_targets.{column}: {value!r} is not a number")
+    return {c: float(v) for c, v in targets.items() if c in columns}
+
+
 def _write(path: Path, text: str) -> None:
     with atomic_write(path) as f:
         f.write(text)
@@ -352,7 +376,88 @@ def best_balancer(rows: list[dict[str, Any]], own: dict[str, str]) -> str | None
     return max(unified, key=score)["row"]
 
 
-def table(rows: list[dict[str, Any]], columns: list[str], own: dict[str, str], units: dict[str, tuple]) -> str:
+def own_columns(
+    row: dict[str, Any], rows: list[dict[str, Any]], own: dict[str, str], units: dict[str, tuple]
+) -> list[dict[str, Any]]:
+    """Each objective's own column in ``row`` against the objective alone: the difference of the means,
+    and whether it lies within the single-objective row's interval (below it by at most the half-width).
+    Objectives without an own column or a single-objective row are left out."""
+    by_name = {r["row"]: r for r in rows}
+    out = []
+    for unit, members in units.items():
+        column = next((own[m] for m in members if m in own), None)
+        alone = by_name.get(f"only {unit}")
+        if column is None or alone is None:
+            continue
+        a, b = row["cells"].get(column), alone["cells"].get(column)
+        if not a or not b:
+            continue
+        diff = a["mean"] - b["mean"]
+        width = b["ci"] if b["ci"] is not None else 0.0
+        out.append(
+            {
+                "objective": unit,
+                "column": column,
+                "unified": a,
+                "alone": b,
+                "diff": diff,
+                "width": width,
+                "within": diff >= -width,
+            }
+        )
+    return out
+
+
+def target_verdicts(
+    rows: list[dict[str, Any]], targets: dict[str, float], own: dict[str, str], units: dict[str, tuple]
+) -> dict[str, dict[str, Any]]:
+    """For every unified row: each target's mean, margin (mean - target) and whether it is met, and the
+    own columns below their single-objective interval."""
+    verdicts = {}
+    for row in (r for r in rows if r["kind"] == "unified"):
+        cells = {}
+        for column, target in targets.items():
+            cell = row["cells"].get(column)
+            if cell:
+                margin = cell["mean"] - target
+                cells[column] = {"mean": cell["mean"], "target": target, "margin": margin, "met": margin >= 0}
+        below = [o for o in own_columns(row, rows, own, units) if not o["within"]]
+        verdicts[row["row"]] = {
+            "targets": cells,
+            "own_below": {o["objective"]: -o["diff"] - o["width"] for o in below},
+            "all_met": all(c["met"] for c in cells.values()) and not below,
+        }
+    return verdicts
+
+
+def _target_table(verdicts: dict[str, dict[str, Any]], targets: dict[str, float], check_own: bool) -> list[str]:
+    head = [f"{c} (>= {t:g})" for c, t in targets.items()] + (["own columns"] if check_own else [])
+    lines = ["| run | " + " | ".join(head) + " | every line |", "|---|" + "---|" * (len(head) + 1)]
+    for name, v in verdicts.items():
+        cells = []
+        for column in targets:
+            c = v["targets"].get(column)
+            if c is None:
+                cells.append("n/a")
+            else:
+                verdict = f"met by {c['margin']:.2f}" if c["met"] else f"**missed by {-c['margin']:.2f}**"
+                cells.append(f"{c['mean']:.2f}, {verdict}")
+        if check_own:
+            below = v["own_below"]
+            cells.append(
+                "all within" if not below else ", ".join(f"**{o} {gap:.2f} below**" for o, gap in below.items())
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'yes' if v['all_met'] else 'no'} |")
+    return lines
+
+
+def table(
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    own: dict[str, str],
+    units: dict[str, tuple],
+    targets: dict[str, float] | None = None,
+) -> str:
     lines = [
         "| run | seeds | " + " | ".join(columns) + " | train min |",
         "|---|---:|" + "---:|" * (len(columns) + 1),
@@ -362,21 +467,15 @@ def table(rows: list[dict[str, Any]], columns: list[str], own: dict[str, str], u
         cells = " | ".join(_cell(row["cells"].get(c)) for c in columns)
         lines.append(f"| {row['row']} | {len(row['seeds'])} | {cells} | {minutes:.1f} |")
     best = best_balancer(rows, own)
+    own_lines = []
     if best and own:
         by_name = {r["row"]: r for r in rows}
-        own_lines = []
-        for unit, members in units.items():
-            column = next((own[m] for m in members if m in own), None)
-            alone = by_name.get(f"only {unit}")
-            if column is None or alone is None:
-                continue
-            a, b = by_name[best]["cells"].get(column), alone["cells"].get(column)
-            if not a or not b:
-                continue
-            diff = a["mean"] - b["mean"]
-            width = b["ci"] if b["ci"] is not None else 0.0
-            verdict = "yes" if diff >= -width else f"no, below by {-diff - width:.2f} beyond it"
-            own_lines.append(f"| {unit} | {column} | {_cell(a)} | {_cell(b)} | {diff:+.2f} | {verdict} |")
+        for o in own_columns(by_name[best], rows, own, units):
+            verdict = "yes" if o["within"] else f"no, below by {-o['diff'] - o['width']:.2f} beyond it"
+            own_lines.append(
+                f"| {o['objective']} | {o['column']} | {_cell(o['unified'])} | {_cell(o['alone'])} "
+                f"| {o['diff']:+.2f} | {verdict} |"
+            )
         if own_lines:  # only where the objectives also ran alone
             lines += [
                 "",
@@ -386,6 +485,15 @@ def table(rows: list[dict[str, Any]], columns: list[str], own: dict[str, str], u
                 "|---|---|---:|---:|---:|---|",
                 *own_lines,
             ]
+    verdicts = target_verdicts(rows, targets or {}, own, units) if targets else {}
+    if verdicts:
+        lines += [
+            "",
+            "Targets (`model.evaluation.panel_targets`), each balancer's mean over seeds"
+            + (", and its objectives' own columns against each objective alone:" if own_lines else ":"),
+            "",
+            *_target_table(verdicts, targets, bool(own_lines)),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -509,6 +617,7 @@ def ablate(
     planned = plan(config, seeds, balancers, kinds, group or [])
     steps = _steps(config, steps)
     chosen = _columns(config, columns)
+    targets = _targets(config, chosen)
     evaluation = (config.get("model") or {}).get("evaluation") or {}
     own = dict(evaluation.get("panel_own") or {})
     units = _groups(_objective_names(config), group or [])
@@ -543,10 +652,12 @@ def ablate(
         return {"runs": [r.key for r in planned]}
     results = _run_all(study, planned, jobs)
     rows = summarize(results, chosen)
-    text = table(rows, chosen, own, units)
+    text = table(rows, chosen, own, units, targets)
     _write(folder / "ablation.md", text)
     summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
     summary["best_balancer"] = best_balancer(rows, own)
+    if targets:
+        summary["targets"] = target_verdicts(rows, targets, own, units)
     _write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     try:
         plot(rows, chosen, folder / "ablation.png")

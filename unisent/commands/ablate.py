@@ -497,8 +497,9 @@ def table(
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict[str, Any]], columns: list[str], path: Path) -> Path:
-    """One panel per column: each run's mean with its interval."""
+def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: dict[str, float] | None = None) -> Path:
+    """One panel per column: each run's mean with its interval; a column's target (``panel_targets``) is in
+    its title, and a dashed line where it falls inside the plotted range."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -519,7 +520,11 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path) -> Path:
             high = max(m + e for m, e in zip(means, errors))
             pad = max(1.0, 0.1 * (high - low))
             ax.set_xlim(low - pad, high + pad)
-        ax.set_title(column, fontsize=10)
+            target = (targets or {}).get(column)
+            if target is not None and low - pad <= target <= high + pad:
+                ax.axvline(target, color="#c03030", linestyle="--", linewidth=1)
+        title = column if column not in (targets or {}) else f"{column} (target >= {targets[column]:g})"
+        ax.set_title(title, fontsize=10)
     for ax in list(axes.flat)[len(columns) :]:
         ax.axis("off")
     fig.tight_layout()
@@ -660,7 +665,7 @@ def ablate(
         summary["targets"] = target_verdicts(rows, targets, own, units)
     _write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     try:
-        plot(rows, chosen, folder / "ablation.png")
+        plot(rows, chosen, folder / "ablation.png", targets)
     except ImportError:  # pragma: no cover - matplotlib is a dependency
         print("unisent ablate: pip install matplotlib for ablation.png", file=sys.stderr)
     if page:

@@ -1,9 +1,9 @@
 """``unisent.amr.linearize(style="authors")``: MSE-AMR's ``amr/IO.py`` strings, exactly.
 
 References: ``IO.load(dereify=True, remove_wiki=True)`` then ``IO.linearize(graph, True, False)`` with
-the authors' vocabulary and penman 1.3.1 (shared/data/amr/reference-linearized.jsonl). The default
-suite checks a fixture of 32 Little Prince graphs covering each difference from the clean style; the
-slow test checks all 2,979 graphs of the three Little Prince files.
+the authors' vocabulary and penman 1.3.1 (the data checkout's amr/reference-linearized.jsonl). The suite
+checks a fixture of 32 Little Prince graphs covering each difference from the clean style;
+``benchmarks/check_shared_data.py`` checks all 2,979 graphs of the three Little Prince files.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from unisent.amr.linearize import (
 FIXTURES = Path(__file__).parent / "fixtures" / "amr"
 GRAPHS = FIXTURES / "little-prince-authors.txt"
 REFERENCES = FIXTURES / "little-prince-authors.jsonl"
-SHARED_AMR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "amr"
 
 
 def _references(path: Path) -> list[dict]:
@@ -66,26 +65,6 @@ def test_clean_style_is_unchanged_and_differs_where_the_fixture_says():
         assert " -of " not in f" {graph} "
     text = GRAPHS.read_text(encoding="utf-8")
     assert [g for _, _, g in linearize_string(text)] == [g for _, _, g in linearize_string(text, style="clean")]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not (SHARED_AMR / "reference-linearized.jsonl").is_file(), reason="needs ../shared/data/amr")
-def test_authors_style_equals_the_reference_on_all_little_prince_graphs():
-    refs = {
-        (ref["file"], ref["id"]): ref["reference"] for ref in _references(SHARED_AMR / "reference-linearized.jsonl")
-    }
-    assert len(refs) == 2979
-    seen = 0
-    mismatches: list[tuple[str, str]] = []
-    for path in sorted((SHARED_AMR / "little-prince").glob("*.txt")):
-        errors: list = []
-        for graph_id, _, graph in linearize_file(path, style="authors", errors=errors):
-            seen += 1
-            if graph != refs[(path.name, graph_id)]:
-                mismatches.append((path.name, graph_id))
-        assert errors == [], path
-    assert seen == 2979
-    assert mismatches == []
 
 
 # ------------------------------------------------------------------------ one test per difference

@@ -24,7 +24,6 @@ SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-FEWREL = ROOT.parent / "shared" / "data" / "entities" / "fewrel" / "val_wiki.json"
 
 
 def _script():
@@ -175,14 +174,3 @@ def test_the_bundled_heldout_file_is_held_out_and_in_the_training_vocabulary():
     assert max(per_entity.values()) <= 3 and len(per_entity) == 497
     texts, entities = read_entity_records(SAMPLE_DIR / "ease_fewrel_heldout.jsonl", linked)
     assert texts == [r["text"] for r in heldout] and entities == [r["entity"] for r in heldout]
-
-
-@pytest.mark.slow  # reads ../shared (the project's data checkout): never part of the default run
-@pytest.mark.skipif(not FEWREL.is_file(), reason="needs ../shared/data/entities/fewrel")
-def test_the_heldout_file_is_rebuilt_by_its_recorded_command(tmp_path):
-    from unisent.builders.ease.fewrel import ease_fewrel
-
-    ease_fewrel(FEWREL, tmp_path / "all", seed=0, log=lambda *a: None)
-    out = tmp_path / "heldout.jsonl"
-    assert _script().main(["--make-heldout", str(tmp_path / "all" / "records.jsonl"), "--output", str(out)]) == 0
-    assert out.read_bytes() == (SAMPLE_DIR / "ease_fewrel_heldout.jsonl").read_bytes()

@@ -212,6 +212,31 @@ def _planar(g1: tuple[float, float], g2: tuple[float, float]) -> tuple[torch.Ten
     return u, v
 
 
+@pytest.mark.parametrize(
+    "aggregator, g1, g2, expected",
+    [
+        # UPGrad: each gradient projected onto the cone of directions conflicting with neither, then the
+        # mean. (1, 0) conflicts with (-1, 1): it loses its part along (-1, 1) -> (0.5, 0.5); (-1, 1)
+        # loses its part along (1, 0) -> (0, 1); the mean is (0.25, 0.75)
+        ("UPGrad", (1.0, 0.0), (-1.0, 1.0), (0.25, 0.75)),
+        ("UPGrad", (2.0, 0.0), (1.0, 1.0), (1.5, 0.5)),  # no conflict: the mean of the two
+        # IMTL-G: weights G^+ d / sum, d the gradient norms; orthogonal (2, 0), (0, 1): G = diag(4, 1),
+        # G^+ d = (0.5, 1) -> weights (1/3, 2/3) -> (2/3, 2/3), the same projection on either unit gradient
+        ("IMTLG", (2.0, 0.0), (0.0, 1.0), (2 / 3, 2 / 3)),
+    ],
+)
+def test_upgrad_and_imtlg_by_hand(tiny_bert_dir, aggregator, g1, g2, expected):
+    """The two aggregators of the unified study (docs/results/unified.md) on the shared encoder, by hand."""
+    module = _module(tiny_bert_dir, JacobianAggregator(aggregator))
+    u, v = _planar(g1, g2)
+    _step(module, _losses(module, u, v))
+    grad = shared_param(module.encoder).grad
+    # atol: torchjd solves UPGrad's projection as a quadratic programme regularised by 1e-4 (0.2499, not 0.25)
+    torch.testing.assert_close(grad[:2], torch.tensor(expected), rtol=0, atol=5e-4)
+    assert float(grad[2:].abs().max()) == 0.0
+    assert _other_encoder_grads(module) == 0.0
+
+
 @pytest.mark.parametrize("balancer", [PCGrad, Uncertainty, Static])
 def test_gradient_accumulation_equals_the_whole_batch(tiny_bert_dir, monkeypatch, balancer):
     """Two accumulated micro-batches (Lightning divides each loss by 2) give the whole batch's update; for

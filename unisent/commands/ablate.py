@@ -145,11 +145,16 @@ def _balancer_spec(name: str) -> dict[str, Any]:
         return copy.deepcopy(BALANCERS[name])
     if "." in name:
         return {"class_path": name}
+    hint = _did_you_mean(name, BALANCERS)
+    raise UsageError(f"--balancers: unknown balancer {name!r}{hint}; one of {', '.join(BALANCERS)} or a class path")
+
+
+def _did_you_mean(name: str, choices: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` with the closest of ``choices``, or nothing."""
     import difflib
 
-    close = difflib.get_close_matches(name, list(BALANCERS), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UsageError(f"--balancers: unknown balancer {name!r}{hint}; one of {', '.join(BALANCERS)} or a class path")
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict_every: int) -> dict[str, Any]:
@@ -203,12 +208,7 @@ def _columns(config: dict[str, Any], columns: Sequence[str] | None) -> list[str]
         raise UsageError("no panel: set model.evaluation.panel in the recipe or give --columns")
     unknown = [c for c in chosen if c not in PANEL_COLUMNS]
     if unknown:
-        import difflib
-
-        hints = [
-            f"{c} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(c, PANEL_COLUMNS, 1)) else c
-            for c in unknown
-        ]
+        hints = [c + _did_you_mean(c, PANEL_COLUMNS) for c in unknown]
         raise UsageError(f"unknown panel column(s): {', '.join(hints)}; the panel has {', '.join(PANEL_COLUMNS)}")
     return chosen
 
@@ -224,10 +224,7 @@ def _targets(config: dict[str, Any], columns: Sequence[str]) -> dict[str, float]
         raise UsageError("model.evaluation.panel_targets: write {panel column: minimum}, e.g. {stsb-test: 82.0}")
     for column, value in targets.items():
         if column not in PANEL_COLUMNS:
-            import difflib
-
-            close = difflib.get_close_matches(str(column), PANEL_COLUMNS, 1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = _did_you_mean(column, PANEL_COLUMNS)
             raise UsageError(f"model.evaluation.panel_targets: {column!r} is not a panel column{hint}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"model.evaluation.panel_targets.{column}: {value!r} is not a number")

@@ -21,10 +21,28 @@ itself is the difference between a long and a short run of the same command, so 
 The systems alternate (the first system of each round alternates too), ``--rounds`` rounds; the ratio
 of each round and the median are reported, with the CPU model and flags and the load average.
 
+- **settings** (issue 41): every system at **every** setting, in one process, on the STS-B test set
+  (sentences1 + sentences2: 2,758 sentences; ``--quick``: the first 150 pairs), all-MiniLM-L6-v2:
+  sentence-transformers fp32 and after ``.bfloat16()`` (batch 32, its default); a plain ONNX Runtime
+  runner (no unisent code: ``transformers.AutoModel`` exported by ``torch.onnx.export`` with eager
+  attention, ``onnxruntime.InferenceSession``, the tokenizer, length-sorted batches of 32, mean pooling
+  and normalisation in numpy) in fp32 and int8 (``quantize_dynamic`` per tensor, its default, and per
+  channel); unisent torch (``unisent.load("minilm-l6").encode``, fp32 and bf16) and unisent onnx
+  (``unisent export --format onnx --quantize int8``, then ``unisent.load(DIR, backend="onnx")``, fp32 and
+  int8), both at unisent's default batch (64). Sentences/s is the median of ``--rounds`` interleaved
+  rounds (the order reverses every round); STS-B test Spearman x 100 of the cosines and the smallest
+  cosine of each sentence's vector to sentence-transformers' fp32 vector come from the first round. The
+  best of each side is its fastest setting whose STS-B is within 0.5 of the side's fp32; the ratios of
+  unisent's best to the others' best are the issue's lines (>= 1.5x sentence-transformers, >= 1.2x
+  plain ONNX Runtime int8). bf16 settings are skipped on a CPU without AVX512-BF16 or AMX (bf16 is ~50x
+  slower there; ``--bf16-anyway`` runs them).
+
     python benchmarks/cli_speed.py                  # 3 rounds; prints the table
     python benchmarks/cli_speed.py --write          # also docs/benchmarks-cli.json (one entry per machine type)
     python benchmarks/cli_speed.py --quick          # a smoke run: 1 round, few steps and sentences
     python benchmarks/cli_speed.py --unisent-precision fp32 --write   # unisent in fp32 too (same precision)
+    python benchmarks/cli_speed.py --tasks settings --write   # every system at every setting (needs unisent[onnx])
+    python benchmarks/cli_speed.py --tasks settings --quick   # a smoke run of it: 300 sentences, 1 round
 """
 
 from __future__ import annotations
@@ -43,10 +61,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from throughput import _model_path, _sentence_source, _sentences  # noqa: E402
 
-from unisent.hardware import choose_precision, cpu_description  # noqa: E402
+from unisent.hardware import choose_precision, cpu_description, cpu_flags  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmarks-cli.json"
+#: the flags that decide how int8 and bf16 run, recorded with the settings table
+SETTINGS_FLAGS = frozenset(
+    {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+)
 
 RECIPE = """\
 seed_everything: 0
@@ -200,19 +222,226 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
+# ------------------------------------------------------------------------------------------ settings
+#: a side's settings count for its best only within this many STS-B points of the side's fp32
+BEST_WITHIN = 0.5
+
+
+def stsb_pairs(quick: bool = False) -> tuple[list[str], list[str], list[float]]:
+    """The bundled STS-B test set (1,379 pairs; ``quick``: the first 150)."""
+    from unisent.export.onnx import stsb_test
+
+    first, second, gold = stsb_test()
+    n = 150 if quick else len(first)
+    return first[:n], second[:n], [float(g) for g in gold[:n]]
+
+
+def _mean_pool(last, mask):
+    import numpy as np
+
+    weights = mask[..., None].astype(np.float32)
+    pooled = (last * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True).clip(1e-12)
+
+
+def plain_onnx_files(work: Path) -> dict[str, Path]:
+    """all-MiniLM-L6-v2 as a plain user exports it, without unisent: ``torch.onnx.export`` of
+    ``AutoModel`` (eager attention; SDPA does not quantise), and ``quantize_dynamic`` per tensor (its
+    default) and per channel."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = work / "plain-onnx"
+    folder.mkdir(exist_ok=True)
+    files = {"fp32": folder / "model.onnx", "int8": folder / "int8.onnx", "int8-pc": folder / "int8-pc.onnx"}
+    if all(f.exists() for f in files.values()):
+        return files
+    backbone = AutoModel.from_pretrained(_model_path(), attn_implementation="eager").eval()
+
+    class Plain(torch.nn.Module):  # keyword arguments: the model's forward has more positional ones
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = backbone
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state
+
+    model = Plain().eval()
+    tokenizer = AutoTokenizer.from_pretrained(_model_path())
+    batch = tokenizer(["A man is playing a guitar.", "ok"], padding=True, return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+    with torch.no_grad():
+        torch.onnx.export(
+            model,
+            tuple(batch[n] for n in names),
+            str(files["fp32"]),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+    quantize_dynamic(str(files["fp32"]), str(files["int8"]), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(files["fp32"]), str(files["int8-pc"]), weight_type=QuantType.QInt8, per_channel=True)
+    return files
+
+
+def plain_onnx_runner(path: Path, batch_size: int = 32):
+    """``encode(sentences)`` with a plain ``onnxruntime.InferenceSession``: tokenizer, length-sorted
+    batches, mean pooling and normalisation in numpy."""
+    import numpy as np
+    import onnxruntime as ort
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(_model_path())
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def encode(sentences: list[str]):
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
+        out = np.empty((len(sentences), 384), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = tokenizer([sentences[i] for i in idx], padding=True, truncation=True, max_length=256)
+            feed = {k: np.asarray(v, dtype=np.int64) for k, v in batch.items()}
+            (last,) = session.run(["last_hidden_state"], feed)
+            out[idx] = _mean_pool(last, feed["attention_mask"])
+        return out
+
+    return encode
+
+
+def settings_systems(work: Path, bf16: bool, unisent_batch: int = 64) -> dict[str, tuple[str, object]]:
+    """``{setting: (side, encode(sentences) -> (n, d) array)}``, every system at every setting."""
+    from sentence_transformers import SentenceTransformer
+
+    import unisent
+    from unisent.export import export_model
+
+    systems: dict[str, tuple[str, object]] = {}
+    st = SentenceTransformer(_model_path(), device="cpu")
+    systems["sentence-transformers fp32"] = ("sentence-transformers", lambda s: st.encode(s, batch_size=32))
+    if bf16:
+        st16 = SentenceTransformer(_model_path(), device="cpu").bfloat16()
+        systems["sentence-transformers bf16"] = ("sentence-transformers", lambda s: st16.encode(s, batch_size=32))
+    files = plain_onnx_files(work)
+    for key, label in (("fp32", "fp32"), ("int8", "int8 per tensor"), ("int8-pc", "int8 per channel")):
+        systems[f"ONNX Runtime {label}"] = ("plain ONNX Runtime", plain_onnx_runner(files[key]))
+    model = unisent.load("minilm-l6")
+
+    def torch_encode(precision: str):
+        return lambda s: model.encode(s, unisent_batch, precision=precision).numpy()
+
+    systems["unisent torch fp32"] = ("unisent", torch_encode("fp32"))
+    if bf16:
+        systems["unisent torch bf16"] = ("unisent", torch_encode("bf16"))
+    exported = work / "unisent-onnx"
+    if not exported.exists():
+        report = export_model("minilm-l6", exported, "onnx", quantize="int8")
+        print("\n".join(report.notes), flush=True)
+    for file in ("fp32", "int8"):
+        runner = unisent.load(str(exported), backend="onnx", onnx_file=file)
+        systems[f"unisent onnx {file}"] = ("unisent", lambda s, r=runner: r.encode(s, unisent_batch).numpy())
+    return systems
+
+
+def best_of_sides(rows: dict[str, dict]) -> dict[str, str]:
+    """``{side: its fastest setting}`` among the settings within :data:`BEST_WITHIN` STS-B points of
+    the side's fp32 setting (the setting whose name ends in ``fp32``)."""
+    best: dict[str, str] = {}
+    for side in dict.fromkeys(row["side"] for row in rows.values()):
+        mine = {name: row for name, row in rows.items() if row["side"] == side}
+        reference = max(row["stsb"] for name, row in mine.items() if name.endswith("fp32"))
+        kept = {name: row for name, row in mine.items() if row["stsb"] >= reference - BEST_WITHIN}
+        best[side] = max(kept, key=lambda name: kept[name]["median"])
+    return best
+
+
+def measure_settings(rounds: int, work: Path, quick: bool = False, bf16: bool = True) -> dict:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    first, second, gold = stsb_pairs(quick)
+    sentences = first + second
+    systems = settings_systems(work, bf16)
+    for encode in (s[1] for s in systems.values()):  # warm-up: first-call costs (threads, allocations) not timed
+        encode(sentences[:64])
+    rates: dict[str, list[float]] = {name: [] for name in systems}
+    vectors: dict[str, np.ndarray] = {}
+    for round_ in range(rounds):
+        order = list(systems) if round_ % 2 == 0 else list(reversed(systems))
+        for name in order:
+            start = time.perf_counter()
+            out = np.asarray(systems[name][1](sentences), dtype=np.float32)
+            rates[name].append(len(sentences) / (time.perf_counter() - start))
+            vectors.setdefault(name, out)
+            print(f"settings round {round_ + 1} {name}: {rates[name][-1]:.1f} sentences/s", flush=True)
+    reference = vectors["sentence-transformers fp32"]
+    rows = {}
+    for name, out in vectors.items():
+        unit = out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-12)
+        ref = reference / np.linalg.norm(reference, axis=1, keepdims=True).clip(1e-12)
+        n = len(first)
+        cosine = (unit[:n] * unit[n:]).sum(1)
+        rows[name] = {
+            "side": systems[name][0],
+            "rates": rates[name],
+            "median": statistics.median(rates[name]),
+            "stsb": float(spearmanr(cosine, gold).statistic * 100),
+            "min_cosine": float((unit * ref).sum(1).min()),
+        }
+    best = best_of_sides(rows)
+    unisent_best = rows[best["unisent"]]["median"]
+    ratios = {side: unisent_best / rows[name]["median"] for side, name in best.items() if side != "unisent"}
+    return {"sentences": len(sentences), "rows": rows, "best": best, "ratios": ratios, "skipped_bf16": not bf16}
+
+
+def settings_table(result: dict) -> str:
+    r = result["settings"]
+    lines = [
+        f"- machine: {result['cpu']}, {result['threads']} threads, torch {result['torch']}, "
+        f"load average {result['load_before']} before and {result['load_after']} after",
+        f"- CPU flags that decide int8 and bf16: {', '.join(result.get('flags', [])) or 'none of them'}",
+        f"- {r['sentences']:,} STS-B test sentences; sentences/s: median of the rounds (each round's in brackets)",
+        *(["- bf16 settings skipped: the CPU has no AVX512-BF16 or AMX"] if r["skipped_bf16"] else []),
+        "",
+        "| system and setting | sentences/s | STS-B test | min cosine to fp32 |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, row in r["rows"].items():
+        mark = "**" if name in r["best"].values() else ""
+        rounds = ", ".join(f"{x:.0f}" for x in row["rates"])
+        lines.append(
+            f"| {mark}{name}{mark} | {mark}{row['median']:.0f}{mark} ({rounds}) | {row['stsb']:.2f} | "
+            f"{row['min_cosine']:.5f} |"
+        )
+    lines.append("")
+    lines.append(
+        "Best of each side (fastest within 0.5 STS-B of its fp32): "
+        + "; ".join(f"{side}: {name}" for side, name in r["best"].items())
+    )
+    lines.append("unisent's best against: " + "; ".join(f"{side} {ratio:.2f}x" for side, ratio in r["ratios"].items()))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--train-steps", type=int, nargs=2, default=[5, 25], metavar=("SHORT", "LONG"))
     parser.add_argument("--encode-sentences", type=int, nargs=2, default=[1000, 6000], metavar=("SHORT", "LONG"))
-    parser.add_argument("--tasks", default="train,encode")
+    parser.add_argument("--tasks", default="train,encode", help="train, encode and/or settings (comma-separated)")
+    parser.add_argument("--bf16-anyway", action="store_true", help="settings: run bf16 on a CPU without bf16 too")
     parser.add_argument(
         "--unisent-precision",
         choices=["auto", "fp32"],
         default="auto",
         help="auto: unisent's default; fp32: an explicit fp32 (what auto gives on an AVX2-only CPU)",
     )
-    parser.add_argument("--quick", action="store_true", help="1 round, 2/4 steps, 200/600 sentences")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round, 2/4 steps, 200/600 sentences; settings: 300 sentences"
+    )
     parser.add_argument("--write", action="store_true", help=f"add the result to {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     if args.quick:
@@ -241,13 +470,24 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         prepare(work, args)
         for task in args.tasks.split(","):
+            if task == "settings":
+                bf16 = args.bf16_anyway or choose_precision("cpu").bf16
+                result["flags"] = sorted(cpu_flags() & SETTINGS_FLAGS)
+                result[task] = measure_settings(args.rounds, work, args.quick, bf16)
+                continue
             sizes = args.train_steps if task == "train" else args.encode_sentences
             result[task] = measure(task, sizes, args.rounds, work, env, args.unisent_precision == "fp32")
     result["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(table(result))
+    if "train" in result or "encode" in result:
+        print(table(result))
+    if "settings" in result:
+        print(settings_table(result))
     if args.write and not args.quick:
         saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        saved[result["cpu"] + ("" if args.unisent_precision == "auto" else ", unisent fp32")] = result
+        key = result["cpu"] + ("" if args.unisent_precision == "auto" else ", unisent fp32")
+        if args.tasks == "settings":  # beside the train/encode entry of the same machine, not over it
+            key = result["cpu"] + ", settings"
+        saved[key] = result
         RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
         print(f"written to {RESULTS.relative_to(ROOT)}")
 

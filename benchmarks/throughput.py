@@ -208,8 +208,9 @@ def child_train_unisent(args) -> dict:
 
     from unisent.data import DataSource, UnisentDataModule
     from unisent.encoders import EncoderConfig
-    from unisent.module import EvaluationConfig, UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.optim import AdamW
+    from unisent.training_config import EvaluationConfig
 
     torch.manual_seed(0)
     objective, path = _objective(args.objective, Path(args.workdir), args.batch * (args.steps + args.warmup + 1))

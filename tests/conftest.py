@@ -26,22 +26,25 @@ def sample_sentences() -> list[str]:
     return (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
 
 
-def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2) -> Path:
-    """A 2-layer BERT with a WordPiece tokenizer trained on the bundled sentences."""
+def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2, cased: bool = False) -> Path:
+    """A 2-layer BERT with a WordPiece tokenizer trained on the bundled sentences; ``cased``: the tokenizer
+    keeps case (trained on the sentences and their upper-case copies, so that cased words have ids)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=not cased)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(sample_sentences(), trainers.WordPieceTrainer(vocab_size=600, special_tokens=special))
+    texts = sample_sentences() + ([t.upper() for t in sample_sentences()] if cased else [])
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=800 if cased else 600, special_tokens=special))
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
     )
     fast = BertTokenizerFast(
         tokenizer_object=tok,
+        **({"do_lower_case": False} if cased else {}),
         unk_token="[UNK]",
         pad_token="[PAD]",
         cls_token="[CLS]",
@@ -77,10 +80,32 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
+@pytest.fixture(scope="session")
+def tiny_cased_bert_dir(tmp_path_factory) -> Path:
+    """The tiny BERT with a tokenizer that keeps case."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-cased-bert"), cased=True)
+
+
 @pytest.fixture
 def tiny_model_dir(tiny_bert_dir, tmp_path) -> Path:
     """A private copy of the tiny model (tests may write into it)."""
     return Path(shutil.copytree(tiny_bert_dir, tmp_path / "tiny-bert"))
+
+
+#: the flags every test's CPU reports (tests/test_precision.py fakes others): ``precision: auto``, the default of
+#: ``encode``, ``unisent encode`` and training, is fp32 on it, so that results do not depend on the machine
+CPU_WITHOUT_BF16 = frozenset("fpu sse sse2 ssse3 fma avx avx2 f16c bmi2".split())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_without_bf16():
+    """Session-wide, so that module-scoped fixtures see it too; a test's own ``monkeypatch`` wins for that test."""
+    from unisent import hardware
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(hardware, "cpu_flags", lambda: CPU_WITHOUT_BF16)
+    yield
+    patch.undo()
 
 
 @pytest.fixture(autouse=True)

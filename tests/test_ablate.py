@@ -1,22 +1,27 @@
 """``unisent ablate``: on the tiny model, a recipe with two objectives and two seeds gives its table (mean and
 95% interval per cell, from the runs' own result files), its plot, and resumes after a SIGKILL without
-rerunning finished runs; the generated recipes keep each objective's data; mistakes are one line."""
+rerunning finished runs; its ``ablation.json`` alone writes the page again byte for byte; the generated
+recipes keep each objective's data; mistakes are one line; an interrupted fit stops the study."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from unisent.commands.ablate import interval, plan, run_recipe, table, target_verdicts
+from unisent.commands.ablate import command as ablate_command
+from unisent.commands.ablate import run as ablate_run
+from unisent.commands.ablate.command import ablate
+from unisent.commands.ablate.plan import PER_OBJECTIVE_DATA, Run, plan, run_recipe
+from unisent.commands.ablate.summarise import interval, table, target_verdicts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +36,14 @@ def _two_objectives(tiny_unified) -> Path:
     model["evaluation"]["panel_targets"] = {"stsb-test": -100.0, "entity-top10": 1000.0}  # one met, one missed
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def _entity_records(recipe: Path, tmp_path: Path) -> Path:
+    """The 48 records the tiny entity table is built from."""
+    train = Path(yaml.safe_load(recipe.read_text())["data"]["train"]["ease"]["path"])
+    records = tmp_path / "entity-records.jsonl"
+    records.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:48]), encoding="utf-8")
+    return records
 
 
 def test_interval_by_hand():
@@ -120,9 +133,7 @@ def _results(out: Path) -> dict[str, tuple[float, str]]:
 def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unified, tmp_path):
     recipe = _two_objectives(tiny_unified)
     out = tmp_path / "ablate"
-    train = Path(yaml.safe_load(recipe.read_text())["data"]["train"]["ease"]["path"])
-    records = tmp_path / "entity-records.jsonl"  # the 48 records the tiny entity table is built from
-    records.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:48]), encoding="utf-8")
+    records = _entity_records(recipe, tmp_path)
     page = tmp_path / "docs" / "page.md"
     page.parent.mkdir()
     page.write_text("# Results\n\nbefore\n\n<!-- unisent ablate -->\nold table\n<!-- /unisent ablate -->\n\nafter\n")
@@ -130,18 +141,16 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     args.append(f"--page={page}")
     cmd = [sys.executable, "-m", "unisent.cli", "ablate", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("UNISENT_FAULT", None)
+    # the first attempt kills itself (SIGKILL) in its 5th training step: the first step of the third trained
+    # run (2 steps each), after two trained runs have written their results; no polling against a deadline
     log = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.time() + 600
-    while time.time() < deadline and first.poll() is None:
-        if len(list((out / "results").rglob("*.json"))) >= 2:
-            break
-        time.sleep(0.5)
-    assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
+    first = subprocess.run(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, "UNISENT_FAULT": "train_step@5=SIGKILL"}, timeout=900
+    )
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-3000:]
     before = _results(out)
-    assert len(before) >= 2
+    assert len(before) >= 2 and len(before) < 7
 
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -188,9 +197,36 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
 
 
-def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
-    from unisent.commands.ablate import ablate
+def test_the_page_is_written_again_from_ablation_json_alone(tiny_unified, tmp_path):
+    """The study page's safety net: the tiny two-objective study, run in this process (each fit through
+    ``unisent.commands.fitting.fit``; pytest's own ``sys.argv`` stays as it is), keeps its ``ablation.json``;
+    with every run, result file and table deleted, ``--from_json`` writes ``ablation.md`` and the page's block
+    again byte for byte (the conflicts plot, whose run is gone, stays beside the page and named on it)."""
+    recipe = _two_objectives(tiny_unified)
+    options = {"seeds": [1, 2], "conflict_every": 1, "entity_records": str(_entity_records(recipe, tmp_path))}
+    out, page = tmp_path / "ablate", tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    page.write_text("# Results\n\nbefore\n", encoding="utf-8")
+    argv = list(sys.argv)
+    ablate(str(recipe), out=str(out), page=str(page), **options)
+    assert sys.argv == argv
+    written, tables = page.read_bytes(), (out / "ablation.md").read_bytes()
+    assert b"| unified (static) | 2 |" in written and b"Targets (`model.evaluation.panel_targets`)" in written
+    assert b"![gradient conflicts of unified (static), seed 1](page-conflicts.png)" in written
+    kept = tmp_path / "kept" / "ablation.json"
+    kept.parent.mkdir()
+    shutil.copyfile(out / "ablation.json", kept)
+    shutil.rmtree(out)  # the runs, their result files and the table: only the summary is left
+    page.write_text(page.read_text(encoding="utf-8").replace("| unified (static) | 2 |", "| stale |"), encoding="utf-8")
 
+    fresh = tmp_path / "fresh"
+    ablate(str(recipe), out=str(fresh), page=str(page), from_json=str(kept), **options)
+    assert page.read_bytes() == written
+    assert (fresh / "ablation.md").read_bytes() == tables
+    assert sorted(p.name for p in fresh.iterdir()) == ["ablation.md", "ablation.png"]  # nothing was run
+
+
+def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     recipe = _two_objectives(tiny_unified)
     out = tmp_path / "ablate"
     result = ablate(str(recipe), out=str(out), seeds=[1, 2], balancers=["pcgrad", "uncertainty"], sweep=True)
@@ -207,11 +243,9 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
         timeout=300,
     )
     assert "no run 'only-nope' with seed 2; the runs are only-amr, only-ease, unified-static" in trial.stderr
-    from unisent.commands import ablate as ablate_module
-
     started = []
-    monkeypatch.setattr(ablate_module.Study, "execute", lambda self, r: started.append(r.key) or {"run": r.key})
-    monkeypatch.setattr(ablate_module, "_log_to_wandb", lambda result: None)
+    monkeypatch.setattr(ablate_run.Study, "execute", lambda self, r: started.append(r.key) or {"run": r.key})
+    monkeypatch.setattr(ablate_command, "log_to_wandb", lambda result: None)
     ablate(str(recipe), out=str(out), balancers=["pcgrad", "uncertainty"], run="unified-uncertainty", seed=2)
     assert started == ["unified-uncertainty/seed2"]
     lean = ablate(str(recipe), out=str(tmp_path / "lean"), seeds=[1], sweep=True, keep_checkpoints=False)
@@ -259,17 +293,55 @@ def test_a_recipe_with_one_objective_is_refused(tiny_recipe, tmp_path):
     assert done.returncode == 2 and "an ablation needs at least two" in done.stderr
 
 
+def test_a_run_keeps_its_objectives_entries_of_each_per_objective_data_setting():
+    """``run_recipe`` cuts exactly the DataModule's settings that a recipe may give per objective (typed
+    ``X | dict[str, X]``, besides ``train``): a key the DataModule does not have would be dead code."""
+    import typing
+
+    from unisent.data import UnisentDataModule
+
+    hints = typing.get_type_hints(UnisentDataModule.__init__)
+    per_objective = {
+        name
+        for name, hint in hints.items()
+        if name != "train" and any(typing.get_origin(arg) is dict for arg in typing.get_args(hint))
+    }
+    assert set(PER_OBJECTIVE_DATA) == per_objective
+
+
+def test_an_interrupted_fit_stops_the_study_with_its_status(tmp_path, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM in a run's fit comes back as the fit's outcome (not a module global): the study stops
+    there with ``unisent fit``'s status and says that the same command continues it."""
+    from unisent.commands import fitting
+    from unisent.resume import Interrupt
+
+    last = tmp_path / "runs" / "only-ease" / "seed1" / "checkpoints" / "last.ckpt"
+    stopped = fitting.FitOutcome("fit", interrupted=Interrupt(signal="SIGTERM", step=3, checkpoint=str(last)))
+    calls = []
+    monkeypatch.setattr(fitting, "fit", lambda files, overrides: calls.append((files, overrides)) or stopped)
+    with pytest.raises(ablate_run.StudyInterrupted) as err:
+        ablate_run.fit_run(tmp_path / "r.yaml", "only-ease/seed1")
+    assert calls == [([tmp_path / "r.yaml"], ["--ckpt_path", "last"])] and err.value.status == 143
+    assert str(err.value).startswith(f"interrupted (SIGTERM) in only-ease/seed1; its last checkpoint is {last}; ")
+
+    monkeypatch.setattr(ablate_command, "ablate", lambda **values: ablate_run.fit_run(tmp_path / "r.yaml", "x"))
+    monkeypatch.setattr(ablate_command, "command_parser", lambda function, prog: None)
+    monkeypatch.setattr(ablate_command, "parse", lambda parser, argv: {})
+    with pytest.raises(SystemExit) as exit_:
+        ablate_command.main([])
+    assert exit_.value.code == 143 and "unisent ablate: interrupted (SIGTERM) in x;" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("keep", [True, False])
 def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeypatch, keep):
     """--keep_checkpoints false: a run's *.ckpt files go once its result file is written (the panel has read
     them: EASE's entity table lives there); encoder/ and logs stay. Default: everything stays."""
-    from unisent.commands import ablate as ablate_module
     from unisent.evaluation import panel
 
-    run = ablate_module.Run("only ease", "single", ("ease",), "static", 1)
+    run = Run("only ease", "single", ("ease",), "static", 1)
     folder = tmp_path / "out" / "runs" / run.slug / "seed1"
 
-    def fake_fit(recipe_path):
+    def fake_fit(recipe_path, key):
         (folder / "encoder").mkdir(parents=True)
         (folder / "checkpoints").mkdir()
         for name in ("last.ckpt", "step=2.ckpt"):
@@ -282,13 +354,13 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
         seen["ckpt"] = ckpt and Path(ckpt).read_bytes()
         return {c: {"score": 1.0} for c in columns}
 
-    monkeypatch.setattr(ablate_module, "_fit", fake_fit)
+    monkeypatch.setattr(ablate_run, "fit_run", fake_fit)
     monkeypatch.setattr(panel, "evaluate_panel", fake_panel)
     config = {"model": {"objectives": []}, "data": {"train": {}}, "trainer": {}}
-    study = ablate_module.Study(
+    study = ablate_run.Study(
         tmp_path / "r.yaml", config, tmp_path / "out", 2, ["entity-top10"], None, 0, None, [], keep_checkpoints=keep
     )
-    monkeypatch.setattr(ablate_module.Study, "write_recipe", lambda self, r: tmp_path / "r.yaml")
+    monkeypatch.setattr(ablate_run.Study, "write_recipe", lambda self, r: tmp_path / "r.yaml")
     result = study.execute(run)
     assert seen["ckpt"] == b"weights" and result["scores"] == {"entity-top10": 1.0}
     assert study.result_path(run).exists()

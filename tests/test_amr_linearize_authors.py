@@ -15,8 +15,8 @@ from pathlib import Path
 import penman
 import pytest
 
+from unisent.amr.authors_style import authors_vocabulary
 from unisent.amr.linearize import (
-    authors_vocabulary,
     linearize,
     linearize_blocks,
     linearize_file,
@@ -144,7 +144,7 @@ def test_authors_vocabulary_is_their_token_set():
 
 # ------------------------------------------------------------------------------- CLI and objective
 def test_amr_linearize_command_has_the_switch(tmp_path):
-    from unisent.builders.amr import amr_records, build_amr_linearize
+    from unisent.builders.amr_records import amr_records, build_amr_linearize
 
     out = tmp_path / "authors.jsonl"
     build_amr_linearize(input=[str(GRAPHS)], output=str(out), style="authors")

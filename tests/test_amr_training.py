@@ -27,10 +27,13 @@ from unisent.cli import main
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.evaluation import evaluate
-from unisent.models.retrofit import MissingGraphError, RetrofittedEncoder, combine
-from unisent.module import EvaluationConfig, UnisentModule
+from unisent.lightning_module import UnisentModule
+from unisent.models.retrofit_combination import combine
+from unisent.models.retrofit_inputs import MissingGraphError
+from unisent.models.retrofitted_encoder import RetrofittedEncoder
 from unisent.objectives import AMRSimCSE
 from unisent.optim import AdamW
+from unisent.training_config import EvaluationConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -553,7 +556,7 @@ def test_export_round_trips_and_the_card_code_reproduces_encode(tiny_encoders, t
     torch.testing.assert_close(namespace["embed"](sentences, graphs), expected, atol=1e-5, rtol=0)
     for combination in ("concat", "sum", "norm_sum"):  # every combination's card code is right
         other = RetrofittedEncoder(text, amr, combination)
-        from unisent.models.retrofit import retrofit_usage_code
+        from unisent.models.retrofit_combination import retrofit_usage_code
 
         namespace = {}
         exec(retrofit_usage_code(combination), namespace)

@@ -16,7 +16,7 @@ import yaml
 from unisent.balancers import DWA, JacobianAggregator, PCGrad, Static, Uncertainty, conflict_stats, plot_conflicts
 from unisent.balancers import GradientConflicts as Conflicts
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import Objective
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
@@ -121,7 +121,7 @@ def test_uncertainty_weights_the_encoder_by_exp_minus_s_and_learns_s(tiny_bert_d
     # d/ds (exp(-s) L + s) = 1 - exp(-s) L
     torch.testing.assert_close(balancer.log_vars.grad, torch.tensor([1 - ea * la, 1 - eb * lb]))
     groups = module.configure_optimizers  # the s_i get their own learning rate
-    from unisent.module import parameter_groups
+    from unisent.lightning_module import parameter_groups
 
     lrs = [g.get("lr") for g in parameter_groups(module.named_parameters(), [*module.objectives, balancer])]
     assert 0.05 in lrs and groups is not None

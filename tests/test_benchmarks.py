@@ -197,3 +197,23 @@ def test_precision_quality_table_compares_means_against_the_seed_spread():
     row = next(line for line in text.splitlines() if line.startswith("| r "))
     # means 81.00 / 80.75, gap -0.25, largest spread 2.00 (fp32 seeds), fit 61 / 31 s
     assert "| 80.00, 82.00 | 80.50, 81.00 | 81.00 | 80.75 | -0.25 | 2.00 | 61 / 31 |" in row
+
+
+def test_cli_speed_settings_best_of_each_side_keeps_the_quality():
+    """The best of a side is its fastest setting within 0.5 STS-B of its fp32 (issue 41): a faster int8
+    that loses more than that does not count."""
+    speed = _script("cli_speed")
+    rows = {
+        "sentence-transformers fp32": {"side": "st", "median": 300.0, "stsb": 82.03},
+        "sentence-transformers bf16": {"side": "st", "median": 600.0, "stsb": 82.04},
+        "ONNX Runtime fp32": {"side": "ort", "median": 400.0, "stsb": 82.03},
+        "ONNX Runtime int8 per tensor": {"side": "ort", "median": 950.0, "stsb": 81.40},  # -0.63: out
+        "ONNX Runtime int8 per channel": {"side": "ort", "median": 930.0, "stsb": 81.81},
+        "unisent torch fp32": {"side": "unisent", "median": 500.0, "stsb": 82.03},
+        "unisent onnx int8": {"side": "unisent", "median": 1200.0, "stsb": 81.75},
+    }
+    assert speed.best_of_sides(rows) == {
+        "st": "sentence-transformers bf16",
+        "ort": "ONNX Runtime int8 per channel",
+        "unisent": "unisent onnx int8",
+    }

@@ -180,8 +180,59 @@ def test_help_lists_every_command_without_importing_torch():
         "sweep",
         "retrofit",
         "ablate",
+        "convert-checkpoint",
     ]
     assert "HEAVY []" in done.stdout
+
+
+def test_fit_help_is_short_and_imports_no_torch():
+    """``unisent fit --help`` answers from a curated list without importing torch, Lightning or transformers
+    (under 2 s: issue 37); ``--help-all`` is Lightning's full tree."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from unisent.cli import main; main(['fit', '-c', 'recipe.yaml', '--help']); "
+        "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("usage: unisent fit [-c RECIPE.yaml]") and "HEAVY []" in done.stdout
+    assert "--trainer.max_steps N" in done.stdout and "--help-all" in done.stdout
+    assert len(done.stdout.splitlines()) < 70
+
+
+def test_every_option_of_the_short_help_is_accepted_by_the_real_parser(capsys):
+    """Each option that ``unisent fit|predict --help`` lists, given its example value, is parsed by Lightning's
+    parser into that key of the config (so the short help cannot name an option that does not exist)."""
+    from unisent.commands.lightning_help import FULL_HELP, NAME, OPTIONS, short_help
+
+    args, expected = ["--ckpt_path=last"], {"ckpt_path": "last"}
+    for _, options in OPTIONS:
+        for option, _, example, _ in options:
+            if example is not None:
+                key = option[2:].replace(NAME, "simcse")  # the quickstart recipe's source
+                args.append(f"--{key}={example}")
+                expected[key] = yaml.safe_load(example)
+    for command in ("fit", "predict"):
+        listed = short_help(command)
+        assert all(f"--{key.replace('simcse', NAME)} " in listed for key in expected), command
+        with pytest.raises(SystemExit) as exit_:
+            main([command, "-c", str(ROOT / "recipes/quickstart.yaml"), *args, "--print_config"])
+        assert exit_.value.code in (0, None), capsys.readouterr().err
+        config = yaml.safe_load(capsys.readouterr().out)
+        for key, value in expected.items():
+            got = config
+            for part in key.split("."):
+                got = got[part]
+            got = got["class_path"] if isinstance(got, dict) else got
+            assert got == value or str(got) == str(value), key  # (trainer.devices keeps the string '1')
+    # the options that are no config key: -c/--config and --print_config (above), --help-all, --verbose
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--verbose", FULL_HELP])
+    assert exit_.value.code in (0, None)
+    full = capsys.readouterr().out
+    assert "--trainer.max_steps MAX_STEPS" in full and "--checkpoint.every_n_train_steps" in full
+    assert all(option in full for option in ("--config", "--print_config", "--ckpt_path", "--seed_everything"))
 
 
 def test_version_and_unknown_command(capsys):
@@ -196,7 +247,7 @@ def test_version_and_unknown_command(capsys):
 
 
 def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch):
-    from unisent.commands import _cli
+    from unisent.commands import function_commands as _cli
 
     with pytest.raises(SystemExit) as exit_:
         main(
@@ -233,6 +284,8 @@ def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch
         "max_length": None,
         "overwrite": False,
         "quiet": False,
+        "backend": "torch",
+        "onnx_file": None,
     }
     saved = tmp_path / "encode.yaml"
     saved.write_text(yaml.safe_dump(config))
@@ -252,10 +305,10 @@ def test_config_errors_are_one_line_with_the_key_and_file(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "batch_sise" in err and str(bad) in err
     assert err.startswith("unisent encode: error:") and "usage:" not in err
     with pytest.raises(SystemExit) as exit_:
-        main(["export", "src", "--format", "onnx", "--out", str(tmp_path / "x")])
+        main(["export", "src", "--format", "tflite", "--out", str(tmp_path / "x")])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "format" in err and "onnx" in err
+    assert len(err.strip().splitlines()) == 1 and "format" in err and "tflite" in err
     with pytest.raises(SystemExit) as exit_:
         main(["data", "nli-triples", "--input", "x", "--output", "y"])  # --format is required
     assert exit_.value.code == 2 and "format" in capsys.readouterr().err

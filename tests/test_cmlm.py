@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import unisent
-from unisent.builders.cmlm import bitext_pairs, consecutive_pairs, nli_pairs, read_documents
+from unisent.builders.cmlm_records import bitext_pairs, consecutive_pairs, nli_pairs, read_documents
 from unisent.cli import main
 from unisent.data import DataSource, UnisentDataModule
 from unisent.data.schema import pad_batch
 from unisent.encoders import Encoder, EncoderConfig
+from unisent.lightning_module import UnisentModule
 from unisent.losses import additive_margin_softmax
 from unisent.models import PCREncoder, PrincipalComponentRemoval, fit_pcr
-from unisent.module import UnisentModule
 from unisent.objectives import CMLM, BitextRetrieval, NLIClassifier, ProjectionEncoder
 from unisent.objectives.cmlm import SentenceProjection, mask_tokens
 from unisent.objectives.nli_classifier import label_id

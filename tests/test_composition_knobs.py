@@ -9,7 +9,7 @@ import torch
 
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule, parameter_groups
+from unisent.lightning_module import UnisentModule, parameter_groups
 from unisent.objectives import GaussCSE, SimCSE
 from unisent.optim import AdamW
 

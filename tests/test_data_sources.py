@@ -16,7 +16,7 @@ import yaml
 from unisent.cli import main
 from unisent.data import DataSource, RecordError, UnisentDataModule, load_source
 from unisent.data.sources import resolve_source
-from unisent.data.streaming import StreamLoader, TokenizedStream, worker_batches
+from unisent.data.tokenized_stream import StreamLoader, TokenizedStream, worker_batches
 from unisent.data.tokenizing import RowTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,15 +79,19 @@ def test_a_glob_of_jsonl_and_parquet_shards_and_csv_fields_stay_text(tmp_path):
     assert load_source(src, KEYS, KEYS)[0] == {"anchor": "007", "positive": "NA", "negative": "a, b"}
 
 
-def test_bad_records_of_a_glob_are_named_by_file_and_line(tmp_path):
+def test_bad_records_of_a_glob_are_named_by_file_and_line(tmp_path, capsys):
     good = {"anchor": "a", "positive": "b", "negative": "c"}
     (tmp_path / "a-1.jsonl").write_text(json.dumps(good) + "\n")
     (tmp_path / "a-2.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "positive": " "}) + "\n")
     with pytest.raises(RecordError, match=r"a-2.jsonl:line 2: field 'positive' is an empty sentence"):
         load_source(DataSource(str(tmp_path / "a-*.jsonl")), KEYS, KEYS)
-    with pytest.warns(UserWarning, match="skipped 1 malformed"):
-        kept = load_source(DataSource(str(tmp_path / "a-*.jsonl"), on_error="skip"), KEYS, KEYS)
+    kept = load_source(DataSource(str(tmp_path / "a-*.jsonl"), on_error="skip"), KEYS, KEYS)
     assert len(kept) == 2
+    notices = [line for line in capsys.readouterr().err.splitlines() if "malformed" in line]
+    assert notices == [
+        f"unisent: skipped 1 malformed record(s) of {tmp_path / 'a-2.jsonl'}, kept 1 (on_error=skip): "
+        f"{tmp_path / 'a-2.jsonl'}:line 2: field 'positive' is an empty sentence"
+    ]
     with pytest.raises(FileNotFoundError, match="no file matches"):
         load_source(DataSource(str(tmp_path / "none-*.jsonl")), KEYS, KEYS)
 
@@ -208,15 +212,15 @@ def test_the_bundled_samples_load_through_load_dataset(tmp_path):
 
 
 def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir, tmp_path, monkeypatch):
-    from unisent.data import datamodule as dm_module
+    from unisent.data import token_cache
     from unisent.encoders import EncoderConfig
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import SimCSE
 
     path = tmp_path / "s.txt"
     path.write_text("\n".join(sample_sentences()[:400]) + "\n")
     module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=32), objectives=[SimCSE()])
-    monkeypatch.setattr(dm_module, "RECORDS_PER_PROCESS", 100)
+    monkeypatch.setattr(token_cache, "RECORDS_PER_PROCESS", 100)
     caches = []
     for num_proc in (1, 2):
         data = UnisentDataModule(
@@ -294,19 +298,21 @@ def test_two_processes_stream_disjoint_shares(tiny_bert_dir, tmp_path):
     assert not a & b and a | b == everything
 
 
-def test_a_streamed_bad_record_names_the_source(tiny_bert_dir, tmp_path):
+def test_a_streamed_bad_record_names_the_source(tiny_bert_dir, tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["one", "two", "", "four"] * 4))
     with pytest.raises(RecordError, match=r"bad.jsonl: a streamed record .* field 'text' is an empty sentence"):
         _batches(_stream(tiny_bert_dir, path, batch_size=2, shuffle_buffer=0), 4)
-    with pytest.warns(UserWarning, match="skipped 4 malformed record"):
-        batches = _batches(_stream(tiny_bert_dir, path, batch_size=2, shuffle_buffer=0, on_error="skip"), 8)
+    capsys.readouterr()
+    batches = _batches(_stream(tiny_bert_dir, path, batch_size=2, shuffle_buffer=0, on_error="skip"), 8)
+    notice = capsys.readouterr().err.splitlines()[0]
+    assert notice.startswith(f"unisent: skipped 4 malformed record(s) of {path} in pass 0, kept 12 (on_error=skip): ")
     assert len({ids for batch in batches for ids in batch}) == 3
 
 
 def test_streaming_refuses_an_objective_that_needs_all_its_records(tiny_bert_dir, tmp_path):
     from unisent.encoders import EncoderConfig
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import EASE
 
     module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir)), objectives=[EASE()])
@@ -322,8 +328,9 @@ def _ddp_fit(rank, world, model_dir, path, cache_dir, root):
     import torch.distributed as dist
 
     from unisent.encoders import EncoderConfig
-    from unisent.module import EvaluationConfig, UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import SimCSE
+    from unisent.training_config import EvaluationConfig
 
     os.environ.update(LOCAL_RANK=str(rank), NODE_RANK="0", WORLD_SIZE=str(world), RANK=str(rank))
     torch.set_num_threads(1)

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from unisent.data import DataSource, UnisentDataModule
 from unisent.data.entities import read_wikipedia2vec
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import EASE
 from unisent.optim import AdamW
 from unisent.testing import run_distributed

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from unisent.data.entities import read_entity_records
-from unisent.data.records import RecordError
+from unisent.data.record_errors import RecordError
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import EASE, SimCSE
 from unisent.objectives.ease import find_ease
 

@@ -4,7 +4,14 @@ import pytest
 import torch
 
 import unisent
-from unisent.encoders import POOLERS, Encoder, EncoderConfig, ModelNotAvailableError, build_pooler
+from unisent.encoders import (
+    POOLERS,
+    Encoder,
+    EncoderConfig,
+    ModelNotAvailableError,
+    build_pooler,
+    resolve_encoder_config,
+)
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -70,8 +77,12 @@ def test_offline_hub_id_fails_at_once_with_instructions():
 
 def test_presets_fill_defaults():
     cfg = EncoderConfig(model="bert-base-uncased")
-    assert (cfg.pooler, cfg.max_length) == ("cls_mlp_train_only", 32)
-    assert EncoderConfig(model="xlm-roberta-base").pooler == "mean"
+    assert (cfg.pooler, cfg.max_length) == (None, 0)  # data: as given, until resolved when an encoder is built
+    resolved = resolve_encoder_config(cfg)
+    assert (resolved.pooler, resolved.max_length) == ("cls_mlp_train_only", 32)
+    assert (cfg.pooler, cfg.max_length) == (None, 0)  # the given config is left as it is
+    assert resolve_encoder_config(resolved) == resolved
+    assert resolve_encoder_config(EncoderConfig(model="xlm-roberta-base")).pooler == "mean"
 
 
 def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_bert_dir):

@@ -215,6 +215,28 @@ def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):
     _no_run_dirs(tmp_path)
 
 
+def test_fit_malformed_records_name_the_sources_full_key(tmp_path, tiny_bert_dir, capsys):
+    """The hint names the option of this source (issue 37: `--data.train.simcse.on_error=skip` had to be
+    guessed), and what `on_error: skip` dropped is one plain line with that key, not a Python warning."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:40]) + '{"anchor": "a", "positive": "b"}\n')
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--data.train.simcse.path", str(bad)))
+    assert f"{bad}:line 41: field 'negative' is missing" in line
+    assert "set data.train.simcse.on_error: skip (--data.train.simcse.on_error=skip) to drop and count them" in line
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        main(_fit(tmp_path, tiny_bert_dir, "--data.train.simcse.path", str(bad), "--data.train.simcse.on_error=skip"))
+    # not a Python warning with its source line (Lightning's own warnings quote pytest's argv, which may hold -k names)
+    assert not [w for w in caught if str(w.message).startswith("unisent") or "malformed record" in str(w.message)]
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "skipped" in line] == [
+        f"unisent: skipped 1 malformed record(s) of {bad}, kept 40 (data.train.simcse.on_error=skip): "
+        f"{bad}:line 41: field 'negative' is missing (record has: anchor, positive)"
+    ]
+
+
 def test_fit_truncated_checkpoint(tmp_path, tiny_bert_dir, truncated_ckpt, capsys):
     line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--ckpt_path", str(truncated_ckpt)))
     assert "is truncated or not a PyTorch checkpoint; copy it again" in line
@@ -317,7 +339,7 @@ def test_unknown_key_without_usage_dump(tmp_path, tiny_bert_dir, capsys):
 
 
 def test_ctrl_c_suggests_resume(tmp_path, tiny_bert_dir, capsys, monkeypatch):
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
 
     def interrupt(self, *args, **kwargs):
         raise KeyboardInterrupt
@@ -338,3 +360,120 @@ def test_ctrl_c_suggests_resume(tmp_path, tiny_bert_dir, capsys, monkeypatch):
     )
     assert "--ckpt_path" not in hint[0]
     _no_run_dirs(tmp_path)
+
+
+def test_the_typed_fit_returns_its_run_and_what_an_interruption_left(tmp_path, tiny_bert_dir, monkeypatch):
+    """``unisent.commands.fitting.fit`` (what ``unisent fit`` and ``unisent ablate`` train with) takes recipes and
+    overrides, never ``sys.argv`` (pytest's own arguments are there), and returns what the run left: its
+    directory and last.ckpt, or the interruption (no module global read, no exit)."""
+    from unisent.commands.fitting import fit
+    from unisent.lightning_module import UnisentModule
+
+    words = _fit(tmp_path, tiny_bert_dir, "--trainer.max_steps", "1")
+    done = fit([words[2]], words[3:])
+    assert done.interrupted is None and done.status == 0 and done.command == "fit"
+    assert done.run_dir == tmp_path / "runs" / "quickstart" / "version_0" and (done.run_dir / "encoder").is_dir()
+    assert done.checkpoint == done.run_dir / "checkpoints" / "last.ckpt" and done.checkpoint.is_file()
+
+    def interrupt(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(UnisentModule, "training_step", interrupt)
+    stopped = fit([words[2]], words[3:])
+    assert stopped.interrupted is not None and stopped.interrupted.signal == "SIGINT" and stopped.status == 130
+    assert stopped.interrupted.checkpoint is None and stopped.checkpoint is None  # nothing saved in its first step
+    assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == ["version_0"]  # no empty run
+
+
+# ------------------------------------------------------------------ hints name options of their command
+#: the files whose messages each command prints (unisent/io: shared by several commands, so a hint there
+#: may name an option only after the command it belongs to: "unisent convert-checkpoint FILE --trust")
+_HINT_FILES = {
+    "export": ["unisent/commands/export.py", "unisent/export/api.py", "unisent/export/card.py"],
+    "encode": ["unisent/commands/encode.py", "unisent/export/file_encoding.py"],
+    "evaluate": ["unisent/commands/evaluate.py"],
+    "ablate": [f"unisent/commands/ablate/{name}.py" for name in ("command", "plan", "run", "summarise", "page")],
+    "retrofit": ["unisent/commands/retrofit.py"],
+    None: ["unisent/io/checkpoints.py", "unisent/io/__init__.py"],
+}
+
+
+def _messages(path: Path) -> list[str]:
+    """The string literals of ``path`` that are not docstrings (an f-string's fields read as ``{}``)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    texts, parts = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            texts.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+            parts |= {id(v) for v in node.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | parts:
+            texts.append(node.value)
+    return texts
+
+
+def _options_of(command: str, capsys) -> set[str]:
+    """The ``--options`` that ``unisent COMMAND --help`` lists, dashes read as underscores."""
+    import re
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return {"--" + o[2:].replace("-", "_") for o in re.findall(r"--[\w][\w.\-]*", capsys.readouterr().out)}
+
+
+def test_every_hint_names_an_option_of_the_command_that_prints_it(capsys):
+    """Issue 37: export's answer to a truncated checkpoint suggested --ckpt_path, which export does not take."""
+    import re
+
+    from unisent.cli import COMMAND_HELP, EXTRA_COMMANDS
+
+    known: dict[str, set[str]] = {}
+    wrong = []
+    for command, files in _HINT_FILES.items():
+        for name in files:
+            for text in _messages(ROOT / name):
+                if re.fullmatch(r"--[\w.\-]+(=.*)?", text):
+                    continue  # a word of an argument list (ablate's own `fit ... --ckpt_path last`), not a message
+                # each option belongs to the nearest `unisent CMD` before it in the message, else to the file's
+                owner = command
+                for match in re.finditer(r"unisent ([a-z][a-z\-]*)|(?<![\w\-])(--[a-z][\w.\-]*)", text):
+                    if match.group(1):
+                        owner = match.group(1) if match.group(1) in COMMAND_HELP else "?"
+                        continue
+                    option = "--" + match.group(2).rstrip(".-")[2:].replace("-", "_")
+                    if owner == "?" or owner not in EXTRA_COMMANDS and owner is not None:
+                        continue  # a Lightning command's key (checked by test_cli) or an unknown word
+                    if owner is None:
+                        wrong.append(f"{name}: {option} without its command: {text!r}")
+                        continue
+                    if owner not in known:
+                        known[owner] = _options_of(owner, capsys)
+                    if option not in known[owner]:
+                        wrong.append(f"{name}: unisent {owner} has no {option}: {text!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_export_of_a_truncated_checkpoint_names_no_option_of_another_command(tmp_path, capsys):
+    run = tmp_path / "checkpoints"
+    run.mkdir()
+    torch.save({"state_dict": {"w": torch.zeros(4000)}}, run / "best.ckpt")
+    (run / "last.ckpt").write_bytes((run / "best.ckpt").read_bytes()[:3000])
+    argv = ["export", str(run / "last.ckpt"), "--format", "sentence-transformers", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert capsys.readouterr().err == ""
+    line = exit_.value.code  # sys.exit(message): one line, status 1
+    assert line == (
+        f"unisent export: error: checkpoint {run / 'last.ckpt'} (3000 bytes) is truncated or not a PyTorch "
+        f"checkpoint; copy it again, or pick another file of {run}: best.ckpt"
+    )

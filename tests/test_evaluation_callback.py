@@ -17,10 +17,12 @@ from unisent.evaluation.callback import (
     add_evaluation_callback,
     evaluate_config,
 )
-from unisent.module import EvaluationConfig, UnisentModule
+from unisent.hardware import precision_scope
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import GaussCSE
 from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
 from unisent.testing import run_distributed
+from unisent.training_config import EvaluationConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -64,9 +66,12 @@ def _sharded_worker(rank, world, model_dir):
     encoder, gaussian = _models(model_dir)
     counting = _Counting(encoder)
     sharded = ShardedModel(counting, rank, world)
-    rows = {n: sharded.encode(SENTENCES[:n], batch_size=2) for n in (1, 2, 7)}  # fewer, as many, more than ranks
-    shard_sizes = list(counting.calls)
-    mu, var = ShardedModel(gaussian, rank, world).encode_gaussian(SENTENCES, batch_size=3)
+    # fp32, as the evaluation encodes (its Embedder's scope): a spawned process has this machine's CPU flags,
+    # not the tests' (conftest.py), and `auto` would be bf16 on a CPU with AVX512-BF16
+    with precision_scope("fp32"):
+        rows = {n: sharded.encode(SENTENCES[:n], batch_size=2) for n in (1, 2, 7)}  # fewer, as many, more than ranks
+        shard_sizes = list(counting.calls)
+        mu, var = ShardedModel(gaussian, rank, world).encode_gaussian(SENTENCES, batch_size=3)
     counting.calls.clear()
     scores = _flat(
         evaluate_config(counting, ["stsb-dev"], EvaluationConfig(batch_size=16), rank=rank, world_size=world)

@@ -25,8 +25,8 @@ from unisent.export import (
     register_exporter,
     registered,
 )
-from unisent.export import registry as export_registry
-from unisent.module import UnisentModule
+from unisent.export import exporters as export_registry
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import SimCSE
 
 #: the repository's training, benchmark and test samples (not in the wheel)

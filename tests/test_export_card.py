@@ -21,7 +21,7 @@ import yaml
 import unisent
 from unisent.cli import main
 from unisent.encoders import Encoder, EncoderConfig
-from unisent.encoders.model import EncoderModel
+from unisent.encoders.export_declarations import EncoderModel
 from unisent.export import export_model
 
 #: the repository's training, benchmark and test samples (not in the wheel)

@@ -21,8 +21,8 @@ import unisent
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
 from unisent.export import export_model
-from unisent.inference import registry as model_registry
-from unisent.module import UnisentModule
+from unisent.inference import model_types as model_registry
+from unisent.lightning_module import UnisentModule
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"

@@ -125,7 +125,7 @@ def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, re
     assert np.load(tmp_path / "vectors.npy").shape[0] > 0
     assert _hashes(run) == before
     # the next `fit --ckpt_path last` still finds the training run, not an evaluation directory
-    from unisent.resume import latest_run
+    from unisent.run_progress import latest_run
 
     assert latest_run(runs / "quickstart") == run
     assert not _deleted_warnings(recwarn)

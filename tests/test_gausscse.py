@@ -9,8 +9,8 @@ from torch.distributions import Independent, Normal, kl_divergence
 import unisent
 from unisent.data import UnisentDataModule
 from unisent.encoders import EncoderConfig
+from unisent.lightning_module import UnisentModule
 from unisent.losses import gauss_cse_loss, gaussian_similarity_matrix, kl_matrix
-from unisent.module import UnisentModule
 from unisent.objectives import GaussCSE, GaussianEncoder, GaussianHead
 
 #: the repository's training, benchmark and test samples (not in the wheel)

@@ -15,7 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from unisent.data.records import Record, RecordError, iter_records
+from unisent.data.record_errors import RecordError
+from unisent.data.records import Record, iter_records
 from unisent.io import atomic_write, import_object, remove_stale_temporaries
 
 

@@ -8,6 +8,7 @@ checkpoint (GaussCSE + unsupervised SimCSE on a tiny BERT), the saved inference 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,107 @@ def test_legacy_export_loads_in_sentence_transformers():
     st = SentenceTransformer(str(LEGACY / "st"), device="cpu")
     got = st.encode(EXPECTED["sentences"], convert_to_tensor=True)
     torch.testing.assert_close(got, torch.tensor(EXPECTED["mean"]), atol=1e-5, rtol=1e-5)
+
+
+def test_a_checkpoint_holding_the_evaluation_settings_as_an_object_still_loads_as_data(tmp_path):
+    """Checkpoints written before the hyperparameters became plain dicts hold ``EvaluationConfig`` as an
+    object, named by the module it lived in then (``unisent.module.EvaluationConfig``; that module is
+    ``unisent.lightning_module`` now, and the class is in ``unisent.training_config``): they still load
+    with ``weights_only=True`` (as Lightning resumes them) and through ``unisent.load``, because
+    ``unisent.checkpoint_record`` registers the class as safe under its old name too."""
+    import sys
+    import types
+
+    from unisent.training_config import EvaluationConfig
+
+    ckpt = torch.load(LEGACY / "legacy.ckpt", map_location="cpu", weights_only=True)
+    settings = EvaluationConfig(val_tasks=[], batch_size=7)
+    ckpt["hyper_parameters"]["evaluation"] = settings
+    old = tmp_path / "old.ckpt"
+    then_module = types.ModuleType("unisent.module")  # the module as it was: only for pickling the old name
+    then_module.EvaluationConfig = EvaluationConfig
+    with pytest.MonkeyPatch.context() as then:  # pickled as the class was named before it moved
+        then.setattr(EvaluationConfig, "__module__", "unisent.module")
+        then.setitem(sys.modules, "unisent.module", then_module)
+        torch.save(ckpt, old)
+    assert "unisent.module" not in sys.modules
+    with zipfile.ZipFile(old) as archive:
+        pickled = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+    assert b"unisent.module\nEvaluationConfig" in pickled
+    assert torch.load(old, map_location="cpu", weights_only=True)["hyper_parameters"]["evaluation"] == settings
+    sentences = EXPECTED["sentences"]
+    torch.testing.assert_close(
+        torch.as_tensor(unisent.load(str(old)).encode(sentences)),
+        torch.tensor(EXPECTED["encode"]),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+# ------------------------------------------------------------------------------- one loader, no preconditions
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import unisent; model = unisent.load('tests/fixtures/legacy/legacy.ckpt')",
+        "from unisent import load; model = load('tests/fixtures/legacy/legacy.ckpt')",
+    ],
+)
+def test_a_checkpoint_loads_first_thing_in_a_fresh_interpreter(program):
+    """``unisent.load(<a .ckpt>)`` needs nothing imported before it (the training module, the model
+    types): the loader imports what it reads with. The vectors are the legacy ones."""
+    import subprocess
+    import sys
+
+    # fp32: the subprocess has not conftest's fake CPU flags, and `auto` is bf16 on a CPU with AMX
+    check = "import json; print(json.dumps(model.encode(json.loads(input()), precision='fp32').tolist()))"
+    done = subprocess.run(
+        [sys.executable, "-c", f"{program}; {check}"],
+        input=json.dumps(EXPECTED["sentences"]),
+        cwd=ROOT,  # the checkpoint names its backbone relative to the repository
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = torch.tensor(json.loads(done.stdout.strip().splitlines()[-1]))
+    torch.testing.assert_close(got, torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5)
+
+
+def test_the_inference_layer_has_no_loader_that_needs_an_import_first():
+    """``unisent.inference`` no longer loads (its ``load`` read a ``.ckpt`` only after ``unisent.module``
+    had been imported); what the model layer uses of it, ``model_types.load_saved``, reads the registered
+    types only and refuses a checkpoint by name, pointing at ``unisent.load``."""
+    import subprocess
+    import sys
+
+    program = (
+        "import unisent.inference as inference\n"
+        "for name in ('load', 'load_pretrained', 'register_checkpoint_loader'):\n"
+        "    assert not hasattr(inference, name), name\n"
+        "from unisent.inference.model_types import load_saved\n"
+        "try:\n"
+        "    load_saved('tests/fixtures/legacy/legacy.ckpt')\n"
+        "except ValueError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "unisent.load('tests/fixtures/legacy/legacy.ckpt')" in done.stdout
+
+
+def test_a_saved_directory_loads_by_its_type_name_whatever_module_its_class_lived_in(tmp_path):
+    """A saved directory records its type name and its class's path (``unisent_model.json``); loading
+    dispatches on the name, so a directory saved while the class lived in a module that has since been
+    renamed (``unisent.models.retrofit`` -> ``unisent.models.retrofitted_encoder``) still loads."""
+    import shutil
+
+    from unisent.models import GaussianEncoder
+
+    saved = Path(shutil.copytree(LEGACY / "encoder", tmp_path / "encoder"))
+    record = {"type": "gaussian", "class_path": "unisent.models.a_module_renamed_since.GaussianEncoder"}
+    (saved / "unisent_model.json").write_text(json.dumps(record))
+    model = unisent.load(str(saved))
+    assert isinstance(model, GaussianEncoder)
+    torch.testing.assert_close(
+        torch.as_tensor(model.encode(EXPECTED["sentences"])), torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5
+    )

@@ -9,7 +9,7 @@ import wandb  # in the dev extra: a missing install fails these tests instead of
 
 from unisent.data import UnisentDataModule
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"

@@ -11,7 +11,7 @@ import torch
 from unisent.data import UnisentDataModule
 from unisent.data.schema import PREDICT_SCHEMA
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import (
     CMLM,
     EASE,

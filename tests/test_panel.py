@@ -249,13 +249,13 @@ def test_tatoeba_and_sts_columns_as_computed_by_hand(tmp_path):
 def test_a_saved_model_is_loaded_once_and_cut_at_max_length(tiny_model_dir, tmp_path, monkeypatch):
     """The real path: a saved directory, STS-B on the bundled sample without data_dir, AMR by numpy."""
     import unisent
-    import unisent.inference
+    import unisent._loader
     from unisent.evaluation import evaluate
     from unisent.resources import EVALUATION_DATA_DIR
 
     loads = []
-    real = unisent.inference.load
-    monkeypatch.setattr(unisent.inference, "load", lambda *a, **kw: loads.append(a) or real(*a, **kw))
+    real = unisent._loader.load
+    monkeypatch.setattr(unisent._loader, "load", lambda *a, **kw: loads.append(a) or real(*a, **kw))
     root = _sts_data(_amr_data(tmp_path / "data"))
     model_dir = str(tiny_model_dir)
     columns = ["stsb-test", "amr-text-to-graph", "amr-graph-to-text"]
@@ -280,7 +280,7 @@ def test_a_saved_model_is_loaded_once_and_cut_at_max_length(tiny_model_dir, tmp_
 # ---------------------------------------------------------------------------------------- entity columns
 def _ease_checkpoint(model_dir: Path, path: Path, with_ease: bool = True):
     from unisent.encoders import EncoderConfig
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import EASE, SimCSE
 
     ease = EASE(entity_dim=8, entity_temperature=0.1)

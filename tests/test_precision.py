@@ -154,3 +154,56 @@ def test_evaluate_keeps_fp32_unless_asked(cpu, model_dir, tmp_path, capsys):
     assert "precision auto: bf16, the CPU has avx512_bf16" in capsys.readouterr().err
     assert scores["fp32"][0] == "fp32" and scores["auto"][0] == scores["bf16"][0] == "bf16"
     assert scores["auto"] == scores["bf16"] and scores["bf16"][1] != scores["fp32"][1]
+
+
+@pytest.mark.parametrize(("flags", "bf16"), [(AVX2_ONLY, False), (ZEN4, True)])
+def test_one_rule_for_the_python_api_the_cli_and_training(cpu, flags, bf16, model_dir, tmp_path, capsys):
+    """Issue 41: ``model.encode`` with no precision named, ``unisent encode`` at its default and a Trainer
+    (or recipe) that names no precision all resolve ``auto`` the same way on the same CPU."""
+    from unisent.trainer import UnisentTrainer
+
+    cpu(flags)
+    sentences = ["a man plays a guitar .", "two dogs run in the park .", "the sun sets over the sea ."] * 3
+    model = unisent.load(str(model_dir))
+    api = model.encode(sentences).numpy()  # the Python API's default: auto
+    explicit = model.encode(sentences, precision="bf16" if bf16 else "fp32").numpy()
+    np.testing.assert_array_equal(api, explicit)
+    np.testing.assert_array_equal(model.encode(sentences, bf16=bf16).numpy(), explicit)  # the older spelling
+    assert hardware.encode_bf16() is bf16 and hardware.encode_bf16(precision="fp32") is False
+    with hardware.precision_scope("fp32"):  # what scores are computed under (unisent evaluate, export checks)
+        np.testing.assert_array_equal(model.encode(sentences).numpy(), model.encode(sentences, bf16=False).numpy())
+
+    source, out = tmp_path / "in.txt", tmp_path / "out.npy"
+    source.write_text("\n".join(sentences) + "\n")
+    main(["encode", "--model", str(model_dir), "--input", str(source), "--output", str(out), "--quiet"])
+    assert f"precision auto: {'bf16' if bf16 else 'fp32'}" in capsys.readouterr().out
+    np.testing.assert_allclose(np.load(out), api, atol=1e-6, rtol=0)
+
+    trainer = UnisentTrainer(accelerator="cpu", logger=False, enable_checkpointing=False)  # no precision
+    assert trainer.precision == ("bf16-mixed" if bf16 else "32-true")
+    assert "unisent: precision auto:" in capsys.readouterr().err
+
+
+def test_a_recipe_without_precision_trains_by_the_same_rule(cpu, tmp_path, tiny_bert_dir, capsys):
+    recipe = yaml.safe_load((ROOT / "recipes" / "quickstart.yaml").read_text())
+    del recipe["trainer"]["precision"]
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    cpu(ZEN4)
+    main(
+        [
+            "fit",
+            "-c",
+            str(path),
+            f"--model.encoder.model={tiny_bert_dir}",
+            "--trainer.max_steps=1",
+            f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_checkpointing=false",
+            "--data.batch_size=4",
+        ]
+    )
+    assert "unisent: precision auto: bf16-mixed (the CPU has avx512_bf16)" in capsys.readouterr().err
+    saved = yaml.safe_load(next((tmp_path / "runs").rglob("config.yaml")).read_text())
+    assert saved["trainer"]["precision"] == "auto"  # the default the recipe left out

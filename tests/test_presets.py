@@ -12,7 +12,7 @@ import yaml
 
 import unisent
 from unisent.commands.evaluate import main as evaluate_main
-from unisent.encoders import Encoder, EncoderConfig
+from unisent.encoders import Encoder, EncoderConfig, resolve_encoder_config
 from unisent.encoders.presets import PRESETS, resolve_preset_path
 from unisent.evaluation import evaluate
 from unisent.export import export_model, hf_usage_code
@@ -66,7 +66,7 @@ def test_minilm_preset_declares_the_packaged_models_settings(minilm_path):
     assert modules == ["Transformer", "Pooling", "Normalize"] and preset.normalize is True
     assert pooling["pooling_mode_mean_tokens"] and preset.pooler == "mean"
     assert preset.max_length == st_config["max_seq_length"] == 256
-    config = EncoderConfig(model="minilm-l6")
+    config = resolve_encoder_config(EncoderConfig(model="minilm-l6"))
     assert (config.pooler, config.max_length, config.normalize) == ("mean", 256, True)
 
 
@@ -86,13 +86,13 @@ def test_minilm_preset_encodes_as_sentence_transformers(minilm, sentence_transfo
 
 
 def test_explicit_settings_win_over_the_preset():
-    config = EncoderConfig(model="minilm-l6", max_length=32, normalize=False, pooler="cls")
+    config = resolve_encoder_config(EncoderConfig(model="minilm-l6", max_length=32, normalize=False, pooler="cls"))
     assert (config.pooler, config.max_length, config.normalize) == ("cls", 32, False)
     recipe = yaml.safe_load((ROOT / "recipes" / "quickstart.yaml").read_text())["model"]["encoder"]
     assert recipe["model"] == "minilm-l6" and recipe["max_length"] == 32
-    from_recipe = EncoderConfig(**recipe)
+    from_recipe = resolve_encoder_config(EncoderConfig(**recipe))
     assert from_recipe.max_length == 32 and from_recipe.normalize is True  # unset: the preset's
-    assert EncoderConfig(model="some/hub-id").normalize is False  # not a preset: as before
+    assert resolve_encoder_config(EncoderConfig(model="some/hub-id")).normalize is False  # not a preset: as before
     with pytest.raises(ValueError, match="normalize must be true or false"):
         EncoderConfig(model="minilm-l6", normalize="yes")
 
@@ -211,9 +211,9 @@ def test_pcr_follows_the_normalisation_it_was_fitted_after(tiny_model_dir, tmp_p
 def test_the_evaluation_embeds_bit_identically_to_sentence_transformers(minilm, sentence_transformer):
     """K-means on 20,000 texts moves by a point for 2e-7 differences: the evaluation's batches are Sentence
     Transformers' own, so its vectors are the same bits (at the same batch size and thread count)."""
+    from unisent.data.benchmark_readers import read_text_and_labels
     from unisent.encoders import reference_batching
     from unisent.evaluation.encoding import Embedder
-    from unisent.evaluation.readers import read_text_and_labels
 
     stc = FIXTURE_DATA / "clustering" / "stc"
     texts = read_text_and_labels(stc / "searchsnippets.txt", stc / "searchsnippets_label.txt").texts + SENTENCES

@@ -115,7 +115,7 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     modes = _Modes()
     from unisent.commands.train import TRAINER_DEFAULTS, UnisentCLI
     from unisent.data import UnisentDataModule
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
 
     cli = UnisentCLI(
         UnisentModule,

@@ -29,11 +29,17 @@ def test_jsonl_errors_name_file_line_and_field(tmp_path):
     assert f"{path}:line 4: field 'positive' is an empty sentence" in msg
 
 
-def test_skip_mode_counts_and_keeps_the_rest(tmp_path):
+def test_skip_mode_counts_and_keeps_the_rest(tmp_path, capsys):
     path = _write_jsonl(tmp_path / "d.jsonl", [{"text": "one"}, {"text": ""}, {"txt": "x"}, {"text": "two"}])
-    with pytest.warns(UserWarning, match="skipped 2 malformed record\\(s\\).*kept 2"):
-        cols = read_records(DataSource(str(path), on_error="skip"), ("text",), ("text",))
+    cols = read_records(DataSource(str(path), on_error="skip"), ("text",), ("text",), source_key="data.train.simcse")
     assert cols == {"text": ["one", "two"]}
+    notice = capsys.readouterr().err
+    assert notice.startswith(
+        f"unisent: skipped 2 malformed record(s) of {path}, kept 2 (data.train.simcse.on_error=skip): {path}:line "
+    )
+    assert notice.count("\n") == 1 and f"{path}:line 2: " in notice and f"{path}:line 3: " in notice  # one line
+    with pytest.raises(RecordError, match=r"--data\.train\.simcse\.on_error=skip"):
+        read_records(DataSource(str(path)), ("text",), ("text",), source_key="data.train.simcse")
 
 
 def test_csv_with_column_mapping_and_wrong_width(tmp_path):

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def _build(config_path: Path, tmp_path: Path, monkeypatch):
     from unisent.commands.train import TRAINER_DEFAULTS, UnisentCLI
     from unisent.data import UnisentDataModule
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
 
     monkeypatch.setattr(sys, "argv", ["unisent"])  # LightningCLI warns when pytest's own arguments are there
     return UnisentCLI(
@@ -51,8 +51,8 @@ def _build(config_path: Path, tmp_path: Path, monkeypatch):
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
 def test_recipe_instantiates_its_model_and_data(recipe, tiny_recipe, tmp_path, monkeypatch):
-    from unisent.evaluation.tasks.registry import resolve_tasks
-    from unisent.module import UnisentModule
+    from unisent.evaluation.tasks.builtin_tasks import resolve_tasks
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import Objective, ObjectiveOutput
 
     raw = yaml.safe_load(recipe.read_text(encoding="utf-8"))

@@ -3,11 +3,11 @@ exactly the weights of an uninterrupted run (data position, random states, optim
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -18,16 +18,12 @@ import yaml
 
 from unisent.data import DataSource, ResumableSampler, UnisentDataModule
 from unisent.encoders import EncoderConfig
-from unisent.module import EvaluationConfig, UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
-from unisent.resume import (
-    RNG_KEY,
-    AtomicCheckpointIO,
-    UnisentCheckpoint,
-    settle_stopped_epoch,
-    stopping_point_reached,
-)
+from unisent.resume import RNG_KEY, AtomicCheckpointIO, UnisentCheckpoint, settle_stopped_epoch
+from unisent.run_progress import stopping_point_reached
+from unisent.training_config import EvaluationConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -108,14 +104,14 @@ def test_checkpoints_are_written_to_a_temporary_file_and_renamed(tmp_path, monke
 def test_ckpt_path_last_points_the_logger_at_the_newest_run(tmp_path):
     from jsonargparse import Namespace
 
-    from unisent.commands.train import _continue_last_run
+    from unisent.commands.resume_discovery import continue_last_run
 
     def config(logger_args, ckpt_path="last"):
         logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(**logger_args))
         return Namespace(ckpt_path=ckpt_path, checkpoint=Namespace(dirpath=None), trainer=Namespace(logger=logger))
 
     fresh = config({"save_dir": str(tmp_path), "name": "run", "version": None})
-    _continue_last_run(fresh)  # nothing to resume: Lightning starts from scratch
+    continue_last_run(fresh)  # nothing to resume: Lightning starts from scratch
     assert fresh.trainer.logger.init_args.version is None
     for version, age in (("version_0", 100), ("version_1", 10), ("version_2", None)):
         run = tmp_path / "run" / version
@@ -123,19 +119,20 @@ def test_ckpt_path_last_points_the_logger_at_the_newest_run(tmp_path):
         (run / "metrics.csv").write_text("step\n1\n")
         if age is not None:
             last = run / "checkpoints" / "last.ckpt"
-            last.write_bytes(b"x")
+            # the smallest file of `unisent fit` (read as data before Lightning resumes from it)
+            torch.save({"state_dict": {}, "global_step": 1, "unisent": {"encoder": {}, "objectives": []}}, last)
             os.utime(last, (time.time() - age, time.time() - age))
     resumed = config({"save_dir": str(tmp_path), "name": "run", "version": None})
-    _continue_last_run(resumed)
+    continue_last_run(resumed)
     assert resumed.trainer.logger.init_args.version == 1  # the newest last.ckpt, not the newest directory
     assert (tmp_path / "run/version_1/metrics-0.csv").is_file() and not (
         tmp_path / "run/version_1/metrics.csv"
     ).exists()
     pinned = config({"save_dir": str(tmp_path), "name": "run", "version": 0})
-    _continue_last_run(pinned)
+    continue_last_run(pinned)
     assert pinned.trainer.logger.init_args.version == 0
     other = config({"save_dir": str(tmp_path), "name": "run", "version": None}, ckpt_path=None)
-    _continue_last_run(other)
+    continue_last_run(other)
     assert other.trainer.logger.init_args.version is None
 
 
@@ -257,7 +254,7 @@ def test_two_resumes_across_an_epoch_boundary_match_an_uninterrupted_run(tiny_be
 def progress_of(checkpoint: dict):
     import tempfile
 
-    from unisent.resume import checkpoint_progress
+    from unisent.run_progress import checkpoint_progress
 
     with tempfile.TemporaryDirectory() as d:
         torch.save(checkpoint, Path(d) / "c.ckpt")
@@ -298,7 +295,7 @@ def test_settle_stopped_epoch_only_touches_an_epoch_cut_short():
 
 
 def test_stopping_point_follows_lightnings_limits():
-    from unisent.resume import Progress
+    from unisent.run_progress import Progress
 
     assert stopping_point_reached(Progress(32, 2), None, 2) == "max_epochs=2"
     assert stopping_point_reached(Progress(5, 0), None, 2) is None
@@ -308,10 +305,57 @@ def test_stopping_point_follows_lightnings_limits():
     assert stopping_point_reached(Progress(12, 5), 20, None) is None  # max_steps alone: no epoch limit
 
 
+def test_the_start_and_end_lines_name_the_limit_that_ends_the_run():
+    from unisent.run_progress import limits_line, stop_line
+
+    # issue 37: --trainer.max_steps=400 on a recipe with max_epochs: 2 (16 steps an epoch) ends at step 32
+    assert (
+        limits_line(400, 2, 16)
+        == "training until max_epochs=2 (about 32 steps) or max_steps=400, whichever comes first"
+    )
+    assert stop_line(32, 2, 400, 2) == "stopped at step 32: max_epochs=2 reached (max_steps=400 not reached)"
+    assert (
+        limits_line(20, 2, 16) == "training until max_steps=20 or max_epochs=2 (about 32 steps), whichever comes first"
+    )
+    assert stop_line(20, 1, 20, 2) == "stopped at step 20: max_steps=20 reached (max_epochs=2 not reached)"
+    assert (
+        limits_line(32, 2, 16) == "training until max_steps=32 or max_epochs=2 (about 32 steps), whichever comes first"
+    )
+    assert stop_line(32, 2, 32, 2) == "stopped at step 32: max_steps=32 and max_epochs=2 reached"
+    assert limits_line(400, -1, 16, global_step=7) == "training from step 7 until max_steps=400"
+    assert limits_line(-1, 3, None) == "training until max_epochs=3"  # a stream: no epoch length
+    assert limits_line(-1, None, 5) == "training until max_epochs=1000 (about 5000 steps)"  # Lightning's default
+    assert (
+        limits_line(-1, -1, 5) == "training with no step or epoch limit (trainer.max_steps=-1, trainer.max_epochs=-1)"
+    )
+    assert limits_line(10, -1, 5, max_time="00:01:00:00") == (
+        "training until max_steps=10 or max_time=00:01:00:00, whichever comes first"
+    )
+    assert stop_line(7, 0, 10, 2, "max_time reached") == (
+        "stopped at step 7: max_time reached (max_steps=10, max_epochs=2 not reached)"
+    )
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_fit_says_which_limit_will_end_it_and_which_did(tiny_bert_dir, tmp_path, capsys):
+    """The newcomer's run: max_steps=400 on a recipe whose max_epochs ends it first (10 steps an epoch)."""
+    from unisent.cli import main
+
+    config = _config(tmp_path, tiny_bert_dir)
+    data = yaml.safe_load(config.read_text())
+    data["trainer"].update(max_epochs=2, val_check_interval=None, check_val_every_n_epoch=None)
+    data["model"]["evaluation"] = {"val_tasks": []}
+    config.write_text(yaml.safe_dump(data))
+    main(_command(config, tmp_path / "runs", "--trainer.max_steps=400")[3:])
+    err = capsys.readouterr().err
+    assert "unisent fit: training until max_epochs=2 (about 20 steps) or max_steps=400, whichever comes first\n" in err
+    assert "unisent fit: stopped at step 20: max_epochs=2 reached (max_steps=400 not reached)\n" in err
+
+
 def test_test_validate_predict_log_beside_the_training_run(tmp_path):
     from jsonargparse import Namespace
 
-    from unisent.commands.train import _separate_from_training_run
+    from unisent.commands.resume_discovery import separate_from_training_run
 
     run = tmp_path / "runs" / "quickstart" / "20260101-000000"
     (run / "checkpoints").mkdir(parents=True)
@@ -325,37 +369,22 @@ def test_test_validate_predict_log_beside_the_training_run(tmp_path):
         return Namespace(ckpt_path=ckpt_path, trainer=Namespace(logger=logger, default_root_dir=None))
 
     by_ckpt = config(ckpt_path=str(run / "checkpoints" / "best.ckpt"))
-    _separate_from_training_run(by_ckpt, "test")
+    separate_from_training_run(by_ckpt, "test")
     args = by_ckpt.trainer.logger.init_args
     assert (args.save_dir, args.name, args.version) == (str(run.parent), "", "20260101-000000-test-0")
     (run.parent / "20260101-000000-test-0").mkdir()
     by_version = config(version="20260101-000000")  # the run's own config.yaml names its version
-    _separate_from_training_run(by_version, "validate")
+    separate_from_training_run(by_version, "validate")
     assert by_version.trainer.logger.init_args.version == "20260101-000000-validate-0"
     again = config(version="20260101-000000", ckpt_path=str(run / "checkpoints" / "best.ckpt"))
-    _separate_from_training_run(again, "test")
+    separate_from_training_run(again, "test")
     assert again.trainer.logger.init_args.version == "20260101-000000-test-1"
     fresh = config(ckpt_path=str(tmp_path / "elsewhere.ckpt"))  # no training run named: a new version_N as usual
-    _separate_from_training_run(fresh, "test")
+    separate_from_training_run(fresh, "test")
     assert fresh.trainer.logger.init_args.version is None and fresh.trainer.logger.init_args.name == "quickstart"
 
 
 # ------------------------------------------------------------------------------------------ SIGKILL
-_HELPER = '''
-import time
-import lightning as L
-
-class SlowSteps(L.Callback):
-    """Makes a run slow enough to be killed from outside mid-run."""
-
-    def __init__(self, delay: float = 1.0) -> None:
-        self.delay = delay
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        time.sleep(self.delay)
-'''
-
-
 def _config(tmp_path, model_dir, streaming: bool = False) -> Path:
     # unsupervised SimCSE (dropout: the random state matters) + supervised SimCSE on a shorter,
     # cycled loader; 160 / 16 = 10 batches per epoch, 12 steps: the kill is mid-epoch, the resumed
@@ -451,30 +480,25 @@ def test_sigkill_mid_stream_then_ckpt_path_last_reproduces_the_uninterrupted_wei
 
 def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str, streaming: bool = False) -> None:
     config = _config(tmp_path, tiny_bert_dir, streaming)
-    (tmp_path / "slow_steps.py").write_text(textwrap.dedent(_HELPER))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-    }
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("UNISENT_FAULT", None)
     kw = {"env": env, "cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    start = time.monotonic()
     reference = subprocess.Popen(_command(config, tmp_path / "ref", *extra), **kw)
+    # the victim SIGKILLs itself in the middle of its 6th training step (global step 5, UNISENT_FAULT; under
+    # DDP every process at that step): the last resume point is step 4 (every 2 steps), mid-epoch. No race with
+    # a poll: the kill happens at that step however loaded the machine is.
     victim = subprocess.Popen(
-        _command(config, tmp_path / "run", '--trainer.callbacks+={"class_path": "slow_steps.SlowSteps"}', *extra),
+        _command(config, tmp_path / "run", *extra),
         start_new_session=True,
-        **kw,
+        **{**kw, "env": {**env, "UNISENT_FAULT": "train_step@6=SIGKILL"}},
     )
     last = tmp_path / "run" / "run" / "version_0" / "checkpoints" / "last.ckpt"
-    while victim.poll() is None and _step_of(last) < 4 and time.monotonic() - start < 240:
-        time.sleep(0.05)
-    os.killpg(victim.pid, signal.SIGKILL)  # the run and, under DDP, the processes it started
-    out = victim.communicate()[0]
+    out = victim.communicate(timeout=600)[0]
+    with contextlib.suppress(ProcessLookupError):  # a DDP process left waiting for the killed one
+        os.killpg(victim.pid, signal.SIGKILL)
     assert victim.returncode == -signal.SIGKILL, out[-3000:]
     killed_at = _step_of(last)
-    assert 4 <= killed_at < 12 and killed_at % 10, f"resuming from step {killed_at}"  # mid-run, mid-epoch
+    assert killed_at == 4, f"resuming from step {killed_at}"  # mid-run, mid-epoch (10 steps an epoch)
     assert not (last.parent.parent / "encoder").exists()  # the run did not finish
 
     resumed = subprocess.run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra), **kw)
@@ -556,10 +580,15 @@ def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_th
 
         resumed = subprocess.run(_command(config, root, "--ckpt_path", "last"), env=env, **kw)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert (
-            f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {step}, 0 epoch(s) done); "
-            "training to max_steps=8" in resumed.stderr
+        assert f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {step}, 0 epoch(s) done)\n" in (
+            resumed.stderr
         )
+        # which limit ends the run (10 steps an epoch: max_steps, long before max_epochs), and which one did
+        assert (
+            f"unisent fit: training from step {step} until max_steps=8 or max_epochs=100 (about 1000 steps), "
+            "whichever comes first\n" in resumed.stderr
+        )
+        assert "unisent fit: stopped at step 8: max_steps=8 reached (max_epochs=100 not reached)\n" in resumed.stderr
         b = torch.load(last, map_location="cpu", weights_only=True)
         assert b["global_step"] == 8 and (run / "encoder").is_dir()
         for name, tensor in a["state_dict"].items():

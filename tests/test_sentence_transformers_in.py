@@ -15,8 +15,7 @@ from torch import nn
 
 import unisent
 from unisent.cli import main
-from unisent.encoders import Encoder, EncoderConfig
-from unisent.encoders.sentence_transformers import SentenceTransformersModuleError
+from unisent.encoders import Encoder, EncoderConfig, SentenceTransformersModuleError, resolve_encoder_config
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -182,9 +181,11 @@ def test_what_unisent_cannot_represent_is_one_line_naming_the_module(tiny_bert_d
 
 def test_a_plain_model_keeps_cls_and_says_so_once(tiny_model_dir, caplog):
     # tiny_model_dir: a fresh copy, a path no other test has loaded (the note is once per model and process)
-    with caplog.at_level(logging.WARNING, logger="unisent.encoders.sentence_transformers"):
-        first = EncoderConfig(model=str(tiny_model_dir))
-        EncoderConfig(model=str(tiny_model_dir))
+    config = EncoderConfig(model=str(tiny_model_dir))  # data: building it reads nothing and says nothing
+    assert (config.pooler, config.sentence_transformers) == (None, None)
+    with caplog.at_level(logging.WARNING, logger="unisent.encoders.resolution"):
+        first = resolve_encoder_config(config)
+        resolve_encoder_config(config)
     assert (first.pooler, first.max_length, first.normalize, first.sentence_transformers) == ("cls", 32, False, {})
     notes = [r.getMessage() for r in caplog.records if "has no modules.json" in r.getMessage()]
     assert len(notes) == 1 and "pooled with cls" in notes[0]

@@ -11,7 +11,7 @@ import torch
 import unisent
 from unisent.data import DataSource, LengthGroupedSampler, UnisentDataModule
 from unisent.encoders import EncoderConfig
-from unisent.module import UnisentModule
+from unisent.lightning_module import UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
 

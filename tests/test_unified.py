@@ -40,7 +40,7 @@ def test_the_recipe_keeps_each_objectives_own_data_batch_and_length():
 def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_unified, tmp_path, monkeypatch):
     from unisent.commands.train import TRAINER_DEFAULTS, UnisentCLI
     from unisent.data import UnisentDataModule
-    from unisent.module import UnisentModule
+    from unisent.lightning_module import UnisentModule
     from unisent.objectives import ObjectiveOutput
 
     monkeypatch.setattr(sys, "argv", ["unisent"])

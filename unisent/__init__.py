@@ -25,7 +25,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'unisent' has no attribute {name!r}")
 
 
-def load(model: str | os.PathLike, device: str | torch.device | None = None) -> torch.nn.Module:
+def load(
+    model: str | os.PathLike,
+    device: str | torch.device | None = None,
+    *,
+    backend: str = "torch",
+    onnx_file: str | None = None,
+) -> Any:
     """Load an inference model from a preset name, a saved directory or a checkpoint, in eval mode.
 
     Args:
@@ -33,14 +39,25 @@ def load(model: str | os.PathLike, device: str | torch.device | None = None) -> 
             fit`` (``<log dir>/encoder``) or ``unisent export``, a Hugging Face model directory or hub
             id, or a Lightning ``.ckpt`` file from ``unisent fit``.
         device: where to put it (default: CPU).
+        backend: ``torch`` (default) or ``onnx``: a directory of ``unisent export --format onnx`` run by
+            onnxruntime (:class:`unisent.export.OnnxEncoder`, same ``encode``; ``pip install 'unisent[onnx]'``).
+        onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name in ``onnx/`` (default: the
+            int8 file where the export has one, else fp32).
 
-    A saved directory is loaded as the model type it records (``unisent_model.json``), through the
-    registry of :mod:`unisent.inference`, which third-party packages extend with
-    :func:`unisent.inference.register_model`. This imports every model type of unisent
-    (:mod:`unisent.models`) and the training module (which loads ``.ckpt`` files), then calls
-    :func:`unisent.inference.load`.
+    ``encode`` follows one precision rule (:mod:`unisent.hardware`): ``precision="auto"`` unless told,
+    bf16 where the device computes fast in bf16, fp32 elsewhere; the onnx backend runs its file's own.
+
+    A saved directory is loaded as the model type it records (``unisent_model.json``) or whose marker
+    files it holds, among every model type of unisent (:mod:`unisent.models`) and those registered from
+    outside (:func:`unisent.inference.register_model`); a ``.ckpt`` is rebuilt with its objectives
+    (:meth:`unisent.lightning_module.UnisentModule.from_checkpoint`). Nothing needs importing first: this
+    is the one loader (:mod:`unisent._loader`, which the package's own modules call), imported on first
+    call so that ``import unisent`` stays light.
+
+    Raises:
+        FileNotFoundError: a ``.ckpt`` that does not exist.
+        unisent.io.CheckpointError: a ``.ckpt`` that is truncated, not a checkpoint, or not one of ``unisent fit``.
     """
-    from . import models, module  # noqa: F401 - registers unisent's model types and the .ckpt loader
-    from .inference import load as load_model
+    from ._loader import load as _load
 
-    return load_model(model, device)
+    return _load(model, device, backend=backend, onnx_file=onnx_file)

@@ -1,8 +1,9 @@
 """The ``unisent`` command: one table of every command, each imported only when it runs.
 
-``fit``/``validate``/``test``/``predict`` are Lightning's CLI (:mod:`unisent.commands.train`);
+``fit``/``validate``/``test``/``predict`` are Lightning's CLI (:mod:`unisent.commands.train`, run by
+:func:`unisent.commands.fitting.run_lightning`, the function ``unisent ablate`` trains with too);
 ``evaluate``, ``export``, ``encode``, ``data`` and ``sweep`` are typed functions on jsonargparse
-(:mod:`unisent.commands._cli`), so every command has ``--help``, ``--config`` and ``--print_config``.
+(:mod:`unisent.commands.function_commands`), so every command has ``--help``, ``--config`` and ``--print_config``.
 ``unisent --help`` and ``unisent --version`` import neither torch nor Lightning.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 __all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "main", "usage", "version"]
 
@@ -18,166 +18,50 @@ __all__ = ["COMMAND_HELP", "EXTRA_COMMANDS", "LIGHTNING_COMMANDS", "main", "usag
 TRACEBACK_ENV = "UNISENT_TRACEBACK"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelConfigError``,
-    ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that does not parse,
-    and Lightning's ``MisconfigurationException``."""
-    import yaml
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    from .data.records import DataConfigError, RecordError
-    from .io import CheckpointError
-    from .module import ModelConfigError
-
-    return (
-        RecordError,
-        CheckpointError,
-        DataConfigError,
-        ModelConfigError,
-        OSError,
-        yaml.YAMLError,
-        MisconfigurationException,
-    )
-
-
-def _lightning(argv: Sequence[str] | None) -> None:
+def _lightning(argv: Sequence[str]) -> None:
     """``unisent fit|validate|test|predict``: LightningCLI, its user errors in one line (status 1; a bad
-    option or config key: status 2), Ctrl-C with how to resume (status 130). ``UNISENT_TRACEBACK=1``
-    shows the full traceback instead."""
+    option or config key: status 2), Ctrl-C with how to resume (status 130; SIGTERM: 143).
+    ``UNISENT_TRACEBACK=1`` shows the full traceback instead."""
     import os
 
-    words = list(sys.argv[1:] if argv is None else argv)
+    words = list(argv)
     verbose = "--verbose" in words  # unisent's own option: everything Lightning and transformers print
-    if verbose:
-        words = [w for w in words if w != "--verbose"]
-        if argv is None:
-            sys.argv = [sys.argv[0], *words]
-        else:
-            argv = words
+    from .commands.lightning_help import FULL_HELP
+
+    if verbose or FULL_HELP in words:  # --help-all: Lightning's own --help, every option
+        words = ["--help" if w == FULL_HELP else w for w in words if w != "--verbose"]
     command = next((w for w in words if w in LIGHTNING_COMMANDS), None)
     prog = f"unisent {command}" if command else "unisent"
     traceback = os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
     from jsonargparse import ArgumentError
 
-    from .commands.train import main as train_main
+    from .commands.config_errors import config_error, describe_user_error, user_error_in_chain
+    from .commands.fitting import interrupt_message, run_lightning
+    from .commands.resume_discovery import NothingToTrain
 
-    received: dict[str, str] = {}
-    previous = _terminate_as_interrupt(received) if command == "fit" else None
     try:
-        train_main(argv, verbose=verbose)
-    except KeyboardInterrupt:
-        signal_name = _interrupt_message(prog, command, words, received)
-        sys.exit(143 if signal_name == "SIGTERM" else 130)
+        outcome = run_lightning(words, verbose=verbose)
     except ArgumentError as err:
         if traceback:
             raise
-        from .commands._cli import fail
+        from .commands.function_commands import fail
 
-        fail(prog, _config_error(str(err), words), words)
+        fail(prog, config_error(str(err), words), words)
+    except NothingToTrain as err:
+        sys.exit(f"{prog}: error: {err}")
     except Exception as err:
-        if traceback or not isinstance(err, _user_errors()):
+        cause = user_error_in_chain(err)
+        if traceback or cause is None:
             raise
-        print(f"{prog}: error: {_file_error(err)} (full traceback: {TRACEBACK_ENV}=1 {prog} ...)", file=sys.stderr)
-        sys.exit(1)
-    finally:
-        if previous is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _terminate_as_interrupt(received: dict[str, str]) -> Any:
-    """Until training starts (model, data, tokenisation), SIGTERM stops ``fit`` as Ctrl-C does (cleanup,
-    one message) instead of killing it; during training the checkpoint callback takes both signals over
-    (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return None
-
-    def handler(signum, frame):
-        received["signal"] = signal.Signals(signum).name
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, handler)  # the previous handler, restored when fit returns
-
-
-def _interrupt_message(prog: str, command: str | None, words: Sequence[str], received: dict[str, str]) -> str:
-    """Print what an interrupted ``fit`` left and the exact command that continues it; returns the signal's name."""
-    import shlex
-
-    interrupt: dict = {}
-    if "unisent.resume" in sys.modules:
-        interrupt = dict(sys.modules["unisent.resume"].INTERRUPT)
-    name = interrupt.get("signal") or received.get("signal") or "SIGINT"
-    if command != "fit":
-        return name
-    checkpoint = interrupt.get("checkpoint")
-    rest = [
-        w for i, w in enumerate(words) if not (w.startswith("--ckpt_path") or (i and words[i - 1] == "--ckpt_path"))
-    ]
-    if checkpoint is None:
         print(
-            f"\n{prog}: interrupted ({name}) before a checkpoint was saved; nothing to resume. Start again with: "
-            f"{shlex.join(['unisent', *rest])}",
+            f"{prog}: error: {describe_user_error(cause)} (full traceback: {TRACEBACK_ENV}=1 {prog} ...)",
             file=sys.stderr,
         )
-        return name
-    step = interrupt.get("step")
-    saved = (
-        f"saved {checkpoint} at step {step}"
-        if step is not None and not interrupt.get("now")
-        else f"its last checkpoint is {checkpoint}"
-    )
-    pin = [f"--trainer.logger.init_args.version={interrupt['version']}"] if interrupt.get("version") else []
-    print(
-        f"\n{prog}: interrupted ({name}); {saved}; continue this run with: "
-        f"{shlex.join(['unisent', *rest, *pin, '--ckpt_path', 'last'])}",
-        file=sys.stderr,
-    )
-    return name
-
-
-def _config_error(message: str, words: Sequence[str]) -> str:
-    """jsonargparse's parse error in one line; a YAML syntax error names the file and line (jsonargparse
-    says ``"<unicode string>", line 3``), found by parsing each ``--config`` file again."""
-    if "<unicode string>" in message or "Problems parsing config" in message:
-        import yaml
-
-        configs = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-c", "--config")]
-        configs += [word.split("=", 1)[1] for word in words if word.startswith("--config=")]
-        for config in configs:
-            try:
-                with open(config, encoding="utf-8") as handle:
-                    yaml.safe_load(handle)
-            except yaml.MarkedYAMLError as err:
-                mark = err.problem_mark or err.context_mark
-                where = f"{config}:{mark.line + 1}:{mark.column + 1}" if mark else config
-                return (
-                    f"{where}: YAML syntax error: {err.problem or err.context}; fix that line "
-                    "(indentation, an unclosed bracket or quote, a missing ': ')"
-                )
-            except (OSError, yaml.YAMLError):
-                continue
-    return _one_line(message)
-
-
-def _file_error(err: Exception) -> str:
-    """A missing or unreadable file: what, which file, what to do."""
-    if isinstance(err, FileNotFoundError) and err.filename and str(err).startswith("[Errno"):
-        return (
-            f"no such file: {err.filename}; check the path in the recipe (e.g. data.train.<name>.path) "
-            "or on the command line (paths are relative to the current directory)"
-        )
-    if isinstance(err, PermissionError) and err.filename and str(err).startswith("[Errno"):
-        return f"permission denied: {err.filename}"
-    return _one_line(str(err) or type(err).__name__)
+        sys.exit(1)
+    if outcome.interrupted is not None:
+        if command == "fit":  # what the run left and the exact command that continues it
+            print(f"\n{interrupt_message(prog, words, outcome.interrupted)}", file=sys.stderr)
+        sys.exit(outcome.status)
 
 
 #: Lightning's commands (LightningCLI over UnisentModule and UnisentDataModule): name -> one line of help
@@ -189,7 +73,7 @@ LIGHTNING_COMMANDS: dict[str, str] = {
 }
 
 # Commands that are not Lightning's: name -> (module, function). Each function takes argv; each is a
-# typed function on jsonargparse (unisent.commands._cli), so --help, --config and --print_config
+# typed function on jsonargparse (unisent.commands.function_commands), so --help, --config and --print_config
 # behave as in the Lightning commands.
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("unisent.commands.evaluate", "main"),
@@ -199,6 +83,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("unisent.commands.sweep", "main"),
     "retrofit": ("unisent.commands.retrofit", "main"),
     "ablate": ("unisent.commands.ablate", "main"),
+    "convert-checkpoint": ("unisent.commands.convert", "main"),
 }
 
 #: one line of ``unisent --help`` per command (kept here so that the help imports no command)
@@ -211,6 +96,7 @@ COMMAND_HELP: dict[str, str] = {
     "sweep": "a hyperparameter sweep from a W&B sweep file, on W&B or locally (--local)",
     "retrofit": "combine a text encoder with an AMR encoder (Cai et al. 2022) and save the model",
     "ablate": "a multi-objective recipe unified, each objective alone and leave-one-out, over seeds: a table",
+    "convert-checkpoint": "rewrite a checkpoint you trust as plain data (every command reads checkpoints as data only)",
 }
 
 
@@ -249,6 +135,13 @@ def usage() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _asks_short_help(words: Sequence[str]) -> bool:
+    """``unisent fit ... --help`` (not ``--help-all``): answered without importing torch or Lightning."""
+    from .commands.lightning_help import FULL_HELP, HELP_WORDS
+
+    return FULL_HELP not in words and any(word in HELP_WORDS for word in words)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``unisent`` command: dispatch to a command's module, imported only when it runs."""
     words = list(sys.argv[1:] if argv is None else argv)
@@ -267,8 +160,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         command: Callable[[list[str]], None] = getattr(importlib.import_module(module_name), func)
         command(words[1:])
         return
+    if words[0] in LIGHTNING_COMMANDS and _asks_short_help(words[1:]):
+        from .commands.lightning_help import short_help
+
+        sys.stdout.write(short_help(words[0]))  # the options users change; --help-all: Lightning's full tree
+        return
     if words[0] in LIGHTNING_COMMANDS or words[0].startswith("-"):  # -c/--config before the command: Lightning's
-        _lightning(None if argv is None else words)  # None: LightningCLI reads sys.argv itself
+        _lightning(words)  # the words themselves: Lightning's CLI never reads sys.argv
         return
     print(
         f"unisent: error: unknown command {words[0]!r}; choose from {', '.join(COMMAND_HELP)} (unisent --help)",

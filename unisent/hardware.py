@@ -13,11 +13,21 @@ On CUDA, bf16 is chosen where the GPU supports it (``torch.cuda.is_bf16_supporte
 later). Elsewhere (other accelerators, Arm, macOS) ``auto`` is fp32.
 
 An explicit precision always wins: ``auto`` is resolved only where it is written.
+
+**One rule** (docs/training.md#precision): ``auto`` is the default of ``unisent encode``
+(``--precision``), of the Python API (``model.encode(...)``, ``precision=None`` means ``auto``; an
+explicit ``bf16=True/False`` or ``precision="fp32"/"bf16"`` wins) and of training (``UnisentTrainer``
+and a recipe without ``trainer.precision``). Scores are the exception: ``unisent evaluate``, the
+evaluation callback, the MTEB wrapper and the export checks encode in fp32 unless asked
+(:func:`precision_scope`), so that a score compares with published fp32 numbers on any machine.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +37,10 @@ __all__ = [
     "choose_precision",
     "cpu_description",
     "cpu_flags",
+    "encode_bf16",
     "inference_precision",
+    "int8_arch",
+    "precision_scope",
     "resolve_precision",
 ]
 
@@ -132,3 +145,58 @@ def inference_precision(precision: str, device: str | None = None) -> tuple[bool
         return precision == "bf16", precision
     choice = choose_precision(device or "cpu")
     return choice.bf16, f"precision auto: {'bf16' if choice.bf16 else 'fp32'}, {choice.reason}"
+
+
+#: the precision ``encode`` uses when its caller names none (:func:`precision_scope`); ``auto`` outside any scope
+_DEFAULT_PRECISION: ContextVar[str] = ContextVar("unisent_default_precision", default="auto")
+_INFERENCE_PRECISIONS = ("auto", "fp32", "bf16")
+
+
+@contextmanager
+def precision_scope(precision: str) -> Iterator[None]:
+    """Context: ``encode`` calls that name no precision (no ``bf16=``/``precision=``) use ``precision``
+    (``auto``, ``fp32`` or ``bf16``) instead of ``auto``. What scores are computed under (``unisent
+    evaluate``, the export checks: fp32 unless asked), so that a model's own ``encode`` needs no argument."""
+    if precision not in _INFERENCE_PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_INFERENCE_PRECISIONS)}, got {precision!r}")
+    token = _DEFAULT_PRECISION.set(precision)
+    try:
+        yield
+    finally:
+        _DEFAULT_PRECISION.reset(token)
+
+
+def encode_bf16(bf16: bool | None = None, precision: str | None = None, device: str = "cpu") -> bool:
+    """Whether ``encode`` runs under bf16 autocast on ``device``: an explicit ``bf16`` wins, then an
+    explicit ``precision`` (``auto``, ``fp32``, ``bf16``), then the enclosing :func:`precision_scope`, and
+    ``auto`` (:func:`choose_precision`) where none is given: the rule ``unisent encode`` follows.
+
+    Raises:
+        ValueError: an unknown ``precision``.
+    """
+    if bf16 is not None:
+        return bool(bf16)
+    chosen = _DEFAULT_PRECISION.get() if precision is None else str(precision).lower()
+    if chosen not in _INFERENCE_PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_INFERENCE_PRECISIONS)}, got {precision!r}")
+    if chosen == "auto":
+        return choose_precision(device).bf16
+    return chosen == "bf16"
+
+
+def int8_arch(flags: frozenset[str] | None = None, machine: str | None = None) -> str:
+    """The instruction set an int8 ONNX file is named for, as Sentence Transformers names its files
+    (``model_qint8_<arch>.onnx``): ``avx512_vnni``, ``avx512``, ``avx2`` or ``arm64``. Dynamic int8
+    runs on any of them (onnxruntime picks its kernels when it runs); the name records where it was made
+    and checked, and whether 7-bit weights were used (``reduce_range``: on CPUs without VNNI)."""
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    if machine in ("arm64", "aarch64"):
+        return "arm64"
+    flags = cpu_flags() if flags is None else flags
+    if "avx512_vnni" in flags or "avx512vnni" in flags:
+        return "avx512_vnni"
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2"

@@ -14,8 +14,9 @@ import os
 import random
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,20 +28,15 @@ from .io import atomic_write, remove_stale_temporaries
 from .testing import fault_point
 
 __all__ = [
-    "INTERRUPT",
     "RNG_KEY",
     "AtomicCheckpointIO",
+    "Interrupt",
     "InterruptRequest",
-    "Progress",
     "UnisentCheckpoint",
-    "checkpoint_progress",
-    "last_checkpoint",
-    "latest_run",
     "rng_states",
     "set_rng_states",
     "settle_epoch_boundary",
     "settle_stopped_epoch",
-    "stopping_point_reached",
 ]
 
 #: where the random states of all processes are stored in a checkpoint
@@ -131,9 +127,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 # ---------------------------------------------------------------------------------------- interrupts
-#: what the last interrupted ``fit`` of this process left: ``signal`` (name), ``step`` and ``checkpoint``
-#: (the file that resumes it, or ``None``); read by ``unisent fit`` to print how to go on
-INTERRUPT: dict[str, Any] = {}
+@dataclass(frozen=True)
+class Interrupt:
+    """What an interrupted fit left, for the message that says how to go on: the signal's name (``None``:
+    a ``KeyboardInterrupt`` that no signal handler saw), the step it stopped at and the checkpoint that
+    continues it (``None``: none saved), whether a second signal stopped it at once (``now``: no save at
+    that step), and the run's logger version to pin when continuing (``None``: not known)."""
+
+    signal: str | None = None
+    step: int | None = None
+    checkpoint: str | None = None
+    now: bool = False
+    version: str | None = None
 
 
 class InterruptRequest:
@@ -146,6 +151,7 @@ class InterruptRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.now = False  # a second signal stopped the run at once, without saving
         self._previous: dict[int, Any] = {}
 
     @property
@@ -176,10 +182,9 @@ class InterruptRequest:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None:  # the second signal: stop now
             self.restore()
-            INTERRUPT.update(signal=self.name, now=True)
+            self.now = True
             raise KeyboardInterrupt
         self.signum = signum
-        INTERRUPT.update(signal=self.name)
         if _is_rank_zero():
             print(
                 f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping "
@@ -240,6 +245,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._rng_to_restore: list[dict[str, Any]] | None = None
         self._interrupt = InterruptRequest()
         self._stop_pending = False
+        self._stopped: Interrupt | None = None  # the stop after a signal: its step and checkpoint
 
     # ---------------------------------------------------------------- files
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -278,7 +284,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._restart_iterator(trainer)
         self._stop_pending = False
         self._interrupt = InterruptRequest()
-        INTERRUPT.clear()
+        self._stopped = None
         if trainer.state.fn == "fit" and not trainer.fast_dev_run:
             self._interrupt.install()
 
@@ -313,12 +319,23 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._stop_pending = False
         self._interrupt.restore()
         last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}" if self.dirpath else None
-        INTERRUPT.update(
-            signal=self._interrupt.name or INTERRUPT.get("signal"),
+        self._stopped = Interrupt(
+            signal=self._interrupt.name,
             step=trainer.global_step,
             checkpoint=str(last) if last is not None and last.is_file() else None,
         )
         raise KeyboardInterrupt  # Lightning's shutdown; `unisent fit` then prints how to continue
+
+    @property
+    def interrupt(self) -> Interrupt | None:
+        """What a SIGINT/SIGTERM during this fit left (the stop at a step boundary with its checkpoint, or a
+        second signal's stop at once), ``None`` when no signal reached this callback; read by the command that
+        ran the fit, to say how to continue it."""
+        if self._stopped is not None:
+            return self._stopped
+        if self._interrupt.signum is not None:
+            return Interrupt(signal=self._interrupt.name, now=self._interrupt.now)
+        return None
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
         self._stop_if_pending(trainer)
@@ -402,19 +419,6 @@ class UnisentCheckpoint(ModelCheckpoint):
         set_rng_states(states[trainer.global_rank % len(states)])
 
 
-# ---------------------------------------------------------------------------------------- run discovery
-def latest_run(root: str | Path) -> Path | None:
-    """The run directory under ``root`` (``root/<run>/checkpoints/last*.ckpt``) whose last
-    checkpoint is the newest, or ``None``."""
-    root = Path(root)
-    if not root.is_dir():
-        return None
-    found = [
-        (ckpt.stat().st_mtime, ckpt.parent.parent) for ckpt in root.glob("*/checkpoints/last*.ckpt") if ckpt.is_file()
-    ]
-    return max(found, key=lambda pair: pair[0])[1] if found else None
-
-
 # ---------------------------------------------------------------------------------------- stopping points
 def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
     """Make a checkpoint written after a run stopped in the middle of an epoch resume that epoch.
@@ -486,55 +490,3 @@ def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
             done["completed"] = done["processed"]  # written inside the last batch (its validation): it is done
             changed = True
     return changed
-
-
-class Progress(NamedTuple):
-    """How far a checkpoint's run went."""
-
-    global_step: int  #: optimiser steps taken
-    epochs_done: int  #: epochs fully trained
-
-
-def checkpoint_progress(path: str | Path) -> Progress | None:
-    """How far the run of checkpoint ``path`` went, read without loading the weights (memory-mapped);
-    ``None`` when the file cannot be read as a Lightning checkpoint (the caller's own checks report that)."""
-    import pickle
-
-    checkpoint = None
-    for weights_only in (True, False):
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=weights_only, mmap=True)
-            break
-        except pickle.UnpicklingError:
-            continue  # weights_only refused an object of the user's: trust the file, as Lightning does
-        except Exception:
-            return None
-    if not isinstance(checkpoint, dict) or "global_step" not in checkpoint:
-        return None
-    settle_stopped_epoch(checkpoint)
-    loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
-    epochs = (loop.get("epoch_progress") or {}).get("current") or {}
-    batches = loop.get("epoch_loop.batch_progress") or {}
-    done = int(epochs.get("processed", checkpoint.get("epoch", 0)))
-    if batches.get("is_last_batch") and epochs.get("ready", 0) > done:
-        done = int(epochs["ready"])  # the epoch's last batch is trained: only its validation was left
-    return Progress(int(checkpoint["global_step"]), done)
-
-
-def stopping_point_reached(progress: Progress, max_steps: int | None, max_epochs: int | None) -> str | None:
-    """Which stopping condition of a run configured with ``max_steps``/``max_epochs`` (Lightning's
-    meaning: ``-1``/``None`` for none; no limit at all means 1000 epochs) a checkpoint at ``progress``
-    has met already, as ``"max_steps=N"`` or ``"max_epochs=N"``; ``None`` when there is training left."""
-    steps = -1 if max_steps is None else int(max_steps)
-    epochs = max_epochs if max_epochs is not None else (1000 if steps == -1 else -1)
-    if steps != -1 and progress.global_step >= steps:
-        return f"max_steps={steps}"
-    if epochs != -1 and progress.epochs_done >= epochs:
-        return f"max_epochs={epochs}"
-    return None
-
-
-def last_checkpoint(directory: str | Path) -> Path | None:
-    """The newest ``last*.ckpt`` in ``directory`` (the file Lightning's ``ckpt_path="last"`` picks), or ``None``."""
-    found = [p for p in Path(directory).glob("last*.ckpt") if p.is_file()]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None

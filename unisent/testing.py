@@ -64,9 +64,8 @@ def _reference(fn: Callable) -> tuple[str, str, str | None]:
 def _resolve(reference: tuple[str, str, str | None]) -> Callable:
     """The function of :func:`_reference`, imported by module name or, when that name is not importable
     here (a test module collected by pytest's ``--import-mode=importlib``, run as plain ``pytest``, is
-    not on the spawned process's ``sys.path``), loaded from its file."""
+    not on the spawned process's ``sys.path``), imported by its file name from its own directory."""
     import importlib
-    import importlib.util
     import sys
 
     name, qualname, path = reference
@@ -75,10 +74,9 @@ def _resolve(reference: tuple[str, str, str | None]) -> Callable:
     except ImportError:
         if path is None:
             raise
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        directory, file_name = os.path.split(path)
+        sys.path.insert(0, directory)
+        module = importlib.import_module(os.path.splitext(file_name)[0])
     obj: Any = module
     for part in qualname.split("."):
         obj = getattr(obj, part)

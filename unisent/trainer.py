@@ -1,6 +1,8 @@
 """Lightning's Trainer with ``precision="auto"``: bf16 where this machine computes fast in bf16, fp32 elsewhere
 (:mod:`unisent.hardware`). ``unisent fit`` builds this Trainer, so a recipe may say ``precision: auto``
-(the CPU recipes do); every other precision is Lightning's own."""
+(the CPU recipes do); every other precision is Lightning's own. ``auto`` is also the default: a recipe (or a
+call) that names no precision trains as ``unisent encode`` and ``model.encode`` encode on the same machine
+(the one rule of :mod:`unisent.hardware`), not in Lightning's fp32 default."""
 
 from __future__ import annotations
 
@@ -28,10 +30,14 @@ def trainer_device(accelerator: Any) -> str:
 
 
 class UnisentTrainer(Trainer):
-    """:class:`lightning.pytorch.Trainer`; ``precision="auto"`` is resolved for the accelerator and the
-    choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``)."""
+    """:class:`lightning.pytorch.Trainer`; ``precision="auto"`` (the default; ``None`` too) is resolved for the
+    accelerator and the choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``)."""
 
-    def __init__(self, *args: Any, precision: _PRECISION_INPUT | Literal["auto"] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, precision: _PRECISION_INPUT | Literal["auto"] | None = "auto", **kwargs: Any
+    ) -> None:
+        if precision is None:  # Lightning's "not given": the same rule as a recipe that names none
+            precision = "auto"
         precision, line = resolve_precision(precision, trainer_device(kwargs.get("accelerator", "auto")))
         if line is not None:
             from lightning.fabric.utilities.rank_zero import rank_zero_only

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from unisent.data.benchmark_readers import read_senteval_sts, read_sts17
 from unisent.evaluation import DataFormatError, evaluate, format_markdown, get_task, merge_results
-from unisent.evaluation.readers import read_senteval_sts, read_sts17
 
 STS17 = "sts/STS17-test"
 TR_EN = f"{STS17}/STS.input.track6.tr-en.txt"
@@ -135,7 +135,7 @@ def test_a_bad_file_fails_before_anything_is_encoded(sts_dir: Path, caplog) -> N
 
 
 def test_each_file_is_read_once_per_run(sts_dir: Path, model, monkeypatch) -> None:
-    from unisent.evaluation.tasks import base
+    from unisent.evaluation.tasks import task as base
 
     reads: list[tuple[str, ...]] = []
     original = base.Source.read

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from unisent.evaluation.readers import (
+from unisent.data.benchmark_readers import (
     DataFormatError,
     read_aligned_nli,
     read_binary_files,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from unisent.data.benchmark_readers import read_stsbenchmark
 from unisent.evaluation import evaluate
-from unisent.evaluation.readers import read_stsbenchmark
 
 try:  # sentence-transformers is in the dev extra: a missing install fails, not skips
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from unisent.data.benchmark_readers import read_labeled_tsv
 from unisent.evaluation import GROUPS, DataFormatError, evaluate, get_task
-from unisent.evaluation.readers import read_labeled_tsv
 
 GOOGLENEWS = {"stc-googlenews-s": "s.txt", "stc-googlenews-t": "t.txt", "stc-googlenews-ts": "ts.txt"}
 # EASE (Nishikawa et al., 2022), Tables 1 and 15: AgNews, Biomedical, GoogleNews-S/-T/-TS, SearchSnippets,

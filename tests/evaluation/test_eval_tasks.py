@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from unisent.data.benchmark_readers import read_senteval_sts, read_snli, read_stsbenchmark
 from unisent.evaluation import (
     GROUPS,
     TASKS,
@@ -24,7 +25,6 @@ from unisent.evaluation import (
     symmetric_kl_similarity,
 )
 from unisent.evaluation.metrics import ProbeConfig, sts_correlation
-from unisent.evaluation.readers import read_senteval_sts, read_snli, read_stsbenchmark
 from unisent.evaluation.tasks import (
     BuccTask,
     CrossValidatedProbeTask,
@@ -237,7 +237,7 @@ def test_gaussian_similarity_end_to_end(data_dir: Path, gaussian_model) -> None:
 def test_custom_task_with_custom_probe(data_dir: Path, model) -> None:
     from functools import partial
 
-    from unisent.evaluation.readers import read_binary_files
+    from unisent.data.benchmark_readers import read_binary_files
 
     task = CrossValidatedProbeTask(
         name="mr-fast",

@@ -1,18 +1,14 @@
 """AMR for sentence embeddings (Cai et al., 2022): linearisation, vocabulary extension, parsers and
 translators as pluggable steps. The retrofitted model (``RetrofittedEncoder``) is a trained model:
-:mod:`unisent.models.retrofit`; its command line is ``unisent retrofit``."""
+:mod:`unisent.models.retrofitted_encoder`; its command line is ``unisent retrofit``."""
 
 from .linearize import (
-    AMRError,
     LinearizedAMR,
-    PenmanBlock,
-    iter_penman_blocks,
     linearize,
     linearize_blocks,
     linearize_file,
     linearize_string,
     linearize_tokens,
-    parse_metadata,
 )
 from .parsing import (
     AmrlibParser,
@@ -23,6 +19,7 @@ from .parsing import (
     PreTranslated,
     Translator,
 )
+from .penman_blocks import AMRError, PenmanBlock, iter_penman_blocks, parse_metadata
 from .symbols import read_counts, read_symbols, select_symbols
 from .vocab import (
     count_symbols,

@@ -48,10 +48,11 @@ Two styles (``style=``):
   penman 1.3.1 and are reproduced exactly with it (``tests/test_amr_linearize_authors.py``).
 
 Corpora: :func:`linearize_file` / :func:`linearize_string` read PENMAN text with ``# ::key value``
-metadata, one graph per blank-line separated block, and yield :class:`LinearizedAMR` tuples
-``(id, metadata, graph)``. A malformed graph does not stop the iteration: it is recorded as an
-:class:`AMRError` (its id, file, line and the penman error), appended to ``errors`` when a list is
-given or logged as a warning otherwise, and the next graph is processed.
+metadata, one graph per blank-line separated block (:mod:`unisent.amr.penman_blocks`), and yield
+:class:`LinearizedAMR` tuples ``(id, metadata, graph)``. A malformed graph does not stop the iteration:
+it is recorded as an :class:`~unisent.amr.penman_blocks.AMRError` (its id, file, line and the penman
+error), appended to ``errors`` when a list is given or logged as a warning otherwise, and the next
+graph is processed. The authors' style is :mod:`unisent.amr.authors_style`.
 """
 
 from __future__ import annotations
@@ -60,32 +61,24 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import penman
 from penman.exceptions import PenmanError
-from penman.model import Model
 
-from ..resources import AMR_ADDITIONS, AMR_PREDICATES
-from .symbols import read_counts, read_symbols, select_symbols
+from .authors_style import authors_tokens
+from .penman_blocks import MAX_DEPTH, AMRError, PenmanBlock, as_tree, block_error, check_depth, iter_penman_blocks
 
 __all__ = [
-    "AMRError",
-    "LinearizedAMR",
-    "PenmanBlock",
     "STYLES",
+    "LinearizedAMR",
     "Style",
-    "authors_vocabulary",
-    "iter_penman_blocks",
     "linearize",
     "linearize_blocks",
     "linearize_file",
     "linearize_string",
     "linearize_tokens",
-    "parse_metadata",
 ]
 
 logger = logging.getLogger(__name__)
@@ -96,27 +89,6 @@ STYLES: tuple[str, ...] = ("clean", "authors")
 
 # ``~e.3``, ``~3,4``: surface alignments at the end of a concept, role or literal
 _ALIGNMENT = re.compile(r"~(?:[A-Za-z]\.?)?\d+(?:,\d+)*$")
-# ``::key value`` in a comment line; a value runs to the next `` ::key`` or the end of the line
-_METADATA = re.compile(r"(?:^|\s)::(\S+)(?:[ \t]+(.*?))?(?=\s+::\S|\s*$)")
-
-
-@dataclass(frozen=True)
-class PenmanBlock:
-    """One graph of a PENMAN file, not yet parsed.
-
-    Attributes:
-        id: ``# ::id`` or, without one, ``#N`` (N: 1-based position of the graph in its source).
-        metadata: the ``# ::key value`` pairs of the comment lines before the graph.
-        graph: the graph text (comment lines removed).
-        source: file name (or ``<string>``).
-        line: 1-based line where the graph text starts.
-    """
-
-    id: str
-    metadata: dict[str, str]
-    graph: str
-    source: str
-    line: int
 
 
 class LinearizedAMR(NamedTuple):
@@ -127,82 +99,9 @@ class LinearizedAMR(NamedTuple):
     graph: str
 
 
-@dataclass(frozen=True)
-class AMRError:
-    """A graph that could not be read: where it is and why (penman's error message)."""
-
-    id: str
-    source: str
-    line: int
-    message: str
-    metadata: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def __str__(self) -> str:
-        return f"{self.source}:{self.line}: graph {self.id}: {self.message}"
-
-
-def parse_metadata(lines: list[str] | str) -> dict[str, str]:
-    """``# ::id a.1 ::date 2012`` -> ``{"id": "a.1", "date": "2012"}``; a key without value maps to ``""``.
-
-    Comment lines without ``::key`` are ignored; a later key overrides an earlier one.
-    """
-    if isinstance(lines, str):
-        lines = lines.splitlines()
-    metadata: dict[str, str] = {}
-    for line in lines:
-        text = line.strip()
-        if not text.startswith("#"):
-            continue
-        for match in _METADATA.finditer(text.lstrip("#")):
-            metadata[match.group(1)] = (match.group(2) or "").strip()
-    return metadata
-
-
-def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBlock]:
-    """Split PENMAN text into graphs: blocks separated by blank lines; leading ``#`` lines are metadata.
-
-    A block of comments only (a file header) is skipped unless it carries ``::id`` or ``::snt``, in
-    which case it is yielded with an empty ``graph`` (reported as an error by the linearisers).
-    """
-    lines = text.splitlines()
-    n = 0
-    i = 0
-    while i < len(lines):
-        if not lines[i].strip():
-            i += 1
-            continue
-        start = i
-        while i < len(lines) and lines[i].strip():
-            i += 1
-        block = lines[start:i]
-        k = 0
-        while k < len(block) and block[k].lstrip().startswith("#"):
-            k += 1
-        metadata = parse_metadata(block[:k])
-        graph = "\n".join(block[k:])
-        if not graph and not ({"id", "snt"} & metadata.keys()):
-            continue
-        n += 1
-        yield PenmanBlock(metadata.get("id") or f"#{n}", metadata, graph, source, start + k + 1)
-
-
 # --------------------------------------------------------------------------------------- one graph
 def _strip_alignment(text: str) -> str:
     return _ALIGNMENT.sub("", text)
-
-
-def _as_tree(graph: str | penman.Tree | penman.Graph) -> penman.Tree:
-    if isinstance(graph, penman.Tree):
-        return graph
-    if isinstance(graph, penman.Graph):
-        return penman.configure(graph)
-    trees = list(penman.iterparse(graph))
-    if len(trees) != 1:
-        raise ValueError(
-            f"expected one graph, found {len(trees)}"
-            + ("; separate graphs with a blank line" if len(trees) > 1 else "")
-        )
-    return trees[0]
 
 
 def _unquote(literal: str) -> str:
@@ -256,118 +155,6 @@ def _walk(tree: penman.Tree, *, drop_wiki: bool, quote_strings: bool) -> list[tu
     return out
 
 
-# ------------------------------------------------------------------------------ the authors' style
-_AUTHORS_MIN_COUNT = 5  # AMRTokens.pred_min
-# amr/IO.py's AMRTokens also holds these special tokens (none occurs in a parsed graph; kept so that
-# the membership test is the same)
-_SPECIAL_TOKENS = ("<pointer>", "<stop>", "<lit>", "</lit>", "<backr:src:XXX>", "<backr:trg:XXX>")
-_QUOTED = re.compile(r'(".+?")')
-_BRACKET_OR_SLASH = re.compile(r"([()/])")
-_SENSE = re.compile(r".+-\d\d")
-
-
-@lru_cache(maxsize=1)
-def authors_vocabulary() -> frozenset[str]:
-    """The token set of MSE-AMR's linearisation (``AMRTokens.tokens`` of their ``amr/IO.py``).
-
-    The frames of their ``predicates.txt`` counted at least 5 times, their ``additions.txt`` (relations,
-    ``-of``, sense suffixes ``-00`` ... ``-98``, special concepts) and their special tokens
-    (``<pointer:0>`` ... ``<pointer:511>``, ``<lit>``, ...). Both lists ship with unisent, unchanged
-    (``unisent/resources/amr_predicates.tsv`` and ``amr_additions.txt``; source and licence in that
-    folder's ``LICENSE.md``), so the authors' style needs no download.
-    """
-    tokens = set(select_symbols(read_counts(AMR_PREDICATES), _AUTHORS_MIN_COUNT)) | set(read_symbols(AMR_ADDITIONS))
-    tokens.update(_SPECIAL_TOKENS)
-    tokens.update(f"<pointer:{i}>" for i in range(512))
-    return frozenset(tokens)
-
-
-def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> penman.Graph:
-    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it.
-
-    Triples come from penman's base :class:`~penman.model.Model` (inverse roles de-inverted). Their
-    ``:wiki`` removal keeps the other triples in order and builds a new ``penman.Graph`` from them,
-    without the layout information (epidata) of the original and with the first triple's source as
-    top; :func:`penman.encode` then lays the graph out anew (difference (b) of the module docstring).
-    Without ``:wiki`` removal the graph keeps its layout, as theirs does.
-    """
-    if isinstance(graph, penman.Graph):
-        decoded = graph
-    else:
-        decoded = penman.layout.interpret(_as_tree(graph), Model())
-    if not drop_wiki:  # their linearize() encodes a copy without metadata (no comment lines)
-        return penman.Graph(list(decoded.triples), top=decoded.top, epidata=dict(decoded.epidata))
-    return penman.Graph([triple for triple in decoded.triples if triple[1] != ":wiki"])
-
-
-def _authors_pieces(encoded: str) -> list[str]:
-    """Split penman's one-line encoding as the authors do (``_tokenize_encoded_graph``).
-
-    A quoted string without whitespace stays one piece, quotes included; everything else is split on
-    whitespace and then around ``(``, ``)``, ``/`` and before ``:``, so a quoted string with inner
-    whitespace falls apart into pieces that keep their quote characters.
-    """
-    pieces: list[str] = []
-    for piece in _QUOTED.sub(r" \1 ", encoded).split():
-        if piece.startswith('"') and piece.endswith('"'):
-            pieces.append(piece)
-        else:
-            pieces.extend(_BRACKET_OR_SLASH.sub(r" \1 ", piece).replace(":", " :").split())
-    return pieces
-
-
-def _authors_nodes(pieces: list[str]) -> list[str]:
-    """Variables -> concepts (the authors' ``use_pointer_tokens=True`` path).
-
-    ``( x / concept`` becomes ``( concept``; a variable right after a role (a re-entrancy) becomes its
-    concept. Variables are the pieces just before a ``/``, each mapped to the piece after it.
-    """
-    concept_of = {pieces[i - 1]: pieces[i + 1] for i in range(1, len(pieces) - 1) if pieces[i] == "/"}
-    out = pieces[:1]
-    i = 1
-    while i < len(pieces):
-        piece = pieces[i]
-        if piece in concept_of:
-            if out[-1] == "(" and i + 1 < len(pieces) and pieces[i + 1] == "/":
-                piece = concept_of[piece]
-                i += 2
-            elif out[-1].startswith(":"):
-                piece = concept_of[piece]
-        out.append(piece)
-        i += 1
-    return out
-
-
-def _authors_split(token: str, vocabulary: frozenset[str]) -> list[str]:
-    """One node token -> its output tokens (the authors' ``linearize``; difference (a) and (c))."""
-    if token.startswith('"') and token.endswith('"'):
-        return [token[1:-1].replace("_", " ")]
-    is_relation = token.startswith(":") and len(token) > 1
-    is_special = token.startswith("<") and token.endswith(">")
-    is_inverse = token.startswith(":") and token.endswith("-of")
-    is_frame = _SENSE.match(token) is not None
-    if not (is_relation or is_special or is_frame or is_inverse) or token in vocabulary:
-        return [token]
-    if is_frame:  # the last three characters, as theirs (``tame-01`` -> ``tame -01``)
-        return [token[:-3], token[-3:]]
-    if is_inverse:
-        relation = token[:-3]
-        return [relation, "-of"] if relation in vocabulary else [":", relation[1:], "-of"]
-    if is_relation:
-        return [":", token[1:]]
-    raise ValueError(
-        f"token {token!r} looks like a special token <...> outside the authors' vocabulary; "
-        "their linearize() fails on it (a bare `raise`)"
-    )
-
-
-def _authors_tokens(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> list[str]:
-    """The authors' linearisation of one graph as tokens (with parentheses)."""
-    encoded = penman.encode(_authors_graph(graph, drop_wiki=drop_wiki), indent=-1)
-    vocabulary = authors_vocabulary()
-    return [out for token in _authors_nodes(_authors_pieces(encoded)) for out in _authors_split(token, vocabulary)]
-
-
 def _check_style(style: str, quote_strings: bool) -> None:
     if style not in STYLES:
         raise ValueError(f"style must be one of {', '.join(map(repr, STYLES))}, got {style!r}")
@@ -400,13 +187,16 @@ def linearize_tokens(
 
     Raises:
         penman.DecodeError: the text is not valid PENMAN.
-        ValueError: an unknown style, the text holds no or several graphs, or a node has no concept.
+        ValueError: an unknown style, the text holds no or several graphs, a node has no concept, or the
+            nodes nest deeper than :data:`MAX_DEPTH`.
     """
     _check_style(style, quote_strings)
+    if isinstance(graph, str):
+        check_depth(graph)
     if style == "authors":
-        tokens = _authors_tokens(graph, drop_wiki=drop_wiki)
+        tokens = authors_tokens(graph, drop_wiki=drop_wiki)
         return tokens if parentheses else [t for t in tokens if t not in ("(", ")")]
-    pairs = _walk(_as_tree(graph), drop_wiki=drop_wiki, quote_strings=quote_strings)
+    pairs = _walk(as_tree(graph), drop_wiki=drop_wiki, quote_strings=quote_strings)
     return [text for kind, text in pairs if parentheses or kind not in ("open", "close")]
 
 
@@ -430,17 +220,6 @@ def linearize(
 
 
 # ------------------------------------------------------------------------------------------ corpora
-def _error(block: PenmanBlock, err: Exception) -> AMRError:
-    if isinstance(err, penman.DecodeError):
-        line = block.line + (err.lineno - 1 if err.lineno else 0)
-        where = f" (character {err.offset} of line {line})" if err.offset is not None else ""
-        message = f"DecodeError: {err.message}{where}"
-    else:
-        line = block.line
-        message = f"{type(err).__name__}: {err}"
-    return AMRError(block.id, block.source, line, message, dict(block.metadata))
-
-
 def linearize_blocks(
     blocks: Iterable[PenmanBlock],
     *,
@@ -466,8 +245,10 @@ def linearize_blocks(
             graph = linearize(
                 block.graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
             )
-        except (PenmanError, ValueError) as err:
-            error = _error(block, err)
+        except (PenmanError, ValueError, RecursionError) as err:
+            if isinstance(err, RecursionError):  # nested deeply enough to exhaust the stack despite the depth check
+                err = ValueError(f"the graph nests too deeply to be read (the limit is {MAX_DEPTH} levels)")
+            error = block_error(block, err)
             if errors is None:
                 logger.warning("skipping malformed AMR graph: %s", error)
             else:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..data.records import iter_records
-from .linearize import iter_penman_blocks
+from .penman_blocks import iter_penman_blocks
 
 __all__ = [
     "AMRParser",

@@ -1,5 +1,5 @@
 """Symbol lists: count lists (``NAME COUNT`` per line) and plain token lists, as the AMR vocabulary
-extension and the authors' vocabulary (:func:`unisent.amr.linearize.authors_vocabulary`) read them."""
+extension and the authors' vocabulary (:func:`unisent.amr.authors_style.authors_vocabulary`) read them."""
 
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ import torch
 from penman.exceptions import PenmanError
 
 from ..data.records import iter_records
-from .linearize import AMRError, _as_tree, _error, _walk, iter_penman_blocks
+from .linearize import _walk
+from .penman_blocks import AMRError, as_tree, block_error, iter_penman_blocks
 from .symbols import read_counts, read_symbols, select_symbols
 
 __all__ = [
@@ -77,7 +78,7 @@ def count_symbols(graphs: Iterable[str | penman.Tree], *, drop_wiki: bool = True
     counts: Counter[str] = Counter()
     for graph in graphs:
         if isinstance(graph, penman.Tree) or _PENMAN.search(graph):
-            pairs = _walk(_as_tree(graph), drop_wiki=drop_wiki, quote_strings=True)
+            pairs = _walk(as_tree(graph), drop_wiki=drop_wiki, quote_strings=True)
             counts.update(
                 text for kind, text in pairs if kind == "role" or (kind in ("concept", "reentrancy") and is_frame(text))
             )
@@ -108,9 +109,9 @@ def count_symbols_in_file(
     counts: Counter[str] = Counter()
     for block in iter_penman_blocks(path.read_text(encoding="utf-8"), str(path)):
         try:
-            counts += count_symbols([_as_tree(block.graph)], drop_wiki=drop_wiki)
+            counts += count_symbols([as_tree(block.graph)], drop_wiki=drop_wiki)
         except (PenmanError, ValueError) as err:
-            error = _error(block, err)
+            error = block_error(block, err)
             if errors is None:
                 raise ValueError(str(error)) from err
             errors.append(error)

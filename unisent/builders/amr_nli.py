@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..data.records import iter_records
-from .nli import write_jsonl
+from .nli_records import write_jsonl
 
 __all__ = ["COMMANDS", "SLOTS", "amr_nli_records", "build_amr_nli", "read_slot_records"]
 
@@ -66,7 +66,7 @@ def _graphs(
 ) -> list[str | None]:
     """Parse and linearise; a batch that fails is retried sentence by sentence to isolate failures."""
     from ..amr.linearize import linearize
-    from ..models.retrofit import is_penman
+    from ..models.retrofit_inputs import is_penman
 
     def one(graph: str) -> str:  # a lookup may hold linearised graphs already: kept as they are
         return linearize(graph, **linearize_kwargs) if is_penman(graph) else " ".join(graph.split())

@@ -1,7 +1,7 @@
 """``unisent data BUILDER ...``: build training records from public data layouts.
 
-Each builder module listed in :data:`BUILDER_MODULES` has a ``COMMANDS`` mapping of sub-command
-name -> typed function (see :mod:`unisent.commands._cli`: the signature and docstring are the
+Each builder module (:func:`builder_modules`) has a ``COMMANDS`` mapping of sub-command
+name -> typed function (see :mod:`unisent.commands.function_commands`: the signature and docstring are the
 options and their help; every builder has ``--help``, ``--config`` and ``--print_config``). A
 builder raises ``FileNotFoundError`` or ``ValueError`` with a message that names the file, line and
 field; the command prints it and exits non-zero.
@@ -9,24 +9,30 @@ field; the command prints it and exits non-zero.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from jsonargparse import ArgumentParser
 
-from ._cli import call, command_parser, parse, summary
+from .function_commands import call, command_parser, parse, summary
 
-__all__ = ["BUILDER_MODULES", "build_parser", "builders", "main"]
+__all__ = ["build_parser", "builder_modules", "builders", "main"]
 
-BUILDER_MODULES = ("nli", "ease", "amr", "amr_nli", "cmlm")
 PROG = "unisent data"
 
 
+def builder_modules() -> tuple[ModuleType, ...]:
+    """The modules of :mod:`unisent.builders` that declare ``COMMANDS``, imported when a builder is asked for
+    (``unisent --help`` imports none)."""
+    from ..builders import amr_nli, amr_records, cmlm_records, ease, nli_records
+
+    return (nli_records, ease, amr_records, amr_nli, cmlm_records)
+
+
 def builders() -> dict[str, Callable]:
-    """Sub-command name -> builder function, over every module of :data:`BUILDER_MODULES`."""
+    """Sub-command name -> builder function, over every module of :func:`builder_modules`."""
     out: dict[str, Callable] = {}
-    for name in BUILDER_MODULES:
-        module = importlib.import_module(f"unisent.builders.{name}")
+    for module in builder_modules():
         for command, function in module.COMMANDS.items():
             if command in out:
                 raise ValueError(f"unisent data {command} is defined twice ({module.__name__})")

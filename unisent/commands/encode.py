@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from ._cli import UsageError, quiet_transformers, run_command
+from .function_commands import UsageError, quiet_transformers, run_command
 
 __all__ = ["encode", "main"]
 
@@ -29,6 +29,8 @@ def encode(
     max_length: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
+    backend: Literal["torch", "onnx"] = "torch",
+    onnx_file: str | None = None,
 ) -> None:
     """Embed a txt/jsonl/csv/tsv/parquet file into .npy or .parquet, streamed in chunks with bounded memory.
 
@@ -44,13 +46,19 @@ def encode(
         chunk_size: rows read, length-sorted and encoded at a time; bounds the memory
         normalize: L2-normalise the embeddings
         precision: auto (bf16 where the device computes fast in bf16: GPUs with bf16, CPUs with
-            AVX512-BF16 or AMX; fp32 elsewhere), fp32, or bf16 (bfloat16 autocast; the output is float32)
+            AVX512-BF16 or AMX; fp32 elsewhere; the Python API's and training's default too), fp32, or
+            bf16 (bfloat16 autocast; the output is float32). With --backend onnx: auto runs the int8 file
+            where the export has one, fp32 the fp32 file
         on_empty: an empty line: error (names the line) or zero (write a zero vector)
         encoding: text encoding of the input
         device: cpu, cuda, cuda:1 ... (default: cpu)
         max_length: longest input in tokens (default: the model's own); longer inputs are truncated
         overwrite: replace --output if it exists
         quiet: no progress bars (encoding, loading the weights)
+        backend: torch, or onnx: a directory of `unisent export --format onnx` run by onnxruntime
+            (pip install 'unisent[onnx]')
+        onnx_file: with --backend onnx: int8, fp32 or a file name in DIR/onnx (default: int8 where the
+            export has it, else fp32)
     """
     if quiet:
         quiet_transformers()
@@ -58,7 +66,12 @@ def encode(
     from ..export import EmptyInputError, OutputExistsError, encode_file
     from ..hardware import inference_precision
 
-    bf16, said = inference_precision(precision, device)
+    if backend == "onnx":
+        model, bf16, said = _onnx_model(model, precision, onnx_file, device)
+    elif onnx_file is not None:
+        raise UsageError("--onnx-file applies to --backend onnx")
+    else:
+        bf16, said = inference_precision(precision, device)
 
     try:
         with warnings.catch_warnings():  # reported below, in one line
@@ -94,6 +107,18 @@ def encode(
             summary.truncated, summary.rows - summary.empty_rows, summary.max_length or 0, "pass --max-length"
         )
         print(f"unisent encode: warning: {message}", file=sys.stderr)
+
+
+def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str | None):
+    """``(the loaded OnnxEncoder, bf16=False, the words that tell the user)`` for --backend onnx."""
+    from ..export.onnx_runtime import OnnxEncoder
+
+    if precision == "bf16":
+        raise UsageError("--precision bf16 is the torch backend's; --backend onnx runs an fp32 or int8 file")
+    if device not in (None, "cpu"):
+        raise UsageError(f"--backend onnx runs on the CPU (onnxruntime), not on {device}")
+    runner = OnnxEncoder(model, onnx_file or ("fp32" if precision == "fp32" else None))
+    return runner, False, f"backend onnx: {runner.precision}, onnx/{runner.path.name}"
 
 
 def main(argv: Sequence[str]) -> None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from ._cli import CommandFailed, UsageError, quiet_transformers, run_command
+from .function_commands import CommandFailed, UsageError, quiet_transformers, run_command
 
 __all__ = ["evaluate", "main"]
 
@@ -101,9 +101,10 @@ def evaluate(
         print(f"results written to {output}")
     if results["failed"]:
         names = ", ".join(results["failed"])
+        first, why = next(iter(results["failed"].items()))  # its file and line, in the one line
         raise CommandFailed(
             f"{len(results['failed'])} of {len(results['failed']) + len(results['tasks'])} "
-            f"tasks failed: {names} (the others are reported above)"
+            f"tasks failed: {names} ({first}: {why}; the others are reported above)"
         )
 
 
@@ -151,7 +152,7 @@ def _check_tasks(tasks: str) -> None:
     """Every name of ``--tasks`` is a task or a group (the registry imports no torch)."""
     import difflib
 
-    from ..evaluation.tasks.registry import GROUPS, TASKS
+    from ..evaluation.tasks.builtin_tasks import GROUPS, TASKS
 
     names = [name.strip() for name in tasks.split(",") if name.strip()]
     if not names:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ._cli import run_command
+from .function_commands import run_command
 
 __all__ = ["main", "retrofit"]
 
@@ -54,7 +54,7 @@ def retrofit(
     elif amrlib:
         parser = {"class_path": "unisent.amr.parsing.AmrlibParser", "init_args": {"model_dir": amrlib_model}}
     from .. import load
-    from ..models.retrofit import RetrofittedEncoder
+    from ..models import RetrofittedEncoder
 
     # a .ckpt needs the training module to rebuild its heads: unisent.load (this layer) reads it
     text: Any = load(text_encoder) if text_encoder.endswith(".ckpt") else text_encoder

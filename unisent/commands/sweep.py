@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ..io import atomic_write
-from ._cli import CommandFailed, UsageError, call, command_parser, parse
+from .function_commands import CommandFailed, UsageError, call, command_parser, parse
 
 __all__ = [
     "build_command",

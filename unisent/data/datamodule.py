@@ -3,18 +3,12 @@
 A map-style source is loaded (``datasets.load_dataset``, :mod:`.sources`), checked and tokenised once per
 machine (local rank 0 in :meth:`UnisentDataModule.prepare_data`, in ``num_proc`` processes) into an
 Arrow cache that every process then reads; a streamed one (``streaming: true``) is tokenised on the fly
-by each process (:mod:`.streaming`).
+by each process (:mod:`.tokenized_stream`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
-import shutil
-import socket
-import uuid
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -23,85 +17,17 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..io import atomic_write, remove_stale_temporaries
-from ..testing import fault_point
-from .records import DataConfigError
+from .record_errors import DataConfigError
 from .sampling import ResumableSampler
 from .schema import PREDICT_SCHEMA, BatchSchema
-from .sources import DataSource, ResolvedSource, load_source, resolve_source, source_fingerprint
-from .streaming import StreamLoader, TokenizedStream
+from .sources import DataSource, load_source, resolve_source
+from .token_cache import build_cache, cache_key, default_cache_dir
+from .tokenized_stream import StreamLoader, TokenizedStream
 from .tokenizing import RowTokenizer
 
-__all__ = ["UnisentDataModule", "default_cache_dir"]
+__all__ = ["UnisentDataModule"]
 
 _COMBINE_MODES = ("max_size_cycle", "min_size", "max_size", "sequential")
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("UNISENT_CACHE", Path.home() / ".cache" / "unisent")) / "tokenized"
-
-
-#: records per tokenising process: smaller sets are tokenised in one process (starting more costs more)
-RECORDS_PER_PROCESS = 25_000
-
-
-def _fingerprint(resolved: ResolvedSource, schema: BatchSchema, tokenizer, max_length: int, dataset=None) -> str:
-    """The cache key: the source (its files' paths, sizes and times, or ``datasets``' fingerprint of a
-    repository or Hub dataset), the fields, the tokenizer with its added tokens, and the length."""
-    parts = {
-        "source": source_fingerprint(resolved, dataset),
-        "keys": list(schema.batch_keys),
-        "text_keys": list(schema.text_keys),
-        "optional_keys": list(schema.optional_keys),
-        "tokenizer": [getattr(tokenizer, "name_or_path", ""), len(tokenizer), type(tokenizer).__name__],
-        # tokens added to a tokenizer (e.g. AMR's extended vocabulary) change the ids at equal length
-        "added_tokens": hashlib.sha256(
-            "\n".join(sorted(getattr(tokenizer, "get_added_vocab", dict)())).encode()
-        ).hexdigest(),
-        "max_length": max_length,
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def default_num_proc() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def remove_stale_parts(directory: Path) -> None:
-    """Delete what tokenising writers of this host that no longer run left in the cache directory:
-    part directories (:meth:`UnisentDataModule._build_cache`) and ``atomic_write`` temporaries."""
-    for tmp in directory.glob(".*.tmp"):
-        match = re.match(r"^\..+\.(\d+)@(.+)\.tmp$", tmp.name)
-        if tmp.is_dir() and match and match.group(2) == socket.gethostname():
-            try:
-                os.kill(int(match.group(1)), 0)
-            except ProcessLookupError:
-                shutil.rmtree(tmp, ignore_errors=True)
-            except PermissionError:
-                pass
-    remove_stale_temporaries(directory)  # (after the directories: it removes files only)
-
-
-def write_arrow_cache(parts: list[str], target: Path) -> None:
-    """Concatenate ``datasets``' Arrow stream files ``parts`` into ``target``, atomically (a reader sees
-    no file or the whole file, whatever kills the writer)."""
-    import pyarrow as pa
-
-    with atomic_write(target, "wb") as fh:
-        writer = None
-        for part in parts:
-            with pa.memory_map(part) as source:
-                reader = pa.ipc.open_stream(source)
-                if writer is None:
-                    writer = pa.ipc.new_stream(fh, reader.schema)
-                for batch in reader:
-                    writer.write_batch(batch)
-        if writer is not None:
-            writer.close()
 
 
 class _TrainLoader(DataLoader):
@@ -134,7 +60,7 @@ class UnisentDataModule(L.LightningDataModule):
     model's tokenizer (:meth:`prepare_data`, on local rank 0, in ``num_proc`` processes, with a progress
     bar; cached as Arrow under ``cache_dir``, which the other processes and later runs read), and builds
     one dataloader per objective with dynamic padding. A source with ``streaming: true`` is read as a
-    stream and tokenised as it is trained on (:class:`~unisent.data.streaming.TokenizedStream`). Lightning
+    stream and tokenised as it is trained on (:class:`~unisent.data.tokenized_stream.TokenizedStream`). Lightning
     combines the loaders; each training step gets ``{objective name: batch}``.
 
     Args:
@@ -300,7 +226,7 @@ class UnisentDataModule(L.LightningDataModule):
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length
         stream = TokenizedStream(
-            resolve_source(source),
+            replace(resolve_source(source), key=f"data.train.{name}"),
             schema.batch_keys,
             schema.text_keys,
             schema.optional_keys,
@@ -324,11 +250,13 @@ class UnisentDataModule(L.LightningDataModule):
             source = DataSource(source)
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length
-        resolved = resolve_source(source)
+        # the source's key in the recipe, for the hints of malformed records (--data.train.<name>.on_error=skip)
+        key = f"data.train.{name}" if name in self.train else "data.predict" if source is self.predict else None
+        resolved = replace(resolve_source(source), key=key)
         dataset = None
         if resolved.kind in ("repo", "hub"):  # keyed by datasets' fingerprint of the loaded data
             dataset = load_source(resolved, schema.batch_keys, schema.text_keys, schema.optional_keys)
-        cache = self.cache_dir / f"{_fingerprint(resolved, schema, encoder.tokenizer, max_length, dataset)}.arrow"
+        cache = self.cache_dir / f"{cache_key(resolved, schema, encoder.tokenizer, max_length, dataset)}.arrow"
         if cache.is_file():
             return Dataset.from_file(str(cache))
         if dataset is None:
@@ -337,37 +265,8 @@ class UnisentDataModule(L.LightningDataModule):
         return Dataset.from_file(str(cache))
 
     def _build_cache(self, dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str) -> None:
-        """Tokenise ``dataset`` in ``num_proc`` processes into part files of a private directory, then
-        write them as one Arrow file ``cache`` (atomically)."""
-        features = None
-        if set(schema.text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type
-            from datasets import List, Value
-
-            features = dataset.features.copy()
-            features.update({k: List(Value("int64")) for k in schema.text_keys} | {"length": Value("int64")})
-        num_proc = min(self.num_proc or default_num_proc(), max(1, len(dataset) // RECORDS_PER_PROCESS))
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_parts(cache.parent)
-        # named as io.atomic_write names its temporaries (writer's pid and host), so that a killed
-        # writer's leftovers are recognised and removed by the next writer
-        parts = cache.parent / f".{cache.stem}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{socket.gethostname()}.tmp"
-        parts.mkdir()
-        try:
-            mapped = dataset.map(
-                tokenize,
-                batched=True,
-                batch_size=1000,
-                num_proc=num_proc if num_proc > 1 else None,
-                cache_file_name=str(parts / "part.arrow"),
-                new_fingerprint=cache.stem,
-                features=features,
-                desc=f"Tokenising {name} ({len(dataset):,} records, {num_proc} process{'es' if num_proc > 1 else ''})",
-            )
-            fault_point("cache_write")  # (benchmarks/soak.py: a kill while the Arrow cache is written)
-            write_arrow_cache([f["filename"] for f in mapped.cache_files], cache)
-            del mapped
-        finally:
-            shutil.rmtree(parts, ignore_errors=True)
+        """:func:`~unisent.data.token_cache.build_cache` in ``num_proc`` processes; noted in ``tokenised_here``."""
+        build_cache(dataset, schema, tokenize, cache, name, self.num_proc)
         self.tokenised_here.append(str(cache))
 
     def _loader(self, name: str) -> DataLoader:
@@ -377,13 +276,14 @@ class UnisentDataModule(L.LightningDataModule):
         if isinstance(dataset, TokenizedStream):
             return self._stream_loader(name, dataset, objective)
         if len(dataset) < batch_size:
-            raise ValueError(
-                f"objective {name!r} has {len(dataset)} training records, fewer than one batch of {batch_size}"
+            raise DataConfigError(
+                f"objective {name!r} has {len(dataset)} training records, fewer than one batch of {batch_size}; "
+                "lower data.batch_size or add records"
             )
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         if world > 1 and len(dataset) < batch_size * world:
-            raise ValueError(
+            raise DataConfigError(
                 f"objective {name!r} has {len(dataset)} training records, fewer than one global batch of "
                 f"{batch_size} x {world} processes"
             )

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .file_checks import line_too_long, max_line_bytes, require_file
+from .record_errors import RecordError
+
 __all__ = [
     "FORMATS",
     "SUPPORTED_FORMATS",
-    "DataConfigError",
     "Record",
-    "RecordError",
     "iter_records",
     "record_format",
-    "require_file",
 ]
 
 #: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
@@ -45,34 +45,6 @@ _JSON_TYPES = {
     type(None): "null",
 }
 _BATCH_ROWS = 4096
-
-
-class RecordError(ValueError):
-    """A record of a data file (or the file's layout) is malformed.
-
-    The message reads ``<file>:line 12: <what is wrong>`` (``row 12`` for parquet files and datasets,
-    just ``<file>: ...`` for a problem of the whole file, such as a missing column).
-
-    Args:
-        path: the file.
-        line: 1-based line (or row) of the record; 0 when the problem concerns the whole file.
-        message: what is wrong, naming the field.
-        field: the field concerned, if one is.
-        unit: ``"line"`` or ``"row"``.
-
-    Attributes:
-        path, line, field, unit: as given; ``reason``: the message without the location.
-    """
-
-    def __init__(
-        self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None, unit: str = "line"
-    ) -> None:
-        self.path, self.line, self.reason, self.field, self.unit = Path(path), line, message, field, unit
-        where = f"{self.path}:{unit} {line}" if line else str(self.path)
-        super().__init__(f"{where}: {message}")
-
-    def __reduce__(self):  # picklable across process pools despite the keyword arguments
-        return (type(self), (self.path, self.line, self.reason), {"field": self.field, "unit": self.unit})
 
 
 @dataclass(slots=True)
@@ -120,17 +92,6 @@ def record_format(path: str | os.PathLike) -> str:
             "(or name one with format=)"
         )
     return FORMATS[suffix]
-
-
-def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
-    """``path`` as a :class:`Path`; :class:`FileNotFoundError` naming it if it does not exist,
-    :class:`IsADirectoryError` if it is a directory."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise FileNotFoundError(f"{what} {str(path)!r} does not exist")
-    if not path.is_file():
-        raise IsADirectoryError(f"{what} {str(path)!r} is a directory, not a file")
-    return path
 
 
 @dataclass(frozen=True)
@@ -281,10 +242,24 @@ def _lines(options: _Options, keep_ends: bool = False) -> Iterator[tuple[int, st
     utf8 = codecs.lookup(encoding).name in ("utf-8", "utf-8-sig")
     if utf8:
         encoding = "utf-8"  # the BOM is dropped here, and only at the start of the file
+    limit = max_line_bytes()
     with options.path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw in enumerate(iter(lambda: fh.readline(limit + 1), b""), 1):
+            if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+                raise line_too_long(options.path, lineno, limit)  # the rest of the line is not read
             if lineno == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8) :]
+            nul = raw.find(b"\0")
+            if nul != -1:
+                options.report(
+                    RecordError(
+                        options.path,
+                        lineno,
+                        f"holds a NUL byte (byte {nul} of the line), which text never does: a binary file, or "
+                        "text in UTF-16/UTF-32 (convert it to UTF-8)",
+                    )
+                )
+                continue
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as err:
@@ -319,7 +294,11 @@ def _iter_jsonl(options: _Options) -> Iterator[Record]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as err:
-            options.report(RecordError(path, lineno, f"not valid JSON ({err.msg} at column {err.colno})"))
+            reason = err.msg.removesuffix(" at")  # "Invalid control character at"
+            options.report(RecordError(path, lineno, f"not valid JSON ({reason} at column {err.colno})"))
+            continue
+        except RecursionError:
+            options.report(RecordError(path, lineno, "not valid JSON here: nested too deeply (thousands of [ or {)"))
             continue
         if options.fields is None:
             yield Record(path, lineno, value)
@@ -367,6 +346,8 @@ def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
             last = lineno
             yield text
 
+    # a field may be as long as a line may be (csv's own default is 128 KiB, less than one long sentence)
+    csv.field_size_limit(max(csv.field_size_limit(), max_line_bytes()))
     reader = csv.reader(feed(), delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if options.quoting else csv.QUOTE_NONE)
     end = 0  # the last line of the previous record
     names: list[str] | None = None
@@ -461,9 +442,3 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
         data = options.select(options.renamed(value), row, "row")
         if data is not None:
             yield Record(options.path, row, data, "row")
-
-
-class DataConfigError(ValueError):
-    """The ``data`` section does not match the model: a name in ``data.train``, ``data.batch_size`` or
-    ``data.length_grouped`` that is no objective's, or an objective without training data. The CLI
-    reports it in one line."""

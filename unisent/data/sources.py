@@ -10,7 +10,7 @@ read from the ``datasets`` cache; when it is not there the error is one line say
 Records are checked against the objective's fields with Arrow compute on the loaded table (nulls,
 empty sentences, non-text values), which costs little next to tokenising. When ``load_dataset`` cannot
 parse a local file, or the check finds a malformed record in one, the file is read again by the record
-reader (:func:`unisent.data.readers.read_records`): its errors name the file, the line and the field,
+reader (:func:`unisent.data.checked_records.read_records`): its errors name the file, the line and the field,
 which ``load_dataset`` cannot (it reports a pandas or Arrow parse error, without the line of the
 record). That second reading is also what ``on_error: skip`` keeps. Records of a Hub dataset or a
 repository directory are named by their row.
@@ -22,13 +22,14 @@ import contextlib
 import errno
 import glob as globlib
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .records import FORMATS, RecordError
+from .file_checks import not_a_regular_file, require_lines_within
+from .record_errors import RecordError, on_error_hint, skip_notice
+from .records import FORMATS
 
 __all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
 
@@ -71,7 +72,7 @@ class DataSource:
             them and reports them in a warning.
         streaming: read the data as a stream (``load_dataset(streaming=True)``): nothing is converted
             or cached, records are tokenised as they are trained on; for corpora larger than memory or
-            disk. Needs ``trainer.max_steps``; see :mod:`unisent.data.streaming`.
+            disk. Needs ``trainer.max_steps``; see :mod:`unisent.data.tokenized_stream`.
         shuffle_buffer: with ``streaming``: records are shuffled in a buffer of this size (and the
             order of the files is shuffled); 0 keeps the stream's order.
     """
@@ -108,6 +109,8 @@ class ResolvedSource:
     kind: Literal["files", "saved", "repo", "hub"]
     files: tuple[Path, ...] = ()
     format: str | None = None
+    #: the source's key in the recipe (``data.train.simcse``), named by the hints of malformed records
+    key: str | None = None
 
     @property
     def label(self) -> str:
@@ -165,9 +168,19 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
                 f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
                 "narrow the pattern or name one with format:"
             )
-        return ResolvedSource(source, "files", tuple(files), formats.pop())
+        fmt = formats.pop()
+        if fmt in _LOCAL_FORMATS and fmt != "parquet":
+            for file in files:
+                require_lines_within(file)
+        return ResolvedSource(source, "files", tuple(files), fmt)
+    special = not_a_regular_file(path, "training data file")
+    if special is not None:  # a FIFO, socket, device or link loop: refused, never opened
+        raise special
     if path.is_file():
-        return ResolvedSource(source, "files", (path,), _format_of(path, source))
+        fmt = _format_of(path, source)
+        if fmt in _LOCAL_FORMATS and fmt != "parquet":
+            require_lines_within(path)  # one line of 200 MB is refused before datasets reads it whole
+        return ResolvedSource(source, "files", (path,), fmt)
     if path.is_dir():
         if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
             return ResolvedSource(source, "saved", (path,))
@@ -348,13 +361,23 @@ def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optio
             blank = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
             for i in pc.indices_nonzero(blank).to_pylist():
                 found.setdefault(i, f"field {key!r} is an empty sentence")
+            nul = pc.fill_null(pc.match_substring(column, "\x00"), False)  # the record reader names its line
+            for i in pc.indices_nonzero(nul).to_pylist():
+                found.setdefault(i, f"field {key!r} holds a NUL character")
     return found
 
 
 def report_problems(
-    label: str, problems: dict[int, str], total: int, required: Sequence[str], on_error: str, kept: int
+    label: str,
+    problems: dict[int, str],
+    total: int,
+    required: Sequence[str],
+    on_error: str,
+    kept: int,
+    key: str | None = None,
 ) -> None:
-    """Raise (``on_error: raise``) or warn about malformed rows, as the record reader does for lines."""
+    """Raise (``on_error: raise``) or say in one line (``skip``) which rows are malformed, as the record
+    reader does for lines; ``key``: the source's key in the recipe (``data.train.simcse``)."""
     listed = [f"{label}:row {i + 1}: {problems[i]}" for i in sorted(problems)[:MAX_LISTED]]
     more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""
     listing = "\n".join(listed) + more
@@ -362,10 +385,9 @@ def report_problems(
         raise RecordError(
             label,
             0,
-            f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
-            "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them.",
+            f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n" + on_error_hint(key),
         )
-    warnings.warn(f"skipped {total} malformed record(s) of {label}, kept {kept}:\n{listing}", stacklevel=3)
+    skip_notice(label, total, kept, listed, key)
 
 
 def load_source(
@@ -376,7 +398,7 @@ def load_source(
 ):
     """Load a (map-style) source as a ``datasets.Dataset`` holding only the ``required`` fields, every
     record checked (see the module docstring for how problems are named)."""
-    from .readers import read_records
+    from .checked_records import read_records
 
     resolved = source if isinstance(source, ResolvedSource) else resolve_source(source)
     source = resolved.source
@@ -391,7 +413,7 @@ def load_source(
         left = source.max_records
         for path in resolved.files:
             part = DataSource(path=str(path), columns=source.columns, max_records=left, on_error=source.on_error)
-            columns = read_records(part, required, text_keys, optional)
+            columns = read_records(part, required, text_keys, optional, source_key=resolved.key)
             parts.append(datasets.Dataset.from_dict(columns))
             if source.max_records:
                 left -= len(parts[-1])
@@ -416,6 +438,12 @@ def load_source(
     if source.max_records and source.max_records < len(dataset):
         dataset = dataset.select(range(source.max_records))
     table = dataset.with_format("arrow")[:]
+    try:
+        table.validate(full=True)  # datasets' json builder takes bytes that are not UTF-8 into its strings
+    except Exception:  # noqa: BLE001 - pyarrow.ArrowInvalid: named by the record reader, line by line
+        if line_reader:
+            return by_lines()
+        raise RecordError(resolved.label, 0, "holds text that is not valid UTF-8") from None
     problems = problem_rows(table, required, text_keys, optional)
     if problems or len(dataset) == 0:
         if line_reader:
@@ -423,7 +451,9 @@ def load_source(
         if not problems:
             raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")
         bad = sorted(problems)
-        report_problems(resolved.label, problems, len(bad), required, source.on_error, len(dataset) - len(bad))
+        report_problems(
+            resolved.label, problems, len(bad), required, source.on_error, len(dataset) - len(bad), resolved.key
+        )
         keep = sorted(set(range(len(dataset))) - set(bad))
         if not keep:
             raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")

@@ -1,5 +1,9 @@
 """What an encoder is built from: :class:`EncoderConfig` (backbone, pooler, length, normalisation) and
-the names of the files an encoder saves beside its backbone."""
+the names of the files an encoder saves beside its backbone.
+
+The config is data: building one checks the values given and reads nothing. The fields left unset are
+filled in when the encoder is built, from the preset or the model's own files
+(:func:`~unisent.encoders.resolution.resolve_encoder_config`)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .poolers import PoolerName, PoolerPath, pooler_class
-from .presets import PRESETS
-from .sentence_transformers import encoder_defaults
 
 __all__ = ["POOLER_WEIGHTS", "UNISENT_CONFIG", "EncoderConfig"]
 
@@ -21,6 +23,10 @@ POOLER_WEIGHTS = "pooler.pt"
 @dataclass
 class EncoderConfig:
     """Which backbone to load and how to pool it.
+
+    Plain data: a field left unset (``None``, ``0``) keeps that value here and is filled in when the
+    encoder is built (:func:`~unisent.encoders.resolution.resolve_encoder_config`; ``Encoder.config``
+    is the resolved copy).
 
     Attributes:
         model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
@@ -45,7 +51,7 @@ class EncoderConfig:
             ``manhattan`` (Sentence Transformers' ``similarity_fn_name``): what an export declares and
             what MTEB compares with. Unset: the Sentence Transformers model's own, else ``cosine``.
         sentence_transformers: what a Sentence Transformers ``model`` declares beyond its backbone
-            (:func:`unisent.encoders.sentence_transformers.read_sentence_transformers`: its modules after
+            (:func:`unisent.encoders.st_files.read_sentence_transformers`: its modules after
             the Transformer, ``do_lower_case``, prompts); read from ``model`` when unset and no pooler
             is given, and recorded with the encoder. ``{}`` for a plain Hugging Face model.
     """
@@ -61,21 +67,14 @@ class EncoderConfig:
     sentence_transformers: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        preset = PRESETS.get(self.model)
-        encoder_defaults(self, preset)  # a Sentence Transformers model's own modules and settings
-        if self.similarity is None:
-            self.similarity = "cosine"
-        if not self.pooler:
-            self.pooler = preset.pooler if preset else "cls"
-        if self.normalize is None:
-            self.normalize = preset.normalize if preset else False
-        if not isinstance(self.normalize, bool):
+        """Check the values given; unset ones stay unset until
+        :func:`~unisent.encoders.resolution.resolve_encoder_config`."""
+        if self.normalize is not None and not isinstance(self.normalize, bool):
             raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
-        self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
-        pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
-        if not self.max_length:
-            self.max_length = preset.max_length if preset else 32
-        if self.max_length < 1:
+        if self.pooler:
+            self.pooler = str(self.pooler)  # a plain string (the parser may give a str subclass)
+            pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
+        if (self.max_length or 0) < 0:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")

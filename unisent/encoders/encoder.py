@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from ..data.schema import pad_batch
-from ..inference.registry import register_model
+from ..hardware import encode_bf16
+from ..inference.model_types import register_model
 from ..io import atomic_write
 from .batching import (
     TruncationWarning,
@@ -26,11 +27,13 @@ from .batching import (
     truncation_message,
 )
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
+from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
-from .model import EncoderModel
 from .packed import packed_forward, supports_packing
 from .poolers import build_pooler
-from .sentence_transformers import apply_prompt, pooled_prompt, set_lowercase
+from .prompts import apply_prompt, pooled_prompt
+from .resolution import resolve_encoder_config
+from .st_files import set_lowercase
 
 __all__ = ["Encoder"]
 
@@ -40,15 +43,17 @@ class Encoder(EncoderModel):
     """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
 
     How it is exported and described (model card, Sentence Transformers modules, ``transformers``
-    recipe) is declared by its base :class:`~unisent.encoders.model.EncoderModel` and its pooler.
+    recipe) is declared by its base :class:`~unisent.encoders.export_declarations.EncoderModel` and its pooler.
 
     Args:
-        config: an :class:`EncoderConfig`.
+        config: an :class:`EncoderConfig`; ``self.config`` is its resolved copy
+            (:func:`~unisent.encoders.resolution.resolve_encoder_config`: the unset fields filled in
+            from the preset or the model's Sentence Transformers files).
     """
 
     def __init__(self, config: EncoderConfig | None = None) -> None:
         super().__init__()
-        self.config = config or EncoderConfig()
+        self.config = resolve_encoder_config(config or EncoderConfig())
         location = resolve_model_location(self.config.model)
         overrides = {}
         if self.config.dropout is not None:
@@ -61,11 +66,12 @@ class Encoder(EncoderModel):
         )
         self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
         self.tokenizer = load_tokenizer(location)
-        if (self.config.sentence_transformers or {}).get("do_lower_case"):
+        declared = self.config.sentence_transformers or {}
+        if declared.get("do_lower_case"):
             set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
-        self.pooler.configure(self.config, location)
+        self.pooler.configure(declared, location)
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
             self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))
@@ -185,11 +191,12 @@ class Encoder(EncoderModel):
         batch_size: int = 64,
         *,
         normalize: bool = False,
-        bf16: bool = False,
+        bf16: bool | None = None,
         show_progress_bar: bool = False,
         workers: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        precision: str | None = None,
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
 
@@ -206,6 +213,7 @@ class Encoder(EncoderModel):
             workers=workers,
             prompt_name=prompt_name,
             prompt=prompt,
+            precision=precision,
         )
 
     def encode_pooled(
@@ -214,11 +222,12 @@ class Encoder(EncoderModel):
         batch_size: int = 64,
         *,
         normalize: bool = False,
-        bf16: bool = False,
+        bf16: bool | None = None,
         show_progress_bar: bool = False,
         workers: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        precision: str | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -232,13 +241,18 @@ class Encoder(EncoderModel):
         intra-op thread, at most 4, on CPU; 1 on accelerators. The thread setting is restored after.
         ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers model's prompts) is put
         in front of every sentence; by default the model's default prompt, if it has one.
+        ``precision`` (``auto``, ``fp32``, ``bf16``; None: ``auto``) or ``bf16`` (True/False, wins):
+        bfloat16 autocast or not, by the rule ``unisent encode`` follows (:func:`unisent.hardware.encode_bf16`:
+        ``auto`` is bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere).
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
-        sentences, prompt_length = apply_prompt(self, sentences, prompt, prompt_name)
+        declared = self.config.sentence_transformers or {}
+        sentences, prompt_length = apply_prompt(self.tokenizer, declared, sentences, prompt, prompt_name)
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
+        bf16 = encode_bf16(bf16, precision, device.type)
         ids, truncated = self._tokenize_counting(sentences)
         collector = current_truncation()  # a caller that encodes in chunks counts them and reports once
         if collector is not None:

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import torch
 from jsonargparse.typing import restricted_string_type
 from torch import nn
 
 from ..inference.base import NotExportableError, STModule
-
-if TYPE_CHECKING:
-    from .encoder import Encoder
 
 __all__ = [
     "POOLERS",
@@ -62,6 +59,9 @@ ST_POOLING_MODES = (
     "weightedmean_tokens",
     "lasttoken",
 )
+
+#: the sentence on which ``cls_mlp`` checks the MLP it wrote into the backbone's own pooler
+PROBE = "Two dogs run across the grass in the park while a child throws a ball for them to catch again."
 
 #: ``transformers`` recipe lines: the masked mean of ``states`` over the non-padding tokens.
 MASKED_MEAN_LINES = (
@@ -130,11 +130,16 @@ class Pooler(nn.Module):
     ) -> torch.Tensor:
         raise NotImplementedError
 
-    def configure(self, config: Any, location: str) -> None:
-        """Called once by the encoder after construction, with its ``EncoderConfig`` and the resolved
-        model location (a directory or hub id), before saved weights (``pooler.pt``) are loaded: a
-        pooler whose structure the model declares (a Sentence Transformers model's modules) builds
-        it here. The default does nothing."""
+    def configure(self, declared: dict[str, Any], location: str) -> None:
+        """Called once by the encoder after construction, before saved weights (``pooler.pt``) are
+        loaded: a pooler whose structure the model declares (a Sentence Transformers model's modules)
+        builds it here. The default does nothing.
+
+        Args:
+            declared: what the model declares beyond its backbone (``EncoderConfig.sentence_transformers``
+                as resolved; ``{}`` for a plain model).
+            location: the model's directory or hub id, where its declared modules' files lie.
+        """
 
     # ------------------------------------------------------------------------------ export knowledge
     def sentence_transformers_modules(self, backbone_config: Any) -> list[STModule]:
@@ -160,9 +165,14 @@ class Pooler(nn.Module):
         raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no transformers recipe")
 
     @contextmanager
-    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+    def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
         """For a ``huggingface`` export: temporarily write this pooler into the backbone's own pooler
-        (restored afterwards); yields whether it did. The default does nothing."""
+        (restored afterwards); yields whether it did. The default does nothing.
+
+        Args:
+            backbone: the encoder's ``transformers`` model.
+            tokenizer: its tokenizer, for a probe sentence that checks the written pooler.
+        """
         yield False
 
 
@@ -230,9 +240,9 @@ class ClsMlpPooler(Pooler):
         ]
         return setup, ['return torch.tanh(out.last_hidden_state[:, 0] @ mlp["dense.weight"].T + mlp["dense.bias"])']
 
-    def _backbone_pooler(self, encoder: Encoder) -> nn.Module | None:
+    def _backbone_pooler(self, backbone: nn.Module) -> nn.Module | None:
         """The backbone's own pooler if it is a Linear (hidden -> hidden, with bias) + Tanh, else None."""
-        target = getattr(encoder.backbone, "pooler", None)
+        target = getattr(backbone, "pooler", None)
         dense = getattr(target, "dense", None)
         if not isinstance(dense, nn.Linear) or not isinstance(getattr(target, "activation", None), nn.Tanh):
             return None
@@ -241,28 +251,27 @@ class ClsMlpPooler(Pooler):
         return target
 
     @contextmanager
-    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+    def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
         """Copy the MLP into the backbone's pooler; kept only if ``pooler_output`` then equals this
         pooler's output on a probe sentence (a pooler that is not "Linear + Tanh of the first token"
-        is left alone)."""
-        target = self._backbone_pooler(encoder)
+        is left alone). Backbone and pooler run in eval mode for the probe; their modes are restored."""
+        target = self._backbone_pooler(backbone)
         if target is None:
             yield False
             return
         saved = {k: v.detach().clone() for k, v in target.state_dict().items()}
-        was_training = encoder.training
-        encoder.eval()
+        modes = [(module, module.training) for module in (*backbone.modules(), *self.modules())]
+        backbone.eval()
+        self.eval()
         try:
             with torch.no_grad():
                 target.dense.weight.copy_(self.dense.weight)
                 target.dense.bias.copy_(self.dense.bias)
-                ids = encoder.tokenize_ids(
-                    ["Two dogs run across the grass in the park while a child throws a ball for them to catch again."]
-                )
-                device = next(encoder.parameters()).device
-                input_ids = torch.tensor(ids, device=device)
+                ids = tokenizer([PROBE], truncation=True, max_length=16, return_token_type_ids=False)
+                device = next(backbone.parameters()).device
+                input_ids = torch.tensor(ids["input_ids"], device=device)
                 mask = torch.ones_like(input_ids)
-                out = encoder.backbone(input_ids=input_ids, attention_mask=mask)
+                out = backbone(input_ids=input_ids, attention_mask=mask)
                 same = out.pooler_output is not None and torch.allclose(
                     out.pooler_output, self(out.last_hidden_state, mask), atol=1e-6
                 )
@@ -271,7 +280,8 @@ class ClsMlpPooler(Pooler):
             yield same
         finally:
             target.load_state_dict(saved)
-            encoder.train(was_training)
+            for module, training in modes:
+                module.training = training
 
 
 @register_pooler("cls_mlp_train_only")
@@ -292,7 +302,7 @@ class ClsMlpTrainOnlyPooler(ClsMlpPooler):
         return [], ["return out.last_hidden_state[:, 0]"]
 
     @contextmanager
-    def into_backbone(self, encoder: Encoder) -> Iterator[bool]:
+    def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
         yield False
 
 

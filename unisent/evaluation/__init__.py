@@ -27,7 +27,7 @@ _LAZY: dict[str, str] = {
     "kl_similarity": "metrics.similarity",
     "symmetric_kl_similarity": "metrics.similarity",
     "ProbeConfig": "metrics.probe_config",
-    "DataFormatError": "readers",
+    "DataFormatError": "tasks.task",
     "evaluate": "runner",
     "format_markdown": "runner",
     "list_tasks": "runner",
@@ -55,9 +55,9 @@ if TYPE_CHECKING:
         symmetric_kl_similarity,
     )
     from .panel import PANEL_COLUMNS, evaluate_panel
-    from .readers import DataFormatError
     from .runner import evaluate, format_markdown, list_tasks, merge_results
     from .tasks import GROUPS, TASKS, Source, Task, get_task, register_task
+    from .tasks.task import DataFormatError
 
 __all__ = [
     "COSINE",

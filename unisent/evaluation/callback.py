@@ -19,17 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lightning as L
 import torch
 from torch import Tensor
 
 from ..testing import fault_point
+from ..training_config import EvaluationConfig
 from .encoding import to_tensor
-
-if TYPE_CHECKING:
-    from ..module import EvaluationConfig
 
 __all__ = ["EvaluationCallback", "ShardedModel", "add_evaluation_callback", "evaluate_config"]
 
@@ -160,7 +158,7 @@ class EvaluationCallback(L.Callback):
     batch that makes the loops run).
 
     Args:
-        config: the tasks and settings (:class:`unisent.module.EvaluationConfig`); default: the
+        config: the tasks and settings (:class:`unisent.training_config.EvaluationConfig`); default: the
             module's ``evaluation`` (``model.evaluation`` in YAML).
         shard: split the encoding across processes; ``False`` evaluates on rank zero only while the
             others wait (for a model or task that cannot run the same calls on every process).

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..hardware import precision_scope
 from ..inference.base import to_tensor
 from .metrics.similarity import COSINE, Representation, Similarity
 
@@ -94,7 +95,15 @@ class Embedder:
         # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk;
         # Sentence Transformers' batches, so that a unisent model scores as its sentence-transformers export
         # reference batching encodes in this thread, so autocast (a per-thread mode) reaches the forward
-        with torch.no_grad(), collect_truncation() as truncation, reference_batching(), self._autocast():
+        # scores are computed in fp32 unless asked (bf16=True): a model's encode that names no precision
+        # would follow ``auto`` (unisent.hardware), which is bf16 on some machines
+        with (
+            torch.no_grad(),
+            collect_truncation() as truncation,
+            reference_batching(),
+            precision_scope("bf16" if self.bf16 else "fp32"),
+            self._autocast(),
+        ):
             output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
         self.truncated += truncation.worst[0]
         if method == "encode":

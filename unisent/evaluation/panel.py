@@ -143,7 +143,9 @@ def amr_retrieval(model: Any, pairs: Sequence[dict[str, str]], batch_size: int =
     if callable(tokenizer) and max_length:
         truncated = sum(len(ids) > max_length for ids in tokenizer(graphs, add_special_tokens=True)["input_ids"])
     start = time.perf_counter()
-    with torch.inference_mode():
+    from ..hardware import precision_scope
+
+    with torch.inference_mode(), precision_scope("fp32"):  # a score: fp32, not ``auto`` (unisent.hardware)
         text_emb = F.normalize(torch.as_tensor(model.encode(texts, batch_size=batch_size)).float(), dim=-1)
         graph_emb = F.normalize(torch.as_tensor(model.encode(graphs, batch_size=batch_size)).float(), dim=-1)
     seconds = time.perf_counter() - start
@@ -194,7 +196,7 @@ def entity_retrieval(
         ValueError: no EASE objective in the checkpoint (or several and no ``objective``), a malformed
             record, or a record whose entity is not in the table.
     """
-    from ..module import UnisentModule
+    from ..lightning_module import UnisentModule
     from ..objectives.ease import find_ease
 
     started = time.perf_counter()
@@ -216,15 +218,14 @@ def _score_entities(
     batch_size: int,
     max_length: int | None,
 ) -> dict[str, Any]:
-    import torch
-
     from ..data.entities import read_entity_records
+    from ..io import load_checkpoint
 
     if max_length is not None:
         module.encoder.config.max_length = max_length
     texts, entities = read_entity_records(records, ease.entities[1:])
     result = ease.retrieve_entities(module.encoder, texts, entities, ks=ks, batch_size=batch_size)
-    step = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("global_step")
+    step = load_checkpoint(ckpt, mmap=True).get("global_step")
     return {
         "checkpoint": str(ckpt),
         "global_step": step,
@@ -241,8 +242,7 @@ def load_panel_model(model: Any, max_length: int | None = PANEL_MAX_LENGTH) -> A
     """``model`` loaded as ``unisent.load`` does (a saved encoder directory, a preset name, a ``.ckpt``),
     or an already loaded model as it is, with its token limit set to ``max_length`` (``None``: its own)."""
     if isinstance(model, (str, os.PathLike)):
-        from .. import models, module  # noqa: F401 - registers unisent's model types and the .ckpt loader
-        from ..inference import load
+        from .._loader import load
 
         model = load(model)
     if max_length is not None:
@@ -441,7 +441,7 @@ def _entity_columns(
             reason = f"no entity_records given and the default {DEFAULT_ENTITY_RECORDS} does not exist"
             return {c: {"score": None, "reason": reason} for c in columns}
         records = DEFAULT_ENTITY_RECORDS
-    from ..module import UnisentModule
+    from ..lightning_module import UnisentModule
     from ..objectives.ease import EASE, find_ease
 
     started = time.perf_counter()

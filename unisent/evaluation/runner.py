@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm.auto import tqdm
 
-from .tasks.base import LoadedData, Source, Task, use_loaded
+from .tasks.task import LoadedData, Source, Task, use_loaded
 
 if TYPE_CHECKING:  # torch is imported when a model is evaluated, not by `evaluate --list`
     from .encoding import SentenceModel
     from .metrics.similarity import Similarity
-from .tasks.registry import GROUPS, TASKS, resolve_tasks
+from .tasks.builtin_tasks import GROUPS, TASKS, resolve_tasks
 
 log = logging.getLogger(__name__)
 

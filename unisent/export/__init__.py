@@ -7,6 +7,9 @@
   streamed in chunks with bounded memory; ``unisent encode`` on the command line.
 - :mod:`unisent.export.hub`: what the card's front matter tells the Hub (base model, licence,
   language, datasets, ``model-index``), and the rule that keeps local paths out of it.
+- ``onnx`` (:mod:`unisent.export.onnx`): a Sentence Transformers directory plus ``onnx/model.onnx`` and,
+  with ``quantize="int8"``, ``onnx/model_qint8_<arch>.onnx``; :class:`OnnxEncoder` runs them
+  (``unisent.load(DIR, backend="onnx")``; onnxruntime: ``pip install 'unisent[onnx]'``).
 - the formats are written by the models themselves: every inference model declares in its own
   class how it exports (:mod:`unisent.models`); :func:`register_exporter` adds a format, or an
   exporter for a class that is not a unisent inference model.
@@ -14,11 +17,10 @@
 
 from __future__ import annotations
 
-from ..encoders.model import hf_usage_code
+from ..encoders.export_declarations import hf_usage_code
 from .api import ExportCheckError, ExportReport, export_model
 from .card import card_metadata, default_name, read_results, render_card
-from .formats import HuggingFaceExporter, SentenceTransformersExporter
-from .registry import (
+from .exporters import (
     PROBE_SENTENCES,
     Exporter,
     NoExporterError,
@@ -27,8 +29,7 @@ from .registry import (
     register_exporter,
     registered,
 )
-from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_source
-from .streaming import (
+from .file_encoding import (
     SUPPORTED_INPUTS,
     SUPPORTED_OUTPUTS,
     EmptyInputError,
@@ -39,6 +40,10 @@ from .streaming import (
     iter_texts,
     scan_input,
 )
+from .formats import HuggingFaceExporter, SentenceTransformersExporter
+from .onnx import OnnxExporter
+from .onnx_runtime import OnnxEncoder, OnnxMissingError
+from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_export_source
 
 # The exporters per model type became one exporter per format, which asks the model (each model type
 # declares its own export in its class); the old names stay importable.
@@ -65,6 +70,9 @@ __all__ = [
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",
+    "OnnxEncoder",
+    "OnnxExporter",
+    "OnnxMissingError",
     "OutputExistsError",
     "RetrofittedSentenceTransformersExporter",
     "TrainingRecord",
@@ -76,7 +84,7 @@ __all__ = [
     "exporter_for",
     "hf_usage_code",
     "iter_texts",
-    "load_source",
+    "load_export_source",
     "read_results",
     "register_exporter",
     "registered",

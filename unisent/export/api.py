@@ -6,17 +6,18 @@ import json
 import os
 import shutil
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from ..hardware import precision_scope
 from ..inference.base import MODEL_RECORD, NotExportableError, share_files
 from ..io import atomic_write
 from .card import default_name, read_results, render_card
-from .registry import PROBE_SENTENCES, NoExporterError, exporter_for
-from .source import ExportSource, TrainingRecord, load_source
+from .exporters import PROBE_SENTENCES, NoExporterError, exporter_for
+from .source import ExportSource, TrainingRecord, load_export_source
 
 __all__ = ["ExportCheckError", "ExportReport", "export_model"]
 
@@ -38,11 +39,13 @@ class ExportReport:
         format: the format name.
         files: the written files, relative to ``out``.
         max_diff: largest absolute difference of the reloaded export to ``model.encode`` on
-            :data:`~unisent.export.registry.PROBE_SENTENCES` (None if not checked).
+            :data:`~unisent.export.exporters.PROBE_SENTENCES` (None if not checked).
         check: how the export was checked (or why not).
         max_seq_length: the export's maximum length in tokens (None for a model without one).
         trained_max_length: the model's length before the export (the training recipe's).
         name: the model's name (the card's heading).
+        notes: lines for the user from the format's own checks (``onnx``: the ONNX file against torch,
+            the int8 file against fp32).
     """
 
     out: Path
@@ -53,6 +56,7 @@ class ExportReport:
     max_seq_length: int | None = None
     trained_max_length: int | None = None
     name: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
@@ -112,6 +116,8 @@ def export_model(
     verify: bool = True,
     atol: float = 1e-4,
     title: str | None = None,
+    quantize: str | None = None,
+    force: bool = False,
 ) -> ExportReport:
     """Export a model to ``out`` in ``format``, with a README.md model card.
 
@@ -143,6 +149,11 @@ def export_model(
         verify: check the export by loading it back.
         atol: the largest absolute difference the check accepts.
         title: former name of ``name``.
+        quantize: ``int8``: with ``format="onnx"``, also a dynamically quantised ONNX file, checked against
+            the fp32 one on the STS-B test set (:mod:`unisent.export.onnx`).
+        force: keep an int8 file whose check fails (its numbers are reported either way).
+
+    The checks encode in fp32 (:func:`unisent.hardware.precision_scope`), whatever ``auto`` is here.
 
     Raises:
         FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
@@ -165,8 +176,13 @@ def export_model(
             TrainingRecord(base_model=_config_model(source), data=list(training_data or [])),
         )
     else:
-        src = load_source(source, training_data)
+        src = load_export_source(source, training_data)
     exporter = exporter_for(src.model, format)
+    if quantize is not None or force:
+        configure = getattr(exporter, "configure", None)
+        if configure is None:
+            raise ValueError(f"quantize and force apply to the onnx format, not to {format}")
+        configure(quantize=quantize, force=force)
     lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +191,7 @@ def export_model(
     tmp.mkdir()
     try:
         # the probe sentences are truncated on purpose: no truncation warning while checking
-        with lengths_context as lengths, collect_truncation():
+        with lengths_context as lengths, collect_truncation(), precision_scope("fp32"):
             exporter.write(src.model, tmp)
             check = exporter.verify(src.model, tmp, PROBE_SENTENCES) if verify else (None, "skipped (--no-verify)")
             diff = check[0]
@@ -220,4 +236,5 @@ def export_model(
         max_seq_length=lengths[1] if lengths else None,
         trained_max_length=lengths[0] if lengths else None,
         name=name or title or default_name(src),
+        notes=list(getattr(exporter, "notes", [])),
     )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .exporters import Exporter
 from .hub import (
     DEFAULT_LICENSE,
     backbone_metadata,
@@ -16,7 +17,6 @@ from .hub import (
     model_index,
     scrub_paths,
 )
-from .registry import Exporter
 from .source import ExportSource
 
 __all__ = ["card_data", "card_metadata", "default_name", "hub_id", "read_results", "render_card"]

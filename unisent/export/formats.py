@@ -19,8 +19,7 @@ from typing import Any
 from torch import nn
 
 from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, STModule, max_abs_diff, write_json
-from ..inference.registry import load_pretrained
-from .registry import Exporter, model_format
+from .exporters import Exporter, model_format
 
 __all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]
 
@@ -51,7 +50,7 @@ class SentenceTransformersExporter(Exporter):
             expected = model.encode(list(sentences))
             checks.append(
                 (
-                    max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), expected),
+                    max_abs_diff(_reloaded(out).encode(list(sentences)), expected),
                     f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
                 )
             )
@@ -97,7 +96,7 @@ class HuggingFaceExporter(Exporter):
         if model.generic_export_check:
             checks.append(
                 (
-                    max_abs_diff(load_pretrained(out).eval().encode(list(sentences)), model.encode(list(sentences))),
+                    max_abs_diff(_reloaded(out).encode(list(sentences)), model.encode(list(sentences))),
                     f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
                 )
             )
@@ -148,3 +147,10 @@ def _write_modules(
         out / "config_sentence_transformers.json",
         {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})},
     )
+
+
+def _reloaded(out: Path):
+    """The written directory read back as ``unisent.load`` reads it."""
+    from .._loader import load
+
+    return load(out)

@@ -18,18 +18,9 @@ from torch import nn
 from ..io import import_object, instantiate
 from .hub import dataset_id, display_path
 
-__all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_source"]
+__all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_export_source"]
 
 RUN_CONFIG = "config.yaml"
-
-
-def load_model(spec: str, device: str | None = None) -> nn.Module:
-    """``unisent.load`` from the export layer: every model type of unisent registered (importing
-    :mod:`unisent.models`) and ``.ckpt`` files readable (importing :mod:`unisent.module`)."""
-    from .. import models, module  # noqa: F401 - registrations
-    from ..inference import load
-
-    return load(spec, device=device)
 
 
 @dataclass
@@ -246,11 +237,11 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
 # ------------------------------------------------------------------------------------------ loading
 def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
     """Lightning's step and epoch counters, read lazily (``mmap``: no tensor is loaded)."""
-    import torch
+    from ..io import load_checkpoint
 
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:  # noqa: BLE001 - a legacy (non-zip) file cannot be mapped; the counters are optional
+        ckpt = load_checkpoint(path, mmap=True)  # as data (the model itself was read the same way)
+    except Exception:  # noqa: BLE001 - the counters are optional
         return []
     rows = []
     if isinstance(ckpt.get("global_step"), int):
@@ -260,8 +251,8 @@ def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def load_source(spec: str | Path, training_data: list[str] | None = None) -> ExportSource:
-    """Load what ``spec`` names for export, with its training record.
+def load_export_source(spec: str | Path, training_data: list[str] | None = None) -> ExportSource:
+    """Load what ``spec`` names for export (as ``unisent.load`` does), with its training record.
 
     Args:
         spec: a ``.ckpt`` from ``unisent fit``, a directory saved by ``save_pretrained`` (e.g.
@@ -273,12 +264,14 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         FileNotFoundError: the checkpoint or directory does not exist.
         ValueError: the file is not a unisent checkpoint.
     """
+    from .._loader import load
+
     path = Path(spec).expanduser()
     record = TrainingRecord()
     if path.suffix == ".ckpt":
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-        from ..module import UnisentModule
+        from ..lightning_module import UnisentModule
 
         module = UnisentModule.from_checkpoint(path)
         model = module.inference_model()
@@ -289,11 +282,11 @@ def load_source(spec: str | Path, training_data: list[str] | None = None) -> Exp
         _apply_run_config(record, _find_run_config([path.parent, path.parent.parent]), objectives=False)
         kind = "checkpoint"
     elif path.is_dir():
-        model = load_model(str(path))
+        model = load(str(path))
         _apply_run_config(record, _find_run_config([path.parent]), objectives=True)
         kind = "encoder directory"
     else:
-        model = load_model(str(spec))
+        model = load(str(spec))
         record.base_model = str(spec)
         kind = "preset or model id"
     model.eval()

@@ -5,13 +5,15 @@ Every model that ``unisent.load`` returns (the plain :class:`~unisent.encoders.E
 derives from :class:`InferenceModel` and declares, in its own class:
 
 - **saving and loading**: ``save_pretrained(directory)`` writes its files and a record
-  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.inference.registry`);
+  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.inference.model_types`);
   ``from_pretrained(directory)`` reads them back;
 - **Sentence Transformers export**: the modules after the ``Transformer``
   (:meth:`InferenceModel.sentence_transformers_modules`, e.g. a pooler's ``Pooling`` and ``Dense``, a
   head's ``Dense``); the generic writer here lays out ``modules.json`` and the module folders;
 - **the model card**: its summary rows (:meth:`InferenceModel.card_facts`), its usage text and tags;
-- **the export check**: how the written files are loaded back and compared with ``encode``.
+- **the export check**: how the written files are loaded back and compared with ``encode``;
+- **ONNX export**: the module an ONNX export traces (:meth:`InferenceModel.onnx_graph`, an
+  :class:`OnnxGraph`), with the pooling, the normalisation and any head inside the graph.
 
 This module imports only the foundation (:mod:`unisent.io`), so every layer above can build on it.
 """
@@ -35,9 +37,11 @@ from ..io import atomic_write
 __all__ = [
     "HUGGINGFACE",
     "MODEL_RECORD",
+    "ONNX",
     "SENTENCE_TRANSFORMERS",
     "InferenceModel",
     "NotExportableError",
+    "OnnxGraph",
     "STModule",
     "max_abs_diff",
     "share_files",
@@ -50,6 +54,7 @@ MODEL_RECORD = "unisent_model.json"
 #: The export formats the model contract knows.
 SENTENCE_TRANSFORMERS = "sentence-transformers"
 HUGGINGFACE = "huggingface"
+ONNX = "onnx"
 
 _ST_USAGE_SENTENCES = '["A man is playing a guitar.", "Someone plays music."]'
 
@@ -91,6 +96,25 @@ class STModule:
             "activation_function": activation,
         }
         return cls("Dense", "sentence_transformers.models.Dense", config, weights, label)
+
+
+@dataclass
+class OnnxGraph:
+    """What an ONNX export of a model traces (:meth:`InferenceModel.onnx_graph`).
+
+    Attributes:
+        module: ``forward(input_ids, attention_mask[, token_type_ids])`` (each (batch, seq) int64) -> a
+            tuple of float tensors, named by ``outputs``; traced with eager attention.
+        outputs: the output names. The first is ``last_hidden_state`` (batch, seq, hidden), the token
+            vectors that Sentence Transformers' ONNX backend pools with the directory's own modules;
+            ``sentence_embedding`` (batch, dim) is what the model's ``encode`` returns (pooled, through
+            any head, normalised where the model normalises); a Gaussian model adds ``variance``.
+        token_type_ids: whether ``module`` takes ``token_type_ids`` (the backbone has them: BERT).
+    """
+
+    module: nn.Module
+    outputs: tuple[str, ...]
+    token_type_ids: bool = False
 
 
 def write_json(path: Path, data: object) -> None:
@@ -285,6 +309,13 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         :mod:`unisent.export.formats`): ``(largest absolute difference, how it was checked)`` each.
         Default: none."""
         return []
+
+    # ------------------------------------------------------------------------------ onnx
+    def onnx_graph(self) -> OnnxGraph:
+        """The module an ONNX export traces (only types that list ``onnx`` in ``export_formats``): the
+        backbone, the pooling and any head, so that the ONNX file's ``sentence_embedding`` output is
+        :meth:`encode`'s vectors (see :class:`OnnxGraph`)."""
+        raise NotExportableError(f"{type(self).__name__} declares no ONNX graph")
 
     # ------------------------------------------------------------------------------ huggingface
     def write_huggingface(self, out: Path) -> None:

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..hardware import precision_scope
+
 __all__ = ["MTEBDataError", "MTEBEncoder", "run_tasks", "write_sts_dataset"]
 
 #: similarities on (n, d) embeddings, as Sentence Transformers defines them (distances negated)
@@ -78,9 +80,9 @@ class MTEBEncoder(_encoder_base()):
 
         label = model if isinstance(model, (str, os.PathLike)) else None
         if label is not None:
-            from ..export.source import load_model
+            from .._loader import load
 
-            model = load_model(str(model), device=device)
+            model = load(str(model), device=device)
         self.model = model
         self.batch_size = batch_size
         self.similarity_name = similarity or getattr(model, "similarity_fn_name", "cosine")
@@ -122,7 +124,8 @@ class MTEBEncoder(_encoder_base()):
         prompt_name = self.get_prompt_name(task_metadata, prompt_type) if self.model_prompts else None
         if prompt_name is not None:
             options["prompt_name"] = prompt_name
-        with reference_batching():  # Sentence Transformers' batches: the vectors unisent evaluate scores
+        # Sentence Transformers' batches, in fp32 (not ``auto``): the vectors unisent evaluate scores
+        with reference_batching(), precision_scope("fp32"):
             if self.gaussian:
                 mu, var = self.model.encode_gaussian(texts, batch_size)
                 return torch.cat([mu, var], dim=-1).float().numpy()
@@ -313,7 +316,7 @@ def write_sts_dataset(
     """Write the pairs of a unisent STS task (``stsb-test`` from the bundled file by default) as an MTEB
     STS split: ``out/<split>.jsonl`` with ``sentence1``, ``sentence2`` and ``score`` (0-5), the layout
     of MTEB's STS datasets, read by unisent's own reader for the task."""
-    from ..evaluation.tasks.registry import get_task
+    from ..evaluation.tasks.builtin_tasks import get_task
     from ..resources import EVALUATION_DATA_DIR
 
     pairs = get_task(task).source.read(data_dir or EVALUATION_DATA_DIR)

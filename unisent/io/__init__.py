@@ -2,17 +2,28 @@
 and checkpoint checks (:mod:`.checkpoints`). Records (training, evaluation and encode input) are read
 by :mod:`unisent.data.records`."""
 
-from .checkpoints import CheckpointError, check_checkpoint
+from .checkpoints import (
+    CheckpointError,
+    UnsafeCheckpointError,
+    check_checkpoint,
+    convert_checkpoint,
+    load_checkpoint,
+    unsafe_globals,
+)
 from .files import atomic_write, fsync_directory, remove_stale_temporaries, temporary_name
 from .imports import import_object, instantiate
 
 __all__ = [
     "CheckpointError",
+    "UnsafeCheckpointError",
     "atomic_write",
     "check_checkpoint",
+    "convert_checkpoint",
     "fsync_directory",
     "import_object",
     "instantiate",
+    "load_checkpoint",
     "remove_stale_temporaries",
     "temporary_name",
+    "unsafe_globals",
 ]

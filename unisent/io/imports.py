@@ -24,6 +24,18 @@ def import_object(path: str, what: str = "class") -> Any:
         raise ValueError(f"{what} {path!r} cannot be imported: {err}") from err
 
 
-def instantiate(spec: dict[str, Any]) -> Any:
-    """Build an object from ``{"class_path": "pkg.mod.Class", "init_args": {...}}``."""
-    return import_object(spec["class_path"])(**spec.get("init_args", {}))
+def instantiate(spec: dict[str, Any], base: type | None = None) -> Any:
+    """Build an object from ``{"class_path": "pkg.mod.Class", "init_args": {...}}``.
+
+    With ``base``, the class must be a subclass of it, checked before anything is called: a spec read
+    from a file (a checkpoint's record) cannot name a function such as ``os.system``.
+
+    Raises:
+        ValueError: the class cannot be imported, or is not a subclass of ``base``.
+    """
+    cls = import_object(spec["class_path"])
+    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(
+            f"{spec['class_path']!r} is not a {base.__module__}.{base.__qualname__} subclass; refusing to call it"
+        )
+    return cls(**spec.get("init_args", {}))

@@ -1,7 +1,7 @@
 """Losses on tensors only: they never take the model as an argument."""
 
 from .distributed import gather_no_grad, gather_with_grad, label_offset, rank_and_world
-from .gaussian import (
+from .gaussian_kl import (
     gauss_cse_loss,
     gaussian_similarity_matrix,
     kl_diagonal,

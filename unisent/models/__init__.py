@@ -14,13 +14,13 @@ Each model (its registered type; what ``encode`` gives; what it saves):
 
 Each class declares how it saves, loads and exports itself (the contract,
 :class:`unisent.inference.InferenceModel`) and registers its type (:func:`unisent.inference.register_model`);
-importing this package registers all of them, so that :func:`unisent.inference.load` finds every type.
+importing this package registers all of them, so that ``unisent.load`` finds every type.
 """
 
 from .gaussian import GaussianEncoder, GaussianHead
 from .pcr import PCREncoder, PrincipalComponentRemoval, fit_pcr
 from .projection import ProjectionEncoder, SentenceProjection
-from .retrofit import RetrofittedEncoder
+from .retrofitted_encoder import RetrofittedEncoder
 from .wrapper import EncoderWrapper
 
 __all__ = [

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..inference.base import SENTENCE_TRANSFORMERS, STModule, max_abs_diff
-from ..inference.registry import register_model
-from ..losses.gaussian import gaussian_similarity_matrix
+from ..inference.base import ONNX, SENTENCE_TRANSFORMERS, OnnxGraph, STModule, max_abs_diff
+from ..inference.model_types import register_model
+from ..losses.gaussian_kl import gaussian_similarity_matrix
 from .wrapper import EncoderWrapper
 
 __all__ = ["GaussianEncoder", "GaussianHead"]
@@ -121,6 +121,7 @@ class GaussianEncoder(EncoderWrapper):
     head_class = GaussianHead
     head_stem = "gaussian_head"
     card_tags = ("gaussian-embeddings", "gausscse")
+    export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, ONNX)
 
     def __init__(self, encoder: nn.Module, head: GaussianHead) -> None:
         super().__init__()
@@ -139,10 +140,19 @@ class GaussianEncoder(EncoderWrapper):
 
     @torch.inference_mode()
     def encode_gaussian(
-        self, sentences: Sequence[str], batch_size: int = 64, *, bf16: bool = False, show_progress_bar: bool = False
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        *,
+        bf16: bool | None = None,
+        show_progress_bar: bool = False,
+        precision: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order."""
-        pooled = self.encoder.encode_pooled(sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar)
+        """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order. The
+        encoder runs at ``precision`` / ``bf16`` as in ``Encoder.encode`` (default ``auto``); the head in fp32."""
+        pooled = self.encoder.encode_pooled(
+            sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar, precision=precision
+        )
         if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
             mu, var = zip(
@@ -235,6 +245,14 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
 ```
 """
 
+    def onnx_graph(self) -> OnnxGraph:
+        """The encoder's graph and the head: outputs ``last_hidden_state``, ``sentence_embedding``
+        (:meth:`encode`'s point embeddings), ``mean`` and ``variance`` (``encode_gaussian``'s); the token
+        counts a ``length_input`` head reads are the attention mask's sums."""
+        encoder = self.encoder.onnx_graph(normalize=False)
+        graph = _GaussianOnnxGraph(encoder.module, self.head, self.point, bool(self.encoder.config.normalize))
+        return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding", "mean", "variance"), encoder.token_type_ids)
+
     def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
         """Besides the exporters' check of ``encode`` (the pooled vectors or the means): the variances
         through ``unisent.load(DIR).encode_gaussian`` (a Sentence Transformers export keeps them for unisent)."""
@@ -243,3 +261,23 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         _, var = self.encode_gaussian(list(sentences))
         _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences))
         return [(max_abs_diff(var2, var), "`unisent.load(DIR).encode_gaussian` (variances)")]
+
+
+class _GaussianOnnxGraph(nn.Module):
+    """:meth:`GaussianEncoder.onnx_graph`'s module: ``(last_hidden_state, point embedding, mean, variance)``."""
+
+    def __init__(self, encoder: nn.Module, head: GaussianHead, point: str, normalize_pooled: bool) -> None:
+        super().__init__()
+        self.encoder, self.head, self.point, self.normalize_pooled = encoder, head, point, normalize_pooled
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        last, pooled = self.encoder.pooled(input_ids, attention_mask, token_type_ids)
+        lengths = attention_mask.sum(dim=1) if self.head.length_input else None
+        mu, var = self.head._forward(pooled.float(), lengths)
+        if self.point == "pooled":
+            point = F.normalize(pooled, dim=-1) if self.normalize_pooled else pooled
+        else:
+            point = mu * 1.0  # a tensor of its own: an ONNX output is one tensor, "mean" is another
+        return last, point, mu, var

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..inference.base import STModule
-from ..inference.registry import load_pretrained, register_model
+from ..inference.model_types import load_saved, register_model
 from ..io import atomic_write
 from .components import PrincipalComponentRemoval
 from .wrapper import EncoderWrapper
@@ -116,7 +116,7 @@ class PCREncoder(EncoderWrapper):
 
             inner = Encoder.from_pretrained(directory)
         else:
-            inner = load_pretrained(directory / INNER_DIR)
+            inner = load_saved(directory / INNER_DIR)
         return cls(inner, PrincipalComponentRemoval.from_state(state), state.get("default_language"))
 
     @classmethod

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..inference.registry import register_model
+from ..inference.model_types import register_model
 from .wrapper import EncoderWrapper
 
 __all__ = ["ProjectionEncoder", "SentenceProjection"]

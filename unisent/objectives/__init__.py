@@ -2,12 +2,12 @@
 
 from ..data.schema import BatchSchema
 from .amr import AMRSimCSE
-from .base import Objective, ObjectiveOutput, encode_views
 from .bitext import BitextRetrieval
 from .cmlm import CMLM, ProjectionEncoder
 from .ease import EASE
 from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
 from .nli_classifier import NLIClassifier
+from .objective import Objective, ObjectiveOutput, encode_views
 from .simcse import SimCSE
 
 __all__ = [

@@ -26,7 +26,7 @@ import torch
 from ..data.schema import pad_batch
 from ..encoders.encoder import Encoder
 from ..losses import info_nce, rank_and_world
-from .base import Objective, encode_views
+from .objective import Objective, encode_views
 
 __all__ = ["AMRSimCSE", "PAPER_LANGUAGES", "read_amr_symbols"]
 
@@ -126,7 +126,7 @@ class AMRSimCSE(Objective):
             ``amr/IO.py`` strings). The records arrive linearised, so the style is not applied here;
             it selects the vocabulary that goes with it: with ``authors`` and no ``symbols``,
             ``symbol_counts`` or ``symbol_lists``, the vocabulary is the authors' token set bundled
-            with unisent (:func:`unisent.amr.linearize.authors_vocabulary`, without its ``<...>``
+            with unisent (:func:`unisent.amr.authors_style.authors_vocabulary`, without its ``<...>``
             special tokens, which never occur in a linearisation), as their ``init_amr_vocabulary``.
         seed: seed of the draw (default: ``torch.initial_seed()``, i.e. ``seed_everything``); mixed with
             the process rank and the dataloader worker.
@@ -321,7 +321,7 @@ class AMRSimCSE(Objective):
         """The names to add, from ``symbol_counts`` (threshold ``min_count``) and ``symbol_lists``; with
         neither and ``linearization="authors"``, the authors' token set (sorted, as they add it)."""
         if self.linearization == "authors" and not _as_list(self.symbol_counts) and not _as_list(self.symbol_lists):
-            from ..amr.linearize import authors_vocabulary
+            from ..amr.authors_style import authors_vocabulary
 
             return sorted(t for t in authors_vocabulary() if not (t.startswith("<") and t.endswith(">")))
         return read_amr_symbols(self.symbol_counts, self.symbol_lists, self.min_count)

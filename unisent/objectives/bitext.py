@@ -8,7 +8,7 @@ import torch
 
 from ..encoders.encoder import Encoder
 from ..losses.margin import additive_margin_softmax
-from .base import Objective, encode_views
+from .objective import Objective, encode_views
 
 __all__ = ["BitextRetrieval"]
 

@@ -24,7 +24,7 @@ from torch import nn
 from ..encoders.encoder import Encoder
 from ..encoders.loading import resolve_model_location
 from ..models.projection import ProjectionEncoder, SentenceProjection
-from .base import Objective, ObjectiveOutput
+from .objective import Objective, ObjectiveOutput
 
 __all__ = ["CMLM", "MaskedLMHead", "ProjectionEncoder", "SentenceProjection", "mask_tokens"]
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..encoders.encoder import Encoder
 from ..losses import gather_no_grad, info_nce
-from .base import Objective, encode_views
+from .objective import Objective, encode_views
 
 # read_entity_titles, read_wikipedia2vec: still importable from here (module __getattr__ below)
 __all__ = ["EASE", "find_ease"]

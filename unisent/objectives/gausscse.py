@@ -7,9 +7,9 @@ from typing import Any, Literal
 import torch
 
 from ..encoders.encoder import Encoder
-from ..losses.gaussian import GAUSS_SETS, gauss_cse_loss
+from ..losses.gaussian_kl import GAUSS_SETS, gauss_cse_loss
 from ..models.gaussian import GaussianEncoder, GaussianHead
-from .base import Objective, encode_views
+from .objective import Objective, encode_views
 
 __all__ = ["GaussCSE", "GaussianHead", "GaussianEncoder"]
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..encoders.encoder import Encoder
-from .base import Objective, ObjectiveOutput, encode_views
+from .objective import Objective, ObjectiveOutput, encode_views
 
 __all__ = ["NLIClassifier", "NLI_LABELS", "label_id"]
 

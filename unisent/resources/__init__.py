@@ -4,7 +4,7 @@
   evaluation in training: the STS Benchmark dev and test sets (``sts/stsbenchmark``) and 1,000 SNLI
   test entailment pairs (``snli_test_entailment.tsv``, the ``snli-direction-sample`` task).
 - :data:`AMR_PREDICATES`, :data:`AMR_ADDITIONS`: the AMR authors' vocabulary lists, read by
-  :func:`unisent.amr.linearize.authors_vocabulary`.
+  :func:`unisent.amr.authors_style.authors_vocabulary`.
 
 Training, benchmark and test samples are not here: they are in the repository's ``samples/`` folder.
 """

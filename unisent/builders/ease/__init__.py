@@ -26,11 +26,11 @@ Modules: :mod:`.dump` (streaming the XML dump, on mwxml), :mod:`.wikitext` (wiki
 with link offsets, on mwparserfromhell), :mod:`.sentences` (pysbd sentences of an article, the
 worker-process task), :mod:`.tables` (Wikidata map, type table, redirects, counts, hard-negative
 sampling), :mod:`.steps` (the resumable extract/count/records steps), :mod:`.fewrel` (FewRel reader,
-detokenizer and builder), :mod:`.cli` (the ``unisent data ease-*`` commands: :data:`COMMANDS`).
+detokenizer and builder), :mod:`.ease_commands` (the ``unisent data ease-*`` commands: :data:`COMMANDS`).
 """
 
-from .cli import COMMANDS
 from .dump import DumpPage, iter_dump
+from .ease_commands import COMMANDS
 from .fewrel import detokenize, ease_fewrel, read_fewrel
 from .sentences import SentenceSplitter, page_sentences
 from .steps import (

@@ -67,7 +67,7 @@ def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction:
     Returns:
         (n,) similarities in (0, 1].
     """
-    from ...losses.gaussian import kl_diagonal  # the one closed form, shared with the training loss
+    from ...losses.gaussian_kl import kl_diagonal  # the one closed form, shared with the training loss
 
     kl = kl_diagonal(a[0], a[1], b[0], b[1])  # (n, d), float32
     if reduction == "sum":
@@ -92,7 +92,7 @@ def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], 
     Until this version ``symmetric_kl_similarity`` was the mean of the two similarities; that score is
     :func:`averaged_kl_similarity`.
     """
-    from ...losses.gaussian import symmetric_gaussian_similarity
+    from ...losses.gaussian_kl import symmetric_gaussian_similarity
 
     return symmetric_gaussian_similarity(a[0], a[1], b[0], b[1], reduction=reduction)
 

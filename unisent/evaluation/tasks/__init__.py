@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .base import LoadedData, Source, Task, use_loaded
-from .clustering import BuccTask, ClusteringTask, TatoebaTask
-from .nli import EntailmentDirectionTask, NLIThresholdTask
-from .registry import GROUPS, TASKS, get_task, register_task, resolve_tasks, task_names_summary
-from .sts import AlignUniformTask, STSSubsetsTask, STSTask, score_pairs
-from .transfer import CrossValidatedProbeTask, SplitProbeTask, ZeroShotProbeTask, features_of
+from .builtin_tasks import GROUPS, TASKS, get_task, register_task, resolve_tasks, task_names_summary
+from .clustering_tasks import BuccTask, ClusteringTask, TatoebaTask
+from .nli_tasks import EntailmentDirectionTask, NLIThresholdTask
+from .sts_tasks import AlignUniformTask, STSSubsetsTask, STSTask, score_pairs
+from .task import LoadedData, Source, Task, use_loaded
+from .transfer_tasks import CrossValidatedProbeTask, SplitProbeTask, ZeroShotProbeTask, features_of
 
 __all__ = [
     "GROUPS",

@@ -1,0 +1,74 @@
+"""The one loader behind ``unisent.load``: every kind of model from one call, nothing to import first.
+
+=====================================  ==============================================================
+given                                  loaded as
+=====================================  ==============================================================
+a ``.ckpt`` of ``unisent fit``         :meth:`UnisentModule.from_checkpoint(path).inference_model()
+                                       <unisent.lightning_module.UnisentModule.from_checkpoint>`: the
+                                       run's objectives rebuilt from the checkpoint's record
+a directory                            the model type it records (``unisent_model.json``) or whose
+                                       marker files it holds, among every type of :mod:`unisent.models`
+                                       (imported here) and any registered from outside; else the plain
+                                       :class:`~unisent.encoders.Encoder` (a saved unisent encoder, a
+                                       Sentence Transformers directory, a Hugging Face model directory)
+anything else                          a preset name (``minilm-l6``) or a Hugging Face hub id
+``backend="onnx"``                     a directory of ``unisent export --format onnx`` run by onnxruntime
+                                       (:class:`~unisent.export.onnx_runtime.OnnxEncoder`)
+=====================================  ==============================================================
+
+Users call ``unisent.load`` (the package root, which imports nothing heavy until called); the modules of
+unisent below the root (``unisent encode``'s file encoder, the export source, the panel, MTEB) call
+:func:`load` here, the same function. This module sits in the tools layer: the lowest that may import
+both the model types and the training module (for ``.ckpt``) and the ONNX runner. Every import it needs
+is its own, so ``unisent.load(...)`` works first thing in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["load"]
+
+
+def load(
+    model: str | os.PathLike,
+    device: str | torch.device | None = None,
+    *,
+    backend: str = "torch",
+    onnx_file: str | None = None,
+) -> Any:
+    """Load an inference model from a preset name, a hub id, a saved directory or a checkpoint, in eval mode.
+
+    See ``unisent.load`` for the arguments (the same function).
+
+    Raises:
+        FileNotFoundError: a ``.ckpt`` that does not exist.
+        unisent.io.CheckpointError: a ``.ckpt`` that is truncated, not a checkpoint, or not one of ``unisent fit``.
+        ValueError: an unknown ``backend``, or ``onnx_file`` without ``backend="onnx"``.
+    """
+    if backend == "onnx":
+        from .export.onnx_runtime import OnnxEncoder
+
+        return OnnxEncoder(model, onnx_file).to(device)
+    if backend != "torch":
+        raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+    if onnx_file is not None:
+        raise ValueError("onnx_file applies to backend='onnx'")
+    from . import models  # noqa: F401 - importing the package registers every model type of unisent
+    from .inference.model_types import load_saved
+    from .io import check_checkpoint
+
+    path = Path(model).expanduser()
+    if path.suffix == ".ckpt":
+        check_checkpoint(path)  # missing or truncated: one-line FileNotFoundError / CheckpointError
+        from .lightning_module import UnisentModule  # Lightning only for a checkpoint
+
+        loaded = UnisentModule.from_checkpoint(path).inference_model().eval()
+    else:  # a saved directory as its registered type; a preset name or hub id as the plain Encoder
+        loaded = load_saved(model)
+    return loaded.to(device) if device else loaded

@@ -1,0 +1,155 @@
+"""Reading PENMAN text: graphs as blocks with their ``# ::key value`` metadata
+(:func:`iter_penman_blocks`), one graph as a penman tree (:func:`as_tree`; how deep it nests is checked
+before it is parsed: :func:`check_depth`), and the record of a graph that cannot be read (:class:`AMRError`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import penman
+
+__all__ = [
+    "MAX_DEPTH",
+    "AMRError",
+    "PenmanBlock",
+    "as_tree",
+    "block_error",
+    "check_depth",
+    "iter_penman_blocks",
+    "parse_metadata",
+]
+
+# ``::key value`` in a comment line; a value runs to the next `` ::key`` or the end of the line
+_METADATA = re.compile(r"(?:^|\s)::(\S+)(?:[ \t]+(.*?))?(?=\s+::\S|\s*$)")
+# a quoted string (its parentheses are text) or a parenthesis
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[()]')
+#: the deepest nesting of nodes a graph may have. AMR graphs of real sentences nest a few tens of levels;
+#: penman parses (and unisent walks) a graph recursively, so a deeper one is refused as malformed before
+#: it is parsed (100,000 levels of parentheses would exhaust Python's stack)
+MAX_DEPTH = 200
+
+
+@dataclass(frozen=True)
+class PenmanBlock:
+    """One graph of a PENMAN file, not yet parsed.
+
+    Attributes:
+        id: ``# ::id`` or, without one, ``#N`` (N: 1-based position of the graph in its source).
+        metadata: the ``# ::key value`` pairs of the comment lines before the graph.
+        graph: the graph text (comment lines removed).
+        source: file name (or ``<string>``).
+        line: 1-based line where the graph text starts.
+    """
+
+    id: str
+    metadata: dict[str, str]
+    graph: str
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class AMRError:
+    """A graph that could not be read: where it is and why (penman's error message)."""
+
+    id: str
+    source: str
+    line: int
+    message: str
+    metadata: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: graph {self.id}: {self.message}"
+
+
+def parse_metadata(lines: list[str] | str) -> dict[str, str]:
+    """``# ::id a.1 ::date 2012`` -> ``{"id": "a.1", "date": "2012"}``; a key without value maps to ``""``.
+
+    Comment lines without ``::key`` are ignored; a later key overrides an earlier one.
+    """
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    metadata: dict[str, str] = {}
+    for line in lines:
+        text = line.strip()
+        if not text.startswith("#"):
+            continue
+        for match in _METADATA.finditer(text.lstrip("#")):
+            metadata[match.group(1)] = (match.group(2) or "").strip()
+    return metadata
+
+
+def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBlock]:
+    """Split PENMAN text into graphs: blocks separated by blank lines; leading ``#`` lines are metadata.
+
+    A block of comments only (a file header) is skipped unless it carries ``::id`` or ``::snt``, in
+    which case it is yielded with an empty ``graph`` (reported as an error by the linearisers).
+    """
+    lines = text.splitlines()
+    n = 0
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        start = i
+        while i < len(lines) and lines[i].strip():
+            i += 1
+        block = lines[start:i]
+        k = 0
+        while k < len(block) and block[k].lstrip().startswith("#"):
+            k += 1
+        metadata = parse_metadata(block[:k])
+        graph = "\n".join(block[k:])
+        if not graph and not ({"id", "snt"} & metadata.keys()):
+            continue
+        n += 1
+        yield PenmanBlock(metadata.get("id") or f"#{n}", metadata, graph, source, start + k + 1)
+
+
+def check_depth(graph: str) -> None:
+    """``ValueError`` for PENMAN text whose nodes nest deeper than :data:`MAX_DEPTH` (counted on the
+    parentheses outside quoted strings, without parsing)."""
+    depth = deepest = 0
+    for match in _NESTING.finditer(graph):
+        token = match.group(0)
+        if token == "(":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    levels = graph.count("(")
+                    raise ValueError(
+                        f"the graph nests deeper than {MAX_DEPTH} levels (up to {levels} opening parentheses), "
+                        "the limit of an AMR graph"
+                    )
+        elif token == ")":
+            depth -= 1
+
+
+def as_tree(graph: str | penman.Tree | penman.Graph) -> penman.Tree:
+    if isinstance(graph, penman.Tree):
+        return graph
+    if isinstance(graph, penman.Graph):
+        return penman.configure(graph)
+    trees = list(penman.iterparse(graph))
+    if len(trees) != 1:
+        raise ValueError(
+            f"expected one graph, found {len(trees)}"
+            + ("; separate graphs with a blank line" if len(trees) > 1 else "")
+        )
+    return trees[0]
+
+
+def block_error(block: PenmanBlock, err: Exception) -> AMRError:
+    if isinstance(err, penman.DecodeError):
+        line = block.line + (err.lineno - 1 if err.lineno else 0)
+        where = f" (character {err.offset} of line {line})" if err.offset is not None else ""
+        message = f"DecodeError: {err.message}{where}"
+    else:
+        line = block.line
+        message = f"{type(err).__name__}: {err}"
+    return AMRError(block.id, block.source, line, message, dict(block.metadata))

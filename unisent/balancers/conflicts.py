@@ -1,0 +1,177 @@
+"""Gradient conflicts between the objectives on the shared encoder: their statistics (per-objective
+gradient norms, pairwise cosines), when a run logs them and where they go (:class:`ConflictLog`:
+``conflict/...`` metrics, ``conflicts.csv`` in the run folder, a matrix table for a W&B logger), and
+``conflicts.png`` drawn from the CSV."""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["ConflictLog", "GradientConflicts", "conflict_stats", "mean_cosines", "plot_conflicts", "read_conflicts"]
+
+
+def conflict_stats(jacobian: torch.Tensor, names: Sequence[str]) -> dict[str, Any]:
+    """Per-objective gradient norms and pairwise cosines of the rows of ``jacobian``."""
+    jacobian = jacobian.double()
+    norms = jacobian.norm(dim=1)
+    gram = jacobian @ jacobian.T
+    denom = torch.outer(norms, norms).clamp_min(1e-30)
+    cosines = (gram / denom).clamp(-1, 1)
+    cosines[norms == 0, :] = float("nan")
+    cosines[:, norms == 0] = float("nan")
+    return {"names": list(names), "norms": norms.tolist(), "cosines": cosines.tolist()}
+
+
+class GradientConflicts:
+    """Writes the conflict records of one run: ``conflicts.csv`` (one row per pair and logged step:
+    ``step, a, b, cosine, norm_a, norm_b``; ``a == b`` rows carry the norm alone) and, from it,
+    ``conflicts.png``."""
+
+    FIELDS = ("step", "a", "b", "cosine", "norm_a", "norm_b")
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / "conflicts.csv"
+
+    def append(self, step: int, stats: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = not self.path.exists()
+        names, norms, cos = stats["names"], stats["norms"], stats["cosines"]
+        with self.path.open("a", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(self.FIELDS)
+            for i, a in enumerate(names):
+                for j in range(i, len(names)):
+                    c = "" if i == j or math.isnan(cos[i][j]) else f"{cos[i][j]:.6f}"
+                    writer.writerow([step, a, names[j], c, f"{norms[i]:.6g}", f"{norms[j]:.6g}"])
+
+
+def read_conflicts(path: str | Path) -> tuple[list[str], dict[int, dict[tuple[str, str], float]], dict[str, list]]:
+    """``conflicts.csv`` as (names, {step: {(a, b): cosine}}, {name: [(step, norm), ...]}); a resumed
+    run may have written a step twice: the last row wins."""
+    names: list[str] = []
+    cosines: dict[int, dict[tuple[str, str], float]] = {}
+    norms: dict[str, dict[int, float]] = {}
+    with Path(path).open(encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            step, a, b = int(row["step"]), row["a"], row["b"]
+            for n in (a, b):
+                if n not in names:
+                    names.append(n)
+            if a == b:
+                norms.setdefault(a, {})[step] = float(row["norm_a"])
+            elif row["cosine"]:
+                cosines.setdefault(step, {})[(a, b)] = float(row["cosine"])
+    return names, cosines, {n: sorted(v.items()) for n, v in norms.items()}
+
+
+def mean_cosines(names: Sequence[str], cosines: dict[int, dict[tuple[str, str], float]]) -> list[list[float]]:
+    """The matrix of cosines averaged over the logged steps (diagonal 1; ``nan`` where never logged)."""
+    k = len(names)
+    matrix = [[1.0 if i == j else float("nan") for j in range(k)] for i in range(k)]
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i == j:
+                continue
+            values = [c[(a, b)] if (a, b) in c else c.get((b, a)) for c in cosines.values()]
+            values = [v for v in values if v is not None]
+            if values:
+                matrix[i][j] = sum(values) / len(values)
+    return matrix
+
+
+def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> Path:
+    """``conflicts.png`` from ``conflicts.csv``: the mean cosine matrix (left) and each objective's
+    gradient norm over the steps (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    csv_path = Path(csv_path)
+    png_path = Path(png_path) if png_path else csv_path.with_suffix(".png")
+    names, cosines, norms = read_conflicts(csv_path)
+    matrix = mean_cosines(names, cosines)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    image = left.imshow(matrix, cmap="RdBu", vmin=-1, vmax=1)
+    left.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    left.set_yticks(range(len(names)), names)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            if not math.isnan(matrix[i][j]):
+                left.text(j, i, f"{matrix[i][j]:.2f}", ha="center", va="center", fontsize=8)
+    left.set_title(f"gradient cosine on the shared encoder\n(mean over {len(cosines)} logged steps)")
+    fig.colorbar(image, ax=left, fraction=0.046)
+    for name, points in norms.items():
+        if points:
+            right.plot([s for s, _ in points], [v for _, v in points], marker=".", label=name)
+    right.set_yscale("log")
+    right.set_xlabel("optimiser step")
+    right.set_title("gradient norm on the shared encoder")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+class ConflictLog:
+    """When a run logs its gradient conflicts and where they go. Every ``every`` optimiser steps (0: never),
+    on the step's last micro-batch and once per step, :meth:`record` logs each objective's gradient norm
+    (``conflict/<a>/grad_norm``) and each pair's cosine (``conflict/<a>~<b>/cosine``); on the global-zero
+    process it appends them to ``conflicts.csv`` in :attr:`run_dir` and sends the cosine matrix to every
+    W&B logger as a table. :meth:`plot` draws ``conflicts.png`` at the end of training.
+
+    Attributes:
+        every: optimiser steps between two logged steps.
+        run_dir: the run folder of ``conflicts.csv`` (set when fitting starts; ``None``: no file).
+    """
+
+    def __init__(self, every: int = 0) -> None:
+        self.every = every
+        self.run_dir: str | None = None
+        self._logged_at = -1
+
+    def due(self, step: int, last_micro_batch: bool) -> bool:
+        """Whether optimiser step ``step`` logs its conflicts (on its last micro-batch, not yet logged)."""
+        return self.every > 0 and last_micro_batch and step % self.every == 0 and step != self._logged_at
+
+    def record(self, log: Callable[..., Any], trainer: Any, step: int, stats: dict[str, Any]) -> None:
+        """Log ``stats`` (:func:`conflict_stats`) of optimiser step ``step`` through ``log`` (the
+        LightningModule's), and, on the global-zero process of ``trainer`` (``None``: none), to the CSV
+        and to W&B."""
+        self._logged_at = step
+        names, norms, cosines = stats["names"], stats["norms"], stats["cosines"]
+        for i, a in enumerate(names):
+            log(f"conflict/{a}/grad_norm", norms[i], on_step=True, batch_size=1)
+            for j in range(i + 1, len(names)):
+                log(f"conflict/{a}~{names[j]}/cosine", cosines[i][j], on_step=True, batch_size=1)
+        if trainer is None or not trainer.is_global_zero:
+            return
+        if self.run_dir:
+            GradientConflicts(self.run_dir).append(step, stats)
+        from lightning.pytorch.loggers import WandbLogger  # the class only: wandb is imported by the logger
+
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                rows = [[a, *[round(c, 4) for c in cosines[i]]] for i, a in enumerate(names)]
+                logger.log_table(key="conflict/cosine_matrix", columns=["objective", *names], data=rows)
+
+    @staticmethod
+    def plot(root: str | Path) -> None:
+        """``conflicts.png`` beside ``root``'s ``conflicts.csv``, if the run wrote one (a line on stderr
+        either way; without matplotlib, how to get it)."""
+        path = Path(root) / "conflicts.csv"
+        if not path.exists():
+            return
+        try:
+            print(f"unisent: gradient conflicts plotted to {plot_conflicts(path)}", file=sys.stderr)
+        except ImportError:
+            print("unisent: conflicts.csv written; pip install matplotlib to plot it", file=sys.stderr)

@@ -1,0 +1,103 @@
+"""Gradient-level balancers: an aggregator of `torchjd <https://torchjd.org>`_ over the per-objective
+gradient matrix of the shared encoder (:class:`JacobianAggregator`; :class:`PCGrad`). The matrix is
+gathered by :class:`~unisent.balancers.jacobian.JacobianAccumulator`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .balancer import Balancer
+
+__all__ = ["JacobianAggregator", "MissingDependencyError", "PCGrad"]
+
+
+class JacobianAggregator(Balancer):
+    """Any aggregator of `torchjd <https://torchjd.org>`_ over the per-objective gradients of the shared
+    encoder (``aggregator``: a class name of ``torchjd.aggregation``, e.g. ``UPGrad``, ``MGDA``,
+    ``PCGrad``, ``Mean``; ``init_args`` for its constructor). Aggregators that draw random numbers
+    (PCGrad's order of projections) draw them from a generator seeded by ``seed`` and the step, the
+    same on every process, without touching the global random state.
+
+    Args:
+        aggregator: the torchjd class name.
+        init_args: keyword arguments of that class.
+        seed: seed of the aggregator's random draws.
+    """
+
+    gradient_level = True
+
+    def __init__(self, aggregator: str = "UPGrad", init_args: dict[str, Any] | None = None, seed: int = 0) -> None:
+        super().__init__()
+        try:
+            import torchjd.aggregation as aggregation
+        except ImportError as err:  # pragma: no cover - torchjd is a dependency
+            raise ImportError("gradient-level balancers need torchjd: pip install torchjd") from err
+        names = sorted(n for n in dir(aggregation) if n[:1].isupper() and not n.endswith("Weighting"))
+        if aggregator not in names:
+            import difflib
+
+            close = difflib.get_close_matches(aggregator, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"balancer aggregator {aggregator!r} is not in torchjd.aggregation{hint}; one of: {names}")
+        self.aggregator_name = aggregator
+        self.init_args = dict(init_args or {})
+        self.seed = seed
+        try:
+            self._aggregator = getattr(aggregation, aggregator)(**self.init_args)
+        except ImportError as err:  # torchjd checks its optional solvers when the aggregator is built
+            raise MissingDependencyError(_missing_solver(aggregator, err)) from None
+
+    def aggregate(self, jacobian, names, step):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed * 1_000_003 + step)
+            return self._aggregator(jacobian)
+
+    def config(self):
+        return super().config() | {
+            "init_args": {"aggregator": self.aggregator_name, "init_args": self.init_args, "seed": self.seed}
+        }
+
+
+class MissingDependencyError(ImportError):
+    """A balancer needs a package that is not installed; the message is one line with the pip command.
+    The CLI reports it in one line before training starts, also from inside jsonargparse's checks."""
+
+
+#: the packages behind torchjd's optional extras, as unisent installs them (pyproject.toml lists the
+#: QP solvers of UPGrad/DualProj as its own requirements: no extra name for an old pip to miss)
+_SOLVER_PACKAGES = {
+    "quadprog": "qpsolvers quadprog",
+    "qpsolvers": "qpsolvers quadprog",
+    "cvxpy": "cvxpy clarabel ecos",
+    "clarabel": "cvxpy clarabel",
+    "ecos": "cvxpy ecos",
+    "scipy": "scipy",
+}
+
+
+def _missing_solver(aggregator: str, err: ImportError) -> str:
+    """torchjd's "requires [...] to be installed" in one line, with a pip command that works with every
+    pip (package names, not torchjd's extras: pip releases before PEP 685 miss ``quadprog_projector``)."""
+    import re
+
+    found = re.search(r"requires \[([^\]]*)\]", str(err))
+    missing = re.findall(r"'([^']+)'", found.group(1)) if found else []
+    packages = sorted({p for name in missing for p in _SOLVER_PACKAGES.get(name, name).split()})
+    needs = ", ".join(missing) if missing else str(err)
+    install = f"pip install {' '.join(packages)}" if packages else "pip install 'torchjd[...]' (see torchjd's docs)"
+    return f"balancer aggregator {aggregator!r} needs {needs}, which is not installed: {install}"
+
+
+class PCGrad(JacobianAggregator):
+    """Gradient surgery (Yu et al., NeurIPS 2020, Algorithm 1), torchjd's implementation: each
+    objective's gradient loses its component along any other gradient it conflicts with (negative
+    inner product), in a random order; the projected gradients are summed (without conflicts: the
+    plain sum, as :class:`Static`)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__("PCGrad", seed=seed)
+
+    def config(self):
+        return {"class_path": "unisent.balancers.PCGrad", "init_args": {"seed": self.seed}}

@@ -1,0 +1,153 @@
+"""The per-objective gradients of the shared encoder, as gradient-level balancers and conflict logging
+need them.
+
+:class:`JacobianAccumulator` keeps the matrix ``J`` (one row per objective, one column per shared
+parameter): each micro-batch adds its objectives' gradients (one ``torch.autograd.grad`` call per
+objective, over that objective's own graph), and on the last micro-batch of an optimiser step ``J`` is
+averaged over processes (``all_reduce``), aggregated once by the balancer and reset for the next step;
+so two processes, or two accumulated micro-batches, give the update one process gives on the whole
+batch. The update reaches the parameters through :func:`surrogate`, a loss whose gradient is exactly
+that vector, so Lightning's automatic optimisation, clipping, accumulation and DDP work unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from .balancer import Balancer, mean_over_processes
+from .conflicts import conflict_stats
+
+__all__ = ["JacobianAccumulator", "flat_grads", "loss_level_conflicts", "surrogate"]
+
+Pairs = list[tuple[torch.nn.Parameter, torch.Tensor]]
+
+
+def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool) -> torch.Tensor:
+    """The gradient of ``loss`` with respect to ``params`` as one flat vector (zeros for parameters it
+    does not reach)."""
+    grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
+    flat = torch.zeros(sum(p.numel() for p in params), device=loss.device)
+    offset = 0
+    for p, g in zip(params, grads):
+        if g is not None:
+            flat[offset : offset + p.numel()].copy_(g.reshape(-1))
+        offset += p.numel()
+    return flat
+
+
+def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch.Tensor:
+    """``sum_p <g_p, p>``: a loss whose gradient with respect to each ``p`` is exactly ``g_p``."""
+    total = None
+    for p, g in pairs:
+        term = (g.detach().to(p.dtype) * p).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def loss_level_conflicts(losses: dict[str, torch.Tensor], shared: Sequence[torch.nn.Parameter]) -> dict[str, Any]:
+    """:func:`~unisent.balancers.conflicts.conflict_stats` of ``losses`` on the ``shared`` parameters for a
+    loss-level balancer: one extra gradient per objective (the graphs are kept for the backward pass of
+    the weighted loss), averaged over processes."""
+    names = list(losses)
+    rows = torch.stack([flat_grads(losses[n], shared, retain_graph=True) for n in names])
+    return conflict_stats(mean_over_processes(rows), names)
+
+
+class JacobianAccumulator:
+    """The per-objective gradient matrix of the shared parameters over the micro-batches of one optimiser
+    step, and its aggregation by a gradient-level balancer (see the module doc).
+
+    Args:
+        names: every objective of the model, in order (the rows of the matrix).
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.matrix: torch.Tensor | None = None  # per-objective shared gradients summed over micro-batches
+        self.rows: set[str] = set()  # the objectives that had a loss since the last optimiser step
+
+    def reset(self) -> None:
+        """Forget the gradients gathered so far (after an optimiser step: the next step starts from 0)."""
+        if self.matrix is not None:
+            self.matrix.zero_()
+        self.rows = set()
+
+    def add(
+        self,
+        losses: dict[str, torch.Tensor],
+        shared: Sequence[torch.nn.Parameter],
+        own: dict[str, list[torch.nn.Parameter]],
+    ) -> Pairs:
+        """Add each objective's gradient of its loss on ``shared`` to its row; return the gradients of each
+        objective's ``own`` parameters (its own loss alone, whatever the balancer does)."""
+        size = sum(p.numel() for p in shared)
+        if self.matrix is None or self.matrix.shape != (len(self.names), size):
+            self.matrix = torch.zeros(len(self.names), size, device=shared[0].device)
+            self.rows = set()
+        pairs: Pairs = []
+        for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
+            grads = torch.autograd.grad(loss, [*shared, *own[name]], allow_unused=True)
+            offset = 0
+            row = self.matrix[self.names.index(name)]
+            for p, g in zip(shared, grads):
+                if g is not None:
+                    row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
+                offset += p.numel()
+            pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
+            self.rows.add(name)
+        return pairs
+
+    def take(self) -> tuple[torch.Tensor, list[str]]:
+        """The matrix of this optimiser step (the rows of the objectives that had a loss), averaged over
+        processes, with its row names; then :meth:`reset`."""
+        if self.matrix is None:
+            raise RuntimeError("no gradient was added since the last optimiser step")
+        mean_over_processes(self.matrix)  # every process aggregates the same matrix: the one of the whole batch
+        names = [n for n in self.names if n in self.rows]
+        jacobian = self.matrix[[self.names.index(n) for n in names]]  # a copy: reset does not clear it
+        self.reset()
+        return jacobian, names
+
+    def combine(
+        self,
+        balancer: Balancer,
+        losses: dict[str, torch.Tensor],
+        shared: Sequence[torch.nn.Parameter],
+        own: dict[str, list[torch.nn.Parameter]],
+        *,
+        last: bool,
+        step: int,
+        conflicts: bool = False,
+        parameters: Iterable[torch.nn.Parameter] = (),
+    ) -> tuple[torch.Tensor, dict[str, Any] | None]:
+        """The loss to call ``backward`` on for one micro-batch, and the conflict statistics of the step.
+
+        Adds ``losses``' gradients (:meth:`add`); on the ``last`` micro-batch of optimiser step ``step``
+        the balancer aggregates the step's matrix (:meth:`take`) into one update of ``shared``, in float32
+        whatever the step's autocast (a bf16 Gramian keeps ~3 digits of each inner product). The loss's
+        gradient is each own parameter's gradient and, on the last micro-batch, the update (its value is
+        meaningless: the caller replaces it). With ``conflicts``, the statistics of the aggregated matrix;
+        under DDP, a zero gradient for every other trainable one of ``parameters`` (DDP reduces them all).
+        """
+        pairs = self.add(losses, shared, own)
+        stats = None
+        if last:
+            jacobian, names = self.take()
+            with torch.autocast(jacobian.device.type, enabled=False):
+                combined = balancer.aggregate(jacobian.float(), names, step)
+            if conflicts:
+                stats = conflict_stats(jacobian, names)
+            offset = 0
+            for p in shared:
+                pairs.append((p, combined[offset : offset + p.numel()].view_as(p)))
+                offset += p.numel()
+            if torch.distributed.is_available() and torch.distributed.is_initialized():  # DDP reduces every one
+                seen = {id(p) for p, _ in pairs}
+                pairs += [(p, torch.zeros_like(p)) for p in parameters if p.requires_grad and id(p) not in seen]
+        loss = surrogate(pairs)
+        if loss is None:  # no own parameters and an accumulating micro-batch: nothing reaches a parameter yet
+            loss = shared[0].sum() * 0.0
+        return loss, stats

@@ -1,0 +1,256 @@
+"""CMLM's training records: consecutive sentence pairs, translation pairs and (cross-lingual) NLI pairs.
+
+Sub-commands of ``unisent data``:
+
+* ``cmlm-pairs``: documents -> ``{"s1", "s2"}`` consecutive sentences (streaming);
+* ``bitext``: a ``source<TAB>target`` tsv or the Tatoeba layout -> ``{"source", "target"}``;
+* ``nli-pairs``: SNLI/XNLI/SICK -> ``{"premise", "hypothesis", "label"}``, optionally with the
+  hypotheses taken from a line-aligned translation (cross-lingual pairs, as in CMLM Sec. 4.3).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from ..data.records import iter_records
+from .nli_records import read_nli_pairs, write_jsonl
+
+__all__ = [
+    "bitext_pairs",
+    "consecutive_pairs",
+    "nli_pairs",
+    "read_documents",
+    "tatoeba_languages",
+    "build_cmlm_pairs",
+    "build_bitext",
+    "build_nli_pairs",
+    "COMMANDS",
+]
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+_TATOEBA = re.compile(r"^tatoeba\.([^.]+)-eng\.\1$")
+
+
+# ----------------------------------------------------------------------------------- documents
+def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "auto") -> Iterator[list[str]]:
+    """Stream documents (lists of sentences) from ``path``.
+
+    ``txt``: one sentence per line, documents separated by blank lines. ``jsonl``: one document per
+    line, ``{"sentences": [...]}``. ``auto`` picks by the suffix (``.jsonl``/``.json`` or text).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a jsonl line is not an object with a list of strings in ``sentences`` (names the line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    if fmt == "auto":
+        fmt = "jsonl" if path.suffix.lower() in (".jsonl", ".json") else "txt"
+    if fmt == "txt":
+        document: list[str] = []
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                sentence = line.strip()
+                if sentence:
+                    document.append(sentence)
+                elif document:
+                    yield document
+                    document = []
+        if document:
+            yield document
+        return
+    for rec in iter_records(path, "jsonl", blank_lines="skip"):
+        lineno, record = rec.line, rec.data
+        sentences = record.get("sentences") if isinstance(record, dict) else None
+        if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            raise ValueError(f"{path}: line {lineno}: expected an object with 'sentences': a list of strings")
+        yield [s.strip() for s in sentences if s.strip()]
+
+
+def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Iterator[dict[str, str]]:
+    """``{"s1": sentence i, "s2": sentence i + 1}`` within each document, in order (CMLM swaps the order
+    at training time, not here). ``max_pairs`` > 0 stops after that many."""
+    n = 0
+    for document in documents:
+        for first, second in zip(document, document[1:]):
+            yield {"s1": first, "s2": second}
+            n += 1
+            if max_pairs and n >= max_pairs:
+                return
+
+
+# ----------------------------------------------------------------------------------- bitext
+def tatoeba_languages(directory: str | Path) -> list[str]:
+    """Languages with a ``tatoeba.<lang>-eng.<lang>`` file in ``directory``."""
+    return sorted(m.group(1) for p in Path(directory).iterdir() if (m := _TATOEBA.match(p.name)))
+
+
+def _aligned(source_path: Path, target_path: Path) -> Iterator[tuple[int, str, str]]:
+    for path in (source_path, target_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist")
+    with source_path.open(encoding="utf-8") as fs, target_path.open(encoding="utf-8") as ft:
+        lineno = 0
+        for lineno, (s, t) in enumerate(zip(fs, ft), 1):
+            yield lineno, s.strip(), t.strip()
+        if fs.readline() or ft.readline():
+            raise ValueError(
+                f"{source_path} and {target_path} have different numbers of lines (differ after line {lineno})"
+            )
+
+
+def bitext_pairs(
+    path: str | Path,
+    languages: Iterable[str] | None = None,
+    *,
+    english_source: bool = True,
+    language: str | None = None,
+) -> Iterator[dict[str, str]]:
+    """Stream translation pairs ``{"source", "target"[, "language"]}``.
+
+    Args:
+        path: a ``.tsv`` file (``source<TAB>target`` per line, no header), a Tatoeba file
+            ``tatoeba.<lang>-eng.<lang>`` (its ``.eng`` partner beside it), or a directory of such
+            files (the LASER Tatoeba layout).
+        languages: with a directory, the languages to read (default: all found).
+        english_source: Tatoeba only: English is the source (as in the paper: English sources,
+            targets in the other languages); else the other language is.
+        language: tsv only: written as the ``language`` field of every pair.
+
+    Pairs with an empty side are skipped; a tsv line without exactly one tab is an error that
+    names the line.
+    """
+    path = Path(path)
+    if path.is_dir():
+        found = tatoeba_languages(path)
+        chosen = list(languages) if languages else found
+        missing = sorted(set(chosen) - set(found))
+        if missing:
+            raise FileNotFoundError(f"{path} has no tatoeba.<lang>-eng.<lang> file for {', '.join(missing)}")
+        files = [path / f"tatoeba.{lang}-eng.{lang}" for lang in chosen]
+    elif _TATOEBA.match(path.name):
+        files = [path]
+    else:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist")
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                fields = line.rstrip("\r\n").split("\t")
+                if len(fields) != 2:
+                    raise ValueError(f"{path}: line {lineno}: expected source<TAB>target, got {len(fields)} field(s)")
+                source, target = fields[0].strip(), fields[1].strip()
+                if source and target:
+                    yield {"source": source, "target": target} | ({"language": language} if language else {})
+        return
+    for other in files:
+        lang = _TATOEBA.match(other.name).group(1)
+        english = other.with_name(f"tatoeba.{lang}-eng.eng")
+        for _, text, eng in _aligned(other, english):
+            if text and eng:
+                source, target = (eng, text) if english_source else (text, eng)
+                yield {"source": source, "target": target, "language": lang}
+
+
+# ----------------------------------------------------------------------------------- NLI
+def nli_pairs(
+    fmt: Literal["snli", "xnli", "sick"],
+    path: str,
+    split: str = "dev",
+    hypothesis_path: str | None = None,
+) -> list[dict[str, str]]:
+    """Labelled NLI pairs ``{"premise", "hypothesis", "label"}`` (entailment/neutral/contradiction).
+
+    With ``hypothesis_path`` (same format, line-aligned, e.g. XNLI's German file for an English
+    ``path``), hypotheses come from there: cross-lingual pairs, premise and hypothesis in different
+    languages (CMLM Sec. 4.3). Pairs with another label (SNLI's ``-``) are dropped.
+
+    Raises:
+        ValueError: the two files differ in length or in a label (names the pair).
+    """
+    premises, hypotheses, labels = read_nli_pairs(fmt, path, split)
+    if hypothesis_path:
+        _, other, other_labels = read_nli_pairs(fmt, hypothesis_path, split)
+        if len(other) != len(hypotheses):
+            raise ValueError(f"{hypothesis_path} has {len(other)} pairs, {path} has {len(hypotheses)}: not aligned")
+        for i, (a, b) in enumerate(zip(labels, other_labels), 1):
+            if a != b:
+                raise ValueError(f"pair {i}: label {a!r} in {path} but {b!r} in {hypothesis_path}: not aligned")
+        hypotheses = other
+    labels = ["contradiction" if label == "contradictory" else label for label in labels]
+    return [
+        {"premise": p.strip(), "hypothesis": h.strip(), "label": label}
+        for p, h, label in zip(premises, hypotheses, labels)
+        if label in NLI_LABELS and p.strip() and h.strip()
+    ]
+
+
+# ----------------------------------------------------------------------------------- commands
+def build_cmlm_pairs(
+    *, input: str, format: Literal["auto", "txt", "jsonl"] = "auto", max_pairs: int = 0, output: str
+) -> None:
+    """Documents -> consecutive sentence pairs (s1, s2) jsonl, for CMLM.
+
+    Args:
+        input: a text file (one sentence per line, blank line between documents) or a jsonl with a
+            'sentences' list per document
+        format: txt or jsonl; auto: by the suffix
+        max_pairs: stop after N pairs (0 = all)
+        output: jsonl to write
+    """
+    n = write_jsonl(consecutive_pairs(read_documents(input, format), max_pairs), output)
+    print(f"{n} consecutive sentence pairs (s1, s2) -> {output}")
+
+
+def build_bitext(
+    *,
+    input: str,
+    languages: str = "",
+    source: Literal["eng", "other"] = "eng",
+    language: str | None = None,
+    output: str,
+) -> None:
+    """Translation pairs (tsv or Tatoeba layout) -> (source, target) jsonl.
+
+    Args:
+        input: a source<TAB>target .tsv, a tatoeba.<lang>-eng.<lang> file, or a directory of them
+        languages: directory input: comma-separated languages (default: all)
+        source: Tatoeba: which side is the source (default English, as in the paper)
+        language: tsv input: language tag written to every pair
+        output: jsonl to write
+    """
+    chosen = [x for x in languages.split(",") if x] or None
+    pairs = bitext_pairs(input, chosen, english_source=source != "other", language=language)
+    n = write_jsonl(pairs, output)
+    print(f"{n} translation pairs (source, target) -> {output}")
+
+
+def build_nli_pairs(
+    *,
+    format: Literal["snli", "xnli", "sick"],
+    input: str,
+    split: str = "dev",
+    hypothesis_input: str | None = None,
+    output: str,
+) -> None:
+    """NLI pairs -> (premise, hypothesis, label) jsonl, for NLIClassifier.
+
+    Args:
+        format: layout of the input (snli, xnli or sick)
+        input: snli: the directory with s1/s2/labels.<split>; else the file
+        split: snli only: dev, test or train
+        hypothesis_input: same format, line-aligned translation: take the hypotheses from it (cross-lingual pairs)
+        output: jsonl to write
+    """
+    pairs = nli_pairs(format, input, split, hypothesis_input)
+    n = write_jsonl(pairs, output)
+    print(f"{n} labelled pairs (premise, hypothesis, label) -> {output}")
+
+
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"cmlm-pairs": build_cmlm_pairs, "bitext": build_bitext, "nli-pairs": build_nli_pairs}

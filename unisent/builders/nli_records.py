@@ -1,0 +1,133 @@
+"""NLI pairs -> (premise, entailment, contradiction) triples, from SNLI, XNLI or SICK layouts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["COMMANDS", "NLI_FORMATS", "build_nli_triples", "nli_triples", "read_nli_pairs", "write_jsonl"]
+
+NLI_FORMATS = ("snli", "xnli", "sick")
+
+
+def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str = "dev"):
+    """Read labelled pairs with the evaluation readers; labels are normalised to lower case.
+
+    Args:
+        fmt: ``snli`` (a directory with ``s1.<split>``, ``s2.<split>``, ``labels.<split>``), ``xnli``
+            (a ``premise<TAB>hypothesis<TAB>label`` tsv) or ``sick`` (the SICK txt with
+            ``entailment_judgment``).
+        path: directory (snli) or file.
+        split: snli only.
+
+    Returns:
+        ``(premises, hypotheses, labels)``.
+    """
+    from ..data.benchmark_readers.nli_readers import read_pair_tsv, read_snli
+    from ..data.benchmark_readers.sts_readers import read_sick_entailment
+
+    if fmt == "snli":
+        pairs = read_snli(path, split)
+    elif fmt == "xnli":
+        pairs = read_pair_tsv(path)
+    elif fmt == "sick":
+        pairs = read_sick_entailment(path)
+    else:
+        raise ValueError(f"unknown NLI format {fmt!r}; valid: {', '.join(NLI_FORMATS)}")
+    return pairs.sentences1, pairs.sentences2, [label.lower() for label in pairs.labels]
+
+
+def nli_triples(premises: Iterable[str], hypotheses: Iterable[str], labels: Iterable[str]) -> list[dict[str, str]]:
+    """Group pairs by premise; each premise with at least one entailed and one contradicting hypothesis
+    gives one triple (the first of each, in file order), as SimCSE built its NLI training set.
+
+    Returns:
+        ``[{"anchor": premise, "positive": entailment, "negative": contradiction}, ...]`` in order of
+        first appearance.
+    """
+    by_premise: dict[str, dict[str, str]] = {}
+    for premise, hypothesis, label in zip(premises, hypotheses, labels):
+        if label in ("entailment", "contradiction") and premise.strip() and hypothesis.strip():
+            by_premise.setdefault(premise, {}).setdefault(label, hypothesis)
+    return [
+        {"anchor": p, "positive": h["entailment"], "negative": h["contradiction"]}
+        for p, h in by_premise.items()
+        if len(h) == 2
+    ]
+
+
+def write_jsonl(records: Iterable[dict], path: str | Path) -> int:
+    """Write records as JSON lines, or as parquet when ``path`` ends in ``.parquet`` (row groups of
+    10,000 records); both are what ``datasets.load_dataset`` and ``data.train`` read. The file is
+    written atomically (complete or absent), with a progress bar on a terminal. Returns how many
+    records were written."""
+    from tqdm.auto import tqdm
+
+    from ..io import atomic_write
+
+    path = Path(path)
+    records = tqdm(records, desc=f"writing {path.name}", unit=" records", mininterval=1.0, disable=None)
+    if path.suffix.lower() == ".parquet":
+        return _write_parquet(records, path)
+    n = 0
+    with atomic_write(path) as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10_000) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..io import atomic_write
+
+    n = 0
+    with atomic_write(path, "wb") as fh:
+        writer = None
+        batch: list[dict] = []
+
+        def flush() -> None:
+            nonlocal writer
+            try:
+                table = pa.Table.from_pylist(batch, schema=writer.schema if writer is not None else None)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+                raise ValueError(
+                    f"{path}: records {n - len(batch) + 1}-{n} do not fit the columns of the first ones ({err})"
+                ) from None
+            if writer is None:
+                writer = pq.ParquetWriter(fh, table.schema)
+            writer.write_table(table)
+            batch.clear()
+
+        for record in records:
+            batch.append(record)
+            n += 1
+            if len(batch) == rows_per_group:
+                flush()
+        if batch or writer is None:
+            flush()
+        writer.close()
+    return n
+
+
+def build_nli_triples(*, format: Literal["snli", "xnli", "sick"], input: str, split: str = "dev", output: str) -> None:
+    """NLI pairs -> (anchor, positive, negative) jsonl.
+
+    Args:
+        format: layout of the input (snli, xnli or sick)
+        input: snli: the directory with s1/s2/labels.<split>; else the file
+        split: snli only: dev, test or train
+        output: jsonl (or .parquet) to write
+    """
+    premises, hypotheses, labels = read_nli_pairs(format, input, split)
+    triples = nli_triples(premises, hypotheses, labels)
+    n = write_jsonl(triples, output)
+    print(f"{n} triples (premise, entailment, contradiction) from {len(labels)} pairs -> {output}")
+
+
+#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+COMMANDS = {"nli-triples": build_nli_triples}

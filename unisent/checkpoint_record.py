@@ -1,0 +1,65 @@
+"""What a checkpoint of ``unisent fit`` holds besides Lightning's own keys, and its check before anything
+loads it: the ``unisent`` record (:data:`CHECKPOINT_KEY`: the encoder's settings, every objective's
+``class_path`` and arguments, the balancer), written by :class:`~unisent.lightning_module.UnisentModule`, and the
+config classes that checkpoints of earlier releases hold as objects, registered as safe to unpickle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .encoders import EncoderConfig
+from .io import CheckpointError, load_checkpoint
+from .training_config import EvaluationConfig
+
+__all__ = ["CHECKPOINT_KEY", "check_unisent_checkpoint"]
+
+#: the key of the record in the checkpoint's top-level dict
+CHECKPOINT_KEY = "unisent"
+
+# checkpoints store the module's hyperparameters as plain dicts (on_save_checkpoint); those written before
+# held these config dataclasses: plain fields, no code, so they still load with weights_only=True (each
+# also under the module it lived in then)
+torch.serialization.add_safe_globals(
+    [
+        EncoderConfig,
+        EvaluationConfig,
+        (EncoderConfig, "unisent.encoders.encoder.EncoderConfig"),
+        (EvaluationConfig, "unisent.module.EvaluationConfig"),
+    ]
+)
+
+
+def check_unisent_checkpoint(path: str | Path) -> None:
+    """Check that ``path`` is a complete checkpoint written by ``unisent fit`` before anything loads it:
+    every problem is one :class:`~unisent.io.CheckpointError` naming the file (a truncated copy, a file
+    that is not a PyTorch checkpoint, one that holds code (:class:`~unisent.io.UnsafeCheckpointError`),
+    one of another program, without the ``unisent`` record). Reads the file as data
+    (:func:`unisent.io.load_checkpoint`) and memory-mapped: no tensor is loaded.
+
+    Raises:
+        FileNotFoundError: no such file.
+        unisent.io.CheckpointError: what is wrong with it.
+    """
+    ckpt = load_checkpoint(path, mmap=True)  # as data: a file that names code is refused, nothing runs
+    if not isinstance(ckpt, dict) or CHECKPOINT_KEY not in ckpt or "state_dict" not in ckpt:
+        what = (
+            f"a {type(ckpt).__name__}"
+            if not isinstance(ckpt, dict)
+            else (f"keys: {', '.join(sorted(map(str, ckpt))[:6])}" if ckpt else "an empty dict")
+        )
+        raise CheckpointError(
+            f"checkpoint {path} was not written by `unisent fit` (it holds {what}, not the "
+            f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder"
+        )
+    record = ckpt[CHECKPOINT_KEY]
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("encoder"), dict)
+        or not isinstance(record.get("objectives"), list)
+    ):
+        raise CheckpointError(
+            f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
+            "it was not written by `unisent fit`"
+        )

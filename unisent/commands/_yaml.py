@@ -1,0 +1,81 @@
+"""YAML that every command reads (``--config`` files, recipes, option values) with bounds on what it
+expands to.
+
+YAML aliases let a few lines name billions of values (the "billion laughs": nine aliases of nine
+aliases ...). PyYAML builds such a document cheaply, as shared references, but jsonargparse copies and
+walks every value, which then takes minutes and gigabytes before anything is said. :func:`bounded_load`
+is jsonargparse's own YAML loader followed by a count of the values the document expands to (each
+shared value counted once per use, computed once per value); a document over :data:`MAX_VALUES`, one
+that refers to itself or one nested too deeply is refused with a ``yaml.YAMLError`` that says so, which
+the commands report in one line. :func:`install` makes it jsonargparse's loader (done on import of
+:mod:`unisent.commands`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MAX_VALUES", "bounded_load", "expanded_size", "install"]
+
+#: the most values (mappings, lists, scalars, keys) a YAML document may expand to; recipes have hundreds
+MAX_VALUES = 100_000
+
+
+def expanded_size(value: Any, limit: int = MAX_VALUES) -> int:
+    """How many values ``value`` (a loaded YAML document) expands to, counting an aliased value at each
+    use; stops counting past ``limit``.
+
+    Raises:
+        ValueError: the document refers to itself (a recursive alias).
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise ValueError("an alias refers to the value that holds it (a recursive document)")
+        open_.add(key)
+        total = 1
+        for item in [v for pair in node.items() for v in pair] if isinstance(node, dict) else node:
+            total += size(item)
+            if total > limit:
+                break
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(value)
+
+
+def bounded_load(stream: Any) -> Any:
+    """jsonargparse's YAML loader, refusing a document that expands to more than :data:`MAX_VALUES`
+    values, refers to itself or nests too deeply (``yaml.YAMLError`` naming the limit)."""
+    import yaml
+    from jsonargparse._loaders_dumpers import yaml_load
+
+    try:
+        value = yaml_load(stream)
+        size = expanded_size(value)
+    except RecursionError:
+        raise yaml.YAMLError("the YAML nests too deeply (thousands of levels); a recipe is a few levels deep") from None
+    except ValueError as err:
+        raise yaml.YAMLError(f"the YAML is refused: {err}") from None
+    if size > MAX_VALUES:
+        raise yaml.YAMLError(
+            f"the YAML expands to more than {MAX_VALUES:,} values (its aliases, *name, repeat values that "
+            "repeat others: an alias bomb?); a recipe has hundreds"
+        )
+    return value
+
+
+def install() -> None:
+    """Make :func:`bounded_load` the YAML loader of jsonargparse (every parser of this process)."""
+    import yaml
+    from jsonargparse import set_loader
+
+    set_loader("yaml", bounded_load, exceptions=(yaml.YAMLError,))

@@ -1,0 +1,226 @@
+"""What the runs of an ablation say: each cell's mean and Student-t interval over seeds, the table, each
+objective's own column inside the combination against it alone, the targets' verdicts and the plot.
+
+Everything here reads the runs' result files' scores (:func:`summarize`) or the rows made from them, so
+``ablation.json`` alone is enough to write the table again (:mod:`unisent.commands.ablate.page`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .plan import Run
+
+__all__ = ["best_balancer", "interval", "own_columns", "plot", "summarize", "table", "target_verdicts"]
+
+
+def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None]:
+    """Mean and the half-width of its Student-t interval (``None`` for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    from scipy.stats import t
+
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, float(t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n))
+
+
+def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[str, Any]]:
+    """One row per run name: each column's mean, interval and seeds."""
+    rows: dict[str, dict[str, Any]] = {}
+    for result in results:
+        run = Run(**result["run"])
+        row = rows.setdefault(run.row, {"row": run.row, "kind": run.kind, "slug": run.slug, "cells": {}})
+        row.setdefault("seeds", []).append(result["run"]["seed"])
+        row.setdefault("train_minutes", []).append(result["train_seconds"] / 60)
+        for c in columns:
+            value = result["scores"].get(c)
+            if value is not None:
+                row["cells"].setdefault(c, []).append(value)
+    for row in rows.values():
+        row["cells"] = {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in row["cells"].items()}
+    return list(rows.values())
+
+
+def _cell(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return "n/a"
+    if cell["ci"] is None:
+        return f"{cell['mean']:.2f}"
+    return f"{cell['mean']:.2f} ± {cell['ci']:.2f}"
+
+
+def best_balancer(rows: list[dict[str, Any]], own: dict[str, str]) -> str | None:
+    """The unified row with the highest mean over the objectives' own columns (every panel column when
+    the recipe names none)."""
+    unified = [r for r in rows if r["kind"] == "unified"]
+    if not unified:
+        return None
+    wanted = sorted(set(own.values())) or sorted({c for r in unified for c in r["cells"]})
+
+    def score(row):
+        values = [row["cells"][c]["mean"] for c in wanted if c in row["cells"]]
+        return sum(values) / len(values) if values else float("-inf")
+
+    return max(unified, key=score)["row"]
+
+
+def own_columns(
+    row: dict[str, Any], rows: list[dict[str, Any]], own: dict[str, str], units: dict[str, tuple]
+) -> list[dict[str, Any]]:
+    """Each objective's own column in ``row`` against the objective alone: the difference of the means,
+    and whether it lies within the single-objective row's interval (below it by at most the half-width).
+    Objectives without an own column or a single-objective row are left out."""
+    by_name = {r["row"]: r for r in rows}
+    out = []
+    for unit, members in units.items():
+        column = next((own[m] for m in members if m in own), None)
+        alone = by_name.get(f"only {unit}")
+        if column is None or alone is None:
+            continue
+        a, b = row["cells"].get(column), alone["cells"].get(column)
+        if not a or not b:
+            continue
+        diff = a["mean"] - b["mean"]
+        width = b["ci"] if b["ci"] is not None else 0.0
+        out.append(
+            {
+                "objective": unit,
+                "column": column,
+                "unified": a,
+                "alone": b,
+                "diff": diff,
+                "width": width,
+                "within": diff >= -width,
+            }
+        )
+    return out
+
+
+def target_verdicts(
+    rows: list[dict[str, Any]], targets: dict[str, float], own: dict[str, str], units: dict[str, tuple]
+) -> dict[str, dict[str, Any]]:
+    """For every unified row: each target's mean, margin (mean - target) and whether it is met, and the
+    own columns below their single-objective interval."""
+    verdicts = {}
+    for row in (r for r in rows if r["kind"] == "unified"):
+        cells = {}
+        for column, target in targets.items():
+            cell = row["cells"].get(column)
+            if cell:
+                margin = cell["mean"] - target
+                cells[column] = {"mean": cell["mean"], "target": target, "margin": margin, "met": margin >= 0}
+        below = [o for o in own_columns(row, rows, own, units) if not o["within"]]
+        verdicts[row["row"]] = {
+            "targets": cells,
+            "own_below": {o["objective"]: -o["diff"] - o["width"] for o in below},
+            "all_met": all(c["met"] for c in cells.values()) and not below,
+        }
+    return verdicts
+
+
+def _target_table(verdicts: dict[str, dict[str, Any]], targets: dict[str, float], check_own: bool) -> list[str]:
+    head = [f"{c} (>= {t:g})" for c, t in targets.items()] + (["own columns"] if check_own else [])
+    lines = ["| run | " + " | ".join(head) + " | every line |", "|---|" + "---|" * (len(head) + 1)]
+    for name, v in verdicts.items():
+        cells = []
+        for column in targets:
+            c = v["targets"].get(column)
+            if c is None:
+                cells.append("n/a")
+            else:
+                verdict = f"met by {c['margin']:.2f}" if c["met"] else f"**missed by {-c['margin']:.2f}**"
+                cells.append(f"{c['mean']:.2f}, {verdict}")
+        if check_own:
+            below = v["own_below"]
+            cells.append(
+                "all within" if not below else ", ".join(f"**{o} {gap:.2f} below**" for o, gap in below.items())
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'yes' if v['all_met'] else 'no'} |")
+    return lines
+
+
+def table(
+    rows: list[dict[str, Any]],
+    columns: list[str],
+    own: dict[str, str],
+    units: dict[str, tuple],
+    targets: dict[str, float] | None = None,
+) -> str:
+    lines = [
+        "| run | seeds | " + " | ".join(columns) + " | train min |",
+        "|---|---:|" + "---:|" * (len(columns) + 1),
+    ]
+    for row in rows:
+        minutes = sum(row["train_minutes"]) / len(row["train_minutes"])
+        cells = " | ".join(_cell(row["cells"].get(c)) for c in columns)
+        lines.append(f"| {row['row']} | {len(row['seeds'])} | {cells} | {minutes:.1f} |")
+    best = best_balancer(rows, own)
+    own_lines = []
+    if best and own:
+        by_name = {r["row"]: r for r in rows}
+        for o in own_columns(by_name[best], rows, own, units):
+            verdict = "yes" if o["within"] else f"no, below by {-o['diff'] - o['width']:.2f} beyond it"
+            own_lines.append(
+                f"| {o['objective']} | {o['column']} | {_cell(o['unified'])} | {_cell(o['alone'])} "
+                f"| {o['diff']:+.2f} | {verdict} |"
+            )
+        if own_lines:  # only where the objectives also ran alone
+            lines += [
+                "",
+                f"Each objective's own column, inside the combination ({best}) and alone:",
+                "",
+                "| objective | column | unified | alone | difference | within the interval |",
+                "|---|---|---:|---:|---:|---|",
+                *own_lines,
+            ]
+    verdicts = target_verdicts(rows, targets or {}, own, units) if targets else {}
+    if verdicts:
+        lines += [
+            "",
+            "Targets (`model.evaluation.panel_targets`), each balancer's mean over seeds"
+            + (", and its objectives' own columns against each objective alone:" if own_lines else ":"),
+            "",
+            *_target_table(verdicts, targets, bool(own_lines)),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: dict[str, float] | None = None) -> Path:
+    """One panel per column: each run's mean with its interval; a column's target (``panel_targets``) is in
+    its title, and a dashed line where it falls inside the plotted range."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(columns))
+    lines = math.ceil(len(columns) / cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 0.35 * len(rows) * lines + 1.5 * lines), squeeze=False)
+    for ax, column in zip(axes.flat, columns):
+        names = [r["row"] for r in rows if column in r["cells"]]
+        means = [r["cells"][column]["mean"] for r in rows if column in r["cells"]]
+        errors = [r["cells"][column]["ci"] or 0.0 for r in rows if column in r["cells"]]
+        ax.barh(range(len(names)), means, xerr=errors, color="#4878a8", capsize=3)
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        ax.invert_yaxis()
+        if means:
+            low = min(m - e for m, e in zip(means, errors))
+            high = max(m + e for m, e in zip(means, errors))
+            pad = max(1.0, 0.1 * (high - low))
+            ax.set_xlim(low - pad, high + pad)
+            target = (targets or {}).get(column)
+            if target is not None and low - pad <= target <= high + pad:
+                ax.axvline(target, color="#c03030", linestyle="--", linewidth=1)
+        title = column if column not in (targets or {}) else f"{column} (target >= {targets[column]:g})"
+        ax.set_title(title, fontsize=10)
+    for ax in list(axes.flat)[len(columns) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,197 @@
+"""A Lightning command's errors as one line that names what to change.
+
+jsonargparse reports a bad option, key or value in text written for its own parser (a mistyped argument of
+a class given by ``class_path`` is a ~450-character union error); :func:`did_you_mean` reads that text and
+names the key with the closest valid ones, and :func:`config_error` names the file and line of a YAML
+syntax error. The user's own mistakes in data, recipes and checkpoints (:func:`user_error_in_chain`) are
+said in one line by :func:`describe_user_error`; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["config_error", "describe_user_error", "did_you_mean", "one_line", "user_error_in_chain", "user_errors"]
+
+
+def one_line(text: str) -> str:
+    return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+# ------------------------------------------------------------------------------- jsonargparse's parse errors
+def _option_names(parser) -> set[str]:
+    """Every ``--option`` of ``parser`` and of its subcommands' parsers."""
+    import argparse
+
+    names: set[str] = set()
+    for action in parser._actions:
+        names.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names |= _option_names(sub)
+    return names
+
+
+def _close(word: str, candidates: Sequence[str]) -> list[str]:
+    import difflib
+
+    return difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.7)
+
+
+def did_you_mean(message: str, parser) -> str | None:
+    """jsonargparse's message for an unknown key, rewritten to name the key and the closest valid ones:
+
+    * ``unrecognized arguments: --trainer.max_step=2`` (abbreviations are off: a prefix is not a key)
+      -> ``... (did you mean --trainer.max_steps?)``;
+    * a key a recipe gives that the command does not accept -> the same, from the parser's keys;
+    * an argument of a class given by ``class_path`` (``--model.objectives.0.init_args.temprature``; the
+      union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
+      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``;
+    * a value outside a choice of literals (``--trainer.precision=atuo``, the union error) -> ``trainer.precision:
+      'atuo' is not one of 64, 32, 16, ..., auto (did you mean 'auto'?)``;
+    * a class that its module does not have (``--model.balancer=unisent.balancers.PCgrad``) -> ``model.balancer:
+      unisent.balancers has no class 'PCgrad' (did you mean unisent.balancers.PCGrad?)``.
+
+    ``None`` when the message is about something else or nothing is close."""
+    import inspect
+    import re
+
+    nested = re.search(
+        r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
+        r"--([\w.\-]+)",
+        message,
+        re.S,
+    )
+    if nested:
+        key, class_path, rest = nested.groups()
+        from ..io import import_object
+
+        try:
+            params = [
+                p
+                for p in inspect.signature(import_object(class_path).__init__).parameters
+                if p not in ("self", "args", "kwargs")
+            ]
+        except (ImportError, AttributeError, TypeError, ValueError):
+            return None
+        name = rest.rsplit(".", 1)[-1]
+        close = _close(name, params)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "no argument is close"
+        return f"{key}.{rest}: {class_path} has no argument {name!r} ({hint}); its arguments: {', '.join(params)}"
+    missing = re.search(
+        r'Parser key "([\w.]+)".*?class_path \'[\w.]+\':\s*module \'([\w.]+)\' has no attribute \'(\w+)\'',
+        message,
+        re.S,
+    )
+    if missing:  # a mistyped class (--model.balancer=unisent.balancers.PCgrad): the module's classes
+        import importlib
+
+        key, module_name, name = missing.groups()
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return None
+        public = getattr(module, "__all__", None) or dir(module)
+        names = sorted(n for n in public if isinstance(getattr(module, n, None), type) and n[:1] != "_")
+        close = _close(name, names) or [n for n in names if n.lower() == name.lower()]
+        hint = f" (did you mean {module_name}.{close[0]}?)" if close else f"; its classes: {', '.join(names)}"
+        return f"{key}: {module_name} has no class {name!r}{hint}"
+    value = re.search(r'Parser key "([\w.]+)":.*?Given value: ([^\s(]+)', message, re.S)
+    literals = re.findall(r"Literal\[([^\]]*)\]", message)
+    if value and literals:  # a value outside the choices (--trainer.precision=atuo): name them, not the union
+        key, given = value.groups()
+        choices = list(dict.fromkeys(c.strip().strip("'\"") for group in literals for c in group.split(",")))
+        close = _close(given, choices)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        return f"{key}: {given!r} is not one of {', '.join(choices)}{hint}"
+    unknown = re.findall(r"unrecognized arguments: ((?:--[\w.\-]+(?:=\S*)?\s*)+)", message)
+    unknown = [w.split("=", 1)[0] for group in unknown for w in group.split() if w.startswith("--")]
+    for group, key in re.findall(r"(?:Group '([\w.]+)' )?does not accept (?:option|key) '([\w.\-]+)'", message):
+        unknown.append(f"--{group}.{key}" if group else f"--{key}")
+    if not unknown:
+        return None
+    options = sorted(_option_names(parser))
+    hints = []
+    for word in unknown:
+        prefix = word.rsplit(".", 1)[0] + "." if "." in word else "--"
+        close = _close(word, [o for o in options if o.startswith(prefix)] or options)
+        if close:
+            hints.append(f"{word}: did you mean {' or '.join(close)}?")
+    return f"{message.rstrip('.')} ({'; '.join(hints)})" if hints else None
+
+
+def config_error(message: str, words: Sequence[str]) -> str:
+    """jsonargparse's parse error in one line; a YAML syntax error names the file and line (jsonargparse
+    says ``"<unicode string>", line 3``), found by parsing each ``--config`` file again."""
+    if "<unicode string>" in message or "Problems parsing config" in message:
+        import yaml
+
+        configs = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-c", "--config")]
+        configs += [word.split("=", 1)[1] for word in words if word.startswith("--config=")]
+        for config in configs:
+            try:
+                with open(config, encoding="utf-8") as handle:
+                    yaml.safe_load(handle)
+            except yaml.MarkedYAMLError as err:
+                mark = err.problem_mark or err.context_mark
+                where = f"{config}:{mark.line + 1}:{mark.column + 1}" if mark else config
+                return (
+                    f"{where}: YAML syntax error: {err.problem or err.context}; fix that line "
+                    "(indentation, an unclosed bracket or quote, a missing ': ')"
+                )
+            except (OSError, yaml.YAMLError, RecursionError):  # RecursionError: nested thousands of levels
+                continue
+    return one_line(message)
+
+
+# ------------------------------------------------------------------------------- the user's own mistakes
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelConfigError``,
+    ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that does not parse,
+    and Lightning's ``MisconfigurationException``."""
+    import yaml
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from ..data.record_errors import DataConfigError, RecordError
+    from ..io import CheckpointError
+    from ..training_config import ModelConfigError
+
+    return (
+        RecordError,
+        CheckpointError,
+        DataConfigError,
+        ModelConfigError,
+        OSError,
+        yaml.YAMLError,
+        MisconfigurationException,
+    )
+
+
+def user_error_in_chain(err: BaseException) -> BaseException | None:
+    """``err`` when it is a user error (:func:`user_errors`), else the first one among its causes: a
+    balancer's missing package or a recipe value refused by a class reaches the CLI wrapped in
+    jsonargparse's "Does not validate against any of the Union subtypes"."""
+    from ..balancers import MissingDependencyError
+
+    errors = (*user_errors(), MissingDependencyError)
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, errors):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def describe_user_error(err: BaseException) -> str:
+    """A user error in one line; a missing or unreadable file: what, which file, what to do."""
+    if isinstance(err, FileNotFoundError) and err.filename and str(err).startswith("[Errno"):
+        return (
+            f"no such file: {err.filename}; check the path in the recipe (e.g. data.train.<name>.path) "
+            "or on the command line (paths are relative to the current directory)"
+        )
+    if isinstance(err, PermissionError) and err.filename and str(err).startswith("[Errno"):
+        return f"permission denied: {err.filename}"
+    return one_line(str(err) or type(err).__name__)

@@ -1,0 +1,109 @@
+"""Readers for the SentEval transfer tasks: MR, CR, SUBJ, MPQA, SST-2, TREC and MRPC.
+
+SICK-E is read by :func:`unisent.data.benchmark_readers.sts_readers.read_sick_entailment`. The raw MR, SUBJ and
+TREC files are Latin-1 (SentEval reads them so); the others are UTF-8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .benchmark_records import DataFormatError, LabeledPairs, LabeledTexts, iter_tsv_rows, read_lines
+
+__all__ = ["read_binary_files", "read_mrpc", "read_sst", "read_trec"]
+
+
+def read_binary_files(
+    positive_path: str | Path, negative_path: str | Path, encoding: str = "utf-8-sig"
+) -> LabeledTexts:
+    """Read a two-file binary task (``rt-polarity.pos/neg``, ``custrev.pos/neg``, ``subj.*``, ``mpqa.*``).
+
+    One text per line; blank lines are skipped. Labels are ``"1"`` for the first file, ``"0"`` for the
+    second.
+
+    Args:
+        positive_path: texts of class 1.
+        negative_path: texts of class 0.
+        encoding: text encoding of both files (``latin-1`` for MR and SUBJ).
+
+    Returns:
+        The texts of both files, class 1 first.
+    """
+    data = LabeledTexts()
+    for path, label in ((positive_path, "1"), (negative_path, "0")):
+        for text in read_lines(path, encoding):
+            if text.strip():
+                data.texts.append(text.strip())
+                data.labels.append(label)
+    return data
+
+
+def read_sst(path: str | Path) -> LabeledTexts:
+    """Read SentEval's SST-2 files (``sentiment-{train,dev,test}``): ``text<TAB>label`` per line.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The texts and their ``"0"``/``"1"`` labels.
+    """
+    data = LabeledTexts()
+    for line, row in iter_tsv_rows(path):
+        if not row:
+            continue
+        if len(row) != 2 or row[1].strip() not in ("0", "1"):
+            raise DataFormatError(path, line, "expected 'text<TAB>label' with label 0 or 1")
+        data.texts.append(row[0].strip())
+        data.labels.append(row[1].strip())
+    return data
+
+
+def read_trec(path: str | Path, encoding: str = "latin-1", fine: bool = False) -> LabeledTexts:
+    """Read TREC question classification (``TREC.train``, ``TREC.test``): ``COARSE:fine question`` lines.
+
+    Args:
+        path: the file.
+        encoding: text encoding (the training file is Latin-1).
+        fine: use the 50 fine labels (``NUM:dist``) instead of the 6 coarse ones (``NUM``).
+
+    Returns:
+        The questions and their labels.
+    """
+    data = LabeledTexts()
+    for line, text in enumerate(read_lines(path, encoding), start=1):
+        if not text.strip():
+            continue
+        label, sep, question = text.strip().partition(" ")
+        coarse, colon, _ = label.partition(":")
+        if not sep or not colon or not coarse:
+            raise DataFormatError(path, line, f"expected 'COARSE:fine question', label field is {label!r}")
+        data.labels.append(label if fine else coarse)
+        data.texts.append(question.strip())
+    return data
+
+
+def read_mrpc(path: str | Path) -> LabeledPairs:
+    """Read the MSR paraphrase corpus (``msr_paraphrase_{train,test}.txt``).
+
+    Tab-separated with a header: Quality, #1 ID, #2 ID, #1 String, #2 String. Quotes are literal.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The sentence pairs with labels ``"1"`` (paraphrase) or ``"0"``.
+    """
+    data = LabeledPairs()
+    for line, row in iter_tsv_rows(path):
+        if line == 1 and row and row[0] == "Quality":
+            continue
+        if not row:
+            continue
+        if len(row) != 5:
+            raise DataFormatError(path, line, f"expected 5 tab-separated fields, got {len(row)}")
+        if row[0] not in ("0", "1"):
+            raise DataFormatError(path, line, f"field 'Quality' is {row[0]!r}, expected 0 or 1")
+        data.labels.append(row[0])
+        data.sentences1.append(row[3].strip())
+        data.sentences2.append(row[4].strip())
+    return data

@@ -1,0 +1,86 @@
+"""Readers for bitext retrieval and mining: Tatoeba (LASER layout) and BUCC 2018."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .benchmark_records import BuccCorpus, DataFormatError, ParallelSentences, read_lines
+
+__all__ = ["read_bucc", "read_bucc_files", "read_parallel", "read_tatoeba"]
+
+
+def read_tatoeba(directory: str | Path, lang: str) -> ParallelSentences:
+    """Read one Tatoeba test set: ``tatoeba.{lang}-eng.{lang}`` and ``tatoeba.{lang}-eng.eng``.
+
+    Args:
+        directory: the folder holding the LASER ``tatoeba.*`` files.
+        lang: ISO 639-3 code as in the file names (``deu``, ``cmn``, ...).
+
+    Returns:
+        ``source`` in ``lang``, ``target`` in English, line-aligned.
+    """
+    directory = Path(directory)
+    return read_parallel(directory / f"tatoeba.{lang}-eng.{lang}", directory / f"tatoeba.{lang}-eng.eng")
+
+
+def read_parallel(source_path: str | Path, target_path: str | Path) -> ParallelSentences:
+    """Read two line-aligned files of translations (one sentence per line).
+
+    Args:
+        source_path: sentences in the source language.
+        target_path: their translations, same line order.
+
+    Returns:
+        The aligned sentences.
+    """
+    source = read_lines(source_path)
+    target = read_lines(target_path)
+    if len(source) != len(target):
+        raise DataFormatError(
+            target_path, 0, f"has {len(target)} lines but {source_path} has {len(source)}: not aligned"
+        )
+    return ParallelSentences([s.strip() for s in source], [t.strip() for t in target])
+
+
+def _read_id_sentences(path: Path) -> tuple[list[str], list[str]]:
+    ids: list[str] = []
+    sentences: list[str] = []
+    for line, text in enumerate(read_lines(path), start=1):
+        sentence_id, sep, sentence = text.partition("\t")
+        if not sep or not sentence_id:
+            raise DataFormatError(path, line, "expected 'id<TAB>sentence'; the id field is missing")
+        ids.append(sentence_id)
+        sentences.append(sentence.strip())
+    return ids, sentences
+
+
+def read_bucc(directory: str | Path, lang: str, split: str = "training") -> BuccCorpus:
+    """Read a BUCC 2018 corpus: ``{lang}-en.{split}.{lang}``, ``{lang}-en.{split}.en``, ``.gold``.
+
+    The two corpus files have ``id<TAB>sentence`` lines; the gold file has ``source_id<TAB>english_id``
+    lines. Gold pairs are public for the ``sample`` and ``training`` splits only.
+
+    Args:
+        directory: the ``{lang}-en`` folder of the release.
+        lang: ``de``, ``fr``, ``ru`` or ``zh``.
+        split: ``sample`` or ``training`` (or ``test`` if you hold its gold file).
+
+    Returns:
+        Both corpora with their ids and the gold pairs.
+    """
+    directory = Path(directory)
+    stem = f"{lang}-en.{split}"
+    return read_bucc_files(directory / f"{stem}.{lang}", directory / f"{stem}.en", directory / f"{stem}.gold")
+
+
+def read_bucc_files(source_path: str | Path, target_path: str | Path, gold_path: str | Path) -> BuccCorpus:
+    """Read the three files of a BUCC corpus; see :func:`read_bucc` for the layout."""
+    source_ids, source = _read_id_sentences(Path(source_path))
+    target_ids, target = _read_id_sentences(Path(target_path))
+    gold: list[tuple[str, str]] = []
+    for line, text in enumerate(read_lines(gold_path), start=1):
+        fields = text.split("\t")
+        if len(fields) != 2 or not all(fields):
+            raise DataFormatError(gold_path, line, "expected 'source_id<TAB>english_id'")
+        gold.append((fields[0], fields[1]))
+    return BuccCorpus(source_ids, source, target_ids, target, gold)

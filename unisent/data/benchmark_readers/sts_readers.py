@@ -1,0 +1,202 @@
+"""Readers for semantic textual similarity benchmarks: STS-B, STS12-16, STS17, SICK and stsb-multi-mt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...data.records import iter_records
+from .benchmark_records import (
+    DataFormatError,
+    LabeledPairs,
+    ScoredPairs,
+    iter_tsv_rows,
+    parse_float,
+    read_lines,
+    require_file,
+)
+
+__all__ = [
+    "read_sick_entailment",
+    "read_sick_relatedness",
+    "read_sts17",
+    "read_stsb_multi",
+    "read_stsbenchmark",
+    "read_senteval_sts",
+]
+
+
+def read_stsbenchmark(path: str | Path) -> ScoredPairs:
+    """Read an STS Benchmark file in the SentEval layout (``sts-{train,dev,test}.csv``).
+
+    Each line has at least 7 tab-separated fields: genre, source, year, id, score, sentence 1, sentence 2.
+    Quotes are literal text; fields after the seventh (source notes in some releases) are ignored.
+
+    Args:
+        path: the csv file.
+
+    Returns:
+        The pairs with their 0-5 gold scores.
+    """
+    data = ScoredPairs()
+    for line, row in iter_tsv_rows(path):
+        if len(row) < 7:
+            raise DataFormatError(path, line, f"expected at least 7 tab-separated fields, got {len(row)}")
+        data.scores.append(parse_float(row[4], path, line, "score (field 5)"))
+        data.sentences1.append(row[5].strip())
+        data.sentences2.append(row[6].strip())
+    return data
+
+
+def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPairs:
+    """Read one STS12-16 (or original STS17) subset: ``STS.input.<name>.txt`` and ``STS.gs.<name>.txt``.
+
+    The input file has one tab-separated sentence pair per line, the gold file one score per line. A pair
+    whose gold line is blank has no score and is skipped, as SentEval does (counted in ``unscored``).
+
+    Args:
+        input_path: the ``STS.input.*`` file.
+        gold_path: the line-aligned ``STS.gs.*`` file.
+
+    Returns:
+        The scored pairs.
+    """
+    inputs = list(iter_tsv_rows(input_path))
+    gold = read_lines(gold_path)
+    if len(inputs) != len(gold):
+        raise DataFormatError(
+            gold_path, 0, f"has {len(gold)} lines but {input_path} has {len(inputs)}: files are not aligned"
+        )
+    data = ScoredPairs()
+    for (line, row), score in zip(inputs, gold):
+        if not score.strip():
+            data.unscored += 1
+            continue
+        if len(row) < 2:
+            raise DataFormatError(input_path, line, f"expected 2 tab-separated sentences, got {len(row)} fields")
+        data.scores.append(parse_float(score.strip(), gold_path, line, "gold score"))
+        data.sentences1.append(row[0].strip())
+        data.sentences2.append(row[1].strip())
+    return data
+
+
+def read_sts17(path: str | Path) -> ScoredPairs:
+    """Read an STS17 file: ``sentence1<TAB>sentence2<TAB>score`` per line.
+
+    This is the layout of the extended STS17 release (``STS.input.extended.de-en.txt``,
+    ``STS.input.track5.en-en.txt`` with the score in a third column). A two-column original SemEval
+    file is read with its ``STS.gs.*`` twin in the same folder.
+
+    A row whose score field is empty (or absent) has no gold score: it is skipped and counted in
+    ``unscored``, as SentEval's STS loader and MTEB's STS17 do. The public ``track6.tr-en`` file has 500
+    rows of which the last 250 are such rows, so tr-en is scored on its 250 annotated pairs. Every other
+    row must have two sentences and a number, or the file is an error naming the line.
+
+    Args:
+        path: the ``STS.input.*`` file.
+
+    Returns:
+        The scored pairs.
+
+    Raises:
+        DataFormatError: a row with fewer than two sentences, a score that is not a number, or a file
+            without a single scored row.
+    """
+    path = require_file(path)
+    rows = list(iter_tsv_rows(path))
+    if rows and all(len(row) == 2 for _, row in rows if row):
+        gold = path.with_name(path.name.replace("STS.input.", "STS.gs.", 1))
+        if not gold.is_file():
+            raise FileNotFoundError(f"missing data file: {gold} (scores for the two-column file {path})")
+        return read_senteval_sts(path, gold)
+    data = ScoredPairs()
+    for line, row in rows:
+        if len(row) < 2:
+            raise DataFormatError(path, line, f"expected sentence1, sentence2 and score, got {len(row)} fields")
+        if len(row) == 2 or not row[2].strip():
+            data.unscored += 1
+            continue
+        data.scores.append(parse_float(row[2], path, line, "score (field 3)"))
+        data.sentences1.append(row[0].strip())
+        data.sentences2.append(row[1].strip())
+    if not data.scores:
+        raise DataFormatError(path, 0, f"no row has a gold score ({data.unscored} rows without one)")
+    return data
+
+
+def read_stsb_multi(path: str | Path) -> ScoredPairs:
+    """Read a stsb-multi-mt file (``stsb-<lang>-<split>.csv``): comma-separated, quoted, no header.
+
+    Args:
+        path: the csv file with ``sentence1,sentence2,score`` rows.
+
+    Returns:
+        The pairs with their 0-5 gold scores.
+    """
+    data = ScoredPairs()
+    for record in iter_records(path, "csv", header=False, blank_lines="keep", encoding="utf-8-sig"):
+        line, row = record.line, record.data or []
+        if len(row) != 3:
+            raise DataFormatError(path, line, f"expected 3 comma-separated fields, got {len(row)}")
+        data.scores.append(parse_float(row[2], path, line, "score (field 3)"))
+        data.sentences1.append(row[0].strip())
+        data.sentences2.append(row[1].strip())
+    return data
+
+
+def _sick_rows(path: str | Path) -> list[tuple[int, list[str]]]:
+    rows = list(iter_tsv_rows(path))
+    if rows and rows[0][1] and rows[0][1][0] == "pair_ID":
+        rows = rows[1:]
+    for line, row in rows:
+        if len(row) < 5:
+            raise DataFormatError(
+                path,
+                line,
+                "expected pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment; "
+                f"got {len(row)} fields",
+            )
+    return rows
+
+
+def read_sick_relatedness(path: str | Path) -> ScoredPairs:
+    """Read SICK relatedness scores (``SICK_train.txt``, ``SICK_trial.txt``, ``SICK_test_annotated.txt``).
+
+    Tab-separated with a header: pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment.
+
+    Args:
+        path: the SICK file.
+
+    Returns:
+        The pairs with their 1-5 relatedness scores.
+    """
+    data = ScoredPairs()
+    for line, row in _sick_rows(path):
+        data.scores.append(parse_float(row[3], path, line, "relatedness_score"))
+        data.sentences1.append(row[1].strip())
+        data.sentences2.append(row[2].strip())
+    return data
+
+
+SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
+
+
+def read_sick_entailment(path: str | Path) -> LabeledPairs:
+    """Read SICK entailment labels (the SICK-E task) from the same files as :func:`read_sick_relatedness`.
+
+    Args:
+        path: the SICK file.
+
+    Returns:
+        The pairs with labels ``ENTAILMENT``, ``NEUTRAL`` or ``CONTRADICTION``.
+    """
+    data = LabeledPairs()
+    for line, row in _sick_rows(path):
+        label = row[4].strip()
+        if label not in SICK_LABELS:
+            raise DataFormatError(
+                path, line, f"field 'entailment_judgment' is {label!r}, expected one of {SICK_LABELS}"
+            )
+        data.labels.append(label)
+        data.sentences1.append(row[1].strip())
+        data.sentences2.append(row[2].strip())
+    return data

@@ -1,0 +1,124 @@
+"""Read training records of one file line by line: jsonl, csv/tsv, txt, parquet or a saved dataset.
+
+Training data is loaded by :func:`unisent.data.sources.load_source` (``datasets.load_dataset``); this
+reader is what it falls back on when a local file does not parse or holds a malformed record, because
+it names the line.
+
+Every record is checked against the fields an objective needs. A problem is reported with the file,
+the line (or row) and the field; by default all problems are collected and raised together, nothing
+is silently dropped. With ``on_error="skip"`` bad records are skipped, counted and reported in a
+warning. The files are read by :func:`unisent.data.records.iter_records` (streamed); this module adds the
+objective's checks (non-empty sentences) and collects the columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .record_errors import RecordError, on_error_hint, skip_notice
+from .records import SUPPORTED_FORMATS, Record, iter_records
+
+__all__ = ["SUPPORTED_FORMATS", "RecordError", "RecordFile", "read_records"]
+
+MAX_LISTED = 20
+
+
+class RecordFile(Protocol):
+    """What this reader uses of a source: a :class:`~unisent.data.sources.DataSource` is one (the reader
+    names no class of :mod:`.sources`, which imports it)."""
+
+    path: str
+    columns: Mapping[str, str]
+    max_records: int
+    on_error: str
+
+
+@dataclass
+class _File:
+    """A bare path as a :class:`RecordFile`."""
+
+    path: str
+    columns: dict[str, str] = field(default_factory=dict)
+    max_records: int = 0
+    on_error: str = "raise"
+
+
+def _check_text(record: Record, keys: Sequence[str]) -> RecordError | None:
+    """A text field must be a non-blank string."""
+    for key in keys:
+        value = record.data[key]
+        if not isinstance(value, str):
+            return record.error(f"field {key!r} must be a string, got {type(value).__name__}", field=key)
+        if not value.strip():
+            return record.error(f"field {key!r} is an empty sentence", field=key)
+    return None
+
+
+def read_records(
+    source: RecordFile | str,
+    required: Sequence[str],
+    text_keys: Sequence[str] = (),
+    optional: Sequence[str] = (),
+    source_key: str | None = None,
+) -> dict[str, list[Any]]:
+    """Read and validate a file into columns ``{field: [values]}`` holding only ``required`` fields.
+
+    Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
+    ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints of malformed records.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        RecordError: a record is malformed (listed with its line and field), unless ``on_error="skip"``.
+    """
+    if isinstance(source, str):
+        source = _File(path=source)
+    path = Path(source.path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"training data file {str(path)!r} does not exist")
+    columns: dict[str, list[Any]] = {key: [] for key in required}
+    needed = [key for key in required if key not in optional]
+    checked = [key for key in needed if key in text_keys]
+    problems: list[str] = []
+    n_problems = 0
+
+    def problem(error: RecordError) -> None:
+        nonlocal n_problems
+        n_problems += 1
+        if len(problems) < MAX_LISTED:
+            problems.append(str(error))
+
+    kept = 0
+    records = iter_records(
+        path,
+        fields=needed,
+        optional=[key for key in required if key in optional],
+        rename=source.columns,
+        on_error=problem,
+    )
+    for record in records:
+        error = _check_text(record, checked)
+        if error is not None:
+            problem(error)
+            continue
+        for key in required:
+            columns[key].append(record.data[key])
+        kept += 1
+        if source.max_records and kept >= source.max_records:
+            break
+    if n_problems:
+        more = f"\n... and {n_problems - len(problems)} more" if n_problems > len(problems) else ""
+        listing = "\n".join(problems) + more
+        if source.on_error == "raise":
+            raise RecordError(
+                path,
+                0,
+                f"{n_problems} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
+                + on_error_hint(source_key),
+            )
+        skip_notice(str(path), n_problems, kept, problems, source_key)
+    if kept == 0:
+        raise RecordError(path, 0, f"no usable records (fields needed: {', '.join(required)})")
+    return columns

@@ -1,0 +1,131 @@
+"""Checks of a data file before it is read: that it is a regular file (not a FIFO, a device, a link
+loop), and that no line is longer than one record can be (:func:`max_line_bytes`), so that a huge line
+is refused with its number instead of being read into memory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .record_errors import RecordError
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_LINE_ENV",
+    "line_too_long",
+    "max_line_bytes",
+    "not_a_regular_file",
+    "require_file",
+    "require_lines_within",
+]
+
+#: the longest line (record) of a text data file, in bytes; ``UNISENT_MAX_LINE_BYTES`` changes it. A longer
+#: line is refused (naming the file, line and limit) before it is read into memory: one line of hundreds
+#: of megabytes is not a sentence, and reading it would take the memory and minutes it takes.
+MAX_LINE_BYTES = 16 * 2**20
+MAX_LINE_ENV = "UNISENT_MAX_LINE_BYTES"
+
+
+def max_line_bytes() -> int:
+    """The longest line of a text data file in bytes: ``UNISENT_MAX_LINE_BYTES`` or :data:`MAX_LINE_BYTES`."""
+    value = os.environ.get(MAX_LINE_ENV, "").strip()
+    if not value:
+        return MAX_LINE_BYTES
+    try:
+        limit = int(value)
+    except ValueError:
+        raise ValueError(f"{MAX_LINE_ENV}={value!r} must be a number of bytes") from None
+    if limit < 1:
+        raise ValueError(f"{MAX_LINE_ENV}={value!r} must be a positive number of bytes")
+    return limit
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def line_too_long(path: Path, line: int, limit: int) -> RecordError:
+    return RecordError(
+        path,
+        line,
+        f"is longer than {_size(limit)} ({limit} bytes), the limit of one record; a data file has one "
+        f"record per line (split the file, or raise the limit with {MAX_LINE_ENV}=BYTES)",
+    )
+
+
+def not_a_regular_file(path: str | os.PathLike, what: str = "data file") -> OSError | None:
+    """The error for a ``path`` that exists (or is a link) but is no regular file or directory: a FIFO,
+    socket or device (reading one could wait forever), a symbolic link loop or a broken link; ``None``
+    for a regular file, a directory or a path that does not exist at all."""
+    import errno
+    import stat
+
+    path = Path(path).expanduser()
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return OSError(f"{what} {str(path)!r} is a symbolic link loop (a link that leads back to itself)")
+        if os.path.islink(path):
+            return FileNotFoundError(f"{what} {str(path)!r} is a broken symbolic link (to {os.readlink(path)!r})")
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    return OSError(f"{what} {str(path)!r} is {kind}, not a regular file; unisent reads data from regular files only")
+
+
+def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
+    """``path`` as a :class:`Path`; :class:`FileNotFoundError` naming it if it does not exist,
+    :class:`IsADirectoryError` if it is a directory, :class:`OSError` if it is no regular file (a FIFO,
+    a socket, a device, a symbolic link loop: refused, not read)."""
+    path = Path(path).expanduser()
+    special = not_a_regular_file(path, what)
+    if special is not None:
+        raise special
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist")
+    if not path.is_file():
+        raise IsADirectoryError(f"{what} {str(path)!r} is a directory, not a file")
+    return path
+
+
+def require_lines_within(path: str | os.PathLike, limit: int | None = None) -> None:
+    """Check that no line of the text file ``path`` is longer than ``limit`` bytes (default
+    :func:`max_line_bytes`) before a reader that takes a whole line at a time (``datasets``' builders)
+    reads it. Reads the file in blocks (memory: one block); a file smaller than the limit is not read.
+
+    Raises:
+        RecordError: the first line that is too long, with its number and the limit.
+    """
+    limit = max_line_bytes() if limit is None else limit
+    path = Path(path)
+    if path.stat().st_size <= limit:
+        return
+    block = max(1, min(limit, 4 * 2**20))
+    run = 0  # bytes since the last newline
+    lines = 0  # newlines before this block
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            first = chunk.find(b"\n")
+            if first == -1:
+                run += len(chunk)
+                if run > limit:
+                    raise line_too_long(path, lines + 1, limit)
+                continue
+            if run + first > limit:
+                raise line_too_long(path, lines + 1, limit)
+            # lines that start and end inside this block are shorter than the block, which is <= limit
+            lines += chunk.count(b"\n")
+            run = len(chunk) - chunk.rfind(b"\n") - 1
+            if run > limit:  # pragma: no cover - a block is never longer than the limit
+                raise line_too_long(path, lines + 1, limit)

@@ -1,0 +1,74 @@
+"""What a malformed record is (:class:`RecordError`, naming the file, the line or row and the field), a
+``data`` section that does not fit the model (:class:`DataConfigError`), and how ``on_error: skip``
+reports what it dropped. Every reader of :mod:`unisent.data` raises these.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["DataConfigError", "RecordError", "on_error_hint", "skip_notice"]
+
+
+class RecordError(ValueError):
+    """A record of a data file (or the file's layout) is malformed.
+
+    The message reads ``<file>:line 12: <what is wrong>`` (``row 12`` for parquet files and datasets,
+    just ``<file>: ...`` for a problem of the whole file, such as a missing column).
+
+    Args:
+        path: the file.
+        line: 1-based line (or row) of the record; 0 when the problem concerns the whole file.
+        message: what is wrong, naming the field.
+        field: the field concerned, if one is.
+        unit: ``"line"`` or ``"row"``.
+
+    Attributes:
+        path, line, field, unit: as given; ``reason``: the message without the location.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None, unit: str = "line"
+    ) -> None:
+        self.path, self.line, self.reason, self.field, self.unit = Path(path), line, message, field, unit
+        where = f"{self.path}:{unit} {line}" if line else str(self.path)
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # picklable across process pools despite the keyword arguments
+        return (type(self), (self.path, self.line, self.reason), {"field": self.field, "unit": self.unit})
+
+
+class DataConfigError(ValueError):
+    """The ``data`` section does not match the model: a name in ``data.train``, ``data.batch_size`` or
+    ``data.length_grouped`` that is no objective's, or an objective without training data. The CLI
+    reports it in one line."""
+
+
+# ------------------------------------------------------------------------------------------ on_error
+def on_error_hint(key: str | None = None) -> str:
+    """How to get past malformed records, with the source's full key in the recipe when it is known
+    (``data.train.simcse``: ``--data.train.simcse.on_error=skip``)."""
+    if not key:
+        return "Fix them, rename columns with `columns:`, or set `on_error: skip` to drop and count them."
+    return (
+        f"Fix them, rename columns with {key}.columns, or set {key}.on_error: skip "
+        f"(--{key}.on_error=skip) to drop and count them."
+    )
+
+
+def skip_notice(label: str, skipped: int, kept: int, problems: Sequence[str], key: str | None = None) -> None:
+    """What ``on_error: skip`` dropped, as one plain line on stderr: ``unisent: skipped 2 malformed record(s)
+    of d.jsonl, kept 510 (data.train.simcse.on_error=skip): d.jsonl:line 3: field 'text' is missing; ...``
+    (the first three problems, each on the same line)."""
+    import sys
+
+    shown = [" ".join(str(problem).split()) for problem in problems[:3]]
+    more = f"; and {skipped - len(shown)} more" if skipped > len(shown) else ""
+    setting = f"{key}.on_error=skip" if key else "on_error=skip"
+    print(
+        f"unisent: skipped {skipped} malformed record(s) of {label}, kept {kept} ({setting}): {'; '.join(shown)}{more}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,335 @@
+"""What the plain :class:`~unisent.encoders.Encoder` declares as an inference model.
+
+:class:`EncoderModel` is the base of ``Encoder``: the encoder class itself (backbone, tokenizer,
+pooler, ``encode``, ``save_pretrained``) stays in :mod:`unisent.encoders`; how it is exported and
+described lives here, and most of it is asked of the pooler (each pooler carries its own Sentence
+Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poolers`).
+
+- ``sentence-transformers``: ``save_pretrained`` (backbone, tokenizer, ``unisent_encoder.json``,
+  ``pooler.pt``) plus ``modules.json``, the pooler's modules and, when the encoder normalises
+  (``EncoderConfig.normalize``), a ``Normalize`` module, in the classic layout
+  (``sentence_transformers.models.*`` class paths) that Sentence Transformers 3 and newer load without
+  ``trust_remote_code``. Hidden states a pooler needs are switched on through ``config_args`` in
+  ``sentence_bert_config.json``.
+- ``huggingface``: ``save_pretrained``, with the pooling documented as runnable ``transformers`` code in
+  the model card (:func:`hf_usage_code`). A pooler may write itself into the backbone's own pooler
+  (``cls_mlp`` into BERT's Linear + Tanh pooler, as SimCSE's ``simcse_to_huggingface.py`` does), so that
+  ``AutoModel(...)(...).pooler_output`` is the embedding.
+- ``onnx``: the Sentence Transformers directory plus ``onnx/model.onnx`` (:class:`EncoderOnnxGraph`:
+  backbone, pooler and normalisation in one graph; written by :mod:`unisent.export.onnx`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..inference.base import (
+    HUGGINGFACE,
+    ONNX,
+    SENTENCE_TRANSFORMERS,
+    InferenceModel,
+    NotExportableError,
+    OnnxGraph,
+    STModule,
+)
+from .loading import looks_like_path
+from .poolers import Pooler, build_pooler
+from .presets import PRESETS, resolve_preset_path
+
+__all__ = ["EncoderModel", "EncoderOnnxGraph", "hf_usage_code"]
+
+
+def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool = False, normalize: bool = False) -> str:
+    """Runnable ``transformers`` code that reproduces unisent's embeddings for ``pooler`` (a registered
+    name or a pooler instance).
+
+    The code loads ``model_dir = "."`` (the exported directory as the working directory) and defines
+    ``embed(sentences) -> torch.Tensor``. The pooling lines come from the pooler's
+    ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler;
+    ``normalize``: the model L2-normalises its embeddings (``embed`` then normalises the pooled ones).
+    """
+    if isinstance(pooler, str):
+        pooler = build_pooler(pooler, 1)  # the recipe is the same for every size
+    setup, body = pooler.huggingface_code(in_backbone=mlp_in_backbone)
+    call = "model(**batch, output_hidden_states=True)" if pooler.needs_hidden_states else "model(**batch)"
+    pool = "pool" if normalize else "embed"
+    normalizing = (
+        [
+            "",
+            "",
+            "def embed(sentences: list[str]) -> torch.Tensor:",
+            "    return torch.nn.functional.normalize(pool(sentences), p=2, dim=-1)  # the model's L2 normalisation",
+        ]
+        if normalize
+        else []
+    )
+    lines = [
+        "import torch",
+        "from transformers import AutoModel, AutoTokenizer",
+        "",
+        'model_dir = "."  # this directory (or the hub id it was uploaded to)',
+        "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+        "model = AutoModel.from_pretrained(model_dir).eval()",
+        *setup,
+        "",
+        "",
+        f"def {pool}(sentences: list[str]) -> torch.Tensor:",
+        "    batch = tokenizer(sentences, padding=True, truncation=True, "
+        f'max_length={max_length}, return_tensors="pt")',
+        "    with torch.no_grad():",
+        f"        out = {call}",
+        *("    " + line for line in body),
+        *normalizing,
+        "",
+        "",
+        'embeddings = embed(["A man is playing a guitar.", "Someone plays music."])',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _st_max_seq_length(model: str) -> int | None:
+    """``max_seq_length`` of the Sentence Transformers configuration of ``model`` (a preset, a directory,
+    or a hub id already in the local Hugging Face cache); None when it has none."""
+    location: str | None = model
+    if model in PRESETS:
+        try:
+            location = resolve_preset_path(PRESETS[model])
+        except ImportError:
+            return None
+    path = Path(location).expanduser() / "sentence_bert_config.json"
+    if not path.parent.is_dir():
+        if looks_like_path(location):
+            return None
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(location, "sentence_bert_config.json")
+        except Exception:  # noqa: BLE001 - not a valid repo id: no cached configuration
+            return None
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["max_seq_length"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+class EncoderModel(InferenceModel):
+    """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks.
+
+    Relies on the encoder's ``backbone``, ``tokenizer``, ``pooler``, ``config``, ``hidden_size``, ``encode`` and
+    ``save_pretrained``. ``config.normalize`` adds a ``Normalize`` module after the pooler's, a card
+    row and the normalisation in the ``transformers`` recipe.
+    """
+
+    export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE, ONNX)
+    pooler: Pooler
+
+    # ------------------------------------------------------------------------------ maximum length
+    def position_limit(self) -> int | None:
+        """The most tokens the backbone can take: ``max_position_embeddings``, less RoBERTa's offset
+        (XLM-R and RoBERTa count positions from ``padding_idx + 1``: 514 -> 512); None if unknown."""
+        positions = getattr(self.backbone.config, "max_position_embeddings", None)
+        if not isinstance(positions, int) or positions <= 0:
+            return None
+        embeddings = getattr(getattr(self.backbone, "embeddings", None), "position_embeddings", None)
+        padding_idx = getattr(embeddings, "padding_idx", None)
+        return positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0)
+
+    def native_max_length(self, base_model: str | None = None) -> int | None:
+        """The backbone's own maximum length, what an export keeps (not the training recipe's).
+
+        In order: the ``max_seq_length`` of the backbone's Sentence Transformers configuration (the
+        published model's: 256 for the packaged all-MiniLM-L6-v2 of ``minilm-l6``; read from its
+        directory, or from the Hugging Face cache for a hub id, never from the network), then the
+        tokenizer's ``model_max_length`` (512 for BERT); capped by :meth:`position_limit`. A preset's
+        ``max_length`` is not used: for a plain backbone (``bert-base-uncased``: 32) it is the
+        papers' training length. None when neither is known (a tokenizer without
+        ``model_max_length``): the export then keeps the model's current length.
+
+        Args:
+            base_model: the backbone the model was trained from (a preset name, hub id or directory),
+                as the run recorded it; ``config.model`` is asked too.
+        """
+        limit = self.position_limit()
+        found: int | None = None
+        for name in (base_model, self.config.model):
+            if name and (found := _st_max_seq_length(name)) is not None:
+                break
+        if found is None:
+            declared = getattr(self.tokenizer, "model_max_length", None)
+            if isinstance(declared, int) and 0 < declared < 1_000_000:  # unset is int(1e30)
+                found = declared
+        if found is None:
+            return None
+        return min(found, limit) if limit else found
+
+    @contextmanager
+    def export_max_length(
+        self, max_length: int | None = None, base_model: str | None = None
+    ) -> Iterator[tuple[int, int] | None]:
+        """While exporting: ``config.max_length`` set to ``max_length``, else the backbone's own
+        (:meth:`native_max_length`), else left as it is; restored afterwards. Yields
+        ``(length the model had, length of the export)``.
+
+        Raises:
+            ValueError: ``max_length`` is not positive or exceeds the backbone's positions.
+        """
+        current = self.config.max_length
+        limit = self.position_limit()
+        if max_length is not None:
+            if max_length < 1:
+                raise ValueError(f"the maximum length must be a positive number of tokens, got {max_length}")
+            if limit and max_length > limit:
+                raise ValueError(
+                    f"a maximum length of {max_length} tokens exceeds the {limit} positions of the "
+                    f"backbone ({type(self.backbone).__name__}); use at most {limit}"
+                )
+            length = max_length
+        else:
+            length = self.native_max_length(base_model) or current
+        self.config.max_length = length
+        try:
+            yield current, length
+        finally:
+            self.config.max_length = current
+
+    # ------------------------------------------------------------------------------ model card
+    def card_facts(self) -> list[tuple[str, str]]:
+        config = self.backbone.config
+        arch = ", ".join(getattr(config, "architectures", None) or [type(self.backbone).__name__])
+        layers = getattr(config, "num_hidden_layers", "?")
+        params = sum(p.numel() for p in self.parameters())
+        return [
+            ("architecture", f"{arch} ({config.model_type}, {layers} layers, {params / 1e6:.1f} M parameters)"),
+            ("pooling", self.pooler.description),
+            ("embedding dimension", str(self.hidden_size)),
+            ("max sequence length", f"{self.config.max_length} tokens (longer inputs are truncated)"),
+            *([("normalisation", "L2: unit-length embeddings (`Normalize`)")] if self.config.normalize else []),
+            ("similarity", self.similarity_fn_name),
+        ]
+
+    # ------------------------------------------------------------------------------ sentence-transformers
+    def sentence_transformers_modules(self) -> list[STModule]:
+        """The pooler's modules, then ``Normalize`` when the encoder normalises (what ``encode`` gives)."""
+        modules = self.pooled_sentence_transformers_modules()
+        if self.config.normalize:  # Sentence Transformers' Normalize: no weights, no settings
+            modules.append(STModule("Normalize", "sentence_transformers.models.Normalize", {}))
+        return modules
+
+    def pooled_sentence_transformers_modules(self) -> list[STModule]:
+        """The pooler's modules only (what ``encode_pooled`` gives): a head on the encoder follows these."""
+        return self.pooler.sentence_transformers_modules(self.backbone.config)
+
+    @property
+    def similarity_fn_name(self) -> str:
+        return self.config.similarity or "cosine"
+
+    def sentence_transformers_model_config(self) -> dict[str, Any]:
+        spec = self.config.sentence_transformers or {}
+        return {
+            "prompts": dict(spec.get("prompts") or {}),
+            "default_prompt_name": spec.get("default_prompt_name"),
+            "similarity_fn_name": self.similarity_fn_name,
+        }
+
+    def sentence_transformers_config(self) -> dict[str, Any]:
+        lower = bool((self.config.sentence_transformers or {}).get("do_lower_case"))
+        st_config: dict[str, Any] = {"max_seq_length": self.config.max_length, "do_lower_case": lower}
+        if self.pooler.needs_hidden_states:
+            st_config["config_args"] = {"output_hidden_states": True}
+        return st_config
+
+    def sentence_transformers_note(self) -> str:
+        return self.pooler.sentence_transformers_note
+
+    # ------------------------------------------------------------------------------ onnx
+    def onnx_graph(self, normalize: bool | None = None) -> OnnxGraph:
+        """Backbone, pooler and (``config.normalize``, or ``normalize``) the L2 normalisation as one
+        traceable module (:class:`EncoderOnnxGraph`): ``sentence_embedding`` is ``encode``'s vectors.
+
+        Raises:
+            NotExportableError: the model puts a prompt in front of every sentence (not in the graph).
+        """
+        declared = self.config.sentence_transformers or {}
+        if declared.get("default_prompt_name") and (declared.get("prompts") or {}).get(declared["default_prompt_name"]):
+            raise NotExportableError("a model with a default prompt has no ONNX export yet (the prompt is not in it)")
+        graph = EncoderOnnxGraph(self, self.config.normalize if normalize is None else normalize)
+        return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding"), graph.token_type_ids)
+
+    # ------------------------------------------------------------------------------ huggingface
+    def mlp_in_backbone(self) -> bool:
+        """Whether a ``huggingface`` export carries the pooler inside the backbone's own pooler."""
+        with self.pooler.into_backbone(self.backbone, self.tokenizer) as done:
+            return done
+
+    def write_huggingface(self, out: Path) -> None:
+        """The ``transformers`` directory (with the pooler copied into the backbone's where it fits)
+        plus unisent's files."""
+        with self.pooler.into_backbone(self.backbone, self.tokenizer):
+            self.save_pretrained(out)
+
+    def huggingface_usage(self) -> str:
+        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone(), self.config.normalize)
+        return f"""With `transformers`: load the backbone with `AutoModel` and pool as below
+({self.pooler.description}):
+
+```python
+{code.rstrip()}
+```
+
+With unisent (reads `unisent_encoder.json` and `pooler.pt`; same embeddings):
+
+```python
+import unisent
+
+model = unisent.load("path/to/this/directory")
+embeddings = model.encode(["A man is playing a guitar.", "Someone plays music."])
+```
+"""
+
+
+class EncoderOnnxGraph(nn.Module):
+    """An encoder's forward for tracing: ``(input_ids, attention_mask[, token_type_ids])`` ->
+    ``(last_hidden_state, sentence_embedding)``, the backbone's own forward (never the unpadded one),
+    then the pooler, then the L2 normalisation when ``normalize``.
+
+    ``token_type_ids`` is an input where the backbone takes it (BERT), as in the ONNX files Sentence
+    Transformers writes; unisent feeds zeros, as ``encode`` does (it passes none)."""
+
+    def __init__(self, encoder: nn.Module, normalize: bool = False) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.normalize = normalize
+        forward = inspect.signature(encoder.backbone.forward).parameters
+        self.token_type_ids = "token_type_ids" in forward and getattr(encoder.backbone.config, "type_vocab_size", 0) > 0
+
+    def pooled(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(last_hidden_state, the pooler's vectors)`` (not normalised: what a head reads)."""
+        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        pooler = self.encoder.pooler
+        out = self.encoder.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=pooler.needs_hidden_states,
+            **extra,
+        )
+        return out.last_hidden_state, pooler(out.last_hidden_state, attention_mask, out.hidden_states)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        last, pooled = self.pooled(input_ids, attention_mask, token_type_ids)
+        return last, nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled

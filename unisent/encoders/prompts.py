@@ -1,0 +1,64 @@
+"""Prompts, as Sentence Transformers applies them: which text ``encode`` puts in front of every sentence
+(a Sentence Transformers model's ``prompts`` and ``default_prompt_name``, recorded in
+``EncoderConfig.sentence_transformers``), how many tokens it takes, and the pooler leaving them out
+(``Pooling(include_prompt=False)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from torch import nn
+
+__all__ = ["apply_prompt", "pooled_prompt", "resolve_prompt"]
+
+
+def resolve_prompt(declared: dict[str, Any], prompt: str | None, prompt_name: str | None) -> str | None:
+    """The prompt text ``encode`` prepends, as Sentence Transformers resolves it: ``prompt``, else
+    ``prompts[prompt_name]``, else the default prompt (``default_prompt_name``), else none.
+
+    Args:
+        declared: what the model declares (``EncoderConfig.sentence_transformers``; ``{}``: no prompts).
+    """
+    prompts = declared.get("prompts") or {}
+    if prompt is not None:
+        return prompt
+    if prompt_name is not None:
+        if prompt_name not in prompts:
+            raise ValueError(
+                f"prompt_name {prompt_name!r} is not one of the model's prompts ({', '.join(prompts) or 'none'})"
+            )
+        return prompts[prompt_name]
+    default = declared.get("default_prompt_name")
+    return prompts.get(default) if default else None
+
+
+def apply_prompt(
+    tokenizer,
+    declared: dict[str, Any],
+    sentences: Sequence[str],
+    prompt: str | None = None,
+    prompt_name: str | None = None,
+) -> tuple[list[str], int | None]:
+    """``(sentences with the prompt in front, the prompt's length in tokens or None)``: the length
+    without a trailing special token, what Sentence Transformers' ``Pooling(include_prompt=False)``
+    leaves out. ``tokenizer`` counts the prompt's tokens; ``declared``: as in :func:`resolve_prompt`."""
+    text = resolve_prompt(declared, prompt, prompt_name)
+    if not text:
+        return list(sentences), None
+    ids = tokenizer(text)["input_ids"]
+    length = len(ids) - int(bool(ids) and ids[-1] in set(tokenizer.all_special_ids))
+    return [text + s for s in sentences], length
+
+
+@contextmanager
+def pooled_prompt(pooler: nn.Module, length: int | None) -> Iterator[None]:
+    """Context: the pooler leaves out ``length`` prompt tokens (its ``prompt_length``; a pooler without
+    prompt support ignores it)."""
+    before = getattr(pooler, "prompt_length", None)
+    pooler.prompt_length = length
+    try:
+        yield
+    finally:
+        pooler.prompt_length = before

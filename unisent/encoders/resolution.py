@@ -1,0 +1,94 @@
+"""The settings an encoder is built with: an :class:`EncoderConfig` as written (a recipe, a checkpoint,
+Python) with every unset field filled in, from the preset or from the model's own Sentence
+Transformers files.
+
+:class:`EncoderConfig` is plain data: building one reads nothing. :func:`resolve_encoder_config` is the
+step that reads, and :class:`~unisent.encoders.Encoder` takes it when it is built; its ``config`` is
+the resolved one (what ``save_pretrained`` and a checkpoint record). Resolving a resolved config
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from .config import EncoderConfig
+from .poolers import pooler_class
+from .presets import PRESETS, Preset
+from .st_files import read_sentence_transformers, split_normalize
+from .st_pooler import SentenceTransformersPooler
+
+__all__ = ["resolve_encoder_config"]
+
+log = logging.getLogger(__name__)
+
+
+def resolve_encoder_config(config: EncoderConfig) -> EncoderConfig:
+    """A copy of ``config`` with every unset field filled in (``config`` itself is left as it is).
+
+    In order: for a model that is no preset and names no pooler, its Sentence Transformers files
+    (:func:`sentence_transformers_defaults`: the model's own modules, normalisation, maximum length,
+    lower-casing, prompts and similarity); then the preset's pooler, normalisation and maximum length;
+    then ``cls``, no normalisation, 32 tokens and ``cosine``.
+
+    Raises:
+        ValueError: a setting out of range, an unknown pooler.
+        unisent.encoders.SentenceTransformersModuleError: the model's Sentence Transformers files declare
+            something unisent cannot represent.
+    """
+    preset = PRESETS.get(config.model)
+    config = replace(config)  # __post_init__ checks what was given
+    sentence_transformers_defaults(config, preset)
+    if config.similarity is None:
+        config.similarity = "cosine"
+    if not config.pooler:
+        config.pooler = preset.pooler if preset else "cls"
+    if config.normalize is None:
+        config.normalize = preset.normalize if preset else False
+    config.pooler = str(config.pooler)
+    pooler_class(config.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
+    if not config.max_length:
+        config.max_length = preset.max_length if preset else 32
+    if config.max_length < 1:
+        raise ValueError(f"max_length must be positive, got {config.max_length}")
+    return config
+
+
+def sentence_transformers_defaults(config: EncoderConfig, preset: Preset | None) -> None:
+    """For a model that is no preset and has no pooler given: read its Sentence Transformers files
+    (:func:`~unisent.encoders.st_files.read_sentence_transformers`, unless ``config`` records them) and
+    take pooler, normalisation, maximum length and similarity from them, in ``config`` (a copy being
+    resolved); a plain model says once that it is pooled with ``cls``."""
+    if preset is not None or config.pooler:
+        return
+    if config.sentence_transformers is None:
+        config.sentence_transformers = read_sentence_transformers(config.model)
+    spec = config.sentence_transformers
+    if not spec:
+        plain_model_note(config.model)
+        return
+    chain, normalize = split_normalize(spec)
+    config.sentence_transformers = spec = {**spec, "modules": chain}  # the pooler's; a last Normalize is normalize
+    config.pooler = SentenceTransformersPooler.name
+    if config.normalize is None:
+        config.normalize = normalize
+    if not config.max_length and spec.get("max_seq_length"):
+        config.max_length = int(spec["max_seq_length"])
+    if config.similarity is None:
+        config.similarity = spec.get("similarity_fn_name") or "cosine"
+
+
+def plain_model_note(model: str) -> None:
+    """Say once per model that a plain Hugging Face model (no ``modules.json``) is pooled with ``cls``."""
+    if model in _NOTED:
+        return
+    _NOTED.add(model)
+    log.warning(
+        "unisent: %s has no modules.json (not a Sentence Transformers model): pooled with cls, the first "
+        "token's state, at 32 tokens; set encoder.pooler (e.g. mean) and max_length to change",
+        model,
+    )
+
+
+_NOTED: set[str] = set()

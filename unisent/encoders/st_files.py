@@ -1,0 +1,246 @@
+"""What a Sentence Transformers model declares in its files, read without running it.
+
+A Sentence Transformers directory (or hub id) declares its network in ``modules.json``: a
+``Transformer`` followed by modules that turn the token states into the sentence vector (``Pooling``,
+``Dense``, ``Normalize``, ...), plus ``sentence_bert_config.json`` (the Transformer's
+``max_seq_length`` and ``do_lower_case``) and ``config_sentence_transformers.json`` (prompts, the
+similarity function). :func:`read_sentence_transformers` reads these files with Sentence
+Transformers' own readers into plain data (``EncoderConfig.sentence_transformers``);
+:func:`split_normalize` tells a trailing ``Normalize`` (``EncoderConfig.normalize``) from the modules
+the ``sentence-transformers`` pooler runs (:mod:`.st_pooler`); :func:`set_lowercase` applies
+``do_lower_case`` to a tokenizer.
+
+What unisent cannot represent (a module that needs more than the token states, code outside
+Sentence Transformers, a Transformer setting unisent does not apply) is a one-line
+:class:`SentenceTransformersModuleError` naming the file, the module and the field, never a silent
+fallback to another pooling.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .loading import _hub_kwargs, _offline, resolve_model_location
+
+__all__ = [
+    "SIMILARITY_FUNCTIONS",
+    "SUPPORTED_MODULES",
+    "SentenceTransformersModuleError",
+    "local_files_only",
+    "read_sentence_transformers",
+    "set_lowercase",
+    "split_normalize",
+]
+
+#: The modules after the ``Transformer`` that unisent runs: they read only the token states, the
+#: attention mask and (``WeightedLayerPooling``) every layer's states.
+SUPPORTED_MODULES = ("Pooling", "Dense", "Normalize", "WeightedLayerPooling", "LayerNorm", "Dropout")
+#: ``sentence_bert_config.json`` keys that unisent applies; others must hold their default.
+_TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
+#: keys whose default is "nothing" (an empty mapping, None, the default task)
+_TRANSFORMER_DEFAULTS: dict[str, Any] = {
+    "model_args": {},
+    "tokenizer_args": {},
+    "config_args": {},
+    "model_kwargs": {},
+    "processor_kwargs": {},
+    "config_kwargs": {},
+    "processing_kwargs": {},
+    "transformer_task": "feature-extraction",
+    "modality_config": None,
+    "unpad_inputs": None,
+    "query_length": None,
+    "document_length": None,
+    "query_expansion": None,
+    "tokenizer_name_or_path": None,
+    "cache_dir": None,
+    "backend": "torch",
+    "module_output_name": "token_embeddings",
+}
+#: the text modality of a Transformer as Sentence Transformers 5+ writes it (the only one unisent runs)
+_TEXT_MODALITY = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+
+
+class SentenceTransformersModuleError(ValueError):
+    """A Sentence Transformers model declares something unisent cannot represent (one line: file, module, field)."""
+
+
+def local_files_only(location: str) -> bool:
+    """Whether Sentence Transformers' readers must stay in the local cache (offline, or the hub unreachable)."""
+    return _offline() or bool(_hub_kwargs(location).get("local_files_only"))
+
+
+def _file(location: str, filename: str, subfolder: str = "") -> str | None:
+    """A file of a directory or hub id (Sentence Transformers' own lookup: local, else the hub cache)."""
+    from sentence_transformers.util import load_file_path
+
+    return load_file_path(location, filename, subfolder=subfolder, local_files_only=local_files_only(location))
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise SentenceTransformersModuleError(f"{what}: not readable JSON ({err})") from None
+
+
+def _module_class(type_path: str, where: str) -> type:
+    """The class of a ``modules.json`` entry; only Sentence Transformers' own (no third-party code)."""
+    if not type_path.startswith("sentence_transformers."):
+        raise SentenceTransformersModuleError(
+            f"{where}: type {type_path!r} is not a Sentence Transformers module (custom code, loaded by "
+            "Sentence Transformers with trust_remote_code); unisent cannot represent it"
+        )
+    from sentence_transformers.util import import_from_string
+
+    try:
+        return import_from_string(type_path)
+    except ImportError as err:
+        raise SentenceTransformersModuleError(f"{where}: type {type_path!r} cannot be imported ({err})") from None
+
+
+def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]:
+    try:
+        from sentence_transformers.base.modules.transformer import Transformer
+    except ImportError:  # Sentence Transformers 5
+        from sentence_transformers.models import Transformer
+
+    cls = _module_class(str(entry.get("type")), where)
+    if not (isinstance(cls, type) and issubclass(cls, Transformer)):
+        raise SentenceTransformersModuleError(
+            f"{where}: the first module must be a Transformer, got {entry.get('type')!r}; unisent cannot represent it"
+        )
+    path = str(entry.get("path") or "")
+    config_file = _file(location, "sentence_bert_config.json", path)
+    config = _read_json(config_file, f"{location}/{path}/sentence_bert_config.json") if config_file else {}
+    name = f"{Path(location, path, 'sentence_bert_config.json')}"
+    for key, value in config.items():
+        if key in _TRANSFORMER_KEYS:
+            continue
+        if key in ("config_args", "config_kwargs") and set(value or {}) <= {"output_hidden_states"}:
+            continue  # the hidden states a WeightedLayerPooling needs: the pooler asks for them itself
+        if key in _TRANSFORMER_DEFAULTS and value in (_TRANSFORMER_DEFAULTS[key], None, {}):
+            continue
+        if key == "modality_config" and value == _TEXT_MODALITY:
+            continue
+        raise SentenceTransformersModuleError(
+            f"{name}: {key}={json.dumps(value)} of the Transformer cannot be represented by unisent "
+            f"(it applies max_seq_length and do_lower_case only)"
+        )
+    if path:
+        raise SentenceTransformersModuleError(
+            f"{where}: the Transformer lies in the sub-folder {path!r}; unisent loads the backbone from the root only"
+        )
+    return config
+
+
+def read_sentence_transformers(model: str) -> dict[str, Any]:
+    """What a Sentence Transformers directory or hub id declares beyond its backbone; ``{}`` for a
+    plain Hugging Face model (no ``modules.json``).
+
+    Returns ``{"modules": [{"type", "path", "config"}...], "max_seq_length", "do_lower_case",
+    "prompts", "default_prompt_name", "similarity_fn_name"}``: the modules after the Transformer with
+    their configuration as Sentence Transformers' ``load_config`` reads it, and the settings of
+    ``sentence_bert_config.json`` and ``config_sentence_transformers.json``.
+
+    Raises:
+        SentenceTransformersModuleError: a module or setting unisent cannot represent.
+    """
+    location = resolve_model_location(model)
+    modules_file = _file(location, "modules.json")
+    if modules_file is None:
+        return {}
+    entries = _read_json(modules_file, f"{location}/modules.json")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise SentenceTransformersModuleError(f"{location}/modules.json: expected a non-empty list of modules")
+    where = [
+        f"{location}/modules.json: module {e.get('idx', i)} ({e.get('path') or e.get('type')})"
+        for i, e in enumerate(entries)
+    ]
+    transformer = _check_transformer(location, entries[0], where[0])
+    modules = []
+    for entry, at in zip(entries[1:], where[1:]):
+        cls = _module_class(str(entry.get("type")), at)
+        if cls.__name__ not in SUPPORTED_MODULES:
+            raise SentenceTransformersModuleError(
+                f"{at}: {cls.__name__} cannot be represented by unisent (it runs {', '.join(SUPPORTED_MODULES)} "
+                "after a Transformer)"
+            )
+        path = str(entry.get("path") or "")
+        config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
+        modules.append({"type": entry["type"], "path": path, "config": json.loads(json.dumps(config))})
+    st_config_file = _file(location, "config_sentence_transformers.json")
+    st_config = _read_json(st_config_file, f"{location}/config_sentence_transformers.json") if st_config_file else {}
+    kind = st_config.get("model_type", "SentenceTransformer")
+    if kind != "SentenceTransformer":
+        raise SentenceTransformersModuleError(
+            f"{location}/config_sentence_transformers.json: model_type={kind!r} cannot be represented by unisent "
+            "(a SentenceTransformer embedding model is needed)"
+        )
+    similarity = st_config.get("similarity_fn_name") or "cosine"
+    if similarity not in SIMILARITY_FUNCTIONS:
+        raise SentenceTransformersModuleError(
+            f"{location}/config_sentence_transformers.json: similarity_fn_name={similarity!r} is not one of "
+            f"{', '.join(SIMILARITY_FUNCTIONS)}"
+        )
+    prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
+    default_prompt = st_config.get("default_prompt_name")
+    if default_prompt is not None and default_prompt not in prompts:
+        raise SentenceTransformersModuleError(
+            f"{location}/config_sentence_transformers.json: default_prompt_name={default_prompt!r} is not one of "
+            f"its prompts ({', '.join(prompts) or 'none'})"
+        )
+    return {
+        "modules": modules,
+        "max_seq_length": transformer.get("max_seq_length") or _tokenizer_max_length(location),
+        "do_lower_case": bool(transformer.get("do_lower_case", False)),
+        "prompts": prompts,
+        "default_prompt_name": default_prompt,
+        "similarity_fn_name": similarity,
+    }
+
+
+def _tokenizer_max_length(location: str) -> int | None:
+    """Where ``sentence_bert_config.json`` has no ``max_seq_length`` (Sentence Transformers 5+ keeps it
+    in the tokenizer): the tokenizer's ``model_max_length`` capped by the backbone's
+    ``max_position_embeddings``, as Sentence Transformers' Transformer truncates."""
+    tokenizer_file = _file(location, "tokenizer_config.json")
+    declared = (_read_json(tokenizer_file, "tokenizer_config.json") if tokenizer_file else {}).get("model_max_length")
+    config_file = _file(location, "config.json")
+    positions = (_read_json(config_file, "config.json") if config_file else {}).get("max_position_embeddings")
+    found = [v for v in (declared, positions) if isinstance(v, int) and 0 < v < 1_000_000]
+    return min(found) if found else None
+
+
+def split_normalize(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    """``(modules without a trailing Normalize, whether there was one)``: a last ``Normalize`` of the
+    sentence embedding is ``EncoderConfig.normalize``, so that the training losses and heads see the
+    vectors before it (as for every unisent encoder)."""
+    modules = list(spec.get("modules") or [])
+    if modules and modules[-1]["type"].rsplit(".", 1)[-1] == "Normalize":
+        config = modules[-1]["config"]
+        if config.get("module_input_name", "sentence_embedding") == "sentence_embedding" and (
+            config.get("module_output_name") in (None, "sentence_embedding")
+        ):
+            return modules[:-1], True
+    return modules, False
+
+
+def set_lowercase(tokenizer) -> None:
+    """Make ``tokenizer`` lowercase its input, as Sentence Transformers' ``do_lower_case`` does (a
+    ``Lowercase`` normaliser in front of a fast tokenizer's own)."""
+    from tokenizers.normalizers import Lowercase
+    from tokenizers.normalizers import Sequence as NormalizerSequence
+
+    if not getattr(tokenizer, "is_fast", False):
+        raise SentenceTransformersModuleError(
+            f"do_lower_case needs a fast tokenizer; {type(tokenizer).__name__} is not one"
+        )
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    parts = list(normalizer) if isinstance(normalizer, NormalizerSequence) else [normalizer] if normalizer else []
+    if any(isinstance(part, Lowercase) for part in parts):
+        return
+    tokenizer.backend_tokenizer.normalizer = NormalizerSequence([Lowercase(), *parts])

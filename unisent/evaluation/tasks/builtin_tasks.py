@@ -1,0 +1,452 @@
+"""The built-in tasks, their groups, and lookup by name.
+
+Paths are relative to a data directory laid out like the project's ``shared/data`` (documented in
+docs/evaluation.md). The tables below are data: the benchmark files and languages of each public
+release; the task objects are built from them once, at import.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from ...data.benchmark_readers import (
+    NLI_LABELS,
+    PAWSX_LABELS,
+    read_aligned_nli,
+    read_binary_files,
+    read_bucc_files,
+    read_labeled_jsonl,
+    read_labeled_tsv,
+    read_mrpc,
+    read_pair_tsv,
+    read_parallel,
+    read_senteval_sts,
+    read_sick_entailment,
+    read_sick_relatedness,
+    read_sst,
+    read_sts17,
+    read_stsb_multi,
+    read_stsbenchmark,
+    read_text_and_labels,
+    read_trec,
+)
+from .clustering_tasks import BuccTask, ClusteringTask, TatoebaTask
+from .nli_tasks import EntailmentDirectionTask, NLIThresholdTask
+from .sts_tasks import AlignUniformTask, STSSubsetsTask, STSTask
+from .task import Source, Task
+from .transfer_tasks import CrossValidatedProbeTask, SplitProbeTask, ZeroShotProbeTask
+
+__all__ = ["GROUPS", "TASKS", "get_task", "register_task", "resolve_tasks", "task_names_summary"]
+
+STSB = "sts/stsbenchmark"
+SICK = "sts/sick"
+SENTEVAL = "senteval"
+#: the bundled SNLI test sample (the default data directory, unisent/resources, holds it)
+SNLI_SAMPLE = "snli_test_entailment.tsv"
+
+# SentEval's STS12-16 subsets (STS13 without the licensed SMT subset), folder sts/STS1x-en-test/.
+STS_YEARS: dict[str, tuple[str, ...]] = {
+    "sts12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "sts13": ("FNWN", "headlines", "OnWN"),
+    "sts14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "sts15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "sts16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+# STS17 (extended release, as in sentence-transformers and MSE-AMR): pair -> file in sts/STS17-test/.
+STS17_FILES: dict[str, str] = {
+    "ar-ar": "STS.input.track1.ar-ar.txt",
+    "ar-en": "STS.input.track2.ar-en.txt",
+    "es-es": "STS.input.track3.es-es.txt",
+    "es-en": "STS.input.track4a.es-en.txt",
+    "en-en": "STS.input.track5.en-en.txt",
+    "tr-en": "STS.input.track6.tr-en.txt",
+    "de-en": "STS.input.extended.de-en.txt",
+    "fr-en": "STS.input.extended.fr-en.txt",
+    "it-en": "STS.input.extended.it-en.txt",
+    "nl-en": "STS.input.extended.nl-en.txt",
+}
+STSB_MULTI_LANGS = ("de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
+# The eight short-text clustering sets of the EASE paper, in the layout of EASE's
+# downstreams/text-clustering/data/monolingual_benchmark/ (its dataset_loader.py reads each file the same
+# way): name -> (reader, files under clustering/stc/, optional). GoogleNews-S/-T/-TS (snippet, title,
+# title + snippet) are `label<TAB>text` lines like AgNews; they are optional because the shared data
+# bundle does not carry them.
+STC_SETS = {
+    "agnews": (read_labeled_tsv, ("agnews.txt",), False),
+    "searchsnippets": (read_text_and_labels, ("searchsnippets.txt", "searchsnippets_label.txt"), False),
+    "stackoverflow": (read_text_and_labels, ("stackoverflow.txt", "stackoverflow_label.txt"), False),
+    "biomedical": (read_text_and_labels, ("biomedical.txt", "biomedical_label.txt"), False),
+    "tweet": (read_labeled_jsonl, ("tweet.txt",), False),
+    "googlenews-s": (read_labeled_tsv, ("s.txt",), True),
+    "googlenews-t": (read_labeled_tsv, ("t.txt",), True),
+    "googlenews-ts": (read_labeled_tsv, ("ts.txt",), True),
+}
+STC_TITLES = {
+    "googlenews-s": "GoogleNews-S (snippet)",
+    "googlenews-t": "GoogleNews-T (title)",
+    "googlenews-ts": "GoogleNews-TS (title and snippet)",
+}
+MEWSC16_LANGS = (
+    "ar",
+    "ca",
+    "cs",
+    "de",
+    "en",
+    "eo",
+    "es",
+    "fa",
+    "fr",
+    "ja",
+    "ko",
+    "pl",
+    "pt",
+    "ru",
+    "sv",
+    "tr",
+)
+# The 112 languages of the LASER Tatoeba test sets (ISO 639-3, as in the file names).
+TATOEBA_LANGS = tuple(
+    """afr amh ang ara arq arz ast awa aze bel ben ber bos bre bul cat cbk ceb ces cha cmn cor csb cym dan
+    deu dsb dtp ell epo est eus fao fin fra fry gla gle glg gsw heb hin hrv hsb hun hye ido ile ina ind isl
+    ita jav jpn kab kat kaz khm kor kur kzj lat lfn lit lvs mal mar max mhr mkd mon nds nld nno nob nov oci
+    orv pam pes pms pol por ron rus slk slv spa sqi srp swe swg swh tam tat tel tgl tha tuk tur tzl uig ukr
+    urd uzb vie war wuu xho yid yue zsm""".split()
+)
+BUCC_LANGS = ("de", "fr", "ru", "zh")
+XNLI_LANGS = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
+PAWSX_LANGS = ("de", "en", "es", "fr", "ja", "ko", "zh")
+
+TASKS: dict[str, Task] = {}
+GROUPS: dict[str, tuple[str, ...]] = {}
+
+
+def register_task(task: Task, groups: tuple[str, ...] | None = None) -> Task:
+    """Add a task to the registry under ``task.name`` and to the named groups.
+
+    Args:
+        task: the task.
+        groups: groups that run it; ``None`` for its own ``task.group`` only. Every task also belongs to
+            the group ``all``.
+
+    Raises:
+        ValueError: the name is taken by another task or a group, or a group name is a task name.
+    """
+    if task.name in TASKS or task.name in GROUPS:
+        raise ValueError(f"task name {task.name!r} is already registered")
+    groups = (task.group,) if groups is None else groups
+    for group in (*groups, "all"):
+        if group in TASKS:
+            raise ValueError(f"group name {group!r} is already a task name")
+    TASKS[task.name] = task
+    for group in (*groups, "all"):
+        GROUPS[group] = (*GROUPS.get(group, ()), task.name)
+    return task
+
+
+def _sts_tasks() -> None:
+    for name, subsets in STS_YEARS.items():
+        folder = f"sts/{name.upper()}-en-test"
+        register_task(
+            STSSubsetsTask(
+                name=name,
+                group="sts",
+                description=f"{name.upper()} ({len(subsets)} SentEval subsets), Spearman x100 of all pairs",
+                optional=True,
+                subsets=tuple(
+                    (
+                        s,
+                        Source((f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt"), read_senteval_sts),
+                    )
+                    for s in subsets
+                ),
+            )
+        )
+    for split in ("dev", "test"):
+        register_task(
+            STSTask(
+                name=f"stsb-{split}",
+                group="sts",
+                description=f"STS Benchmark {split} (SentEval csv), Spearman x100",
+                source=Source((f"{STSB}/sts-{split}.csv",), read_stsbenchmark),
+            ),
+            # the dev set is for model selection: the "sts" group (SimCSE's STS average) leaves it out
+            groups=("sts",) if split == "test" else (),
+        )
+    register_task(
+        STSTask(
+            name="sick-r",
+            group="sts",
+            description="SICK relatedness, test set, Spearman x100",
+            source=Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_relatedness),
+        )
+    )
+    register_task(
+        AlignUniformTask(
+            name="stsb-align-uniform",
+            group="analysis",
+            description="alignment (pairs scored >= 4) and uniformity on STS-B dev (Wang & Isola 2020)",
+            source=Source((f"{STSB}/sts-dev.csv",), read_stsbenchmark),
+        )
+    )
+
+
+def _multilingual_sts_tasks() -> None:
+    for lang in STSB_MULTI_LANGS:
+        register_task(
+            STSTask(
+                name=f"stsb-multi-{lang}",
+                group="stsb-multi",
+                description=f"stsb-multi-mt {lang} test (machine-translated STS-B), Spearman x100",
+                source=Source((f"sts/stsb-multi-mt/stsb-{lang}-test.csv",), read_stsb_multi),
+            ),
+            groups=("stsb-multi", "multilingual"),
+        )
+    for pair, filename in STS17_FILES.items():
+        register_task(
+            STSTask(
+                name=f"sts17-{pair}",
+                group="sts17",
+                description=f"STS17 {pair} (extended release), Spearman x100",
+                optional=True,
+                source=Source((f"sts/STS17-test/{filename}",), read_sts17),
+            ),
+            groups=("sts17", "multilingual"),
+        )
+
+
+def _clustering_tasks() -> None:
+    for name, (reader, files, optional) in STC_SETS.items():
+        register_task(
+            ClusteringTask(
+                name=f"stc-{name}",
+                group="stc",
+                description=f"{STC_TITLES.get(name, name)} short-text clustering, K-means accuracy x100 "
+                "(mean of 3 seeds)",
+                optional=optional,
+                source=Source(tuple(f"clustering/stc/{f}" for f in files), reader),
+            )
+        )
+    for lang in MEWSC16_LANGS:
+        files = (f"clustering/mewsc16/{lang}_sentences.txt", f"clustering/mewsc16/{lang}_categories.txt")
+        register_task(
+            ClusteringTask(
+                name=f"mewsc16-{lang}",
+                group="mewsc16",
+                description=f"MewsC-16 {lang} news clustering, K-means accuracy x100 (mean of 3 seeds)",
+                source=Source(files, partial(read_text_and_labels, drop_empty=True)),
+            ),
+            groups=("mewsc16", "multilingual"),
+        )
+
+
+def _retrieval_tasks() -> None:
+    for lang in TATOEBA_LANGS:
+        stem = f"retrieval/tatoeba/tatoeba.{lang}-eng"
+        register_task(
+            TatoebaTask(
+                name=f"tatoeba-{lang}",
+                group="tatoeba",
+                description=f"Tatoeba {lang}<->eng retrieval, accuracy x100 (mean of both directions)",
+                source=Source((f"{stem}.{lang}", f"{stem}.eng"), read_parallel),
+            ),
+            groups=("tatoeba", "multilingual"),
+        )
+    for lang in BUCC_LANGS:
+        stem = f"retrieval/bucc2018/{lang}-en/{lang}-en.training"
+        register_task(
+            BuccTask(
+                name=f"bucc-{lang}",
+                group="bucc",
+                description=f"BUCC 2018 {lang}-en mining (training split), margin kNN k=4, F1 x100",
+                optional=True,
+                source=Source((f"{stem}.{lang}", f"{stem}.en", f"{stem}.gold"), read_bucc_files),
+            ),
+            groups=("bucc", "multilingual"),
+        )
+
+
+def _transfer_tasks() -> None:
+    latin1 = partial(read_binary_files, encoding="latin-1")
+    binary = {
+        "mr": ("MR movie review polarity", latin1, ("rt-polarity.pos", "rt-polarity.neg")),
+        "cr": ("CR product review polarity", read_binary_files, ("custrev.pos", "custrev.neg")),
+        "subj": ("SUBJ subjectivity", latin1, ("subj.subjective", "subj.objective")),
+        "mpqa": ("MPQA opinion polarity", read_binary_files, ("mpqa.pos", "mpqa.neg")),
+    }
+    for name, (title, reader, files) in binary.items():
+        register_task(
+            CrossValidatedProbeTask(
+                name=name,
+                group="transfer",
+                description=f"{title}, logistic regression, 10-fold CV accuracy x100",
+                source=Source(tuple(f"{SENTEVAL}/{f}" for f in files), reader),
+            )
+        )
+    sst = [Source((f"{SENTEVAL}/sst2/sentiment-{split}",), read_sst) for split in ("train", "dev", "test")]
+    register_task(
+        SplitProbeTask(
+            name="sst2",
+            group="transfer",
+            description="SST-2 binary sentiment, logistic regression (C on dev), test accuracy x100",
+            train=sst[0],
+            dev=sst[1],
+            test=sst[2],
+        )
+    )
+    register_task(
+        SplitProbeTask(
+            name="trec",
+            group="transfer",
+            description="TREC 6-way question type, logistic regression (C by CV), test accuracy x100",
+            train=Source((f"{SENTEVAL}/TREC.train",), read_trec),
+            test=Source((f"{SENTEVAL}/TREC.test",), read_trec),
+        )
+    )
+    register_task(
+        SplitProbeTask(
+            name="mrpc",
+            group="transfer",
+            description="MRPC paraphrase, [u,v,|u-v|,u*v] logistic regression, test accuracy (and F1) x100",
+            train=Source((f"{SENTEVAL}/mrpc/msr_paraphrase_train.txt",), read_mrpc),
+            test=Source((f"{SENTEVAL}/mrpc/msr_paraphrase_test.txt",), read_mrpc),
+            positive_label="1",
+        )
+    )
+    register_task(
+        SplitProbeTask(
+            name="sick-e",
+            group="transfer",
+            description="SICK entailment 3-way, [u,v,|u-v|,u*v] logistic regression (C on trial), accuracy",
+            train=Source((f"{SICK}/SICK_train.txt",), read_sick_entailment),
+            dev=Source((f"{SICK}/SICK_trial.txt",), read_sick_entailment),
+            test=Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment),
+        )
+    )
+
+
+def _nli_tasks() -> None:
+    snli = {
+        s: Source(tuple(f"nli/snli/{f}.{s}" for f in ("s1", "s2", "labels")), read_aligned_nli) for s in ("dev", "test")
+    }
+    sick_test = Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment)
+    register_task(
+        NLIThresholdTask(
+            name="snli-nli",
+            group="nli",
+            description="SNLI test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
+            dev=snli["dev"],
+            test=snli["test"],
+        )
+    )
+    register_task(
+        NLIThresholdTask(
+            name="sick-nli",
+            group="nli",
+            description="SICK test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
+            dev=snli["dev"],
+            test=sick_test,
+        )
+    )
+    for name, source in (("snli", snli["test"]), ("sick", sick_test)):
+        register_task(
+            EntailmentDirectionTask(
+                name=f"{name}-direction",
+                group="nli",
+                description=f"{name.upper()} test entailment pairs: which sentence entails (sim, variance)",
+                source=source,
+            )
+        )
+    # 1,000 SNLI test entailment pairs bundled in unisent/resources (the default --data-dir; see its
+    # LICENSE.md): the quickstart's held-out test. In no group but `all`, and optional there (a --data-dir
+    # without the file skips it).
+    register_task(
+        EntailmentDirectionTask(
+            name="snli-direction-sample",
+            group="nli",
+            description=f"SNLI test, 1,000 entailment pairs bundled in {SNLI_SAMPLE}: which sentence entails",
+            optional=True,
+            source=Source((SNLI_SAMPLE,), partial(read_pair_tsv, labels=NLI_LABELS)),
+        ),
+        groups=(),
+    )
+    for family, langs, labels in (("xnli", XNLI_LANGS, NLI_LABELS), ("pawsx", PAWSX_LANGS, PAWSX_LABELS)):
+        reader = partial(read_pair_tsv, labels=labels)
+        english = Source((f"nli/{family}/dev-en.tsv",), reader)
+        title = "XNLI 3-way" if family == "xnli" else "PAWS-X paraphrase"
+        for lang in langs:
+            register_task(
+                ZeroShotProbeTask(
+                    name=f"{family}-{lang}",
+                    group=family,
+                    description=f"{title} zero-shot: probe on English dev, accuracy x100 on test-{lang}",
+                    train=english,
+                    test=Source((f"nli/{family}/test-{lang}.tsv",), reader),
+                ),
+                groups=(family, "multilingual"),
+            )
+
+
+_sts_tasks()
+_multilingual_sts_tasks()
+_clustering_tasks()
+_retrieval_tasks()
+_transfer_tasks()
+_nli_tasks()
+
+
+def get_task(name: str) -> Task:
+    """The registered task called ``name``.
+
+    Raises:
+        ValueError: unknown name; the message lists the valid tasks and groups.
+    """
+    if name not in TASKS:
+        raise ValueError(_unknown(name))
+    return TASKS[name]
+
+
+def task_names_summary() -> str:
+    """Every task name, compacted per family (``tatoeba-{afr,amh,...}``), one family per line."""
+    families: dict[str, list[str]] = {}
+    for task in TASKS.values():
+        families.setdefault(task.group, []).append(task.name)
+    lines = []
+    for family, names in families.items():
+        prefix = f"{family}-"
+        if len(names) > 3 and all(name.startswith(prefix) for name in names):
+            names = [prefix + "{" + ",".join(name[len(prefix) :] for name in names) + "}"]
+        lines.append(f"  {family}: {', '.join(names)}")
+    return "\n".join(lines)
+
+
+def _unknown(name: str) -> str:
+    return f"unknown task or group {name!r}.\nGroups: {', '.join(sorted(GROUPS))}.\nTasks:\n{task_names_summary()}"
+
+
+def resolve_tasks(names: list[str] | tuple[str, ...] | str) -> list[tuple[Task, bool]]:
+    """Expand task and group names into tasks, in order, without duplicates.
+
+    Args:
+        names: task or group names (a comma-separated string is accepted too).
+
+    Returns:
+        ``(task, named_explicitly)`` pairs; a task reached only through a group has ``False``.
+
+    Raises:
+        ValueError: an unknown name (the message lists the valid tasks and groups) or no name at all.
+    """
+    if isinstance(names, str):
+        names = names.split(",")
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise ValueError(_unknown(""))
+    chosen: dict[str, bool] = {}
+    for name in names:
+        if name in TASKS:
+            chosen[name] = True
+        elif name in GROUPS:
+            for member in GROUPS[name]:
+                chosen.setdefault(member, False)
+        else:
+            raise ValueError(_unknown(name))
+    return [(TASKS[name], explicit) for name, explicit in chosen.items()]

@@ -1,0 +1,127 @@
+"""NLI tasks scored with a similarity (GaussCSE): 2-way threshold accuracy, PR-AUC, entailment direction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ...data.benchmark_readers import LabeledPairs
+from .sts_tasks import score_pairs
+from .task import Source, Task
+
+if TYPE_CHECKING:  # the metrics (torch, scikit-learn) are imported when a task runs, not by `evaluate --list`
+    import torch
+
+    from ..encoding import Embedder
+
+__all__ = ["EntailmentDirectionTask", "NLIThresholdTask"]
+
+
+def _is_entailment(labels: list[str], positive_label: str) -> list[int]:
+    return [int(label.lower() == positive_label.lower()) for label in labels]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NLIThresholdTask(Task):
+    """NLI as 2-way classification (entailment vs. the rest) by thresholding ``sim(hyp || pre)``.
+
+    The threshold with the best dev accuracy on a 0..1 grid of step 0.001 is applied to test.
+    ``accuracy`` and ``dev_accuracy`` are x100; ``pr_auc`` (main AUC, trapezoidal area under
+    sklearn's precision-recall curve) and ``average_precision`` are x100 too.
+
+    Attributes:
+        dev: pairs used to choose the threshold.
+        test: pairs scored with it.
+        positive_label: the label counted as positive (case-insensitive).
+    """
+
+    main_metric: ClassVar[str] = "accuracy"
+    dev: Source
+    test: Source
+    positive_label: str = "entailment"
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.dev, self.test)
+
+    def _scores(self, embedder: Embedder, data: LabeledPairs):
+        # NLI scores sim(hypothesis || premise): the similarity's first argument is the hypothesis.
+        return score_pairs(embedder, data.sentences2, data.sentences1)
+
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.nli import best_threshold, pr_auc, threshold_accuracy
+
+        dev: LabeledPairs = self.dev.load(data_dir)
+        test: LabeledPairs = self.test.load(data_dir)
+        dev_accuracy, threshold = best_threshold(
+            self._scores(embedder, dev), _is_entailment(dev.labels, self.positive_label)
+        )
+        test_scores = self._scores(embedder, test)
+        test_gold = _is_entailment(test.labels, self.positive_label)
+        areas = pr_auc(test_scores, test_gold)
+        return {
+            "accuracy": 100.0 * threshold_accuracy(test_scores, test_gold, threshold),
+            "pr_auc": 100.0 * areas["pr_auc"],
+            "average_precision": 100.0 * areas["average_precision"],
+            "threshold": threshold,
+            "dev_accuracy": 100.0 * dev_accuracy,
+            "n_test": float(len(test)),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntailmentDirectionTask(Task):
+    """Which sentence of an entailment pair entails the other (pairs labelled entailment only).
+
+    ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` with the run's similarity
+    (a symmetric similarity such as cosine ties on every pair and scores 0). ``direction_var``: accuracy
+    x100 of "the premise has the larger variance", reported for Gaussian similarities only. Each also by
+    the pair's length relation (:func:`~unisent.evaluation.metrics.nli.direction_by_length`, lengths in the
+    model's tokens): ``direction_sim_premise_longer``, ``_equal_length``, ``_hypothesis_longer``,
+    ``_hypothesis_not_shorter``, and ``share_<relation>``, the share of the pairs in each.
+
+    Attributes:
+        source: labelled pairs (premise first).
+        positive_label: the entailment label (case-insensitive).
+    """
+
+    main_metric: ClassVar[str] = "direction_sim"
+    source: Source
+    positive_label: str = "entailment"
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source,)
+
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.nli import direction_accuracy_by_similarity, direction_accuracy_by_variance, direction_by_length
+
+        data: LabeledPairs = self.source.load(data_dir)
+        keep = [i for i, y in enumerate(_is_entailment(data.labels, self.positive_label)) if y]
+        if not keep:
+            raise ValueError(f"task {self.name!r}: no pair is labelled {self.positive_label!r}")
+        premise_text, hypothesis_text = [data.sentences1[i] for i in keep], [data.sentences2[i] for i in keep]
+        premises, hypotheses = embedder.represent(premise_text), embedder.represent(hypothesis_text)
+        lengths = token_counts(embedder.model, premise_text), token_counts(embedder.model, hypothesis_text)
+        right = {
+            "direction_sim": direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity, per_pair=True)
+        }
+        if embedder.similarity.gaussian:
+            right["direction_var"] = direction_accuracy_by_variance(premises[1], hypotheses[1], per_pair=True)
+        result = {name: 100.0 * float(r.double().mean()) for name, r in right.items()} | {"n_pairs": float(len(keep))}
+        for name, r in right.items():
+            result |= direction_by_length(r, *lengths, name)
+        return result
+
+
+def token_counts(model: Any, sentences: list[str]) -> torch.Tensor:
+    """Each sentence's length in the model's own tokens (``tokenize_ids`` of a unisent encoder, or of the
+    encoder a wrapper holds, or a Hugging Face ``tokenizer``), in whitespace words for a model without one."""
+    import torch
+
+    for candidate in (model, getattr(model, "encoder", None), getattr(model, "model", None)):
+        if callable(getattr(candidate, "tokenize_ids", None)):
+            return torch.tensor([len(ids) for ids in candidate.tokenize_ids(sentences)])
+        tokenizer = getattr(candidate, "tokenizer", None)
+        if callable(tokenizer):
+            return torch.tensor([len(ids) for ids in tokenizer(list(sentences))["input_ids"]])
+    return torch.tensor([len(sentence.split()) for sentence in sentences])

@@ -1,0 +1,148 @@
+"""STS tasks (Spearman x100 of a similarity against gold scores) and the alignment/uniformity analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ...data.benchmark_readers import ScoredPairs
+from .task import Source, Task
+
+if TYPE_CHECKING:  # the metrics (torch, scipy) are imported when a task runs, not by `evaluate --list`
+    import torch
+
+    from ..encoding import Embedder
+    from ..metrics.similarity import Representation
+
+__all__ = ["AlignUniformTask", "STSSubsetsTask", "STSTask", "score_pairs"]
+
+
+def _rows(rep: Representation, start: int, stop: int) -> Representation:
+    if isinstance(rep, tuple):
+        return tuple(part[start:stop] for part in rep)
+    return rep[start:stop]
+
+
+def _unscored(count: int) -> dict[str, float]:
+    """``{"n_unscored": count}`` when the files had rows without a gold score (skipped), else nothing."""
+    return {"n_unscored": float(count)} if count else {}
+
+
+def score_pairs(embedder: Embedder, sentences1: list[str], sentences2: list[str]) -> torch.Tensor:
+    """Similarity of each pair with the embedder's similarity, encoding both sides in one call.
+
+    Args:
+        embedder: the shared embedder (its ``similarity`` decides the representation and function).
+        sentences1: first sentences, n of them.
+        sentences2: second sentences, n of them.
+
+    Returns:
+        (n,) scores ``similarity(rep(sentences1), rep(sentences2))``.
+    """
+    n = len(sentences1)
+    rep = embedder.represent(sentences1 + sentences2)
+    return embedder.similarity(_rows(rep, 0, n), _rows(rep, n, 2 * n))
+
+
+@dataclass(frozen=True, kw_only=True)
+class STSTask(Task):
+    """One STS file: Spearman and Pearson x100 between pair similarities and gold scores.
+
+    ``n_pairs`` counts the scored pairs; ``n_unscored`` (present when non-zero) the rows of the file
+    without a gold score, which the reader skipped (STS17 tr-en: 250 of its 500 rows).
+
+    Attributes:
+        source: reads a :class:`ScoredPairs`.
+    """
+
+    main_metric: ClassVar[str] = "spearman"
+    source: Source
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source,)
+
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import sts_correlation
+
+        data: ScoredPairs = self.source.load(data_dir)
+        result = sts_correlation(score_pairs(embedder, data.sentences1, data.sentences2), data.scores)
+        return {**result, "n_pairs": float(len(data)), **_unscored(data.unscored)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class STSSubsetsTask(Task):
+    """An STS year of SentEval (STS12-16): several subsets, each an input file and a gold file.
+
+    ``spearman`` is computed over all subsets concatenated (SimCSE's "all" setting, the number its
+    papers report); ``spearman_mean`` and ``spearman_wmean`` are SentEval's plain and size-weighted means
+    of the per-subset correlations, which are reported as ``spearman_<subset>``.
+
+    Attributes:
+        subsets: ``(subset name, source)`` pairs.
+    """
+
+    main_metric: ClassVar[str] = "spearman"
+    subsets: tuple[tuple[str, Source], ...]
+
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(source for _, source in self.subsets)
+
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import sts_correlation
+
+        loaded = [(name, source.load(data_dir)) for name, source in self.subsets]
+        first = [s for _, data in loaded for s in data.sentences1]
+        second = [s for _, data in loaded for s in data.sentences2]
+        gold = [g for _, data in loaded for g in data.scores]
+        scores = score_pairs(embedder, first, second)
+        result = sts_correlation(scores, gold)
+        per_subset, sizes, offset = [], [], 0
+        for name, data in loaded:
+            subset = sts_correlation(scores[offset : offset + len(data)], data.scores)["spearman"]
+            result[f"spearman_{name}"] = subset
+            per_subset.append(subset)
+            sizes.append(len(data))
+            offset += len(data)
+        result["spearman_mean"] = sum(per_subset) / len(per_subset)
+        result["spearman_wmean"] = sum(s * n for s, n in zip(per_subset, sizes)) / sum(sizes)
+        result["n_pairs"] = float(len(gold))
+        result.update(_unscored(sum(data.unscored for _, data in loaded)))
+        return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlignUniformTask(Task):
+    """Alignment and uniformity (Wang & Isola 2020) of the embeddings on an STS set, as in SimCSE.
+
+    Positive pairs for alignment are the pairs whose gold score is at least ``positive_threshold``;
+    uniformity is computed over every distinct sentence of the set. Both are losses: lower is better.
+
+    Attributes:
+        source: reads a :class:`ScoredPairs`.
+        positive_threshold: minimum gold score of a positive pair.
+    """
+
+    main_metric: ClassVar[str] = "alignment"
+    source: Source
+    positive_threshold: float = 4.0
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source,)
+
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        from ..metrics.similarity import alignment, uniformity
+
+        data: ScoredPairs = self.source.load(data_dir)
+        positives = [i for i, score in enumerate(data.scores) if score >= self.positive_threshold]
+        if not positives:
+            raise ValueError(f"task {self.name!r}: no pair has a score >= {self.positive_threshold}")
+        first = embedder.encode([data.sentences1[i] for i in positives])
+        second = embedder.encode([data.sentences2[i] for i in positives])
+        everything = embedder.encode(list(dict.fromkeys(data.sentences1 + data.sentences2)))
+        return {
+            "alignment": alignment(first, second),
+            "uniformity": uniformity(everything),
+            "n_positive_pairs": float(len(positives)),
+            "n_sentences": float(len(everything)),
+        }

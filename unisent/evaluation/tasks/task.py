@@ -1,0 +1,172 @@
+"""The task interface: a named benchmark that reads files under a data directory and scores a model."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ...data.benchmark_readers import DataFormatError
+
+if TYPE_CHECKING:  # torch is imported when a task runs, not when the registry is built (`evaluate --list`)
+    from ..encoding import Embedder, SentenceModel
+
+__all__ = ["DataFormatError", "LoadedData", "Source", "Task", "use_loaded"]
+
+#: what :meth:`Source.load` returns instead of reading again, while :func:`use_loaded` is active
+LoadedData = dict[tuple["Source", Path], Any]
+_LOADED: ContextVar[LoadedData | None] = ContextVar("unisent_evaluation_loaded", default=None)
+
+
+@contextmanager
+def use_loaded(loaded: LoadedData) -> Iterator[LoadedData]:
+    """Make :meth:`Source.load` return already-read data: ``loaded[(source, data_dir)]``.
+
+    The runner reads (and so checks) every file of every selected task before it encodes anything,
+    and then runs the tasks inside this context, so that each file is read once per run and a task's
+    ``evaluate`` finds its data already parsed. Tasks must not modify the data they are given.
+
+    Args:
+        loaded: ``{(source, data_dir): data}`` as returned by :meth:`Source.read`.
+    """
+    token = _LOADED.set(loaded)
+    try:
+        yield loaded
+    finally:
+        _LOADED.reset(token)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a task's data lives and how to read it.
+
+    Attributes:
+        files: paths relative to the data directory, passed in this order to ``reader``.
+        reader: a function of the absolute paths returning a record object (the benchmark readers of
+            :mod:`unisent.data.benchmark_readers`); it raises :class:`FileNotFoundError` naming a missing
+            path and :class:`DataFormatError` naming the file, line and field of a malformed record.
+    """
+
+    files: tuple[str, ...]
+    reader: Callable[..., Any]
+
+    def read(self, data_dir: str | Path) -> Any:
+        """Read (and so check every row of) the data of this source under ``data_dir``."""
+        data_dir = Path(data_dir)
+        return self.reader(*(data_dir / name for name in self.files))
+
+    def load(self, data_dir: str | Path) -> Any:
+        """The data of this source under ``data_dir``: read now, or taken from :func:`use_loaded`."""
+        loaded = _LOADED.get()
+        if loaded is not None:
+            key = (self, Path(data_dir))
+            if key in loaded:
+                return loaded[key]
+        return self.read(data_dir)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task(ABC):
+    """A benchmark task.
+
+    Subclasses set ``main_metric`` (the key of the headline number in the result dict) and implement
+    :meth:`sources` and :meth:`evaluate`.
+
+    Attributes:
+        name: registry name (``stsb-test``).
+        group: the family shown as one table (``sts``, ``stc``, ``transfer``, ``xnli``...).
+        description: one line for ``list_tasks``.
+        optional: when reached through a group, skip the task if its files are absent (tasks whose data
+            is not redistributed with the others, such as STS12-16); named explicitly it still raises.
+    """
+
+    main_metric: ClassVar[str] = "score"
+
+    name: str
+    group: str
+    description: str
+    optional: bool = False
+
+    @abstractmethod
+    def sources(self) -> tuple[Source, ...]:
+        """Every data source the task reads."""
+
+    @abstractmethod
+    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
+        """Score the embedder's model; ``data_dir`` is already checked to hold every file.
+
+        Read the data with ``source.load(data_dir)`` for each of :meth:`sources`: in a run of
+        :func:`unisent.evaluation.evaluate` it returns the data that was read (and checked) before
+        anything was encoded.
+        """
+
+    def files(self) -> tuple[str, ...]:
+        """Every file the task reads, relative to the data directory."""
+        return tuple(name for source in self.sources() for name in source.files)
+
+    def missing_files(self, data_dir: str | Path) -> list[Path]:
+        """The absolute paths of the task's files that do not exist under ``data_dir``."""
+        data_dir = Path(data_dir)
+        return [data_dir / name for name in self.files() if not (data_dir / name).is_file()]
+
+    def check_files(self, data_dir: str | Path) -> None:
+        """Raise :class:`FileNotFoundError` naming the first missing file of the task."""
+        missing = self.missing_files(data_dir)
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise FileNotFoundError(f"task {self.name!r}: missing data file {missing[0]}{more}")
+
+    def read_sources(self, data_dir: str | Path, loaded: LoadedData | None = None) -> LoadedData:
+        """Read every source of the task (every row of every file is checked; nothing is encoded).
+
+        Args:
+            data_dir: root of the data layout.
+            loaded: data read before (sources shared with other tasks are not read again); the new
+                data is added to it.
+
+        Returns:
+            ``loaded`` (or a new dict) with ``(source, data_dir) -> data`` for each source of the task.
+
+        Raises:
+            FileNotFoundError, DataFormatError: the first missing or malformed file.
+        """
+        loaded = {} if loaded is None else loaded
+        data_dir = Path(data_dir)
+        for source in self.sources():
+            key = (source, data_dir)
+            if key not in loaded:
+                loaded[key] = source.read(data_dir)
+        return loaded
+
+    def run(
+        self,
+        model: SentenceModel,
+        data_dir: str | Path,
+        batch_size: int = 64,
+        *,
+        embedder: Embedder | None = None,
+    ) -> dict[str, float]:
+        """Evaluate ``model`` on this task.
+
+        Args:
+            model: object with ``encode(sentences, batch_size)``.
+            data_dir: root of the data layout (see docs/evaluation.md).
+            batch_size: encoding batch size.
+            embedder: a shared :class:`Embedder` (its model and batch size are used instead).
+
+        Returns:
+            Metric name -> value; ``main_metric`` is always present.
+        """
+        data_dir = Path(data_dir)
+        self.check_files(data_dir)
+        loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
+        if embedder is None:
+            from ..encoding import Embedder
+
+            embedder = Embedder(model, batch_size)
+        with use_loaded(loaded):
+            return self.evaluate(embedder, data_dir)

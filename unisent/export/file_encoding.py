@@ -1,0 +1,448 @@
+"""Encode a file of sentences to ``.npy`` or ``.parquet`` in chunks, with bounded memory.
+
+Output row ``i`` is always input row ``i``: line ``i + 1`` of a ``.txt`` or ``.jsonl`` file, data
+record ``i + 1`` of a ``.csv``/``.tsv`` file (after the header), row ``i + 1`` of a ``.parquet``
+file. Nothing is skipped silently: an empty text (blank line, empty cell, null) stops the run before
+any encoding, naming its line, unless ``on_empty="zero"`` writes a zero vector for it. A line that
+cannot be decoded, an invalid JSON line or a missing column is an error naming the line.
+
+An input without any row is an error (:class:`EmptyInputError`), and an existing output is replaced
+only with ``overwrite=True`` (``--overwrite``; :class:`OutputExistsError` otherwise). Inputs longer
+than the model's maximum length are truncated, as by ``encode``, and counted: one
+:class:`~unisent.encoders.encoder.TruncationWarning` per file says how many (``max_length`` changes
+the length).
+
+The file is read twice: a first pass counts the rows and validates every one (so a problem in the
+last line is reported before hours of encoding), the second encodes ``chunk_size`` rows at a time
+(``Encoder.encode`` sorts each chunk by length into batches and restores the order) and appends
+them to the output, written through :func:`unisent.io.atomic_write` (a hidden temporary sibling,
+renamed when complete, removed on any error: never a half-written output). The input is read by
+:func:`unisent.data.records.iter_records`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.file_checks import require_file
+from ..data.record_errors import RecordError
+from ..data.records import iter_records
+from ..io import atomic_write
+
+__all__ = [
+    "EmptyInputError",
+    "EncodeInputError",
+    "EncodeSummary",
+    "OutputExistsError",
+    "SUPPORTED_INPUTS",
+    "SUPPORTED_OUTPUTS",
+    "encode_file",
+    "iter_texts",
+    "scan_input",
+]
+
+SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
+SUPPORTED_OUTPUTS = (".npy", ".parquet")
+MAX_LISTED = 10
+
+
+class EncodeInputError(RecordError):
+    """A row of the input cannot be encoded as it is; the message names the file and its line (or
+    row). A :class:`unisent.data.records.RecordError` (``path``, ``line``, ``field`` attributes)."""
+
+
+class EmptyInputError(EncodeInputError):
+    """The input file has no row to encode."""
+
+
+class OutputExistsError(FileExistsError):
+    """The output file exists and ``overwrite`` is off."""
+
+
+@dataclass
+class ScanResult:
+    """The first pass over an input file.
+
+    Attributes:
+        rows: number of rows (= output rows).
+        empty: ``(output row, where)`` of the first :data:`MAX_LISTED` empty rows.
+        n_empty: number of empty rows.
+    """
+
+    rows: int = 0
+    empty: list[tuple[int, str]] = field(default_factory=list)
+    n_empty: int = 0
+
+
+@dataclass
+class EncodeSummary:
+    """What :func:`encode_file` wrote.
+
+    Attributes:
+        output: the output file.
+        rows: rows written (= input rows).
+        dim: embedding dimension.
+        empty_rows: rows written as zero vectors (``on_empty="zero"``).
+        seconds: wall time of the encoding pass.
+        truncated: rows longer than the model's maximum length, truncated (warned about once).
+        max_length: that maximum length in tokens (None for a model that reports none).
+    """
+
+    output: Path
+    rows: int
+    dim: int
+    empty_rows: int
+    seconds: float
+    truncated: int = 0
+    max_length: int | None = None
+
+
+# ------------------------------------------------------------------------------------------ reading
+def _check_input(path: Path) -> str:
+    require_file(path, "input file")
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_INPUTS:
+        raise EncodeInputError(
+            path, 0, f"unsupported input format {suffix!r}; supported: {', '.join(SUPPORTED_INPUTS)}"
+        )
+    return suffix
+
+
+def _texts(path: Path, column: str, encoding: str) -> Iterator[tuple[str, str]]:
+    try:
+        for record in iter_records(
+            path, fields=[column], allow_null=True, text_field=column, blank_lines="keep", encoding=encoding
+        ):
+            value = None if record.data is None else record.data[column]
+            if value is not None and not isinstance(value, str):
+                raise record.error(f"{column!r} is {type(value).__name__} {value!r}, not a string", field=column)
+            yield record.where, value or ""
+    except RecordError as err:
+        if isinstance(err, EncodeInputError):
+            raise
+        hint = "; choose one with --column" if err.field == column else ""
+        raise EncodeInputError(err.path, err.line, err.reason + hint, field=err.field, unit=err.unit) from None
+
+
+def iter_texts(path: str | os.PathLike, column: str = "text", encoding: str = "utf-8") -> Iterator[tuple[str, str]]:
+    """Stream ``(where, text)`` for every row of a ``.txt``/``.jsonl``/``.csv``/``.tsv``/``.parquet`` file.
+
+    ``where`` names the row (``line 12``, ``row 12``); an empty text (a blank line, an empty cell, a
+    null) is returned as ``""`` (the caller decides). ``.txt`` has one sentence per line; ``.jsonl`` an
+    object with ``column`` (or a JSON string) per line; ``.csv``/``.tsv`` a header with ``column``;
+    ``.parquet`` a string ``column``. Read by :func:`unisent.data.records.iter_records`.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        EncodeInputError: an unsupported format, or a row that cannot be read (named).
+    """
+    path = Path(path).expanduser()
+    _check_input(path)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise EncodeInputError(path, 0, f"unknown text encoding {encoding!r}") from None
+    return _texts(path, column, encoding)
+
+
+def scan_input(path: str | os.PathLike, column: str = "text", encoding: str = "utf-8") -> ScanResult:
+    """Count and validate the rows of ``path`` (the first pass of :func:`encode_file`)."""
+    result = ScanResult()
+    for row, (where, text) in enumerate(iter_texts(path, column, encoding)):
+        result.rows += 1
+        if not text.strip():
+            result.n_empty += 1
+            if len(result.empty) < MAX_LISTED:
+                result.empty.append((row, where))
+    return result
+
+
+def _empty_error(path: Path, scan: ScanResult) -> EncodeInputError:
+    listed = "; ".join(f"{where} (output row {row})" for row, where in scan.empty)
+    more = f" and {scan.n_empty - len(scan.empty)} more" if scan.n_empty > len(scan.empty) else ""
+    first = scan.empty[0][1]
+    return EncodeInputError(
+        path,
+        0,
+        f"{first} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row must be "
+        f"a sentence so that output rows line up with input rows; remove them, or pass --on-empty zero "
+        f"(on_empty='zero') to write a zero vector for each",
+    )
+
+
+# ------------------------------------------------------------------------------------------ writing
+class _NpyWriter:
+    """Appends float32 rows to a ``.npy`` with plain writes (nothing memory-mapped, RSS stays flat)."""
+
+    def __init__(self, fh: IO[bytes], rows: int) -> None:
+        self.fh, self.rows, self.written = fh, rows, 0
+        self.dim: int | None = None
+
+    def write(self, block: np.ndarray) -> None:
+        if self.dim is None:
+            self.dim = int(block.shape[1])
+            header = {
+                "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+                "fortran_order": False,
+                "shape": (self.rows, self.dim),
+            }
+            np.lib.format.write_array_header_1_0(self.fh, header)
+        self.fh.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
+        self.written += len(block)
+
+    def close(self) -> None:
+        if self.written != self.rows:
+            raise RuntimeError(
+                f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)"
+            )
+
+    def abort(self) -> None:
+        pass
+
+
+class _ParquetWriter:
+    """Appends ``row`` (input row, 0-based) and ``embedding`` (fixed-size float32 list) row groups."""
+
+    def __init__(self, fh: IO[bytes], rows: int, metadata: dict[str, str]) -> None:
+        self.fh, self.rows, self.written, self.metadata = fh, rows, 0, metadata
+        self.writer = None
+        self.dim: int | None = None
+
+    def write(self, block: np.ndarray) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.dim = int(block.shape[1])
+            schema = pa.schema([("row", pa.int64()), ("embedding", pa.list_(pa.float32(), self.dim))])
+            self.writer = pq.ParquetWriter(self.fh, schema.with_metadata(self.metadata))
+        flat = pa.array(np.ascontiguousarray(block, dtype=np.float32).reshape(-1))
+        table = pa.table(
+            {
+                "row": pa.array(np.arange(self.written, self.written + len(block), dtype=np.int64)),
+                "embedding": pa.FixedSizeListArray.from_arrays(flat, self.dim),
+            }
+        )
+        self.writer.write_table(table)
+        self.written += len(block)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.written != self.rows:
+            raise RuntimeError(
+                f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)"
+            )
+
+    def abort(self) -> None:
+        """Release the Parquet writer (its file is the temporary one, which ``atomic_write`` removes)."""
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - the file is discarded anyway
+                pass
+
+
+# ------------------------------------------------------------------------------------------ encoding
+def _as_array(embeddings: Any) -> np.ndarray:
+    if isinstance(embeddings, torch.Tensor):
+        return embeddings.detach().float().cpu().numpy()
+    return np.asarray(embeddings, dtype=np.float32)
+
+
+def _chunks(rows: Iterator[tuple[str, str]], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for _, text in rows:
+        chunk.append(text)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def encode_file(
+    model: str | os.PathLike | nn.Module,
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    column: str = "text",
+    batch_size: int = 64,
+    chunk_size: int = 8192,
+    normalize: bool = False,
+    bf16: bool | None = None,
+    on_empty: Literal["error", "zero"] = "error",
+    encoding: str = "utf-8",
+    device: str | None = None,
+    progress: bool = True,
+    max_length: int | None = None,
+    overwrite: bool = False,
+    backend: str = "torch",
+    onnx_file: str | None = None,
+) -> EncodeSummary:
+    """Embed every row of ``input_path`` into ``output_path`` (``.npy`` or ``.parquet``), streaming.
+
+    Args:
+        model: anything ``unisent.load`` takes (preset, saved or exported directory, ``.ckpt``), or a
+            loaded model with ``encode(sentences, batch_size, normalize=..., bf16=...)`` (an
+            :class:`~unisent.export.OnnxEncoder` too).
+        input_path: ``.txt`` (one sentence per line), ``.jsonl``, ``.csv``, ``.tsv`` or ``.parquet``.
+        output_path: ``.npy`` (float32, shape (rows, dim); ``numpy.load(..., mmap_mode="r")`` reads
+            it without loading it) or ``.parquet`` (columns ``row`` and ``embedding``).
+        column: the text field of jsonl/csv/tsv/parquet input.
+        batch_size: sentences per forward pass.
+        chunk_size: rows read, length-sorted and encoded at a time; memory grows with it, not with
+            the file.
+        normalize: L2-normalise the embeddings.
+        bf16: bfloat16 autocast (fast on GPUs and CPUs with AVX512-BF16/AMX only); None (default): the
+            model's ``encode`` decides by the one precision rule (``auto``, :mod:`unisent.hardware`).
+        on_empty: ``error`` (default): an empty row stops the run before encoding, naming it;
+            ``zero``: write a zero vector for it.
+        encoding: text encoding of txt/jsonl/csv/tsv input.
+        device: where to run a model loaded from a name (default: CPU).
+        progress: show a progress bar.
+        max_length: the longest input in tokens (default: the model's own); longer ones are
+            truncated, and one :class:`~unisent.encoders.encoder.TruncationWarning` gives their count.
+        overwrite: replace an existing ``output_path``.
+        backend: ``torch`` or ``onnx`` (a model given by name: a directory of ``unisent export --format
+            onnx``, run by onnxruntime).
+        onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name (default: int8 where there is one).
+
+    Returns:
+        An :class:`EncodeSummary`.
+
+    Raises:
+        FileNotFoundError: the input (or the model) does not exist.
+        OutputExistsError: ``output_path`` exists and ``overwrite`` is off.
+        EmptyInputError: the input has no row.
+        EncodeInputError: a row that cannot be encoded (named), or an unsupported format.
+        ValueError: ``max_length`` for a model without one, or longer than its backbone's positions.
+    """
+    input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
+    _check_input(input_path)
+    out_suffix = output_path.suffix.lower()
+    if out_suffix not in SUPPORTED_OUTPUTS:
+        raise EncodeInputError(
+            output_path, 0, f"unsupported output format {out_suffix!r}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
+        )
+    if output_path.resolve() == input_path.resolve():
+        raise EncodeInputError(output_path, 0, "the output file is the input file")
+    if on_empty not in ("error", "zero"):
+        raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
+    if batch_size < 1 or chunk_size < 1:
+        raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
+    if output_path.exists() and not overwrite:
+        raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise EncodeInputError(input_path, 0, f"unknown text encoding {encoding!r}") from None
+
+    scan = scan_input(input_path, column, encoding)
+    if scan.rows == 0:
+        raise EmptyInputError(
+            input_path,
+            0,
+            "has no sentences to encode (the file is empty"
+            + (", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else "")
+            + "); nothing was written",
+        )
+    if scan.n_empty and on_empty == "error":
+        raise _empty_error(input_path, scan)
+
+    if isinstance(model, (str, os.PathLike)):
+        from .._loader import load
+
+        spec = str(model)
+        model = load(spec, device=device, backend=backend, onnx_file=onnx_file)
+    else:
+        spec = str(getattr(model, "directory", "") or type(model).__name__)
+        model.eval()
+
+    meta = {
+        "model": spec,
+        "input": input_path.name,
+        "column": column,
+        "normalize": normalize,
+        "bf16": bf16,
+        "on_empty": on_empty,
+        "backend": getattr(model, "backend", "torch"),
+    }
+    if max_length is not None:
+        meta["max_length"] = max_length
+    from tqdm.auto import tqdm
+
+    from ..encoders.batching import TruncationWarning, collect_truncation, truncation_message
+
+    length_context = nullcontext(None)
+    if max_length is not None:
+        set_length = getattr(model, "export_max_length", None)
+        if set_length is None:
+            raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
+        length_context = set_length(max_length)
+
+    start = time.perf_counter()
+    bar = tqdm(total=scan.rows, desc="encode", unit="sent", disable=not progress, smoothing=0.1)
+    try:
+        with length_context, collect_truncation() as truncation, atomic_write(output_path, "wb") as fh:
+            writer: _NpyWriter | _ParquetWriter = (
+                _NpyWriter(fh, scan.rows)
+                if out_suffix == ".npy"
+                else _ParquetWriter(fh, scan.rows, {"unisent": json.dumps(meta)})
+            )
+            try:
+                for chunk in _chunks(iter_texts(input_path, column, encoding), chunk_size):
+                    keep = [i for i, text in enumerate(chunk) if text.strip()]
+                    if len(keep) == len(chunk):
+                        block = _as_array(model.encode(chunk, batch_size, normalize=normalize, bf16=bf16))
+                    else:  # on_empty == "zero" (the scan stopped "error" runs)
+                        if on_empty != "zero":
+                            raise EncodeInputError(
+                                input_path, 0, "an empty row appeared after the first pass (the file changed)"
+                            )
+                        dim = writer.dim or _as_array(model.encode(["."], 1)).shape[1]
+                        block = np.zeros((len(chunk), dim), dtype=np.float32)
+                        if keep:
+                            block[keep] = _as_array(
+                                model.encode([chunk[i] for i in keep], batch_size, normalize=normalize, bf16=bf16)
+                            )
+                    writer.write(block)
+                    bar.update(len(chunk))
+                writer.close()
+            except BaseException:
+                writer.abort()
+                raise
+    finally:
+        bar.close()
+    truncated, _, limit = truncation.worst
+    if truncated:  # once for the whole file
+        warnings.warn(
+            TruncationWarning(
+                truncation_message(truncated, scan.rows - scan.n_empty, limit, "pass --max-length (max_length=...)")
+            ),
+            stacklevel=2,
+        )
+    return EncodeSummary(
+        output=output_path,
+        rows=scan.rows,
+        dim=int(writer.dim or 0),
+        empty_rows=scan.n_empty,
+        seconds=time.perf_counter() - start,
+        truncated=truncated,
+        max_length=limit or getattr(getattr(model, "config", None), "max_length", None),
+    )

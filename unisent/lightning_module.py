@@ -1,0 +1,469 @@
+"""The one LightningModule: an encoder, any number of weighted objectives, optimiser and schedule."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import OptimizerCallable
+
+from .balancers import Balancer, ConflictLog, JacobianAccumulator, Static, loss_level_conflicts
+from .checkpoint_record import CHECKPOINT_KEY, check_unisent_checkpoint
+from .encoders import Encoder, EncoderConfig
+from .io import CheckpointError, instantiate, load_checkpoint
+from .objectives import Objective, SimCSE
+from .objectives.objective import ObjectiveOutput
+from .optim import AdamW, split_weight_decay, warmup_linear_lambda
+from .testing import fault_point
+from .training_config import EvaluationConfig, ModelConfigError, check_weight_schedule
+
+__all__ = ["UnisentModule", "parameter_groups"]
+
+
+def _clock(device: torch.device) -> float:
+    """Seconds on a monotonic clock, after the device's queued work (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _batch_len(batch: Any) -> int:
+    """Records in a collated batch: the first dimension of its first tensor (text fields are dicts of
+    ``input_ids``/``attention_mask``)."""
+    for value in batch.values() if isinstance(batch, dict) else ():
+        if torch.is_tensor(value):
+            return int(value.shape[0])
+        if isinstance(value, dict):
+            return _batch_len(value)
+    return 0
+
+
+def parameter_groups(
+    named_parameters, objectives, head_lr: float | None = None, encoder: torch.nn.Module | None = None
+) -> list[dict[str, Any]]:
+    """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
+    the same split again, with ``lr`` set, for the parameters of each objective whose
+    :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``), or, when ``head_lr``
+    is given, of every other objective (one rate for all objectives' own parameters; not for a
+    balancer's). Without either, the two groups of before (checkpoints resume unchanged).
+    With ``encoder``, its parameters (those not in an objective's own group) are split into groups of
+    their own, marked ``"encoder": True`` (for a schedule of their own: ``head_only_steps``).
+    The schedule multiplies every group's own learning rate."""
+    own: dict[int, float] = {}
+    for objective in objectives:
+        lr = objective.param_lr
+        if lr is None and isinstance(objective, Objective):
+            lr = head_lr
+        if lr is not None:
+            own.update({id(p): float(lr) for p in objective.parameters()})
+    named = list(named_parameters)
+    rest = [(n, p) for n, p in named if id(p) not in own]
+    if encoder is None:
+        groups = split_weight_decay(rest)
+    else:
+        shared = {id(p) for p in encoder.parameters()}
+        groups = [g | {"encoder": True} for g in split_weight_decay((n, p) for n, p in rest if id(p) in shared)]
+        groups = [g for g in groups + split_weight_decay((n, p) for n, p in rest if id(p) not in shared) if g["params"]]
+    for lr in sorted(set(own.values())):
+        for group in split_weight_decay((n, p) for n, p in named if own.get(id(p)) == lr):
+            if group["params"]:
+                groups.append(group | {"lr": lr})
+    return groups
+
+
+class UnisentModule(L.LightningModule):
+    """Trains one shared encoder with a weighted sum of objectives.
+
+    Each training step receives ``{objective name: batch}`` from :class:`~unisent.data.UnisentDataModule`,
+    asks every objective for its named loss terms (and metrics), logs each as
+    ``train/<objective>/<term>`` and optimises ``sum(objective.weight * objective.total(terms))``
+    (logged as ``train/loss``); metrics are logged the same way and never enter the loss. The
+    objectives' hooks (:class:`~unisent.objectives.Objective`: ``setup_for``, ``inference_model``)
+    are called on every objective; each has a documented default.
+
+    Evaluation is not done here: :class:`unisent.evaluation.EvaluationCallback` runs the tasks of
+    ``evaluation`` in the validation and test loops and logs ``val/score``.
+
+    Args:
+        encoder: backbone, pooler and max length (:class:`~unisent.encoders.EncoderConfig`).
+        objectives: the objectives, any :class:`~unisent.objectives.Objective` subclass (from YAML
+            with ``class_path``); default: unsupervised SimCSE.
+        optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW`
+            (lr 3e-5, fused).
+        warmup_steps: linear warm-up steps (from 0 to the optimiser's learning rate).
+        warmup_ratio: warm-up as a fraction of all training steps (used when ``warmup_steps`` is 0);
+            1.0 warms up over the whole run (GaussCSE, Appendix A).
+        schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
+        save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
+            ``unisent.load``).
+        evaluation: tasks of the validation and test loops (:class:`~unisent.training_config.EvaluationConfig`), run by
+            :class:`unisent.evaluation.EvaluationCallback`.
+        weight_schedule: ``{objective name: [[step, weight], ...]}``: from each listed optimiser
+            step on, the objective's weight is the listed one (before the first entry it is the
+            objective's own ``weight``). A weight of 0 skips the objective's forward pass. This
+            expresses staged training in one run, e.g. CMLM's S3 ("CMLM, then CMLM + bitext
+            retrieval"): ``{bitext: [[0, 0.0], [100000, 0.2]]}``. Under DDP, an objective with its
+            own parameters that is switched off needs ``strategy: ddp_find_unused_parameters_true``.
+        balancer: how the objectives combine on the shared encoder (:mod:`unisent.balancers`):
+            :class:`~unisent.balancers.Static` (default: the weighted sum), ``Uncertainty``, ``DWA``,
+            ``PCGrad`` or any torchjd aggregator (``JacobianAggregator``). Each objective's own
+            parameters always get the gradient of its own (statically weighted) loss.
+        conflict_every: every N optimiser steps, log the per-objective gradient norms on the shared
+            encoder and their pairwise cosines (``conflict/...``; ``conflicts.csv`` and, at the end,
+            ``conflicts.png`` in the run folder); 0: never. Costs one extra gradient per objective on
+            those steps for a loss-level balancer, nothing for a gradient-level one.
+        head_lr: one learning rate for the own parameters of every objective (heads, entity tables,
+            projections) that has no ``param_lr`` of its own; unset: the optimiser's.
+        head_only_steps: for the first N optimiser steps the encoder does not learn (its rate is 0)
+            while every objective's own parameters do; then the encoder starts, with a fresh optimiser
+            state and the run's warm-up and decay over the remaining steps. Linear probing, then
+            fine-tuning (LP-FT, Kumar et al. 2022, arXiv:2202.10054): heads that are not random when
+            their gradient first reaches a pretrained encoder distort its features less. In those
+            steps the encoder runs as at inference (eval mode, no dropout: the heads fit the features
+            they will be used with; a dropout-only objective such as unsupervised SimCSE has nothing
+            to learn then), and it still runs forward and backward (conflict logging and the balancer see
+            its gradients; DDP and gradient accumulation are unchanged), so they cost a full step.
+        head_only_ratio: ``head_only_steps`` as a share of all training steps (used when
+            ``head_only_steps`` is 0), e.g. 0.5: the first half of however long the run is.
+    """
+
+    def __init__(
+        self,
+        encoder: EncoderConfig | None = None,
+        objectives: list[Objective] | None = None,
+        optimizer: OptimizerCallable = AdamW,
+        warmup_steps: int = 0,
+        warmup_ratio: float = 0.0,
+        schedule: Literal["linear", "constant"] = "linear",
+        save_encoder: bool = True,
+        evaluation: EvaluationConfig | None = None,
+        weight_schedule: dict[str, list[tuple[int, float]]] | None = None,
+        balancer: Balancer | None = None,
+        conflict_every: int = 0,
+        head_lr: float | None = None,
+        head_only_steps: int = 0,
+        head_only_ratio: float = 0.0,
+    ) -> None:
+        super().__init__()
+        # a checkpoint's hyperparameters hold the two configs as dicts (Lightning's load_from_checkpoint)
+        encoder = EncoderConfig(**encoder) if isinstance(encoder, dict) else encoder
+        evaluation = EvaluationConfig(**evaluation) if isinstance(evaluation, dict) else evaluation
+        self.save_hyperparameters(ignore=["objectives", "optimizer", "balancer"])
+        self.encoder = Encoder(encoder or EncoderConfig())
+        self.encoder_config = self.encoder.config  # resolved: preset and model files filled in (run_config)
+        positions = self.encoder.position_limit() if hasattr(self.encoder, "position_limit") else None
+        if positions and self.encoder_config.max_length > positions:
+            raise ModelConfigError(
+                f"model.encoder.max_length={self.encoder_config.max_length} exceeds the {positions} positions of the "
+                f"backbone {self.encoder_config.model}; use at most {positions}"
+            )
+        objectives = list(objectives) if objectives is not None else [SimCSE()]
+        if not objectives:
+            raise ModelConfigError("the model needs at least one objective")
+        names = [o.name for o in objectives]
+        if len(set(names)) != len(names):
+            raise ModelConfigError(f"objective names must be unique, got {names}; set `name:` on each")
+        self.objectives = torch.nn.ModuleList(objectives)
+        # objectives with parameters sized by the encoder build them now; those that add tokens first,
+        # so that a head sized by the vocabulary (CMLM's MLM head) sees the final vocabulary
+        for objective in sorted(self.objectives, key=lambda o: not o.extends_vocabulary):
+            objective.setup_for(self.encoder)
+        self.optimizer_factory = optimizer
+        if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
+            raise ModelConfigError(
+                f"need model.warmup_steps >= 0 and 0 <= model.warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}"
+            )
+        self.warmup_steps = warmup_steps
+        self.warmup_ratio = warmup_ratio
+        self.schedule = schedule
+        self.save_encoder = save_encoder
+        self.evaluation = evaluation or EvaluationConfig()
+        self.encoder_dir: Path | None = None
+        self.weight_schedule = check_weight_schedule(weight_schedule or {}, names)
+        self._logged_terms: dict[str, tuple[str, ...]] = {}
+        self.balancer = balancer if balancer is not None else Static()
+        self.balancer.setup(names)
+        if conflict_every < 0:
+            raise ModelConfigError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
+        if head_lr is not None and not head_lr > 0:
+            raise ModelConfigError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
+        self.head_lr = head_lr
+        if head_only_steps < 0:
+            raise ModelConfigError(
+                f"model.head_only_steps must be >= 0 (0: the encoder learns from the start), got {head_only_steps}"
+            )
+        if not 0.0 <= head_only_ratio < 1.0:
+            raise ModelConfigError(f"model.head_only_ratio must be in [0, 1), got {head_only_ratio}")
+        self.head_only_steps = head_only_steps
+        self.head_only_ratio = head_only_ratio
+        self._head_only = head_only_steps  # the run's number, set from the ratio once its length is known
+        self._jacobian = JacobianAccumulator(names)  # a gradient-level balancer's per-objective gradients
+        self._conflicts = ConflictLog(conflict_every)
+        self._head_scale: dict[str, float] = {}
+        self._hooks: list[Any] = []
+
+    @property
+    def conflict_every(self) -> int:
+        """Optimiser steps between two steps that log gradient conflicts (0: never)."""
+        return self._conflicts.every
+
+    # ------------------------------------------------------------------------------------ training
+    def objective_weight(self, objective: Objective, step: int) -> float:
+        """The weight of ``objective`` at optimiser step ``step`` (see ``weight_schedule``)."""
+        weight = objective.weight
+        for start, value in self.weight_schedule.get(objective.name, ()):
+            if step >= start:
+                weight = value
+        return weight
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        losses: dict[str, torch.Tensor] = {}
+        several = len(self.objectives) > 1
+        seconds: dict[str, float] = {}
+        for objective in self.objectives:
+            sub = batch.get(objective.name)
+            if sub is None:  # an exhausted loader in "max_size" mode
+                continue
+            weight = self.objective_weight(objective, self.global_step)
+            if self.weight_schedule:
+                self.log(f"train/{objective.name}/weight", weight, on_step=True, batch_size=1)
+            if weight == 0:
+                # Lightning would repeat the last logged value of a metric not logged this step
+                for term in self._logged_terms.get(objective.name, ()):
+                    self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
+                continue
+            start = _clock(self.device) if several else 0.0
+            out = ObjectiveOutput.of(objective(self.encoder, sub))
+            if several:
+                seconds[objective.name] = _clock(self.device) - start
+                self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
+            self._logged_terms[objective.name] = (*out.terms, *out.metrics) + (
+                ("batch_size", "forward_share") if several else ()
+            )
+            for term, value in (out.terms | out.metrics).items():
+                value = value.detach() if torch.is_tensor(value) else float(value)
+                self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
+            losses[objective.name] = weight * objective.total(out.terms)
+        spent = sum(seconds.values())
+        for name, value in seconds.items():  # each objective's share of this step's forward time
+            self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
+        total = self.combine(losses)
+        self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
+        fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
+        return total
+
+    # ------------------------------------------------------------------------------------ balancing
+    def _shared_params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.encoder.parameters() if p.requires_grad]
+
+    def _own_params(self) -> dict[str, list[torch.nn.Parameter]]:
+        """Each objective's trainable parameters that are not the encoder's (a head tied to the encoder's
+        embeddings shares those, and they count as the encoder's)."""
+        shared = {id(p) for p in self.encoder.parameters()}
+        return {o.name: [p for p in o.parameters() if p.requires_grad and id(p) not in shared] for o in self.objectives}
+
+    def _last_micro_batch(self) -> bool:
+        """Whether the optimiser steps after this training step (always, without gradient accumulation)."""
+        trainer = self._trainer
+        if trainer is None or trainer.accumulate_grad_batches == 1:
+            return True
+        return not trainer.fit_loop._should_accumulate()
+
+    def on_fit_start(self) -> None:
+        """A loss-level balancer weights whole losses; a hook on each objective's own parameters divides
+        their gradient by the objective's current weight, so heads keep the gradient of their own loss."""
+        # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
+        self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
+        if self.balancer.gradient_level or isinstance(self.balancer, Static) or self._hooks:
+            return
+        for name, params in self._own_params().items():
+            for p in params:
+                self._hooks.append(p.register_hook(lambda g, n=name: g * self._head_scale.get(n, 1.0)))
+
+    def on_fit_end(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+    def combine(self, losses: dict[str, torch.Tensor], step: int | None = None) -> torch.Tensor:
+        """The loss whose gradient is the balancer's combination of the objectives' ``losses`` (each
+        already times its static weight) on the shared encoder (see :mod:`unisent.balancers`), at
+        optimiser step ``step`` (default: the trainer's). Its value is always the plain sum of
+        ``losses``, the number logged as ``train/loss``."""
+        if not losses:
+            return torch.zeros((), device=self.device)
+        step = self.global_step if step is None else step
+        last = self._last_micro_batch()
+        due = self._conflicts.due(step, last)
+        start = time.perf_counter()
+        value = sum(loss.detach() for loss in losses.values())
+        shared = self._shared_params()
+        stats = None
+        if self.balancer.gradient_level:
+            own = self._own_params()
+            loss, stats = self._jacobian.combine(
+                self.balancer, losses, shared, own, last=last, step=step, conflicts=due, parameters=self.parameters()
+            )
+            loss = loss - loss.detach() + value
+        else:
+            if due:  # the graphs are used again by the backward pass of the weighted loss
+                stats = loss_level_conflicts(losses, shared)
+            weights = self.balancer.weights(losses, step)
+            loss = sum(weights[n] * losses[n] for n in losses)
+            regularizer = self.balancer.regularizer(losses)
+            if regularizer is not None:
+                loss = loss + regularizer
+            if not isinstance(self.balancer, Static):
+                for name, w in weights.items():
+                    w = float(w)
+                    self._head_scale[name] = 1.0 / w if w > 0 else 0.0
+                    self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
+        if not isinstance(self.balancer, Static):
+            self.log("train/balancer_seconds", time.perf_counter() - start, on_step=True, batch_size=1)
+        if stats is not None:
+            self._conflicts.record(self.log, self._trainer, step, stats)
+        return loss
+
+    # ------------------------------------------------------------------------------------ loops
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """The validation loop runs over one placeholder batch; the evaluation is done at the loop's end
+        by :class:`unisent.evaluation.EvaluationCallback`."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        """See :meth:`validation_step`."""
+
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        """Embeddings (batch, dim) of ``data.predict``'s sentences, in file order."""
+        return self.inference_model()(**batch["text"]).float()
+
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups (:func:`parameter_groups`: the objectives' ``param_lr`` and
+        ``head_lr``, the balancer's own rate)."""
+        encoder = self.encoder if self.head_only_steps or self.head_only_ratio else None
+        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr, encoder)
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.optimizer_groups())
+        for group in optimizer.param_groups:  # lr: 1e400 reads as inf, and would train NaN weights
+            lr = group.get("lr")
+            if isinstance(lr, (int, float)) and not (math.isfinite(lr) and lr >= 0):
+                raise ModelConfigError(f"model.optimizer.init_args.lr must be a finite number >= 0, got {lr}")
+        total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
+        lr_lambda: Any = self._schedule(total)
+        self._head_only = self.head_only_steps or round(self.head_only_ratio * total)
+        if self._head_only:
+            lr_lambda = [
+                self._encoder_lambda(total) if group.get("encoder") else lr_lambda for group in optimizer.param_groups
+            ]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _schedule(self, total: int):
+        """The learning-rate multiplier of a run of ``total`` steps: warm-up (``warmup_steps``, or
+        ``warmup_ratio`` of them), then linear decay or constant."""
+        return warmup_linear_lambda(
+            self.warmup_steps or round(self.warmup_ratio * total), total, decay=self.schedule == "linear"
+        )
+
+    def _encoder_lambda(self, total: int):
+        """The encoder's learning-rate multiplier with n head-only steps: 0 for the first n steps, then the
+        run's warm-up and decay over the remaining ``total - n`` steps."""
+        n = self._head_only
+        if n >= total:
+            raise ModelConfigError(
+                f"model.head_only_steps ({n}) must be below the run's optimiser steps ({total}): "
+                "the encoder would never learn (use model.head_only_ratio for a share of the run, or "
+                "trainer.callbacks FreezeEncoder to never train it)"
+            )
+        after = self._schedule(total - n)
+        return lambda step: 0.0 if step < n else after(step - n)
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """During ``head_only_steps`` the encoder runs as at inference (eval mode: no dropout), so that the
+        heads fit the features they will be used with, as a linear probe does; afterwards in train mode."""
+        if self._head_only:
+            self.encoder.train(self.global_step >= self._head_only)
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """At step ``head_only_steps`` the encoder starts learning with a fresh optimiser state: the moments
+        that AdamW gathered from its gradients while its rate was 0 (under the freshly initialised heads)
+        are dropped, as if the optimiser had been built then (LP-FT's second stage)."""
+        if not self._head_only or self.global_step != self._head_only:
+            return
+        for group in optimizer.param_groups:
+            if group.get("encoder"):
+                for p in group["params"]:
+                    optimizer.state.pop(p, None)
+
+    def inference_model(self) -> torch.nn.Module:
+        """What ``unisent.load`` returns for this model: the encoder (with whatever the objectives put
+        into it: AMR's added tokens), or the wrapper that the one objective with an inference head
+        returns from :meth:`Objective.inference_model` (GaussCSE's mean/variance model). Training-only
+        parts (EASE's entity table, CMLM's MLM head) stay in the checkpoint. Two objectives with
+        inference heads in one model are an error: which head's vector ``encode`` returns would be a
+        guess."""
+        heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
+        if len(heads) > 1:
+            raise ValueError(
+                f"objectives {', '.join(repr(n) for n, _ in heads)} each put an inference head on the "
+                "encoder; a model can carry one (e.g. CMLM without proj=True beside GaussCSE)"
+            )
+        return heads[0][1] if heads else self.encoder
+
+    def on_train_end(self) -> None:
+        if self.trainer is None:
+            return
+        root = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: on every process
+        if not self.trainer.is_global_zero:
+            return
+        self._conflicts.plot(root)
+        if not self.save_encoder:
+            return
+        self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
+        print(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)", file=sys.stderr)
+
+    # ------------------------------------------------------------------------------------ records
+    def run_config(self) -> dict[str, Any]:
+        """The settings that define this model: encoder and every objective (for logs and cards)."""
+        return {
+            "encoder": asdict(self.encoder_config),
+            "objectives": [o.config() for o in self.objectives],
+            "balancer": self.balancer.config(),
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CHECKPOINT_KEY] = self.run_config()
+        # plain data only: the file must load with torch.load(weights_only=True) anywhere, also where
+        # unisent's config classes are not registered as safe (the dataclasses go in as dicts)
+        hparams = checkpoint.get("hyper_parameters")
+        if isinstance(hparams, dict):
+            checkpoint["hyper_parameters"] = {
+                k: asdict(v) if isinstance(v, (EncoderConfig, EvaluationConfig)) else v for k, v in hparams.items()
+            }
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
+        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint.
+
+        Raises:
+            FileNotFoundError: no such file.
+            unisent.io.CheckpointError: truncated, not a PyTorch checkpoint, or not one of ``unisent fit``.
+        """
+        check_unisent_checkpoint(path)
+        ckpt = load_checkpoint(path, map_location=map_location)
+        record = ckpt[CHECKPOINT_KEY]
+        try:  # the record names classes: only Objective subclasses are built from it, nothing else is called
+            objectives = [instantiate(spec, base=Objective) for spec in record["objectives"]]
+            encoder = EncoderConfig(**record["encoder"])
+        except (ValueError, TypeError, KeyError) as err:
+            raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
+        module = cls(encoder=encoder, objectives=objectives)
+        # the balancer's state (Uncertainty's log-variances, DWA's loss means) is training-only
+        module.load_state_dict({k: v for k, v in ckpt["state_dict"].items() if not k.startswith("balancer.")})
+        return module

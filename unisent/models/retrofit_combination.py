@@ -1,0 +1,79 @@
+"""How a retrofitted model combines the text embedding ``s`` with the AMR embedding ``h`` (Cai et al.,
+2022, Sec. 4.2): :func:`combine` in torch, and :func:`retrofit_usage_code`, the same combination as
+Sentence Transformers code for the model card of an export (:mod:`.retrofitted_encoder`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["COMBINATIONS", "FORMULA", "Combination", "combine", "retrofit_usage_code"]
+
+Combination = Literal["concat", "sum", "norm_concat", "norm_sum"]
+COMBINATIONS: tuple[str, ...] = ("concat", "sum", "norm_concat", "norm_sum")
+
+_NORMALIZE = {
+    "concat": ("s", "h"),
+    "sum": ("s", "h"),
+    "norm_concat": ("F.normalize(s, dim=-1)", "F.normalize(h, dim=-1)"),
+    "norm_sum": ("F.normalize(s, dim=-1)", "F.normalize(h, dim=-1)"),
+}
+FORMULA = {"concat": "s ⊕ h", "sum": "s + h", "norm_concat": "s/|s| ⊕ h/|h|", "norm_sum": "s/|s| + h/|h|"}
+
+
+def combine(s: torch.Tensor, h: torch.Tensor, combination: str = "norm_concat") -> torch.Tensor:
+    """Combine text embeddings ``s`` (n, d_s) and AMR embeddings ``h`` (n, d_h) (Sec. 4.2).
+
+    ``concat``: ``s ⊕ h``; ``sum``: ``s + h``; ``norm_concat``: ``s/|s| ⊕ h/|h|``; ``norm_sum``:
+    ``s/|s| + h/|h|`` (``|.|`` the L2 norm, as ``torch.nn.functional.normalize``).
+
+    Raises:
+        ValueError: an unknown combination, different row counts, or a sum of different sizes.
+    """
+    if combination not in COMBINATIONS:
+        raise ValueError(f"unknown combination {combination!r}; valid: {', '.join(COMBINATIONS)}")
+    if s.shape[0] != h.shape[0]:
+        raise ValueError(f"{s.shape[0]} text embeddings but {h.shape[0]} AMR embeddings")
+    if combination.startswith("norm_"):
+        s, h = F.normalize(s, dim=-1), F.normalize(h, dim=-1)
+    if combination.endswith("sum"):
+        if s.shape[-1] != h.shape[-1]:
+            raise ValueError(
+                f"combination {combination!r} adds the text embedding (size {s.shape[-1]}) and the AMR embedding "
+                f"(size {h.shape[-1]}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
+            )
+        return s + h
+    return torch.cat([s, h], dim=-1)
+
+
+def retrofit_usage_code(combination: str, text_dir: str = "text", amr_dir: str = "amr") -> str:
+    """Runnable Sentence Transformers code that reproduces ``RetrofittedEncoder.encode`` given graphs.
+
+    It loads ``model_dir = "."`` (the exported directory as the working directory) and defines
+    ``embed(sentences, graphs) -> torch.Tensor``.
+    """
+    s, h = _NORMALIZE[combination]
+    op = f"torch.cat([{s}, {h}], dim=-1)" if combination.endswith("concat") else f"{s} + {h}"
+    lines = [
+        "import torch",
+        "import torch.nn.functional as F",
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        'model_dir = "."  # this directory',
+        f'text_model = SentenceTransformer(f"{{model_dir}}/{text_dir}", device="cpu")  # sentences -> s',
+        f'amr_model = SentenceTransformer(f"{{model_dir}}/{amr_dir}", device="cpu")  # linearised AMR graphs -> h',
+        "",
+        "",
+        "def embed(sentences: list[str], graphs: list[str]) -> torch.Tensor:",
+        '    """graphs[i]: the linearised AMR graph of sentences[i] (unisent.amr.linearize of its PENMAN)."""',
+        "    s = text_model.encode(sentences, convert_to_tensor=True).float().cpu()",
+        "    h = amr_model.encode(graphs, convert_to_tensor=True).float().cpu()",
+        f"    return {op}  # {combination}: {FORMULA[combination]}",
+        "",
+        "",
+        'embeddings = embed(["The boy wants to go."], ["( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"])',
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""What a retrofitted model is built from: its text encoder and AMR encoder (given as models or as what
+loads them), and the parser that gives raw sentences their AMR graphs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..inference.model_types import load_saved
+from ..io import instantiate
+
+__all__ = [
+    "MissingGraphError",
+    "dimension_of",
+    "is_penman",
+    "is_sentence_transformer",
+    "load_amr_encoder",
+    "load_text_encoder",
+    "resolve_parser",
+    "resolve_paths",
+]
+
+_PENMAN = re.compile(r"\(\s*[^\s()/]+\s+/")
+
+
+class MissingGraphError(ValueError):
+    """A sentence has no AMR graph: no parser is configured, or the parser has none for it."""
+
+
+def is_penman(graph: str) -> bool:
+    """PENMAN text (``(w / want-01 ...``) rather than a linearised graph (``( want-01 ...``)."""
+    return _PENMAN.search(graph) is not None
+
+
+def is_sentence_transformer(model: Any) -> bool:
+    module = sys.modules.get("sentence_transformers")
+    return module is not None and isinstance(model, module.SentenceTransformer)
+
+
+def _sentence_transformer(directory: str | os.PathLike):
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as err:
+        raise ImportError(
+            f"{directory} is a Sentence Transformers model: pip install sentence-transformers to load it"
+        ) from err
+    return SentenceTransformer(str(directory), device="cpu")
+
+
+def load_text_encoder(spec: Any) -> Any:
+    """A text encoder from what the user gives.
+
+    * a model object with ``encode`` (an ``unisent.load`` result, a ``SentenceTransformer``): as is;
+    * a Sentence Transformers directory (``modules.json`` and no ``unisent_encoder.json``): loaded with
+      ``SentenceTransformer`` (``unisent.load`` would read its backbone without its modules);
+    * anything else (a preset, a saved unisent directory, a hub id): read as ``unisent.load`` reads it;
+      a ``.ckpt`` is refused with a message: pass ``unisent.load(ckpt)``, the loaded model (rebuilding a
+      run's heads needs the training module, above this layer; ``unisent retrofit`` does that for you).
+    """
+    if not isinstance(spec, (str, os.PathLike)):
+        if not callable(getattr(spec, "encode", None)):
+            raise TypeError(f"a text encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
+        return spec
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "modules.json").is_file() and not (path / "unisent_encoder.json").is_file():
+        return _sentence_transformer(path)
+    return load_saved(str(spec))
+
+
+def load_amr_encoder(spec: Any) -> Any:
+    if not isinstance(spec, (str, os.PathLike)):
+        if not callable(getattr(spec, "encode", None)):
+            raise TypeError(f"an AMR encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
+        return spec
+    return load_saved(str(spec))
+
+
+def dimension_of(model: Any) -> int | None:
+    for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):  # Sentence Transformers
+        get = getattr(model, name, None)
+        if callable(get):
+            return get()
+    size = getattr(model, "hidden_size", None)
+    return size if isinstance(size, int) else None
+
+
+def resolve_parser(parser: Any) -> tuple[Any, dict | None]:
+    """``(parser object, spec to save or None)``."""
+    from ..amr.parsing import PreParsedAMR
+
+    if parser is None:
+        return None, None
+    if isinstance(parser, Mapping) and "class_path" in parser:
+        spec = {"class_path": parser["class_path"], "init_args": dict(parser.get("init_args") or {})}
+        return instantiate(spec), spec
+    if isinstance(parser, (str, os.PathLike, Mapping)) or (
+        isinstance(parser, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in parser)
+    ):
+        return PreParsedAMR(parser if isinstance(parser, Mapping) else parser), None
+    if callable(getattr(parser, "parse", None)):
+        return parser, None
+    raise TypeError(
+        f"parser must be an AMR parser (an object with parse(sentences, lang)), pre-parsed file(s), a dict "
+        f"{{sentence: PENMAN}} or a {{class_path, init_args}} spec; got {type(parser).__name__}"
+    )
+
+
+def resolve_paths(init_args: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Relative file names in a parser spec that exist in ``directory`` -> paths in it."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str) and not os.path.isabs(value) and (directory / value).exists():
+            return str(directory / value)
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return {key: fix(value) for key, value in init_args.items()}

@@ -36,7 +36,9 @@ class EncoderConfig:
             or, from Python, any name registered with ``unisent.encoders.register_pooler``; unset for
             the preset's default (``cls`` for a plain directory or hub id).
         max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
-        attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``).
+        attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``);
+            ``sdpa``, the default, falls back to the model's own (eager) for an architecture without
+            SDPA support (MPNet), saying so once; any other value is used as given or fails clearly.
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
         unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
             result, computed on real tokens only. Used for BERT-family backbones; others ignore it.

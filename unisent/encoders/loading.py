@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .presets import PRESETS, resolve_preset_path
@@ -102,18 +103,69 @@ def _not_available(model: str, err: Exception) -> ModelNotAvailableError:
     )
 
 
-def load_backbone(location: str, *, attn_implementation: str = "sdpa", config_overrides: dict | None = None):
-    """Load a Hugging Face ``AutoModel`` from a directory or hub id, failing clearly when offline."""
+#: the default attention kernel: SDPA where the architecture supports it, else the model's own default
+DEFAULT_ATTENTION = "sdpa"
+
+_FELL_BACK: set[str] = set()
+
+
+def _sdpa_unsupported(err: Exception) -> bool:
+    return isinstance(err, ValueError) and "scaled_dot_product_attention" in str(err)
+
+
+def _about_attention(err: Exception) -> bool:
+    """transformers' refusal of an attention implementation (or of its missing package, flash-attn)."""
+    text = str(err).lower()
+    return isinstance(err, ImportError) or "attn" in text or "attention" in text
+
+
+def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION, config_overrides: dict | None = None):
+    """Load a Hugging Face ``AutoModel`` from a directory or hub id, failing clearly when offline.
+
+    ``attn_implementation`` ``sdpa`` (the default) falls back to the model's own default attention (eager)
+    for an architecture without SDPA support (MPNet), saying so once per model on stderr (the log); any
+    other value is passed as given, and a model that cannot use it fails with one ``ValueError``."""
     from transformers import AutoConfig, AutoModel
 
     try:
         hub = _hub_kwargs(location)
         config = AutoConfig.from_pretrained(location, **hub, **(config_overrides or {}))
-        return AutoModel.from_pretrained(location, config=config, attn_implementation=attn_implementation, **hub)
     except (OSError, ValueError) as err:
         if Path(location).is_dir():
             raise
         raise _not_available(location, err) from err
+    try:
+        return AutoModel.from_pretrained(location, config=config, attn_implementation=attn_implementation, **hub)
+    except (ImportError, ValueError) as err:
+        if attn_implementation == DEFAULT_ATTENTION and _sdpa_unsupported(err):
+            _fallback_note(location, getattr(config, "model_type", "?"))
+            return AutoModel.from_pretrained(location, config=config, attn_implementation=None, **hub)
+        if attn_implementation != DEFAULT_ATTENTION and _about_attention(err):
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(
+                f"encoder.attn_implementation={attn_implementation!r} cannot be used with {location} "
+                f"({getattr(config, 'model_type', '?')}): {first} Use 'sdpa' (the default: the model's own "
+                f"attention where SDPA is not supported) or 'eager'."
+            ) from err
+        if isinstance(err, ImportError) or Path(location).is_dir():
+            raise
+        raise _not_available(location, err) from err
+    except OSError as err:
+        if Path(location).is_dir():
+            raise
+        raise _not_available(location, err) from err
+
+
+def _fallback_note(location: str, model_type: str) -> None:
+    """Say once per model that it runs with its own default attention, not SDPA."""
+    if location in _FELL_BACK:
+        return
+    _FELL_BACK.add(location)
+    print(
+        f"unisent: {model_type} ({location}) does not support SDPA attention in this transformers version: "
+        f"using the model's own default (eager); set encoder.attn_implementation to choose",
+        file=sys.stderr,
+    )
 
 
 def load_tokenizer(location: str):

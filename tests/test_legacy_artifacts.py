@@ -110,6 +110,36 @@ def test_a_checkpoint_loads_first_thing_in_a_fresh_interpreter(program):
     torch.testing.assert_close(got, torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["preset", "plain directory", "sentence-transformers directory"])
+def test_every_kind_loads_first_thing_in_a_fresh_interpreter(kind, tiny_bert_dir, tmp_path):
+    """A preset, a plain Hugging Face directory and a Sentence Transformers directory load as the plain
+    encoder with nothing imported before ``unisent.load`` (the default type registers with the
+    encoders package, which the loader imports itself: a fresh ``unisent.load("minilm-l6")`` once failed
+    with "no model type 'encoder' is registered")."""
+    import subprocess
+    import sys
+
+    if kind == "preset":
+        spec = "minilm-l6"
+    elif kind == "plain directory":
+        spec = str(tiny_bert_dir)
+    else:
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.models import Pooling, Transformer
+
+        transformer = Transformer(str(tiny_bert_dir), max_seq_length=32)
+        pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+        spec = str(tmp_path / "st")
+        SentenceTransformer(modules=[transformer, pooling], device="cpu").save(spec)
+    program = (
+        f"import unisent; model = unisent.load({spec!r}); "
+        "print(type(model).__name__, tuple(model.encode(['a sentence'], precision='fp32').shape))"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("Encoder (1, ")
+
+
 def test_the_inference_layer_has_no_loader_that_needs_an_import_first():
     """``unisent.inference`` no longer loads (its ``load`` read a ``.ckpt`` only after ``unisent.module``
     had been imported); what the model layer uses of it, ``model_types.load_saved``, reads the registered

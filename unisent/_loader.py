@@ -59,7 +59,7 @@ def load(
         raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
     if onnx_file is not None:
         raise ValueError("onnx_file applies to backend='onnx'")
-    from . import models  # noqa: F401 - importing the package registers every model type of unisent
+    from . import encoders, models  # noqa: F401 - importing them registers every model type of unisent
     from .inference.model_types import load_saved
     from .io import check_checkpoint
 

@@ -106,6 +106,14 @@ def test_convert_without_trust_runs_nothing(evil, capsys):
     assert code == 2 and len(err.splitlines()) == 1 and "--trust" in err and "posix.system" in err, err
 
 
+def test_convert_with_trust_refuses_a_function_and_runs_nothing(evil, tmp_path, capsys):
+    """``--trust`` builds the classes a file names, never a function such as ``os.system``."""
+    path, marker = evil
+    code, err = _cli(capsys, "convert-checkpoint", str(path), "--trust", "--out", str(tmp_path / "c.ckpt"))
+    assert not marker.exists() and not (tmp_path / "c.ckpt").exists()
+    assert code == 1 and len(err.splitlines()) == 1 and "posix.system, which is not a class" in err, err
+
+
 def test_load_in_a_fresh_interpreter_runs_nothing(evil):
     """``unisent.load`` from Python, as a researcher evaluating a downloaded file would call it."""
     path, marker = evil

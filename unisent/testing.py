@@ -43,11 +43,15 @@ def _to_bytes(value: Any) -> bytes:
 
 
 def _from_bytes(data: bytes) -> Any:
+    """A worker's result, read as data (``weights_only=True``): tensors, plain containers and NumPy values."""
     import io
 
     import torch
 
-    return torch.load(io.BytesIO(data), weights_only=False)
+    from .io.checkpoints import numpy_safe_globals
+
+    with torch.serialization.safe_globals(numpy_safe_globals()):
+        return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def _reference(fn: Callable) -> tuple[str, str, str | None]:

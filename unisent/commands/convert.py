@@ -3,8 +3,9 @@
 Every command reads checkpoints with ``torch.load(weights_only=True)`` (:func:`unisent.io.load_checkpoint`):
 a file that names any Python object beyond tensors and plain containers is refused, because unpickling
 it would run code. Checkpoints of earlier versions, or of a user's own callbacks, may hold such objects
-for harmless reasons; this command unpickles one such file **once, on the user's word** (``--trust``) and
-writes a copy that holds tensors and plain data only.
+for harmless reasons; this command reads one such file **once, on the user's word** (``--trust``), building
+the classes it names (their own code runs; a *function* the file names, e.g. ``os.system``, is refused
+even then), and writes a copy that holds tensors and plain data only.
 
 Command line::
 
@@ -26,8 +27,9 @@ __all__ = ["convert_checkpoint", "main"]
 def convert_checkpoint(source: str, *, trust: bool = False, out: str | None = None) -> Path:
     """Rewrite a checkpoint you trust as plain data (tensors, numbers, strings, lists, dicts).
 
-    Reading the old file runs whatever code it names (Python's pickle): only for a file from a source you
-    trust. The copy is checked by loading it as every unisent command does (weights_only=True).
+    Reading it builds the classes the file names, which runs their code: only for a file from a source you
+    trust (a function the file names is refused even then). The copy is checked by loading it as every
+    unisent command does (weights_only=True).
 
     Args:
         source: the .ckpt to convert
@@ -42,8 +44,8 @@ def convert_checkpoint(source: str, *, trust: bool = False, out: str | None = No
     if not trust:
         asks = f" (it names {', '.join(names[:4])})" if names else ""
         raise UsageError(
-            f"reading {path} runs any code the file names{asks}; convert it only if you trust where it came "
-            "from, with --trust"
+            f"reading {path} builds the objects the file names{asks}, which runs their code; convert it only if "
+            "you trust where it came from, with --trust"
         )
     target = Path(out) if out else path.with_suffix(".data.ckpt")
     if target.resolve() == path.resolve():

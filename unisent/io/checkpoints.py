@@ -22,6 +22,7 @@ __all__ = [
     "check_checkpoint",
     "convert_checkpoint",
     "load_checkpoint",
+    "numpy_safe_globals",
     "unsafe_globals",
 ]
 
@@ -158,16 +159,53 @@ def _plain(value: object, where: str) -> object:
     )
 
 
+def numpy_safe_globals() -> list:
+    """The NumPy globals an array or scalar pickles through (its reconstructor, ``ndarray``, the dtype
+    classes): allowed by name where a file may hold NumPy values, as tensors' are by default."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    found = [np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar]
+    return found + [type(np.dtype(code)) for code in "?bhilqBHILQefdgFDG"]
+
+
+def _allowed_for_conversion(path: Path, names: list[str]) -> list:
+    """What the converter lets the unpickler build: the classes the file names (a class is built from its
+    own pickled state) and NumPy's reconstructors; a function (``posix.system``, ``builtins.eval``) is
+    refused even for a trusted file, because calling it is all the pickle would do with it."""
+    from .imports import import_object
+
+    numpy_names = {f"{o.__module__}.{o.__qualname__}": o for o in numpy_safe_globals()}
+    allowed, refused = [], []
+    for name in names:
+        if name in numpy_names:
+            allowed.append(numpy_names[name])
+            continue
+        try:
+            found = import_object(name, "global")
+        except ValueError:
+            found = None
+        (allowed if isinstance(found, type) else refused).append(found if isinstance(found, type) else name)
+    if refused:
+        raise UnsafeCheckpointError(
+            f"checkpoint {path} names {', '.join(refused)}, which is not a class: unpickling would call it; "
+            "it is not converted, even with --trust"
+        )
+    return allowed
+
+
 def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Rewrite a checkpoint the user trusts as plain data, so that :func:`load_checkpoint` reads it.
 
-    **Runs the pickle of** ``source`` (``torch.load(weights_only=False)``): whatever code the file
-    names is executed. Call it only for a file you trust. The result holds tensors and plain containers
-    only (see :func:`_plain`) and is checked by loading it with ``weights_only=True`` before it replaces
-    ``out``.
+    The file is read with ``weights_only=True`` and, allowed by name, the classes it names (and NumPy's
+    reconstructors); a function it names is refused (:func:`_allowed_for_conversion`). Building those
+    classes runs their own code (constructors, ``__setstate__``): call it only for a file you trust. The
+    result holds tensors and plain containers only (see :func:`_plain`) and is checked by loading it
+    with ``weights_only=True`` before it replaces ``out``.
 
     Raises:
         FileNotFoundError, CheckpointError: as :func:`check_checkpoint`.
+        UnsafeCheckpointError: the file names a function.
         ValueError: an object without a plain-data form (named by its key path).
     """
     import io
@@ -177,7 +215,8 @@ def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Pat
     from .files import atomic_write
 
     path = check_checkpoint(source)
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    with torch.serialization.safe_globals(_allowed_for_conversion(path, unsafe_globals(path))):
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     plain = _plain(checkpoint, "checkpoint")
     buffer = io.BytesIO()
     torch.save(plain, buffer)

@@ -189,7 +189,7 @@ def _allowed_for_conversion(path: Path, names: list[str]) -> list:
     if refused:
         raise UnsafeCheckpointError(
             f"checkpoint {path} names {', '.join(refused)}, which is not a class: unpickling would call it; "
-            "it is not converted, even with --trust"
+            "it is not converted, even with unisent convert-checkpoint --trust"
         )
     return allowed
 

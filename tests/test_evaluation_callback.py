@@ -94,9 +94,11 @@ def test_two_processes_shard_the_encoding_and_score_as_one(tiny_bert_dir):
     want_mu, want_var = gaussian.encode_gaussian(SENTENCES, batch_size=3)
     torch.testing.assert_close(torch.from_numpy(mu), want_mu, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.from_numpy(var), want_var, rtol=1e-4, atol=1e-5)
-    # the scores (x 100) equal one process's; the encodings differ only by float rounding (other batches)
+    # the scores (x 100) equal one process's; the encodings differ only by float rounding (other batches,
+    # another process's threads), which can reorder near-tied cosines of this random model: a fresh-clone CI
+    # run saw 1.4e-4 on Spearman; a sentence lost or scored twice by the sharding moves it by far more
     assert scores == pytest.approx(
-        _flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16))), abs=1e-4
+        _flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16))), abs=1e-3
     )
     # each process encoded about half of the distinct sentences (the rest came from the other one)
     assert abs(encoded[0] - encoded[1]) <= 1 and encoded[0] > 0

@@ -294,7 +294,8 @@ def tiny_unified(tiny_recipe, tmp_path):
             config["data"]["train"] = {
                 k: v for k, v in config["data"]["train"].items() if k in {names[c] for c in keep}
             }
-        config["data"]["batch_size"] = {"gausscse": 8, "ease": 8, "amr": 4, "cmlm": 4, "bitext": 4}
+        sizes = {"gausscse": 8, "ease": 8, "amr": 4, "cmlm": 4, "bitext": 4}
+        config["data"]["batch_size"] = {k: v for k, v in sizes.items() if k in config["data"]["train"]}
         config["data"]["cache_dir"] = str(tmp_path / "cache")
         config["model"]["weight_schedule"] = {} if keep else {"bitext": [[0, 0.0], [2, 0.2]]}
         config["model"]["evaluation"]["val_tasks"] = []

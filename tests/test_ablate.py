@@ -107,6 +107,13 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     assert recipe["trainer"]["logger"]["init_args"]["version"] == "seed2"
     without_ease = next(r for r in runs if r.row == "without ease")
     assert "ease" not in run_recipe(config, without_ease, 7, tmp_path, 3)["data"]["train"]
+    # --leave_out: the leave-one-out rows of the units named only (a group by its label); a typo is one line
+    chosen = plan(config, [1], ["upgrad"], ["unified", "leave-one-out"], ["cmlm=cmlm,bitext"], ["ease", "cmlm"])
+    assert [r.row for r in chosen] == ["unified (upgrad)", "without ease", "without cmlm"]
+    from unisent.commands.function_commands import UsageError
+
+    with pytest.raises(UsageError, match=r"--leave_out: eas \(did you mean 'ease'\?\) not a unit"):
+        plan(config, [1], ["upgrad"], ["leave-one-out"], ["cmlm=cmlm,bitext"], ["eas"])
 
 
 def test_the_real_unified_recipe_split_by_objective(tmp_path):
@@ -366,3 +373,25 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
     assert study.result_path(run).exists()
     assert sorted(p.name for p in folder.rglob("*.ckpt")) == (["last.ckpt", "step=2.ckpt"] if keep else [])
     assert (folder / "encoder").is_dir() and (folder / "metrics.csv").exists()
+
+
+def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path):
+    """docs/results/unified.md's generated block (the Distill study, 3 seeds, 6 fits of the real MiniLM) comes
+    from docs/results/unified-distill-ablation.json, kept beside it: ``--from_json`` writes the page again byte
+    for byte, with nothing run."""
+    root = Path(__file__).resolve().parents[1]
+    results = root / "docs" / "results"
+    kept = results / "unified-distill-ablation.json"
+    page = tmp_path / "unified.md"
+    shutil.copyfile(results / "unified.md", page)
+    for plot in ("unified-ablation.png", "unified-conflicts.png"):
+        shutil.copyfile(results / plot, tmp_path / plot)
+    committed = page.read_bytes()
+    start, end = committed.index(b"<!-- unisent ablate -->"), committed.index(b"<!-- /unisent ablate -->")
+    page.write_bytes(committed[:start] + b"<!-- unisent ablate -->\nstale\n" + committed[end:])
+    summary = json.loads(kept.read_text(encoding="utf-8"))
+    recipe = root / summary["recipe"]
+    ablate(str(recipe), out=str(tmp_path / "out"), page=str(page), from_json=str(kept))
+    assert page.read_bytes() == committed
+    assert b"| without distill | 3 |" in committed and b"| unified (upgrad) | 3 |" in committed
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ablation.md", "ablation.png"]

@@ -31,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unisent"
 
 #: bottom first: (layer name, the top-level packages or modules of unisent in it)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("_version", "io", "losses", "optim", "testing", "resources", "hardware")),
+    ("foundation", ("_version", "io", "losses", "optim", "testing", "resources", "hardware", "plugins")),
     ("data", ("data",)),
     ("contracts", ("inference", "amr")),
     ("encoders", ("encoders",)),
@@ -61,6 +61,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: Recipes' class paths are for users and are not listed: these are the package's own. Each is an edge of
 #: the graph like an import (the two historical names excepted: no module holds them any more).
 ALLOWED_STRING_PATHS: dict[str, str] = {
+    # the entry-point group of installed plugins (unisent/plugins.py): a name in pyproject files, not a module
+    "unisent.plugins": "the entry-point group name ENTRY_POINT_GROUP",
     # names under which checkpoints of earlier releases pickled these classes (torch safe globals,
     # unisent/checkpoint_record.py): read from old files, never imported
     "unisent.encoders.encoder.EncoderConfig": "old checkpoints' pickled EncoderConfig",
@@ -102,6 +104,7 @@ ALLOWED_DYNAMIC_IMPORTS: dict[str, str] = {
     "unisent/export/onnx_runtime.py": "whether onnx/onnxruntime are installed",
     "unisent/builders/ease/_extra.py": "the EASE builders' optional dependencies",
     "unisent/testing.py": "the function a spawned test process runs, named by its parent",
+    "unisent/plugins.py": "the modules a user names with --import (or UNISENT_IMPORT)",
 }
 
 

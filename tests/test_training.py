@@ -99,7 +99,7 @@ def test_any_torch_optimizer_and_schedule(tiny_model_dir, tmp_path):
 
 def test_datamodule_validates_names_caches_and_pads_dynamically(tiny_model_dir, tmp_path):
     module = _module(tiny_model_dir)
-    with pytest.raises(ValueError, match="data.train has 'other'.*objectives are: unsup, sup"):
+    with pytest.raises(ValueError, match="data.train names 'other'.*objectives are: unsup, sup"):
         UnisentDataModule(train={"other": str(SAMPLE_DIR / "sentences.txt")}).attach(module).setup("fit")
     with pytest.raises(ValueError, match="no training data for objective\\(s\\) 'sup'"):
         UnisentDataModule(train={"unsup": str(SAMPLE_DIR / "sentences.txt")}).attach(module).setup("fit")

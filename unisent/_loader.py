@@ -5,7 +5,9 @@ given                                  loaded as
 =====================================  ==============================================================
 a ``.ckpt`` of ``unisent fit``         :meth:`UnisentModule.from_checkpoint(path).inference_model()
                                        <unisent.lightning_module.UnisentModule.from_checkpoint>`: the
-                                       run's objectives rebuilt from the checkpoint's record
+                                       run's objectives rebuilt from the checkpoint's record, at the
+                                       inference length (``encoder.inference_max_length``, else the
+                                       backbone's own limit), as the run's saved ``encoder/``
 a directory                            the model type it records (``unisent_model.json``) or whose
                                        marker files it holds, among every type of :mod:`unisent.models`
                                        (imported here) and any registered from outside; else the plain
@@ -66,9 +68,11 @@ def load(
     path = Path(model).expanduser()
     if path.suffix == ".ckpt":
         check_checkpoint(path)  # missing or truncated: one-line FileNotFoundError / CheckpointError
+        from .inference.base import set_inference_length
         from .lightning_module import UnisentModule  # Lightning only for a checkpoint
 
         loaded = UnisentModule.from_checkpoint(path).inference_model().eval()
+        set_inference_length(loaded)  # as <run>/encoder: inference_max_length, else the backbone's own limit
     else:  # a saved directory as its registered type; a preset name or hub id as the plain Encoder
         loaded = load_saved(model)
     return loaded.to(device) if device else loaded

@@ -6,14 +6,16 @@ config classes that checkpoints of earlier releases hold as objects, registered 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from .encoders import EncoderConfig
-from .io import CheckpointError, load_checkpoint
+from .io import CheckpointError, import_object, instantiate, load_checkpoint
+from .objectives import Objective
 from .training_config import EvaluationConfig
 
-__all__ = ["CHECKPOINT_KEY", "check_unisent_checkpoint"]
+__all__ = ["CHECKPOINT_KEY", "Placeholder", "check_unisent_checkpoint", "inference_objectives", "renumbered_state"]
 
 #: the key of the record in the checkpoint's top-level dict
 CHECKPOINT_KEY = "unisent"
@@ -63,3 +65,48 @@ def check_unisent_checkpoint(path: str | Path) -> None:
             f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
             "it was not written by `unisent fit`"
         )
+
+
+# ---------------------------------------------------------------------------------- inference from a record
+class Placeholder(Objective):
+    """The one objective of a module rebuilt for inference when none of the checkpoint's is importable."""
+
+    name = "unloaded"
+
+    def forward(self, encoder, batch):  # pragma: no cover - never trained
+        raise RuntimeError("a model rebuilt for inference has no objective to train")
+
+
+def inference_objectives(specs: list[dict[str, Any]]) -> tuple[dict[int, Objective], dict[int, str]]:
+    """The objectives of a checkpoint's record that can be built, by position, and the class paths of those
+    whose class cannot be imported (an objective of the user's own package that is not installed here:
+    inference needs the encoder and any inference head, not the objectives). A class path that imports but
+    is no :class:`~unisent.objectives.Objective` subclass is still refused (``ValueError``), before it is called."""
+    built: dict[int, Objective] = {}
+    skipped: dict[int, str] = {}
+    for i, spec in enumerate(specs):
+        try:
+            import_object(spec["class_path"])
+        except ValueError:
+            skipped[i] = str(spec["class_path"])
+            continue
+        built[i] = instantiate(spec, base=Objective)
+    return built, skipped
+
+
+def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, str]) -> dict[str, Any]:
+    """A checkpoint's weights for a module holding only the ``kept`` objectives: the balancer's state
+    (training-only: Uncertainty's log-variances, DWA's loss means) and the skipped objectives' weights
+    dropped, the others' ``objectives.<i>.`` renumbered to their new positions."""
+    new_index = {old: new for new, old in enumerate(kept)}
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        if key.startswith("balancer."):
+            continue
+        if key.startswith("objectives."):
+            _, index, rest = key.split(".", 2)
+            if int(index) in skipped:
+                continue
+            key = f"objectives.{new_index[int(index)]}.{rest}"
+        out[key] = value
+    return out

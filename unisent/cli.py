@@ -131,6 +131,7 @@ def usage() -> str:
         f"  {'--version':<{width}}  print the unisent version and exit",
         "",
         "Each command has --help, --config FILE.yaml and --print_config: unisent COMMAND --help.",
+        "Plugins: --import MODULE (any command, repeatable); entry points of group unisent.plugins (docs/plugins.md).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -140,6 +141,30 @@ def _asks_short_help(words: Sequence[str]) -> bool:
     from .commands.lightning_help import FULL_HELP, HELP_WORDS
 
     return FULL_HELP not in words and any(word in HELP_WORDS for word in words)
+
+
+def _load_plugins(words: list[str]) -> list[str]:
+    """Take ``--import MODULE`` out of ``words`` and load the plugins (:mod:`unisent.plugins`); an error:
+    one line, status 2 (a module of ``--import``) or 1 (an installed plugin). The short ``--help`` of the
+    Lightning commands loads nothing (it imports neither torch nor Lightning)."""
+    import os
+
+    from .plugins import PluginError, load_plugins, split_imports
+
+    prog = f"unisent {words[0]}" if words[0] in COMMAND_HELP else "unisent"
+    try:
+        modules, words = split_imports(words)
+        if not words:
+            sys.stdout.write(usage())
+            sys.exit(2)
+        if not (words[0] in LIGHTNING_COMMANDS and _asks_short_help(words[1:])):
+            load_plugins(modules)
+    except PluginError as err:
+        if os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no"):
+            raise
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        sys.exit(err.status)
+    return words
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -153,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if words[0] == "--version":
         print(f"unisent {version()}")
         return
+    words = _load_plugins(words)
     if words[0] in EXTRA_COMMANDS:
         import importlib
 

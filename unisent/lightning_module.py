@@ -14,9 +14,16 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 
 from .balancers import Balancer, ConflictLog, JacobianAccumulator, Static, loss_level_conflicts
-from .checkpoint_record import CHECKPOINT_KEY, check_unisent_checkpoint
+from .checkpoint_record import (
+    CHECKPOINT_KEY,
+    Placeholder,
+    check_unisent_checkpoint,
+    inference_objectives,
+    renumbered_state,
+)
 from .encoders import Encoder, EncoderConfig
-from .io import CheckpointError, instantiate, load_checkpoint
+from .inference.base import save_at_inference_length
+from .io import CheckpointError, load_checkpoint
 from .objectives import Objective, SimCSE
 from .objectives.objective import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
@@ -321,7 +328,7 @@ class UnisentModule(L.LightningModule):
                 loss = loss + regularizer
             if not isinstance(self.balancer, Static):
                 for name, w in weights.items():
-                    w = float(w)
+                    w = float(w.detach()) if torch.is_tensor(w) else float(w)  # Uncertainty's weights carry a graph
                     self._head_scale[name] = 1.0 / w if w > 0 else 0.0
                     self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
         if not isinstance(self.balancer, Static):
@@ -425,8 +432,11 @@ class UnisentModule(L.LightningModule):
         self._conflicts.plot(root)
         if not self.save_encoder:
             return
-        self.encoder_dir = self.inference_model().save_pretrained(root / "encoder")
-        print(f"unisent: trained encoder saved to {self.encoder_dir} (load it with unisent.load)", file=sys.stderr)
+        self.encoder_dir, lengths = save_at_inference_length(self.inference_model(), root / "encoder")
+        print(
+            f"unisent: trained encoder saved to {self.encoder_dir}{lengths} (load it with unisent.load)",
+            file=sys.stderr,
+        )
 
     # ------------------------------------------------------------------------------------ records
     def run_config(self) -> dict[str, Any]:
@@ -459,11 +469,26 @@ class UnisentModule(L.LightningModule):
         ckpt = load_checkpoint(path, map_location=map_location)
         record = ckpt[CHECKPOINT_KEY]
         try:  # the record names classes: only Objective subclasses are built from it, nothing else is called
-            objectives = [instantiate(spec, base=Objective) for spec in record["objectives"]]
+            objectives, skipped = inference_objectives(record["objectives"])
             encoder = EncoderConfig(**record["encoder"])
         except (ValueError, TypeError, KeyError) as err:
             raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
-        module = cls(encoder=encoder, objectives=objectives)
-        # the balancer's state (Uncertainty's log-variances, DWA's loss means) is training-only
-        module.load_state_dict({k: v for k, v in ckpt["state_dict"].items() if not k.startswith("balancer.")})
+        kept = [i for i in range(len(record["objectives"])) if i not in skipped]
+        module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
+        state = renumbered_state(ckpt["state_dict"], kept, skipped)
+        try:
+            module.load_state_dict(state)
+        except RuntimeError as err:  # e.g. a skipped objective had added tokens to the encoder
+            if not skipped:
+                raise
+            raise CheckpointError(
+                f"checkpoint {path}: the encoder does not load without the objective(s) "
+                f"{', '.join(skipped.values())}: {str(err).splitlines()[0]}"
+            ) from err
+        if skipped:
+            print(
+                f"unisent: {path}: skipped objective(s) {', '.join(skipped.values())} (their classes are not "
+                "importable; inference does not need them: --import MODULE or PYTHONPATH to load them)",
+                file=sys.stderr,
+            )
         return module

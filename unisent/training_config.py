@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .io import unknown_objectives
+
 __all__ = ["EvaluationConfig", "ModelConfigError", "check_weight_schedule"]
 
 
@@ -65,9 +67,7 @@ def check_weight_schedule(schedule: dict[str, Any], names: list[str]) -> dict[st
     """
     unknown = sorted(set(schedule) - set(names))
     if unknown:
-        raise ModelConfigError(
-            f"model.weight_schedule names {', '.join(map(repr, unknown))}, but the objectives are: {', '.join(names)}"
-        )
+        raise ModelConfigError(unknown_objectives("model.weight_schedule", unknown, names))
     checked = {}
     for name, entries in schedule.items():
         pairs = []

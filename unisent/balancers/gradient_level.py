@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from ..io import unknown_name
+from ..training_config import ModelConfigError
 from .balancer import Balancer
 
 __all__ = ["JacobianAggregator", "MissingDependencyError", "PCGrad"]
@@ -35,12 +37,10 @@ class JacobianAggregator(Balancer):
         except ImportError as err:  # pragma: no cover - torchjd is a dependency
             raise ImportError("gradient-level balancers need torchjd: pip install torchjd") from err
         names = sorted(n for n in dir(aggregation) if n[:1].isupper() and not n.endswith("Weighting"))
-        if aggregator not in names:
-            import difflib
-
-            close = difflib.get_close_matches(aggregator, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"balancer aggregator {aggregator!r} is not in torchjd.aggregation{hint}; one of: {names}")
+        if aggregator not in names:  # one line, before the first step (a ValueError)
+            raise ModelConfigError(
+                unknown_name("model.balancer.init_args.aggregator", "torchjd aggregator", aggregator, names)
+            )
         self.aggregator_name = aggregator
         self.init_args = dict(init_args or {})
         self.seed = seed

@@ -148,12 +148,13 @@ def config_error(message: str, words: Sequence[str]) -> str:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
     line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelConfigError``,
-    ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that does not parse,
-    and Lightning's ``MisconfigurationException``."""
+    ``PoolingModeError``, ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that
+    does not parse, and Lightning's ``MisconfigurationException``."""
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from ..data.record_errors import DataConfigError, RecordError
+    from ..encoders.poolers import PoolingModeError
     from ..io import CheckpointError
     from ..training_config import ModelConfigError
 
@@ -162,6 +163,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         CheckpointError,
         DataConfigError,
         ModelConfigError,
+        PoolingModeError,
         OSError,
         yaml.YAMLError,
         MisconfigurationException,

@@ -14,7 +14,7 @@ from types import ModuleType
 
 from jsonargparse import ArgumentParser
 
-from .function_commands import call, command_parser, parse, summary
+from .function_commands import IMPORT_HELP, call, command_parser, parse, summary
 
 __all__ = ["build_parser", "builder_modules", "builders", "main"]
 
@@ -41,7 +41,9 @@ def builders() -> dict[str, Callable]:
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n")[0], exit_on_error=False, env_prefix=False)
+    parser = ArgumentParser(
+        prog=PROG, description=__doc__.split("\n")[0], epilog=IMPORT_HELP, exit_on_error=False, env_prefix=False
+    )
     sub = parser.add_subcommands(dest="builder", required=True)
     for command, function in builders().items():
         sub.add_subcommand(command, command_parser(function, f"{PROG} {command}"), help=summary(function))

@@ -25,6 +25,7 @@ def evaluate(
     quiet: bool = False,
     mteb: str | None = None,
     mteb_data: str | None = None,
+    max_length: int | None = None,
 ) -> None:
     """The papers' evaluation protocols on a checkpoint, a saved model or a preset.
 
@@ -36,7 +37,8 @@ def evaluate(
     Args:
         model: a preset (minilm-l6), a saved encoder directory, a model directory or a .ckpt
         tasks: comma-separated task and group names
-        data_dir: root of the evaluation data (default: the bundled sample, which has STS-B dev and test)
+        data_dir: root of the evaluation data (default: the bundled sample, which has STS-B dev and test);
+            a task whose files it lacks uses the bundled copy where one is bundled (STS-B), and says so
         output: write the results as JSON to this file
         batch_size: sentences per forward pass
         similarity: pairwise similarity for STS/NLI tasks; kl* need a Gaussian model (GaussCSE)
@@ -48,6 +50,8 @@ def evaluate(
         mteb: comma-separated MTEB task names (e.g. STSBenchmark), run with MTEB's own evaluators instead
             of --tasks; the model's own similarity (or --similarity, kl for GaussCSE)
         mteb_data: folder with one sub-folder per MTEB task holding its data (else the Hugging Face cache)
+        max_length: longest input in tokens (default: the model's own: for a run's encoder or .ckpt the
+            backbone's limit or the recipe's model.encoder.inference_max_length, not its training max_length)
     """
     import sys
 
@@ -55,8 +59,10 @@ def evaluate(
     from ..evaluation import format_markdown, list_tasks
     from ..resources import EVALUATION_DATA_DIR
 
-    data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
+    if max_length is not None and max_length < 1:
+        raise UsageError(f"--max-length must be a positive number of tokens, got {max_length}")
     if list:
+        data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
         sys.stdout.write(list_tasks(data_dir))
         return
     if not model:
@@ -64,6 +70,8 @@ def evaluate(
     if mteb:
         if precision != "fp32":
             raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
+        if max_length is not None:
+            raise UsageError("--max-length applies to --tasks; MTEB tasks run at the model's own length")
         _check_model(model)
         _evaluate_mteb(
             model, mteb, mteb_data, output, batch_size, None if similarity == "cosine" else similarity, device, quiet
@@ -82,6 +90,13 @@ def evaluate(
     if precision == "auto":
         print(f"unisent evaluate: {said}", file=sys.stderr)
     loaded = unisent.load(model, device=device)
+    if max_length is not None:
+        from ..inference.base import set_inference_length
+
+        try:
+            set_inference_length(loaded, max_length)
+        except ValueError as err:
+            raise UsageError(f"--max-length: {err}") from None
     results = run_evaluation(
         loaded,
         tasks,

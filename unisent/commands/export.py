@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from .function_commands import CommandFailed, run_command
+from .function_commands import CommandFailed, UsageError, run_command
 
 __all__ = ["export", "main"]
 
@@ -14,7 +14,7 @@ __all__ = ["export", "main"]
 def export(
     source: str,
     *,
-    format: Literal["sentence-transformers", "huggingface", "onnx"],
+    format: str,
     out: str,
     results: str | None = None,
     training_data: list[str] | None = None,
@@ -40,7 +40,7 @@ def export(
         format: sentence-transformers: SentenceTransformer(DIR) loads it; huggingface: transformers.AutoModel
             loads it, the card documents the pooling; onnx: a sentence-transformers directory plus
             onnx/model.onnx (pooling inside the graph), run by `unisent encode --backend onnx` (needs
-            pip install 'unisent[onnx]')
+            pip install 'unisent[onnx]'); or a format a plugin registers (--import MODULE, docs/plugins.md)
         out: directory to create
         results: JSON of `unisent evaluate --output` to list in the model card (and its model-index)
         training_data: lines describing the training data for the card (repeatable)
@@ -58,8 +58,12 @@ def export(
             sentence's cosine to fp32 is below 0.9
         force: keep an int8 file that fails its check (the numbers are printed either way)
     """
-    from ..export import ExportCheckError, NoExporterError, export_model
+    from ..export import ExportCheckError, NoExporterError, check_format, export_model
 
+    try:  # the registered formats: built-in and those of plugins (loaded before the command runs)
+        check_format(format)
+    except ValueError as err:
+        raise UsageError(f"--format: {err}") from None
     if push_to:  # a name the Hub refuses ('../x', 'org/a..b'): one line before anything is written or sent
         from ..export.push import PushError, check_repo_id
 

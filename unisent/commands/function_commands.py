@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser
 
 __all__ = [
+    "IMPORT_HELP",
     "CommandFailed",
     "UsageError",
     "add_function",
@@ -50,6 +51,13 @@ __all__ = [
     "run_command",
     "summary",
 ]
+
+#: the end of every command's --help: ``unisent`` (:mod:`unisent.plugins`) reads ``--import`` before the parser
+IMPORT_HELP = (
+    "--import MODULE: import MODULE first (repeatable), so that the objectives, poolers, balancers, tasks and "
+    "export formats it registers can be named; installed plugins (entry points of the group unisent.plugins) "
+    "load always. See docs/plugins.md."
+)
 
 #: errors of a command's own work that are reported as one line with exit status 1
 COMMAND_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError)
@@ -155,7 +163,12 @@ def command_parser(function: Callable, prog: str, description: str | None = None
     """
     text, _ = _docstring(function)
     parser = ArgumentParser(
-        prog=prog, description=description or text, exit_on_error=False, env_prefix=False, allow_abbrev=False
+        prog=prog,
+        description=description or text,
+        epilog=IMPORT_HELP,
+        exit_on_error=False,
+        env_prefix=False,
+        allow_abbrev=False,
     )  # a prefix of an option is an error, not that option
     parser.add_argument(
         "-c",

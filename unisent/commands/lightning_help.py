@@ -29,7 +29,7 @@ _CKPT_PATH = {
 }
 
 #: ``(section, [(option, metavar, example value, help)])``; an example of ``None``: a flag, or an option
-#: that is not a key of the config (``--config``, ``--print_config``, ``--verbose``, ``--help-all``)
+#: that is not a key of the config (``--config``, ``--print_config``, ``--verbose``, ``--import``, ``--help-all``)
 OPTIONS: tuple[tuple[str, tuple[tuple[str, str, str | None, str], ...]], ...] = (
     (
         "run",
@@ -39,6 +39,7 @@ OPTIONS: tuple[tuple[str, tuple[tuple[str, str, str | None, str], ...]], ...] = 
             ("--seed_everything", "N", "7", "the random seed"),
             ("--print_config", "", None, "print the whole config (recipe + options) as YAML and exit"),
             ("--verbose", "", None, "also Lightning's and transformers' notices and the model summary"),
+            ("--import", "MODULE", None, "import MODULE first: its objectives, poolers, tasks register (repeatable)"),
             (FULL_HELP, "", None, "every option with its type and default (~800 lines)"),
         ),
     ),

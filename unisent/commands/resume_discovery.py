@@ -19,8 +19,12 @@ __all__ = [
     "continue_last_run",
     "name_the_other_checkpoints",
     "refuse_finished_run",
+    "run_folder_without_logger",
     "separate_from_training_run",
 ]
+
+#: where a run without a logger goes, under ``trainer.default_root_dir``: the default CSV logger's runs
+LOGGERLESS_RUNS = Path("runs", "unisent")
 
 #: values of ``--ckpt_path`` that Lightning resolves itself
 SPECIAL_CKPT_PATHS = ("last", "best", "hpc", "registry")
@@ -125,6 +129,40 @@ def continue_last_run(config) -> None:
             check_unisent_checkpoint(ckpt)  # read as data before Lightning loads it: a file with code is refused
         config["ckpt_path"] = str(ckpt)
         _say(_resuming_line(run, ckpt))
+
+
+def run_folder_without_logger(config) -> Path | None:
+    """``fit`` with ``trainer.logger: false``: the fresh folder the run writes into, ``None`` for a run with a
+    logger (whose folder the logger names).
+
+    Lightning would write such a run's ``config.yaml``, ``checkpoints/`` and ``encoder/`` straight into
+    ``trainer.default_root_dir`` (the working directory), and the next such run would replace them. Instead it
+    gets ``<default_root_dir>/runs/unisent/version_N``, numbered with the logged runs there (the default
+    CSV logger's folder), and says so. ``--ckpt_path last`` continues the newest run there that has a
+    ``last.ckpt`` (or a run of the old layout, with ``checkpoints/`` right in ``default_root_dir``)."""
+    from ..run_progress import last_checkpoint, latest_run
+
+    if config.get("trainer.logger") not in (False, []):
+        return None
+    base = Path(config.get("trainer.default_root_dir") or ".")
+    root = base / LOGGERLESS_RUNS
+    if config.get("ckpt_path") == "last" and not config.get("checkpoint.dirpath"):
+        run = latest_run(root)
+        if run is None and last_checkpoint(base / "checkpoints") is not None:
+            return None  # a run written before runs got their own folder: it goes on where it is
+        if run is not None:
+            ckpt = last_checkpoint(run / "checkpoints")
+            refuse_finished_run(config, ckpt)
+            config["ckpt_path"] = str(ckpt)
+            _say(f"trainer.logger is false; {_resuming_line(run, ckpt)}")
+            _quiet_resume_warnings()
+            return run
+        _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
+        config["ckpt_path"] = None
+    versions = [int(d.name[len("version_") :]) for d in root.glob("version_*") if d.name[len("version_") :].isdigit()]
+    run = root / f"version_{max(versions, default=-1) + 1}"
+    _say(f"trainer.logger is false: this run writes config.yaml, checkpoints/ and encoder/ to {run}")
+    return run
 
 
 def _say(message: str) -> None:

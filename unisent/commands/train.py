@@ -23,6 +23,7 @@ from .resume_discovery import (
     continue_last_run,
     name_the_other_checkpoints,
     refuse_finished_run,
+    run_folder_without_logger,
     separate_from_training_run,
 )
 
@@ -112,6 +113,8 @@ class UnisentCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        # a run without a logger: a folder of its own, never the working directory (instantiate_trainer)
+        self.run_folder = run_folder_without_logger(config) if self.subcommand == "fit" else None
         if self.subcommand == "fit":
             if config.get("ckpt_path") == "last":
                 continue_last_run(config)  # (refuses a finished run itself, before touching it)
@@ -167,13 +170,20 @@ class UnisentCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any):
         """Lightning's Trainer, plus an :class:`~unisent.evaluation.callback.EvaluationCallback` when
         ``model.evaluation`` names tasks and ``trainer.callbacks`` has none (the callback runs them in
-        the validation and test loops and logs ``val/score``)."""
+        the validation and test loops and logs ``val/score``). First, every name of ``model.evaluation`` that
+        the command uses is checked, in one line (:mod:`unisent.evaluation.name_checks`)."""
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         from ..evaluation.callback import add_evaluation_callback
+        from ..evaluation.name_checks import check_evaluation_names
 
+        if getattr(self.model, "evaluation", None) is not None:  # after the plugins, before the Trainer
+            names = [o.name for o in getattr(self.model, "objectives", ())]
+            check_evaluation_names(self.model.evaluation, names, self.subcommand)
         extra_callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        if getattr(self, "run_folder", None) is not None:  # trainer.logger: false (the saved config keeps its own)
+            trainer_config["default_root_dir"] = str(self.run_folder)
         if trainer_config.get("enable_checkpointing") is False:
             # the recipe turned checkpointing off: leave out the `checkpoint:` callback (Lightning refuses
             # a checkpoint callback with enable_checkpointing=False)
@@ -198,6 +208,7 @@ class UnisentCLI(LightningCLI):
         add_evaluation_callback(trainer, self.model)
         if not self.verbose:
             _without_version_number(trainer)
+        _epoch_without_limit(trainer)
         return trainer
 
 
@@ -326,3 +337,21 @@ def _without_version_number(trainer: Any) -> None:
         return
     metrics = bar.get_metrics
     bar.get_metrics = lambda *args, **kwargs: {k: v for k, v in metrics(*args, **kwargs).items() if k != "v_num"}
+
+
+def _epoch_without_limit(trainer: Any) -> None:
+    """Rich's progress bar reads ``Epoch 0/-2`` when ``max_epochs`` is -1 (a run that ``max_steps`` ends):
+    it shows ``Epoch 0`` then, and ``Epoch 0/N`` only for a real epoch limit (Lightning's tqdm bar shows
+    ``Epoch 0`` in any case)."""
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if not isinstance(bar, RichProgressBar):
+        return
+
+    def describe(current_epoch: int) -> str:
+        limit = trainer.max_epochs
+        text = f"Epoch {current_epoch}" + (f"/{limit - 1}" if limit is not None and limit > 0 else "")
+        return f"{text:{len(bar.validation_description)}}"  # padded as Lightning does, against flicker
+
+    bar._get_train_description = describe

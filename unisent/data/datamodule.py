@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from ..io import unknown_objectives
 from .record_errors import DataConfigError
 from .sampling import ResumableSampler
 from .schema import PREDICT_SCHEMA, BatchSchema
@@ -151,23 +152,25 @@ class UnisentDataModule(L.LightningDataModule):
         return bool(self.length_grouped)
 
     def _objectives(self) -> dict[str, Any]:
-        """The model's objectives by name, checked against ``data.train`` and ``data.length_grouped``."""
+        """The model's objectives by name, checked against the keys of ``data.train``, ``data.batch_size`` and
+        ``data.length_grouped`` (before anything is read: ``prepare_data`` starts with it)."""
         objectives = {o.name: o for o in self.module.objectives}
-        unknown = sorted(set(self.train) - set(objectives))
-        missing = sorted(set(objectives) - set(self.train))
-        if isinstance(self.length_grouped, dict) and (extra := sorted(set(self.length_grouped) - set(objectives))):
-            raise DataConfigError(
-                f"data.length_grouped names {', '.join(map(repr, extra))}, "
-                f"but the model's objectives are: {', '.join(objectives)}"
-            )
-        if unknown:
-            raise DataConfigError(
-                f"data.train has {', '.join(map(repr, unknown))}, "
-                f"but the model's objectives are: {', '.join(objectives)}"
-            )
-        if missing:
+        keyed = (
+            ("data.train", self.train),
+            ("data.batch_size", self.batch_size),
+            ("data.length_grouped", self.length_grouped),
+        )
+        for key, value in keyed:
+            if isinstance(value, dict) and (extra := sorted(set(value) - set(objectives))):
+                raise DataConfigError(unknown_objectives(key, extra, objectives))
+        if missing := [name for name in objectives if name not in self.train]:
             raise DataConfigError(
                 f"no training data for objective(s) {', '.join(map(repr, missing))}: add them under data.train"
+            )
+        if isinstance(self.batch_size, dict) and (missing := [n for n in objectives if n not in self.batch_size]):
+            raise DataConfigError(
+                f"data.batch_size has no entry for objective(s) {', '.join(map(repr, missing))}: add them, or give "
+                "one number for all"
             )
         return objectives
 

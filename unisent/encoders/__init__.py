@@ -12,7 +12,7 @@ from .batching import reference_batching
 from .config import EncoderConfig
 from .encoder import Encoder
 from .loading import ModelNotAvailableError, resolve_model_location
-from .poolers import POOLERS, Pooler, build_pooler, pooler_class, register_pooler
+from .poolers import POOLERS, Pooler, PoolingModeError, build_pooler, pooler_class, register_pooler
 from .presets import PRESETS, Preset
 from .resolution import resolve_encoder_config
 from .st_files import SentenceTransformersModuleError
@@ -24,6 +24,7 @@ __all__ = [
     "POOLERS",
     "PRESETS",
     "Pooler",
+    "PoolingModeError",
     "Preset",
     "SentenceTransformersModuleError",
     "build_pooler",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .poolers import PoolerName, PoolerPath, pooler_class
+from .poolers import PoolerName, PoolerPath, RegisteredPoolerName, pooler_class
 
 __all__ = ["POOLER_WEIGHTS", "UNISENT_CONFIG", "EncoderConfig"]
 
@@ -33,9 +33,15 @@ class EncoderConfig:
             Hugging Face hub id.
         pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``,
             a pooler's dotted class path (``my_pkg.poolers.MyPooler``, imported and so registered),
-            or, from Python, any name registered with ``unisent.encoders.register_pooler``; unset for
+            or any name registered with ``unisent.encoders.register_pooler`` (from Python, or by a module of
+            ``--import`` or a plugin, docs/plugins.md); unset for
             the preset's default (``cls`` for a plain directory or hub id).
-        max_length: maximum tokens per sentence; 0 for the preset's default (32 otherwise).
+        max_length: maximum tokens per sentence in training; 0 for the preset's default (32 otherwise).
+        inference_max_length: maximum tokens per sentence of the model a run leaves (``<run>/encoder``,
+            ``unisent.load`` of its ``.ckpt``, ``unisent evaluate``/``encode``, exports); unset: the
+            backbone's own limit (:meth:`~unisent.encoders.export_declarations.EncoderModel.native_max_length`:
+            the Sentence Transformers model's ``max_seq_length``, e.g. 256 for ``minilm-l6``, else the
+            tokenizer's, 512 for BERT), not ``max_length``, which only truncates the training data.
         attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``);
             ``sdpa``, the default, falls back to the model's own (eager) for an architecture without
             SDPA support (MPNet), saying so once; any other value is used as given or fails clearly.
@@ -59,8 +65,9 @@ class EncoderConfig:
     """
 
     model: str = "minilm-l6"
-    pooler: PoolerName | PoolerPath | None = None
+    pooler: PoolerName | PoolerPath | RegisteredPoolerName | None = None
     max_length: int = 0
+    inference_max_length: int | None = None
     attn_implementation: str = "sdpa"
     dropout: float | None = None
     unpad: bool = True
@@ -78,5 +85,14 @@ class EncoderConfig:
             pooler_class(self.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
         if (self.max_length or 0) < 0:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if self.inference_max_length is not None and (
+            isinstance(self.inference_max_length, bool)
+            or not isinstance(self.inference_max_length, int)
+            or self.inference_max_length < 1
+        ):
+            raise ValueError(
+                f"inference_max_length must be a positive number of tokens (or unset for the backbone's "
+                f"own limit), got {self.inference_max_length!r}"
+            )
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")

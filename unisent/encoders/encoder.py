@@ -30,7 +30,7 @@ from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
-from .poolers import build_pooler
+from .poolers import build_pooler, check_export_modes
 from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
@@ -65,6 +65,13 @@ class Encoder(EncoderModel):
             location, attn_implementation=self.config.attn_implementation, config_overrides=overrides
         )
         self.backbone.train()  # from_pretrained returns eval mode; nn.Modules start in training mode
+        positions, inference = self.position_limit(), self.config.inference_max_length
+        if inference and positions and inference > positions:
+            raise ValueError(
+                f"encoder.inference_max_length={inference} exceeds the {positions} positions of the backbone "
+                f"({type(self.backbone).__name__}); use at most {positions}, or leave it unset for the "
+                "backbone's own limit"
+            )
         self.tokenizer = load_tokenizer(location)
         declared = self.config.sentence_transformers or {}
         if declared.get("do_lower_case"):
@@ -72,6 +79,7 @@ class Encoder(EncoderModel):
         self.packs = self.config.unpad and supports_packing(self.backbone)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
         self.pooler.configure(declared, location)
+        check_export_modes(self.pooler, self.backbone.config)  # a Pooling mode the export would refuse, now
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
             self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))

@@ -178,24 +178,27 @@ class EncoderModel(InferenceModel):
     def export_max_length(
         self, max_length: int | None = None, base_model: str | None = None
     ) -> Iterator[tuple[int, int] | None]:
-        """While exporting: ``config.max_length`` set to ``max_length``, else the backbone's own
-        (:meth:`native_max_length`), else left as it is; restored afterwards. Yields
-        ``(length the model had, length of the export)``.
+        """While exporting (or saving a run's model): ``config.max_length`` set to ``max_length``,
+        else ``config.inference_max_length``, else the backbone's own (:meth:`native_max_length`),
+        else left as it is; restored afterwards. Yields ``(length the model had, length of the export)``.
 
         Raises:
-            ValueError: ``max_length`` is not positive or exceeds the backbone's positions.
+            ValueError: ``max_length`` (or ``inference_max_length``) is not positive or exceeds the
+                backbone's positions.
         """
         current = self.config.max_length
         limit = self.position_limit()
-        if max_length is not None:
-            if max_length < 1:
-                raise ValueError(f"the maximum length must be a positive number of tokens, got {max_length}")
-            if limit and max_length > limit:
+        chosen = max_length if max_length is not None else getattr(self.config, "inference_max_length", None)
+        if chosen is not None:
+            what = "a maximum length" if max_length is not None else "model.encoder.inference_max_length"
+            if chosen < 1:
+                raise ValueError(f"{what} must be a positive number of tokens, got {chosen}")
+            if limit and chosen > limit:
                 raise ValueError(
-                    f"a maximum length of {max_length} tokens exceeds the {limit} positions of the "
+                    f"{what} of {chosen} tokens exceeds the {limit} positions of the "
                     f"backbone ({type(self.backbone).__name__}); use at most {limit}"
                 )
-            length = max_length
+            length = chosen
         else:
             length = self.native_max_length(base_model) or current
         self.config.max_length = length

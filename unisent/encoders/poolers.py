@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import torch
-from jsonargparse.typing import restricted_string_type
+from jsonargparse.typing import extend_base_type, restricted_string_type
 from torch import nn
 
 from ..inference.base import NotExportableError, STModule
@@ -39,7 +39,10 @@ __all__ = [
     "Pooler",
     "PoolerName",
     "PoolerPath",
+    "PoolingModeError",
+    "RegisteredPoolerName",
     "build_pooler",
+    "check_export_modes",
     "pooler_class",
     "register_pooler",
     "st_pooling",
@@ -91,10 +94,21 @@ def register_pooler(name: str) -> Callable[[P], P]:
     return decorate
 
 
+class PoolingModeError(ValueError):
+    """A pooler's export declares a Sentence Transformers ``Pooling`` mode that is not one of
+    :data:`ST_POOLING_MODES`; found when the encoder is built (:func:`check_export_modes`), not at export."""
+
+
 def st_pooling(hidden_size: int, mode: str) -> STModule:
-    """Sentence Transformers' ``Pooling`` module in ``mode`` (one of :data:`ST_POOLING_MODES`)."""
+    """Sentence Transformers' ``Pooling`` module in ``mode`` (one of :data:`ST_POOLING_MODES`).
+
+    Raises:
+        PoolingModeError: another mode (``weightedmean``: Sentence Transformers' short name), with the closest.
+    """
     if mode not in ST_POOLING_MODES:
-        raise ValueError(f"unknown Sentence Transformers pooling mode {mode!r}; valid: {', '.join(ST_POOLING_MODES)}")
+        from ..io import unknown_name
+
+        raise PoolingModeError(unknown_name("st_pooling", "Sentence Transformers pooling mode", mode, ST_POOLING_MODES))
     config = {
         "word_embedding_dimension": hidden_size,
         **{f"pooling_mode_{m}": m == mode for m in ST_POOLING_MODES},
@@ -405,6 +419,16 @@ assert set(get_args(PoolerName)) <= set(POOLERS)
 PoolerPath = restricted_string_type("PoolerPath", r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
+def _registered(cls: type, value: str) -> None:
+    if value not in POOLERS:
+        raise ValueError(f"{value!r} is no registered pooler ({', '.join(POOLERS)})")
+
+
+#: A name registered with :func:`register_pooler` when the config is parsed (a plugin's pooler, imported by
+#: ``--import MODULE`` or an entry point of ``unisent.plugins``), as a type.
+RegisteredPoolerName = extend_base_type("RegisteredPoolerName", str, _registered)
+
+
 def pooler_class(name: str) -> type[Pooler]:
     """The pooler class of a registered ``name`` or of a dotted class path (imported, which registers it).
 
@@ -433,3 +457,20 @@ def pooler_class(name: str) -> type[Pooler]:
 def build_pooler(name: str, hidden_size: int) -> Pooler:
     """Build the pooler called ``name`` (a registered name or a dotted class path)."""
     return pooler_class(name)(hidden_size)
+
+
+def check_export_modes(pooler: Pooler, backbone_config: Any) -> None:
+    """Ask ``pooler`` for its Sentence Transformers modules once, when the encoder is built, so that a
+    ``Pooling`` mode its export would refuse is named before training, not at ``unisent export``. A pooler
+    that declares no modules, or cannot build them yet, is left to the export to report.
+
+    Raises:
+        PoolingModeError: ``model.encoder.pooler 'NAME': unknown Sentence Transformers pooling mode ...``.
+    """
+    try:
+        pooler.sentence_transformers_modules(backbone_config)
+    except PoolingModeError as err:
+        name = pooler.name or f"{type(pooler).__module__}.{type(pooler).__qualname__}"
+        raise PoolingModeError(f"model.encoder.pooler {name!r}: {str(err).removeprefix('st_pooling: ')}") from None
+    except Exception:  # noqa: BLE001 - not exportable (NotExportableError) or not yet: the export says why
+        return

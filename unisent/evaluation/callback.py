@@ -180,6 +180,16 @@ class EvaluationCallback(L.Callback):
             )
         return config
 
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Before the first step: every name of the settings that ``stage`` uses is known
+        (:func:`~unisent.evaluation.name_checks.check_evaluation_names`; a ``ModelConfigError`` in one line)."""
+        from .name_checks import check_evaluation_names
+
+        config = self.config if self.config is not None else getattr(pl_module, "evaluation", None)
+        if config is not None:
+            names = [o.name for o in getattr(pl_module, "objectives", None) or ()] or None
+            check_evaluation_names(config, names, stage)
+
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.evaluate_and_log(trainer, pl_module, self._config(pl_module).val_tasks, "val")
 

@@ -29,7 +29,7 @@ THREE_DECIMALS = ("threshold", "alignment", "uniformity")
 def evaluate(
     model: SentenceModel,
     tasks: Sequence[str] | str,
-    data_dir: str | Path,
+    data_dir: str | Path | None = None,
     batch_size: int = 64,
     progress: bool = True,
     similarity: Similarity | str | None = None,
@@ -53,7 +53,10 @@ def evaluate(
         model: any object with ``encode(sentences, batch_size) -> (n, d)`` (and ``encode_gaussian`` for
             a Gaussian similarity).
         tasks: task and group names (``["stsb-test", "transfer"]``) or a comma-separated string.
-        data_dir: root of the data layout (see docs/evaluation.md).
+        data_dir: root of the data layout (see docs/evaluation.md); ``None``: the bundled data
+            (:data:`unisent.resources.EVALUATION_DATA_DIR`: STS-B dev and test), as ``unisent evaluate``.
+            A task whose files are not in ``data_dir`` but are bundled (STS-B) is read from the bundled
+            copy, with a warning, and ``config["bundled_data"]`` names it.
         batch_size: encoding batch size.
         progress: show progress bars and one line per finished task on stderr.
         similarity: pairwise similarity for STS and NLI tasks (a ``Similarity`` or its name: ``"kl"``,
@@ -81,13 +84,21 @@ def evaluate(
     """
     if on_error not in ("report", "raise"):
         raise ValueError(f"on_error must be 'report' or 'raise', got {on_error!r}")
-    data_dir = Path(data_dir).expanduser()
+    from ..resources import EVALUATION_DATA_DIR
+
+    bundled = Path(EVALUATION_DATA_DIR)
+    data_dir = bundled if data_dir is None else Path(data_dir).expanduser()
     if not data_dir.is_dir():
         raise FileNotFoundError(f"data directory not found: {data_dir}")
     selected = resolve_tasks(tasks)
     present, skipped = [], {}
+    dirs: dict[str, Path] = {}  # each task's data directory: data_dir, or the bundled copy of its files
     for task, explicit in selected:
         missing = task.missing_files(data_dir)
+        dirs[task.name] = data_dir
+        if missing and data_dir.resolve() != bundled.resolve() and not task.missing_files(bundled):
+            log.warning("task %s: %s not found; using the bundled copy in %s", task.name, missing[0], bundled)
+            dirs[task.name], missing = bundled, []
         if not missing:
             present.append(task)
         elif task.optional and not explicit:
@@ -109,13 +120,13 @@ def evaluate(
     for task in present:
         try:
             for source in task.sources():
-                key = (source, data_dir)
+                key = (source, dirs[task.name])
                 if key in loaded:
                     continue
                 if source in bad_sources:  # a file shared with a task that already failed on it
                     raise bad_sources[source]
                 try:
-                    loaded[key] = source.read(data_dir)
+                    loaded[key] = source.read(dirs[task.name])
                 except Exception as error:
                     bad_sources[source] = error
                     raise
@@ -123,7 +134,7 @@ def evaluate(
             fail(task, error, "reading its data")
             continue
         runnable.append(task)
-    last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, data_dir)}
+    last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, dirs[task.name])}
 
     # pass 2: encode and score
     from .encoding import Embedder
@@ -145,6 +156,9 @@ def evaluate(
             "precision": "bf16" if bf16 else "fp32",
         },
     }
+    fallbacks = {task.name: str(bundled) for task in present if dirs[task.name] != data_dir}
+    if fallbacks:
+        results["config"]["bundled_data"] = fallbacks
     with use_loaded(loaded):
         bar = tqdm(runnable, desc="tasks", unit="task", disable=not progress)
         for i, task in enumerate(bar):
@@ -152,13 +166,13 @@ def evaluate(
             embedder.label = f"encoding {task.name}"
             start = time.perf_counter()
             try:
-                metrics = task.evaluate(embedder, data_dir)
+                metrics = task.evaluate(embedder, dirs[task.name])
                 score = metrics[task.main_metric]
             except Exception as error:
                 fail(task, error, "being scored")
                 continue
             finally:
-                for key in _keys(task, data_dir):  # free each file's data after the last task using it
+                for key in _keys(task, dirs[task.name]):  # free each file's data after the last task using it
                     if last_use.get(key) == i:
                         loaded.pop(key, None)
             seconds = time.perf_counter() - start
@@ -259,6 +273,8 @@ def format_markdown(results: dict[str, Any]) -> str:
             f"Data: `{config.get('data_dir')}`, batch size {config.get('batch_size')}, "
             f"similarity: {config.get('similarity')}."
         )
+        for name, where in (config.get("bundled_data") or {}).items():
+            lines.append(f"{name}: its files are not in the data directory; the bundled copy in `{where}` was used.")
         lines.append("")
     families: dict[str, list[str]] = {}
     for name, entry in results.get("tasks", {}).items():

@@ -16,6 +16,10 @@ and registers it for its class::
 
 A registered exporter is looked up by the model's exact class and wins over the model's own
 declarations (a subclass reuses its parent's with ``register_exporter(Subclass)(ParentExporter)``).
+
+A new format for every model (a plugin's, reachable as ``unisent export --format NAME``) is an
+:class:`Exporter` registered by its format name with :func:`register_export_format`; it is used for a
+model that has neither an exporter of its own in that format nor the format among its declarations.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ __all__ = [
     "Exporter",
     "NoExporterError",
     "available_formats",
+    "check_format",
     "exporter_for",
     "model_format",
+    "register_export_format",
     "register_exporter",
     "registered",
 ]
@@ -43,6 +49,8 @@ E = TypeVar("E", bound=type["Exporter"])
 _EXPORTERS: dict[str, dict[type, type[Exporter]]] = {}
 #: format -> the exporter that writes any InferenceModel declaring that format (see formats.py)
 _MODEL_FORMATS: dict[str, type[Exporter]] = {}
+#: format -> the exporter that writes any model in that format (register_export_format: plugins' formats)
+_ANY_MODEL_FORMATS: dict[str, type[Exporter]] = {}
 
 #: Sentences an export is checked on: short, long (truncated at any usual max length), non-English.
 PROBE_SENTENCES: tuple[str, ...] = (
@@ -117,9 +125,46 @@ def model_format(exporter_cls: E) -> E:
     return exporter_cls
 
 
+def register_export_format(exporter_cls: E) -> E:
+    """Class decorator: ``exporter_cls`` writes its ``format`` for any model (``unisent export --format``
+    takes the name once the module that registers it is imported: ``--import MODULE`` or a plugin).
+
+    Raises:
+        TypeError: the class is not an :class:`Exporter` subclass.
+        ValueError: the format name is taken by another exporter of any model, or by a built-in format.
+    """
+    if not (isinstance(exporter_cls, type) and issubclass(exporter_cls, Exporter)):
+        raise TypeError(f"{exporter_cls!r} is not an Exporter subclass")
+    name = exporter_cls.format
+    previous = _ANY_MODEL_FORMATS.get(name) or _MODEL_FORMATS.get(name)
+    if previous is not None and (previous.__module__, previous.__qualname__) != (
+        exporter_cls.__module__,
+        exporter_cls.__qualname__,
+    ):
+        raise ValueError(
+            f"export format {name!r} is already registered for {previous.__module__}.{previous.__qualname__}"
+        )
+    _ANY_MODEL_FORMATS[name] = exporter_cls
+    return exporter_cls
+
+
 def available_formats() -> list[str]:
     """The format names, sorted."""
-    return sorted(set(_EXPORTERS) | set(_MODEL_FORMATS))
+    return sorted(set(_EXPORTERS) | set(_MODEL_FORMATS) | set(_ANY_MODEL_FORMATS))
+
+
+def check_format(fmt: str) -> None:
+    """Raise :class:`ValueError` (one line: the registered names and the closest) for an unknown format."""
+    if fmt in available_formats():
+        return
+    import difflib
+
+    close = difflib.get_close_matches(str(fmt), available_formats(), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise ValueError(
+        f"unknown export format {fmt!r}{hint} (formats: {', '.join(available_formats())}; a plugin adds one with "
+        f"unisent.export.register_export_format, see docs/plugins.md)"
+    )
 
 
 def registered() -> dict[str, list[str]]:
@@ -132,6 +177,8 @@ def registered() -> dict[str, list[str]]:
         for fmt in cls.export_formats:
             if fmt in _MODEL_FORMATS:
                 table.setdefault(fmt, set()).add(cls.__name__)
+    for fmt in _ANY_MODEL_FORMATS:
+        table.setdefault(fmt, set()).add("any model")
     return {fmt: sorted(names) for fmt, names in sorted(table.items())}
 
 
@@ -145,13 +192,14 @@ def exporter_for(model: Any, fmt: str) -> Exporter:
     """
     from ..inference import InferenceModel
 
-    if fmt not in available_formats():
-        raise ValueError(f"unknown export format {fmt!r}; formats: {', '.join(available_formats())}")
+    check_format(fmt)
     exporter_cls = _EXPORTERS.get(fmt, {}).get(type(model))
     if exporter_cls is not None:
         return exporter_cls()
     if fmt in _MODEL_FORMATS and isinstance(model, InferenceModel) and fmt in type(model).export_formats:
         return _MODEL_FORMATS[fmt]()
+    if fmt in _ANY_MODEL_FORMATS:
+        return _ANY_MODEL_FORMATS[fmt]()
     name = type(model).__name__
     declared = (
         f"{name} declares the formats {list(type(model).export_formats)} (export_formats)"

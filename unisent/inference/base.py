@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,6 +44,8 @@ __all__ = [
     "OnnxGraph",
     "STModule",
     "max_abs_diff",
+    "save_at_inference_length",
+    "set_inference_length",
     "share_files",
     "to_tensor",
     "write_json",
@@ -344,3 +346,37 @@ def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
     if tensor.ndim != 2 or tensor.shape[0] != n_rows:
         raise ValueError(f"{source} returned shape {tuple(tensor.shape)} for {n_rows} sentences; want (n, d)")
     return tensor
+
+
+def save_at_inference_length(model: nn.Module, directory: str | os.PathLike) -> tuple[Path, str]:
+    """Save a run's inference model at its inference length, not its training one: ``config.max_length``
+    set to ``encoder.inference_max_length``, else the backbone's own limit, while it is written
+    (:meth:`InferenceModel.export_max_length`). Returns the directory and a note on the lengths for the
+    message (``"; inputs up to 256 tokens (trained at 32)"``; empty for a model without a length)."""
+    choose = getattr(model, "export_max_length", None)
+    with choose() if choose is not None else nullcontext() as lengths:
+        saved = Path(model.save_pretrained(directory))
+    return saved, f"; inputs up to {lengths[1]} tokens (trained at {lengths[0]})" if lengths else ""
+
+
+def set_inference_length(model: nn.Module, max_length: int | None = None) -> int | None:
+    """Set ``model``'s maximum length for good: ``max_length``, else ``encoder.inference_max_length``,
+    else the backbone's own (what :func:`save_at_inference_length` saves); returns it (None: a model
+    without a length, left as it is). ``unisent.load`` of a ``.ckpt`` applies it, so that the checkpoint
+    and the run's saved encoder encode alike.
+
+    Raises:
+        ValueError: ``max_length`` is not positive or exceeds the backbone's positions, or is given for a
+            model without a maximum length.
+    """
+    choose = getattr(model, "export_max_length", None)
+    if choose is None:
+        if max_length is not None:
+            raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
+        return None
+    with choose(max_length) as lengths:
+        pass
+    if lengths is None:
+        return None
+    model.config.max_length = lengths[1]
+    return lengths[1]

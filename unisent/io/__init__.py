@@ -1,6 +1,6 @@
-"""The foundation's file layer: dotted-path imports (:mod:`.imports`), atomic writes (:mod:`.files`)
-and checkpoint checks (:mod:`.checkpoints`). Records (training, evaluation and encode input) are read
-by :mod:`unisent.data.records`."""
+"""The foundation's file layer: dotted-path imports (:mod:`.imports`), atomic writes (:mod:`.files`),
+checkpoint checks (:mod:`.checkpoints`) and the "did you mean" of errors about names (:mod:`.suggestions`).
+Records (training, evaluation and encode input) are read by :mod:`unisent.data.records`."""
 
 from .checkpoints import (
     CheckpointError,
@@ -12,12 +12,14 @@ from .checkpoints import (
 )
 from .files import atomic_write, fsync_directory, remove_stale_temporaries, temporary_name
 from .imports import import_object, instantiate
+from .suggestions import closest_hint, unknown_name, unknown_objectives
 
 __all__ = [
     "CheckpointError",
     "UnsafeCheckpointError",
     "atomic_write",
     "check_checkpoint",
+    "closest_hint",
     "convert_checkpoint",
     "fsync_directory",
     "import_object",
@@ -25,5 +27,7 @@ __all__ = [
     "load_checkpoint",
     "remove_stale_temporaries",
     "temporary_name",
+    "unknown_name",
+    "unknown_objectives",
     "unsafe_globals",
 ]

@@ -4,7 +4,9 @@ from ..data.schema import BatchSchema
 from .amr import AMRSimCSE
 from .bitext import BitextRetrieval
 from .cmlm import CMLM, ProjectionEncoder
+from .distill import Distill
 from .ease import EASE
+from .frozen import Frozen
 from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
 from .nli_classifier import NLIClassifier
 from .objective import Objective, ObjectiveOutput, encode_views
@@ -15,7 +17,9 @@ __all__ = [
     "BatchSchema",
     "BitextRetrieval",
     "CMLM",
+    "Distill",
     "EASE",
+    "Frozen",
     "GaussCSE",
     "GaussianEncoder",
     "GaussianHead",

@@ -37,6 +37,7 @@ def ablate(
     balancers: list[str] | None = None,
     runs: list[str] | None = None,
     group: list[str] | None = None,
+    leave_out: list[str] | None = None,
     steps: int | None = None,
     columns: list[str] | None = None,
     data_dir: str | None = None,
@@ -65,6 +66,7 @@ def ablate(
         runs: which runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out
             (default: all four)
         group: objectives that count as one, NAME=a,b (e.g. cmlm=cmlm,bitext); repeatable
+        leave_out: the leave-one-out rows only of these objectives (or groups); default: every one
         steps: optimiser steps of every run (default: the recipe's trainer.max_steps)
         columns: panel columns (default: the recipe's model.evaluation.panel)
         data_dir: root of the evaluation data (../shared/data layout)
@@ -105,6 +107,7 @@ def ablate(
         "out": out,
         "conflict_every": conflict_every,
         "group": group or [],
+        "leave_out": leave_out or [],
         "balancers": balancers,
         "data_dir": data_dir,
         "entity_records": entity_records,
@@ -116,7 +119,7 @@ def ablate(
                 "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
             )
         return _from_summary(Path(from_json), recipe_path, config, folder, page, kinds, options)
-    planned = plan(config, seeds, balancers, kinds, group or [])
+    planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [])
     steps = run_steps(config, steps)
     chosen = panel_columns(config, columns)
     targets = panel_targets(config, chosen)
@@ -175,6 +178,7 @@ def _passed(
     out: str,
     conflict_every: int,
     group: Sequence[str],
+    leave_out: Sequence[str],
     balancers: Sequence[str],
     data_dir: str | None,
     entity_records: str | None,
@@ -182,7 +186,8 @@ def _passed(
 ) -> list[str]:
     """The options every run of the study is started with (``--jobs`` workers, sweep trials, the page's line)."""
     passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
-    passed += [f"--group={g}" for g in group] + [f"--balancers={b}" for b in balancers]
+    passed += [f"--group={g}" for g in group] + [f"--leave_out={u}" for u in leave_out]
+    passed += [f"--balancers={b}" for b in balancers]
     passed += [f"--columns={c}" for c in columns] + ([f"--data_dir={data_dir}"] if data_dir else [])
     passed += [f"--entity_records={entity_records}"] if entity_records else []
     passed += [] if keep_checkpoints else ["--no_keep_checkpoints"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...io import closest_hint
 from ..function_commands import UsageError
 
 __all__ = [
@@ -107,13 +108,23 @@ def groups(names: list[str], group: Sequence[str]) -> dict[str, tuple[str, ...]]
 
 
 def plan(
-    config: dict[str, Any], seeds: Sequence[int], balancers: Sequence[str], kinds: Sequence[str], group: Sequence[str]
+    config: dict[str, Any],
+    seeds: Sequence[int],
+    balancers: Sequence[str],
+    kinds: Sequence[str],
+    group: Sequence[str],
+    leave_out: Sequence[str] = (),
 ) -> list[Run]:
-    """Every run of the ablation, unified runs first, then single and leave-one-out, seed-major."""
+    """Every run of the ablation, unified runs first, then single and leave-one-out, seed-major; the
+    leave-one-out rows only of the units ``leave_out`` names, when it names any."""
     names = objective_names(config)
     if len(names) < 2:
         raise UsageError(f"the recipe trains {len(names)} objective(s); an ablation needs at least two")
     units = groups(names, group)
+    unknown = [u for u in leave_out if u not in units]
+    if unknown:
+        hints = [u + closest_hint(u, units) for u in unknown]
+        raise UsageError(f"--leave_out: {', '.join(hints)} not a unit of the study ({', '.join(units)})")
     runs: list[Run] = [Run(UNTRAINED, UNTRAINED, (), "-", seeds[0])] if UNTRAINED in kinds else []
     for seed in seeds:
         if "unified" in kinds:
@@ -124,6 +135,7 @@ def plan(
             runs += [
                 Run(f"without {u}", "leave-one-out", tuple(n for n in names if n not in members), balancers[0], seed)
                 for u, members in units.items()
+                if not leave_out or u in leave_out
             ]
     return runs
 
@@ -136,14 +148,6 @@ def balancer_spec(name: str) -> dict[str, Any]:
         return {"class_path": name}
     hint = closest_hint(name, BALANCERS)
     raise UsageError(f"--balancers: unknown balancer {name!r}{hint}; one of {', '.join(BALANCERS)} or a class path")
-
-
-def closest_hint(name: str, choices: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` with the closest of ``choices``, or nothing."""
-    import difflib
-
-    close = difflib.get_close_matches(str(name), list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict_every: int) -> dict[str, Any]:
@@ -160,6 +164,9 @@ def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict
         if isinstance(data.get(key), dict):
             data[key] = {k: v for k, v in data[key].items() if k in kept}
     model["weight_schedule"] = {k: v for k, v in (model.get("weight_schedule") or {}).items() if k in kept}
+    evaluation = model.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("panel_own"), dict):  # names the run's objectives
+        evaluation["panel_own"] = {k: v for k, v in evaluation["panel_own"].items() if k in kept}
     model["balancer"] = balancer_spec(run.balancer)
     model["conflict_every"] = conflict_every if len(kept) > 1 else 0
     config["seed_everything"] = run.seed

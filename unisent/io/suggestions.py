@@ -1,0 +1,36 @@
+"""The "did you mean" of every one-line error about a name (a task, a panel column, an objective, a pooling
+mode, an aggregator): the closest valid names, by :func:`difflib.get_close_matches`, and the two shapes
+of those errors: ``KEY: unknown WHAT 'NAME' (did you mean 'X'?); valid: ...`` (:func:`unknown_name`) and,
+for a setting keyed by objective, ``KEY names 'NAME' (did you mean 'X'?), but the model's objectives are:
+...`` (:func:`unknown_objectives`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["closest_hint", "unknown_name", "unknown_objectives"]
+
+
+def closest_hint(name: object, choices: Iterable[str], n: int = 1) -> str:
+    """`` (did you mean 'x'?)`` with the closest of ``choices`` (up to ``n``, joined by "or"), or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
+def unknown_name(key: str, what: str, name: object, choices: Iterable[str], listing: str | None = None) -> str:
+    """One line: ``KEY: unknown WHAT 'NAME' (did you mean 'X'?); valid: A, B, C`` (``listing`` replaces the
+    list of ``choices`` after the semicolon, for a long or open set)."""
+    choices = list(choices)
+    valid = listing if listing is not None else f"valid: {', '.join(choices)}"
+    return f"{key}: unknown {what} {str(name)!r}{closest_hint(name, choices)}; {valid}"
+
+
+def unknown_objectives(key: str, names: Iterable[object], objectives: Iterable[str]) -> str:
+    """One line for a setting keyed by objective name (``data.train``, ``model.weight_schedule``, ...) that
+    names objectives the model does not have: ``KEY names 'simcs' (did you mean 'simcse'?), but the model's
+    objectives are: simcse, ease``."""
+    objectives = list(objectives)
+    named = ", ".join(f"{str(name)!r}{closest_hint(name, objectives)}" for name in names)
+    return f"{key} names {named}, but the model's objectives are: {', '.join(objectives)}"

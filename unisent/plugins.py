@@ -1,0 +1,153 @@
+"""Plugins: modules imported before a command runs, so that what they register (objectives, poolers,
+balancers, evaluation tasks, model types, export formats) is there by name in every command.
+
+Two ways, both read by :func:`load_plugins`, which ``unisent`` (:func:`unisent.cli.main`) calls before it
+dispatches a command:
+
+- an installed package names a module in the entry-point group ``unisent.plugins`` (its
+  ``pyproject.toml``: ``[project.entry-points."unisent.plugins"] myplug = "myplug"``); every such entry
+  point is loaded (its module imported) and, when it is callable, called with no arguments;
+- ``--import MODULE`` on any command line (repeatable, ``--import=MODULE`` too), imported with the current
+  directory on ``sys.path`` as ``python -m`` has it.
+
+The imported modules are also written to the environment (:data:`IMPORT_ENV`, the current directory to
+``PYTHONPATH``), so the processes a command starts (``unisent ablate --jobs N``, ``unisent sweep``'s trials)
+import them too. Only the standard library is used here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from importlib import import_module, metadata
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "IMPORT_ENV",
+    "IMPORT_OPTION",
+    "PluginError",
+    "load_entry_points",
+    "load_plugins",
+    "split_imports",
+]
+
+#: the entry-point group of installed plugins
+ENTRY_POINT_GROUP = "unisent.plugins"
+#: the command-line option that imports a module first
+IMPORT_OPTION = "--import"
+#: comma-separated modules to import first (set by ``--import`` for the processes a command starts)
+IMPORT_ENV = "UNISENT_IMPORT"
+
+_LOADED_ENTRY_POINTS = False
+
+
+class PluginError(Exception):
+    """A module of ``--import`` or an entry point of ``unisent.plugins`` could not be loaded (one line).
+
+    Attributes:
+        status: the exit status: 2 for a module named on the command line, 1 for an installed plugin.
+    """
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(modules, the other words)``: every ``--import MODULE`` / ``--import=MODULE`` taken out of ``argv``
+    (words after a lone ``--`` are left as they are).
+
+    Raises:
+        PluginError: ``--import`` without a module name.
+    """
+    modules: list[str] = []
+    rest: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest += words[i:]
+            break
+        if word == IMPORT_OPTION or word.startswith(f"{IMPORT_OPTION}="):
+            if word == IMPORT_OPTION:
+                value = words[i + 1] if i + 1 < len(words) else ""
+                i += 1
+            else:
+                value = word.split("=", 1)[1]
+            if not value or value.startswith("-"):
+                raise PluginError(f"{IMPORT_OPTION} needs a module name, e.g. {IMPORT_OPTION} my_plugins")
+            modules.append(value)
+        else:
+            rest.append(word)
+        i += 1
+    return modules, rest
+
+
+def load_entry_points() -> list[str]:
+    """Load every entry point of the group ``unisent.plugins`` (once per process); their names.
+
+    Raises:
+        PluginError: an entry point fails to load or its call fails (status 1, naming the distribution).
+    """
+    global _LOADED_ENTRY_POINTS
+    if _LOADED_ENTRY_POINTS:
+        return []
+    _LOADED_ENTRY_POINTS = True
+    names = []
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(entry, "dist", None)
+        where = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
+        try:
+            loaded = entry.load()
+            if callable(loaded):
+                loaded()
+        except Exception as err:
+            raise PluginError(
+                f"plugin {entry.name} = {entry.value!r} (entry point of {ENTRY_POINT_GROUP}, installed by {where}) "
+                f"failed: {type(err).__name__}: {err} (fix it, or pip uninstall {dist.name if dist else 'it'})",
+                status=1,
+            ) from err
+        names.append(entry.name)
+    return names
+
+
+def _import(name: str) -> None:
+    try:
+        import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and (name == err.name or name.startswith(f"{err.name}.")):
+            raise PluginError(
+                f"{IMPORT_OPTION} {name}: {err} (is its folder on PYTHONPATH, or the package installed?)"
+            ) from err
+        raise PluginError(f"{IMPORT_OPTION} {name}: importing it failed: {err} (a module it imports)") from err
+    except Exception as err:
+        raise PluginError(f"{IMPORT_OPTION} {name}: importing it failed: {type(err).__name__}: {err}") from err
+
+
+def load_plugins(modules: Sequence[str] = ()) -> list[str]:
+    """Load the installed plugins (:func:`load_entry_points`), then import ``modules`` and those of
+    :data:`IMPORT_ENV`, with the current directory on ``sys.path``; the modules imported.
+
+    Afterwards :data:`IMPORT_ENV` names every such module and ``PYTHONPATH`` starts with the current
+    directory, so that child processes import them too.
+
+    Raises:
+        PluginError: a module or an entry point could not be loaded.
+    """
+    load_entry_points()
+    inherited = [m.strip() for m in os.environ.get(IMPORT_ENV, "").split(",") if m.strip()]
+    names = list(dict.fromkeys([*inherited, *modules]))
+    if not names:
+        return []
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    for name in names:
+        _import(name)
+    os.environ[IMPORT_ENV] = ",".join(names)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if here not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([here, *[p for p in paths if p]])
+    return names

@@ -131,8 +131,9 @@ class MaskedLMHead(nn.Module):
 
 
 def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
-    """The MLM head weights of the checkpoint at ``location`` (BERT ``cls.predictions.*`` or
-    RoBERTa/XLM-R ``lm_head.*``), as a state dict of :class:`MaskedLMHead`; ``None`` when the
+    """The MLM head weights of the checkpoint at ``location`` (BERT ``cls.predictions.*``, RoBERTa/XLM-R/MPNet
+    ``lm_head.*``, DistilBERT ``vocab_transform`` / ``vocab_layer_norm`` / ``vocab_projector``, ModernBERT ``head.*``
+    / ``decoder``), as a state dict of :class:`MaskedLMHead`; ``None`` when the
     checkpoint has no MLM head (e.g. a ``BertModel`` or sentence-transformers export)."""
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
@@ -148,26 +149,50 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+    decoder = None  # the vocabulary projection whose bias is the head's (when the head has no bias of its own)
     if hasattr(mlm, "cls") and hasattr(mlm.cls, "predictions"):
         prefix, head = "cls.predictions.", mlm.cls.predictions
         dense, norm, dense_key = head.transform.dense, head.transform.LayerNorm, "transform.dense.weight"
     elif hasattr(mlm, "lm_head") and hasattr(mlm.lm_head, "dense") and hasattr(mlm.lm_head, "layer_norm"):
         prefix, head = "lm_head.", mlm.lm_head
         dense, norm, dense_key = head.dense, head.layer_norm, "dense.weight"
+    elif hasattr(mlm, "vocab_transform") and hasattr(mlm, "vocab_projector"):  # DistilBERT
+        prefix, head, decoder = "", mlm, mlm.vocab_projector
+        dense, norm, dense_key = mlm.vocab_transform, mlm.vocab_layer_norm, "vocab_transform.weight"
+    elif hasattr(mlm, "head") and hasattr(mlm.head, "norm") and hasattr(mlm, "decoder"):  # ModernBERT
+        prefix, head, decoder = "", mlm, mlm.decoder
+        dense, norm, dense_key = mlm.head.dense, mlm.head.norm, "head.dense.weight"
     else:
         return None
     missing = set(info.get("missing_keys", ()))
     if prefix + dense_key in missing:  # the checkpoint has no MLM head: transformers initialised one
         return None
-    loaded_bias = getattr(head, "bias", None) is not None and prefix + "bias" not in missing
-    bias = head.bias if loaded_bias else head.decoder.bias
+    if decoder is None:
+        loaded_bias = getattr(head, "bias", None) is not None and prefix + "bias" not in missing
+        bias = head.bias if loaded_bias else head.decoder.bias
+    else:
+        bias = decoder.bias
+
+    def own(tensor: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:  # ModernBERT's head has no biases: 0
+        return (tensor if tensor is not None else torch.zeros_like(like)).detach().clone()
+
     return {
         "dense.weight": dense.weight.detach().clone(),
-        "dense.bias": dense.bias.detach().clone(),
+        "dense.bias": own(dense.bias, dense.weight[:, 0]),
         "layer_norm.weight": norm.weight.detach().clone(),
-        "layer_norm.bias": norm.bias.detach().clone(),
-        "bias": bias.detach().clone(),
+        "layer_norm.bias": own(norm.bias, norm.weight),
+        "bias": own(bias, mlm.get_input_embeddings().weight[:, 0]),
     }
+
+
+def _head_settings(config) -> tuple[str, float]:
+    """The activation and LayerNorm epsilon of the architecture's MLM head: ``hidden_act`` and ``layer_norm_eps``
+    (BERT, RoBERTa, XLM-R, MPNet), DistilBERT's ``activation``, ModernBERT's ``classifier_activation`` and
+    ``norm_eps``."""
+    if getattr(config, "model_type", "") == "modernbert":
+        return config.classifier_activation, config.norm_eps
+    activation = getattr(config, "hidden_act", None) or getattr(config, "activation", None) or "gelu"
+    return activation, getattr(config, "layer_norm_eps", 1e-12)
 
 
 # ------------------------------------------------------------------------------------------ objective
@@ -206,8 +231,9 @@ class CMLM(Objective):
             linear layer (initialised to pass ``h`` through) maps it back to d before the MLM head.
         proj: the "proj" variant of Table 7: the sentence vector is the mean of the N projections,
             at inference too (:meth:`inference_model` returns a :class:`ProjectionEncoder`).
-        head_init: ``auto`` loads the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa
-            ``lm_head``) when it has one, else builds a fresh one; ``fresh`` always builds a fresh one.
+        head_init: ``auto`` loads the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa/XLM-R/MPNet
+            ``lm_head``, DistilBERT's, ModernBERT's) when it has one, else builds a fresh one; ``fresh`` always
+            builds a fresh one.
             The vocabulary projection is always tied to the input embeddings.
         hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
         weight, name, max_length: see :class:`~unisent.objectives.Objective` (``max_length``
@@ -283,11 +309,7 @@ class CMLM(Objective):
             config = encoder.backbone.config
             embeddings = encoder.backbone.get_input_embeddings().weight
             self.head = MaskedLMHead(
-                d,
-                embeddings.shape[0],
-                getattr(config, "hidden_act", "gelu"),
-                getattr(config, "layer_norm_eps", 1e-12),
-                getattr(config, "initializer_range", 0.02),
+                d, embeddings.shape[0], *_head_settings(config), getattr(config, "initializer_range", 0.02)
             )
             state = None
             if self.head_init == "auto":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,12 @@ def _reset(monkeypatch, tmp_path):
     np.random.seed(0)
     torch.manual_seed(0)
     monkeypatch.setenv("UNISENT_CACHE", str(tmp_path / "cache"))
+    # a command run in this process with --import writes both for its child processes (unisent.plugins)
+    for name in ("UNISENT_IMPORT", "PYTHONPATH"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # records the value to restore (or its absence)
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
     yield
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()

@@ -33,6 +33,7 @@ from unisent.evaluation.tasks import (
     STSTask,
     resolve_tasks,
 )
+from unisent.resources import EVALUATION_DATA_DIR
 
 # Tasks whose files are all in tests/evaluation/fixtures/data (one or more of every family).
 FIXTURE_TASKS = [
@@ -95,11 +96,15 @@ def test_unknown_task_lists_valid_names() -> None:
 def test_missing_data_file_names_the_path(tmp_path: Path, model) -> None:
     with pytest.raises(FileNotFoundError, match="data directory not found"):
         evaluate(model, ["stsb-test"], tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match=r"sts/sick/SICK_test_annotated\.txt"):  # not bundled: no fallback
+        evaluate(model, ["sick-r"], tmp_path)
     with pytest.raises(FileNotFoundError, match=r"sts/stsbenchmark/sts-test\.csv"):
-        evaluate(model, ["stsb-test"], tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"sts/stsbenchmark/sts-test\.csv"):
-        get_task("stsb-test").run(model, tmp_path)
+        get_task("stsb-test").run(model, tmp_path)  # a task alone reads where it is told
     assert model.calls == []  # nothing was encoded
+    # STS-B is bundled: a data directory without it reads the bundled copy, and the results say so
+    out = evaluate(model, ["stsb-test"], tmp_path)
+    assert out["config"]["bundled_data"] == {"stsb-test": str(EVALUATION_DATA_DIR)}
+    assert out["config"]["data_dir"] == str(tmp_path)
 
 
 def test_optional_tasks_skipped_in_groups_but_not_when_named(data_dir: Path, model) -> None:

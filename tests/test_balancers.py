@@ -115,7 +115,7 @@ def test_uncertainty_weights_the_encoder_by_exp_minus_s_and_learns_s(tiny_bert_d
     a, b = module.objectives
     ea, eb = math.exp(-0.7), math.exp(0.4)
     torch.testing.assert_close(w.grad, ea * 1.5 * u + eb * -0.5 * v)
-    # the heads keep the gradient of their own loss (the hook divides the weight back out)
+    # the heads keep the gradient of their own loss (taken from it alone, before the weighting)
     assert float(a.head.grad) == pytest.approx(float(u @ w), rel=1e-5)
     assert float(b.head.grad) == pytest.approx(float(v @ w), rel=1e-5)
     # d/ds (exp(-s) L + s) = 1 - exp(-s) L

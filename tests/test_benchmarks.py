@@ -217,3 +217,28 @@ def test_cli_speed_settings_best_of_each_side_keeps_the_quality():
         "ort": "ONNX Runtime int8 per channel",
         "unisent": "unisent onnx int8",
     }
+
+
+def test_objective_memory_configurations_and_a_tiny_run(tmp_path, tiny_bert_dir):
+    """benchmarks/objective_memory.py: each configuration drops one objective with its data and turns every
+    other one on from step 0; a fresh process per configuration reports its peak RSS (on the tiny model)."""
+    import yaml
+
+    bench = _load("objective_memory")
+    recipe = yaml.safe_load(bench.RECIPE.read_text(encoding="utf-8"))
+    config = bench.configuration(recipe, "amr", 4, tmp_path)
+    names = [bench._name(o) for o in config["model"]["objectives"]]
+    assert names == ["gausscse", "ease", "cmlm", "bitext"]
+    assert set(config["data"]["train"]) == set(config["data"]["batch_size"]) == set(names)
+    assert config["data"]["length_grouped"] == {} and config["model"]["weight_schedule"] == {}
+    assert config["model"]["balancer"] == recipe["model"]["balancer"] and config["trainer"]["max_steps"] == 4
+
+    table = bench.table({"all": {"peak_gb": 3.4, "seconds": 200}, "cmlm": {"peak_gb": 2.9, "seconds": 150}})
+    assert table.splitlines()[2:] == ["| all objectives | 3.40 |  | 200 |", "| without cmlm | 2.90 | 0.50 | 150 |"]
+
+    sizes = {"gausscse": 4, "ease": 4, "amr": 2, "cmlm": 2, "bitext": 2}
+    results = bench.run(
+        steps=1, only=["bitext"], model=str(tiny_bert_dir), max_records=8, batch_size=sizes, workdir=tmp_path
+    )
+    assert list(results) == ["bitext"] and 0.1 < results["bitext"]["peak_gb"] < 20
+    assert (tmp_path / "runs" / "bitext" / "version_0" / "metrics.csv").is_file()

@@ -13,7 +13,7 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 
-from .balancers import Balancer, ConflictLog, JacobianAccumulator, Static, loss_level_conflicts
+from .balancers import Balancer, ConflictLog, Static, StepGradients
 from .checkpoint_record import (
     CHECKPOINT_KEY,
     Placeholder,
@@ -123,8 +123,8 @@ class UnisentModule(L.LightningModule):
             parameters always get the gradient of its own (statically weighted) loss.
         conflict_every: every N optimiser steps, log the per-objective gradient norms on the shared
             encoder and their pairwise cosines (``conflict/...``; ``conflicts.csv`` and, at the end,
-            ``conflicts.png`` in the run folder); 0: never. Costs one extra gradient per objective on
-            those steps for a loss-level balancer, nothing for a gradient-level one.
+            ``conflicts.png`` in the run folder); 0: never. Costs nothing for a gradient-level balancer;
+            a loss-level one keeps one gradient row per objective on those steps.
         head_lr: one learning rate for the own parameters of every objective (heads, entity tables,
             projections) that has no ``param_lr`` of its own; unset: the optimiser's.
         head_only_steps: for the first N optimiser steps the encoder does not learn (its rate is 0)
@@ -210,10 +210,8 @@ class UnisentModule(L.LightningModule):
         self.head_only_steps = head_only_steps
         self.head_only_ratio = head_only_ratio
         self._head_only = head_only_steps  # the run's number, set from the ratio once its length is known
-        self._jacobian = JacobianAccumulator(names)  # a gradient-level balancer's per-objective gradients
+        self._gradients = StepGradients(names)  # each objective's gradients, right after its forward pass
         self._conflicts = ConflictLog(conflict_every)
-        self._head_scale: dict[str, float] = {}
-        self._hooks: list[Any] = []
 
     @property
     def conflict_every(self) -> int:
@@ -230,7 +228,9 @@ class UnisentModule(L.LightningModule):
         return weight
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        losses: dict[str, torch.Tensor] = {}
+        """Each objective's forward pass, then at once its gradients (:meth:`add_loss`: its graph is freed
+        before the next objective's forward pass), then the balancer's combination (:meth:`finish_step`)."""
+        self.start_step()
         several = len(self.objectives) > 1
         seconds: dict[str, float] = {}
         for objective in self.objectives:
@@ -256,11 +256,11 @@ class UnisentModule(L.LightningModule):
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
-            losses[objective.name] = weight * objective.total(out.terms)
+            self.add_loss(objective.name, weight * objective.total(out.terms))
         spent = sum(seconds.values())
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
-        total = self.combine(losses)
+        total = self.finish_step()
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
@@ -283,59 +283,53 @@ class UnisentModule(L.LightningModule):
         return not trainer.fit_loop._should_accumulate()
 
     def on_fit_start(self) -> None:
-        """A loss-level balancer weights whole losses; a hook on each objective's own parameters divides
-        their gradient by the objective's current weight, so heads keep the gradient of their own loss."""
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
         self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
-        if self.balancer.gradient_level or isinstance(self.balancer, Static) or self._hooks:
-            return
-        for name, params in self._own_params().items():
-            for p in params:
-                self._hooks.append(p.register_hook(lambda g, n=name: g * self._head_scale.get(n, 1.0)))
 
-    def on_fit_end(self) -> None:
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks = []
-
-    def combine(self, losses: dict[str, torch.Tensor], step: int | None = None) -> torch.Tensor:
-        """The loss whose gradient is the balancer's combination of the objectives' ``losses`` (each
-        already times its static weight) on the shared encoder (see :mod:`unisent.balancers`), at
-        optimiser step ``step`` (default: the trainer's). Its value is always the plain sum of
-        ``losses``, the number logged as ``train/loss``."""
-        if not losses:
-            return torch.zeros((), device=self.device)
+    def start_step(self, step: int | None = None) -> None:
+        """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): :meth:`add_loss` for each
+        objective, then :meth:`finish_step`."""
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
-        due = self._conflicts.due(step, last)
-        start = time.perf_counter()
-        value = sum(loss.detach() for loss in losses.values())
-        shared = self._shared_params()
-        stats = None
-        if self.balancer.gradient_level:
-            own = self._own_params()
-            loss, stats = self._jacobian.combine(
-                self.balancer, losses, shared, own, last=last, step=step, conflicts=due, parameters=self.parameters()
-            )
-            loss = loss - loss.detach() + value
-        else:
-            if due:  # the graphs are used again by the backward pass of the weighted loss
-                stats = loss_level_conflicts(losses, shared)
-            weights = self.balancer.weights(losses, step)
-            loss = sum(weights[n] * losses[n] for n in losses)
-            regularizer = self.balancer.regularizer(losses)
-            if regularizer is not None:
-                loss = loss + regularizer
-            if not isinstance(self.balancer, Static):
-                for name, w in weights.items():
-                    w = float(w.detach()) if torch.is_tensor(w) else float(w)  # Uncertainty's weights carry a graph
-                    self._head_scale[name] = 1.0 / w if w > 0 else 0.0
-                    self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
+        self._step = (step, last, self._conflicts.due(step, last))
+        # FSDP and DeepSpeed take the gradients in their own backward call: there, every graph lives until the end
+        strategy = type(self._trainer.strategy).__name__ if self._trainer is not None else ""
+        deferred = "FSDP" in strategy or "DeepSpeed" in strategy
+        # one objective and the plain sum: its one graph and Lightning's own backward (no gradient buffer)
+        deferred |= len(self.objectives) == 1 and isinstance(self.balancer, Static) and not self._step[2]
+        own = self._own_params()
+        self._gradients.start(self.balancer, self._shared_params(), own, conflicts=self._step[2], deferred=deferred)
+
+    def add_loss(self, name: str, loss: torch.Tensor) -> None:
+        """Objective ``name``'s loss (times its static weight): its gradients are taken now (its graph is
+        freed; :class:`~unisent.balancers.StepGradients`)."""
+        self._gradients.add(name, loss)
+
+    def finish_step(self) -> torch.Tensor:
+        """The loss whose gradient is the balancer's combination of the added losses on the shared encoder
+        (see :mod:`unisent.balancers`) and, for each objective's own parameters, the gradient of its own
+        loss. Its value is the number logged as ``train/loss``: the plain sum of the losses (a loss-level
+        balancer: their weighted sum, plus its regularizer)."""
+        step, last, _ = self._step
+        loss, stats, weights = self._gradients.finish(last=last, step=step, parameters=self.parameters())
+        if not self._gradients.values:
+            return loss
         if not isinstance(self.balancer, Static):
-            self.log("train/balancer_seconds", time.perf_counter() - start, on_step=True, batch_size=1)
+            for name, w in weights.items():
+                w = float(w.detach()) if torch.is_tensor(w) else float(w)  # Uncertainty's weights carry a graph
+                self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
+            self.log("train/balancer_seconds", self._gradients.seconds, on_step=True, batch_size=1)
         if stats is not None:
             self._conflicts.record(self.log, self._trainer, step, stats)
         return loss
+
+    def combine(self, losses: dict[str, torch.Tensor], step: int | None = None) -> torch.Tensor:
+        """:meth:`start_step`, :meth:`add_loss` for each of ``losses`` (each already times its static
+        weight), :meth:`finish_step`, at optimiser step ``step`` (default: the trainer's)."""
+        self.start_step(step)
+        for name, loss in losses.items():
+            self.add_loss(name, loss)
+        return self.finish_step()
 
     # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:

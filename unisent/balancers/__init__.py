@@ -9,8 +9,8 @@ that objective's own loss (times its static ``weight``), whatever the balancer d
 Two kinds, picked in YAML as ``model.balancer: {class_path: unisent.balancers.<Name>}``:
 
 - **loss-level** (:class:`Static`, :class:`Uncertainty`, :class:`DWA`): a weight per objective. The
-  encoder receives ``sum_i w_i * grad L_i``; one backward pass, as cheap as a plain weighted sum. An
-  objective's own parameters get ``grad L_i`` (a hook divides their gradient by ``w_i``).
+  encoder receives ``sum_i w_i * grad L_i``; one backward pass per objective, as cheap as a plain
+  weighted sum. An objective's own parameters get ``grad L_i``.
 - **gradient-level** (:class:`PCGrad`, :class:`JacobianAggregator`): the per-objective gradients of the
   shared encoder, one row each of a matrix ``J`` (objectives x encoder parameters), are aggregated
   into one vector by an aggregator of `torchjd <https://torchjd.org>`_ (PCGrad's projections, UPGrad,
@@ -41,16 +41,28 @@ norms on the shared encoder and their pairwise cosines are logged (``conflict/<a
 sent to W&B as a matrix table when a logger is W&B, and plotted to ``conflicts.png`` at the end of training.
 
 The files: :mod:`~unisent.balancers.balancer` (the :class:`Balancer` contract), :mod:`~unisent.balancers.loss_level`,
-:mod:`~unisent.balancers.gradient_level`, :mod:`~unisent.balancers.jacobian` (the per-objective gradient
-matrix: accumulation over micro-batches, reduction over processes, reset after each optimiser step) and
+:mod:`~unisent.balancers.gradient_level`, :mod:`~unisent.balancers.step_gradients` (each objective's
+gradients taken right after its own forward pass, so that a step holds one objective's graph at a time),
+:mod:`~unisent.balancers.jacobian` (the per-objective gradient matrix: accumulation over micro-batches,
+reduction over processes, reset after each optimiser step) and
 :mod:`~unisent.balancers.conflicts`. Every public name is importable from ``unisent.balancers``.
 """
 
 from .balancer import Balancer, mean_over_processes
-from .conflicts import ConflictLog, GradientConflicts, conflict_stats, mean_cosines, plot_conflicts, read_conflicts
+from .conflicts import (
+    ConflictLog,
+    GradientConflicts,
+    conflict_stats,
+    gram,
+    gram_stats,
+    mean_cosines,
+    plot_conflicts,
+    read_conflicts,
+)
 from .gradient_level import JacobianAggregator, MissingDependencyError, PCGrad
 from .jacobian import JacobianAccumulator, flat_grads, loss_level_conflicts, surrogate
 from .loss_level import DWA, Static, Uncertainty
+from .step_gradients import StepGradients
 
 __all__ = [
     "DWA",
@@ -62,9 +74,12 @@ __all__ = [
     "JacobianAggregator",
     "MissingDependencyError",
     "Static",
+    "StepGradients",
     "Uncertainty",
     "conflict_stats",
     "flat_grads",
+    "gram",
+    "gram_stats",
     "loss_level_conflicts",
     "mean_cosines",
     "mean_over_processes",

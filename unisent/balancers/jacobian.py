@@ -102,14 +102,15 @@ class JacobianAccumulator:
 
     def take(self) -> tuple[torch.Tensor, list[str]]:
         """The matrix of this optimiser step (the rows of the objectives that had a loss), averaged over
-        processes, with its row names; then :meth:`reset`."""
+        processes, with its row names: the matrix itself when every objective had a loss (no copy), else
+        its rows of those objectives. The caller calls :meth:`reset` once it has used it."""
         if self.matrix is None:
             raise RuntimeError("no gradient was added since the last optimiser step")
         mean_over_processes(self.matrix)  # every process aggregates the same matrix: the one of the whole batch
         names = [n for n in self.names if n in self.rows]
-        jacobian = self.matrix[[self.names.index(n) for n in names]]  # a copy: reset does not clear it
-        self.reset()
-        return jacobian, names
+        if names == self.names:
+            return self.matrix, names
+        return self.matrix[[self.names.index(n) for n in names]], names
 
     def combine(
         self,
@@ -135,19 +136,40 @@ class JacobianAccumulator:
         pairs = self.add(losses, shared, own)
         stats = None
         if last:
-            jacobian, names = self.take()
-            with torch.autocast(jacobian.device.type, enabled=False):
-                combined = balancer.aggregate(jacobian.float(), names, step)
-            if conflicts:
-                stats = conflict_stats(jacobian, names)
-            offset = 0
-            for p in shared:
-                pairs.append((p, combined[offset : offset + p.numel()].view_as(p)))
-                offset += p.numel()
-            if torch.distributed.is_available() and torch.distributed.is_initialized():  # DDP reduces every one
-                seen = {id(p) for p, _ in pairs}
-                pairs += [(p, torch.zeros_like(p)) for p in parameters if p.requires_grad and id(p) not in seen]
+            update, stats = self.update(balancer, shared, step=step, conflicts=conflicts, parameters=parameters)
+            pairs += update
         loss = surrogate(pairs)
         if loss is None:  # no own parameters and an accumulating micro-batch: nothing reaches a parameter yet
             loss = shared[0].sum() * 0.0
         return loss, stats
+
+    def update(
+        self,
+        balancer: Balancer,
+        shared: Sequence[torch.nn.Parameter],
+        *,
+        step: int,
+        conflicts: bool = False,
+        parameters: Iterable[torch.nn.Parameter] = (),
+    ) -> tuple[Pairs, dict[str, Any] | None]:
+        """The balancer's aggregation of this optimiser step's matrix (:meth:`take`) as ``(parameter,
+        gradient)`` pairs of ``shared``, in float32 whatever the step's autocast (a bf16 Gramian keeps ~3
+        digits of each inner product), and, with ``conflicts``, the matrix's conflict statistics; then
+        :meth:`reset`. Under DDP, a zero gradient for every other trainable one of ``parameters``."""
+        jacobian, names = self.take()
+        with torch.autocast(jacobian.device.type, enabled=False):
+            combined = balancer.aggregate(jacobian.float(), names, step)
+        stats = conflict_stats(jacobian, names) if conflicts else None
+        if combined.untyped_storage().data_ptr() == jacobian.untyped_storage().data_ptr():
+            combined = combined.clone()  # a view of the matrix: the reset must not clear it
+        del jacobian
+        self.reset()  # the next optimiser step starts from 0
+        pairs: Pairs = []
+        offset = 0
+        for p in shared:
+            pairs.append((p, combined[offset : offset + p.numel()].view_as(p)))
+            offset += p.numel()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():  # DDP reduces every one
+            seen = {id(p) for p, _ in pairs}
+            pairs += [(p, torch.zeros_like(p)) for p in parameters if p.requires_grad and id(p) not in seen]
+        return pairs, stats

@@ -1,0 +1,218 @@
+"""One micro-batch's gradients, taken objective by objective right after each objective's forward pass.
+
+A training step runs every objective's forward pass on the shared encoder. Were the gradients taken after
+the last forward, every objective's graph (its activations) would be alive at once: the step's memory
+would be the sum of the objectives' graphs. :class:`StepGradients` takes each objective's gradient as
+soon as its loss exists (:meth:`StepGradients.add`: one ``torch.autograd.grad`` over that objective's
+own graph, which frees it), so the step holds one objective's graph at a time plus the balancer's
+buffers; :meth:`StepGradients.finish` combines what was collected into the loss Lightning calls
+``backward`` on, through :func:`~unisent.balancers.jacobian.surrogate` (its gradient is exactly the
+combined update), so automatic optimisation, clipping, accumulation and DDP work unchanged.
+
+- gradient-level balancers: each objective's row of :class:`~unisent.balancers.jacobian.JacobianAccumulator`
+  (summed over micro-batches, aggregated on the last one, as before);
+- :class:`~unisent.balancers.Static`: one summed gradient buffer (the weights are 1); one row per
+  objective on the steps that log conflicts;
+- other loss-level balancers (:class:`~unisent.balancers.Uncertainty`, :class:`~unisent.balancers.DWA`):
+  one row per objective, then their weighted sum; the balancer's own parameters (Uncertainty's
+  log-variances) get their gradient from ``sum_i w_i * L_i + regularizer`` on the detached loss values.
+
+Whatever the balancer, each objective's own parameters get the gradient of its own (statically weighted)
+loss.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from .balancer import Balancer, mean_over_processes
+from .conflicts import conflict_stats
+from .jacobian import JacobianAccumulator, Pairs, loss_level_conflicts, surrogate
+from .loss_level import Static
+
+__all__ = ["StepGradients"]
+
+
+class StepGradients:
+    """The gradients of one micro-batch, objective by objective (see the module doc).
+
+    Args:
+        names: every objective of the model, in order.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.jacobian = JacobianAccumulator(names)  # gradient-level: summed over micro-batches
+        self.rows: torch.Tensor | None = None  # loss-level: this micro-batch's gradients (1 or k rows)
+        self._started = False
+        self._hooks: list[Any] = []
+        self.seconds = 0.0  # spent in add and finish since start (the gradients and the balancer's combination)
+
+    def start(
+        self,
+        balancer: Balancer,
+        shared: Sequence[torch.nn.Parameter],
+        own: dict[str, list[torch.nn.Parameter]],
+        *,
+        conflicts: bool = False,
+        deferred: bool = False,
+    ) -> None:
+        """Begin a micro-batch: ``shared`` are the encoder's trainable parameters, ``own`` each objective's
+        own; ``conflicts``: this micro-batch logs conflict statistics (loss-level: one row per objective).
+        ``deferred``: the previous order, every loss kept with its graph until :meth:`finish` (for
+        strategies whose gradients must come from one ``backward`` call: FSDP, DeepSpeed)."""
+        for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
+            handle.remove()
+        self._hooks = []
+        self.balancer, self.shared, self.own, self.conflicts = balancer, list(shared), own, conflicts
+        self.deferred, self.losses = deferred, {}
+        self.pairs: Pairs = []  # the own parameters' gradients
+        self.values: dict[str, torch.Tensor] = {}  # each objective's loss, detached
+        self.reached = [False] * len(self.shared)  # loss-level: shared parameters some objective reaches
+        self._started = True
+        self.seconds = 0.0
+        if balancer.gradient_level or deferred:
+            return
+        single = isinstance(balancer, Static) and not conflicts
+        shape = (1 if single else len(self.names), sum(p.numel() for p in self.shared))
+        if self.rows is None or self.rows.shape != shape or self.rows.device != self.shared[0].device:
+            self.rows = None  # the old buffer goes before the new one is made
+            self.rows = torch.zeros(shape, device=self.shared[0].device)
+        else:  # the last micro-batch's backward pass has used its rows (its surrogate holds views of them)
+            self.rows.zero_()
+        self._single = single
+
+    def add(self, name: str, loss: torch.Tensor) -> None:
+        """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its row on the shared
+        parameters, its own parameters' gradients."""
+        if not self._started:
+            raise RuntimeError("StepGradients.add before start")
+        start = time.perf_counter()
+        self.values[name] = loss.detach()
+        if self.deferred:
+            self.losses[name] = loss
+            return
+        if self.balancer.gradient_level:
+            self.pairs += self.jacobian.add({name: loss}, self.shared, self.own)
+            self.seconds += time.perf_counter() - start
+            return
+        own = self.own.get(name, [])
+        grads = torch.autograd.grad(loss, [*self.shared, *own], allow_unused=True)
+        row = self.rows[0 if self._single else self.names.index(name)]
+        offset = 0
+        for i, (p, g) in enumerate(zip(self.shared, grads)):
+            if g is not None:
+                row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
+                self.reached[i] = True
+            offset += p.numel()
+        self.pairs += [(p, g) for p, g in zip(own, grads[len(self.shared) :]) if g is not None]
+        self.seconds += time.perf_counter() - start
+
+    def finish(
+        self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
+    ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
+        """The loss to call ``backward`` on for this micro-batch, the conflict statistics (when :meth:`start`
+        asked for them) and, for a loss-level balancer, its weights. The loss's value is the plain sum of
+        the losses for a gradient-level balancer, their weighted sum (plus the balancer's regularizer) for
+        a loss-level one. ``last``: the last micro-batch of optimiser step ``step``; ``parameters``: every
+        parameter of the model (under DDP a gradient-level step gives every other one a zero gradient: DDP
+        reduces them all)."""
+        start = time.perf_counter()
+        self._started = False
+        values = self.values
+        if not values:  # no objective had a loss (switched off, or exhausted loaders)
+            return torch.zeros((), device=self.shared[0].device), None, {}
+        weights: dict[str, torch.Tensor] = {}
+        if self.deferred:
+            loss, stats, weights = self._deferred(last, step, parameters)
+            self.seconds += time.perf_counter() - start
+            return loss, stats, weights
+        if self.balancer.gradient_level:
+            pairs, stats = self._gradient_level(last, step, parameters)
+            extra, value = None, sum(values.values())
+        else:
+            pairs, stats, weights, extra = self._loss_level(step)
+            value = sum((w.detach() if torch.is_tensor(w := weights[n]) else w) * values[n] for n in values)
+            regularizer = self.balancer.regularizer(values)
+            value = value if regularizer is None else value + regularizer.detach()
+        loss = surrogate(pairs)
+        if extra is not None:
+            loss = extra if loss is None else loss + extra
+        if loss is None:  # nothing reaches a parameter yet (an accumulating micro-batch without own parameters)
+            loss = self.shared[0].sum() * 0.0
+        self.pairs = []
+        self.seconds += time.perf_counter() - start
+        return loss - loss.detach() + value, stats, weights
+
+    def _deferred(self, last: bool, step: int, parameters):
+        """The previous order: every graph alive until here; a loss-level balancer's weighted sum, with a hook
+        that divides each own parameter's gradient by its objective's weight."""
+        losses, values, balancer = self.losses, self.values, self.balancer
+        self.losses = {}
+        if balancer.gradient_level:
+            loss, stats = self.jacobian.combine(
+                balancer,
+                losses,
+                self.shared,
+                self.own,
+                last=last,
+                step=step,
+                conflicts=self.conflicts,
+                parameters=parameters,
+            )
+            return loss - loss.detach() + sum(values.values()), stats, {}
+        stats = loss_level_conflicts(losses, self.shared) if self.conflicts else None
+        weights = balancer.weights(losses, step)
+        loss = sum(weights[n] * losses[n] for n in losses)
+        regularizer = balancer.regularizer(losses)
+        loss = loss if regularizer is None else loss + regularizer
+        if not isinstance(balancer, Static):
+            for name, w in weights.items():
+                w = float(w.detach()) if torch.is_tensor(w) else float(w)
+                scale = 1.0 / w if w > 0 else 0.0
+                self._hooks += [p.register_hook(lambda g, s=scale: g * s) for p in self.own.get(name, [])]
+        return loss, stats, weights
+
+    def _gradient_level(self, last: bool, step: int, parameters) -> tuple[Pairs, dict[str, Any] | None]:
+        if not last:
+            return self.pairs, None
+        shared, stats = self.jacobian.update(
+            self.balancer, self.shared, step=step, conflicts=self.conflicts, parameters=parameters
+        )
+        # under DDP the zero gradients of the other parameters must not shadow the own parameters' pairs
+        own = {id(p) for p, _ in self.pairs}
+        return self.pairs + [(p, g) for p, g in shared if id(p) not in own], stats
+
+    def _loss_level(self, step: int):
+        values, rows = self.values, self.rows
+        stats = None
+        if self.conflicts:  # the rows averaged over processes (the update is the same: DDP averages it again)
+            mean_over_processes(rows)
+            present = [n for n in self.names if n in values]
+            stats = conflict_stats(rows, present, [self.names.index(n) for n in present])
+        weights = self.balancer.weights(values, step)
+        if self._single:
+            update = rows[0]
+        else:
+            update = torch.zeros_like(rows[0])
+            for name in values:
+                w = weights[name]
+                update.add_(rows[self.names.index(name)], alpha=float(w.detach()) if torch.is_tensor(w) else float(w))
+        pairs = self.pairs
+        offset = 0
+        for p, reached in zip(self.shared, self.reached):
+            if reached:
+                pairs.append((p, update[offset : offset + p.numel()].view_as(p)))
+            offset += p.numel()
+        # the balancer's own parameters (Uncertainty's log-variances): the gradient of its weighted loss
+        extra = None
+        if any(torch.is_tensor(w) and w.requires_grad for w in weights.values()):
+            extra = sum(weights[n] * values[n] for n in values)
+        regularizer = self.balancer.regularizer(values)
+        if regularizer is not None:
+            extra = regularizer if extra is None else extra + regularizer
+        return pairs, stats, weights, extra

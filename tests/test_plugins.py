@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -148,6 +149,24 @@ def fit_evaluate_export(plug: str, folder: Path, model_dir: Path, extra: tuple[s
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     assert {"vectors.npy", "README.md"} <= {p.name for p in (folder / "vectors").iterdir()}
+
+    sentences = folder / "in.txt"  # encode: the saved encoder's pooler is the plugin's
+    sentences.write_text("A man is playing a guitar.\nRain.\n")
+    done = unisent(
+        "encode", *extra, "--model", str(encoder), "--input", str(sentences), "--output", str(folder / "out.npy"),
+        "--quiet", cwd=folder, pythonpath=pythonpath,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert np.load(folder / "out.npy").shape == (2, 32)
+
+    done = unisent(  # ablate plans the recipe's runs by the plugin's objective classes (names, data, balancer)
+        "ablate", *extra, str(recipe(folder, plug, model_dir)), "--out", str(folder / "ablate"), "--runs", "unified",
+        "single", "--balancers", f"{plug}.FixedWeights", "--seeds", "1", "--steps", "2", "--columns", "stsb-test",
+        "--dry_run",
+        cwd=folder, pythonpath=pythonpath,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "only first" in done.stdout and "only second" in done.stdout and "unified (" in done.stdout
 
 
 def test_an_installed_plugin_works_in_fit_evaluate_and_export(installed, tiny_bert_dir, tmp_path):

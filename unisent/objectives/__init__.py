@@ -8,6 +8,7 @@ from .distill import Distill
 from .ease import EASE
 from .frozen import Frozen
 from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
+from .matryoshka import Matryoshka
 from .nli_classifier import NLIClassifier
 from .objective import Objective, ObjectiveOutput, encode_views
 from .simcse import SimCSE
@@ -23,6 +24,7 @@ __all__ = [
     "GaussCSE",
     "GaussianEncoder",
     "GaussianHead",
+    "Matryoshka",
     "NLIClassifier",
     "Objective",
     "ObjectiveOutput",

@@ -137,6 +137,8 @@ class AMRSimCSE(Objective):
     name = "amr"
     citation = CITATION
     extends_vocabulary = True  # set up before objectives sized by the vocabulary (CMLM's MLM head)
+    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
+    matryoshka_ready = True
 
     def __init__(
         self,

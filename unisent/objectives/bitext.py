@@ -41,6 +41,8 @@ class BitextRetrieval(Objective):
     name = "bitext"
     batch_keys = text_keys = ("source", "target")
     citation = CITATION
+    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
+    matryoshka_ready = True
 
     def __init__(
         self,

@@ -40,6 +40,8 @@ class SimCSE(Objective):
 
     name = "simcse"
     citation = CITATION
+    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
+    matryoshka_ready = True
 
     def __init__(
         self,

@@ -286,6 +286,7 @@ def test_encode_print_config_and_config_round_trip(tmp_path, capsys, monkeypatch
         "quiet": False,
         "backend": "torch",
         "onnx_file": None,
+        "truncate_dim": None,
     }
     saved = tmp_path / "encode.yaml"
     saved.write_text(yaml.safe_dump(config))

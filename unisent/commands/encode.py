@@ -31,6 +31,7 @@ def encode(
     quiet: bool = False,
     backend: Literal["torch", "onnx"] = "torch",
     onnx_file: str | None = None,
+    truncate_dim: int | None = None,
 ) -> None:
     """Embed a txt/jsonl/csv/tsv/parquet file into .npy or .parquet, streamed in chunks with bounded memory.
 
@@ -59,6 +60,8 @@ def encode(
             (pip install 'unisent[onnx]')
         onnx_file: with --backend onnx: int8, fp32 or a file name in DIR/onnx (default: int8 where the
             export has it, else fp32)
+        truncate_dim: keep the first D coordinates of each embedding (a Matryoshka-trained model);
+            --normalize normalises after the cut
     """
     if quiet:
         quiet_transformers()
@@ -72,6 +75,8 @@ def encode(
         raise UsageError("--onnx-file applies to --backend onnx")
     else:
         bf16, said = inference_precision(precision, device)
+    if truncate_dim is not None and truncate_dim <= 0:
+        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
 
     try:
         with warnings.catch_warnings():  # reported below, in one line
@@ -91,6 +96,7 @@ def encode(
                 progress=not quiet,
                 max_length=max_length,
                 overwrite=overwrite,
+                truncate_dim=truncate_dim,
             )
     except (OutputExistsError, EmptyInputError) as err:
         raise UsageError(str(err)) from err

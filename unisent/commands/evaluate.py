@@ -26,6 +26,7 @@ def evaluate(
     mteb: str | None = None,
     mteb_data: str | None = None,
     max_length: int | None = None,
+    truncate_dim: int | None = None,
 ) -> None:
     """The papers' evaluation protocols on a checkpoint, a saved model or a preset.
 
@@ -52,6 +53,8 @@ def evaluate(
         mteb_data: folder with one sub-folder per MTEB task holding its data (else the Hugging Face cache)
         max_length: longest input in tokens (default: the model's own: for a run's encoder or .ckpt the
             backbone's limit or the recipe's model.encoder.inference_max_length, not its training max_length)
+        truncate_dim: score the first D coordinates of each embedding (a Matryoshka-trained model; cosine
+            on the truncated vectors)
     """
     import sys
 
@@ -61,6 +64,8 @@ def evaluate(
 
     if max_length is not None and max_length < 1:
         raise UsageError(f"--max-length must be a positive number of tokens, got {max_length}")
+    if truncate_dim is not None and truncate_dim <= 0:
+        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
     if list:
         data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
         sys.stdout.write(list_tasks(data_dir))
@@ -72,6 +77,8 @@ def evaluate(
             raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
         if max_length is not None:
             raise UsageError("--max-length applies to --tasks; MTEB tasks run at the model's own length")
+        if truncate_dim is not None:
+            raise UsageError("--truncate-dim applies to --tasks; MTEB tasks run on the full embeddings")
         _check_model(model)
         _evaluate_mteb(
             model, mteb, mteb_data, output, batch_size, None if similarity == "cosine" else similarity, device, quiet
@@ -97,6 +104,13 @@ def evaluate(
             set_inference_length(loaded, max_length)
         except ValueError as err:
             raise UsageError(f"--max-length: {err}") from None
+    if truncate_dim is not None:
+        from ..inference.truncation import TruncatedModel
+
+        try:
+            loaded = TruncatedModel(loaded, truncate_dim)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     results = run_evaluation(
         loaded,
         tasks,
@@ -107,6 +121,8 @@ def evaluate(
         bf16=bf16,
     )
     results["config"]["model"] = model
+    if truncate_dim is not None:
+        results["config"]["truncate_dim"] = truncate_dim
     sys.stdout.write(format_markdown(results))
     if output:
         from ..io import atomic_write

@@ -28,6 +28,7 @@ def export(
     private: bool = False,
     quantize: Literal["int8"] | None = None,
     force: bool = False,
+    truncate_dim: int | None = None,
 ) -> None:
     """Export a checkpoint, a saved encoder or a preset as a Sentence Transformers or Hugging Face directory.
 
@@ -57,6 +58,8 @@ def export(
             against fp32 on the STS-B test set and refused when it scores more than 0.5 lower or a
             sentence's cosine to fp32 is below 0.9
         force: keep an int8 file that fails its check (the numbers are printed either way)
+        truncate_dim: SentenceTransformer(DIR).encode returns the first D coordinates (a Matryoshka-trained
+            model): truncate_dim in config_sentence_transformers.json (sentence-transformers and onnx formats)
     """
     from ..export import ExportCheckError, NoExporterError, check_format, export_model
 
@@ -71,6 +74,8 @@ def export(
             check_repo_id(push_to)
         except PushError as err:
             raise CommandFailed(f"{err}; nothing was exported") from None
+    if truncate_dim is not None and truncate_dim <= 0:
+        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
     try:
         report = export_model(
             source,
@@ -86,6 +91,7 @@ def export(
             verify=verify,
             quantize=quantize,
             force=force,
+            truncate_dim=truncate_dim,
         )
     except (NoExporterError, ExportCheckError) as err:
         raise CommandFailed(str(err)) from err
@@ -101,6 +107,8 @@ def export(
         print(f"check: {report.check}")
     else:
         print(f"check: {report.check}: largest absolute difference {report.max_diff:.2e}")
+    if truncate_dim is not None:
+        print(f"truncate_dim: {truncate_dim} (SentenceTransformer(DIR).encode returns {truncate_dim} dimensions)")
     for note in report.notes:  # the onnx format's own checks: ONNX against torch, int8 against fp32
         print(f"check: {note}")
     if push_to:

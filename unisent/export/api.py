@@ -101,6 +101,21 @@ def _max_length_context(model: nn.Module, max_seq_length: int | None, base_model
     return nullcontext(None)
 
 
+def _write_truncate_dim(directory: Path, format: str, dim: int) -> None:
+    """Add ``truncate_dim`` to the export's ``config_sentence_transformers.json``, where Sentence
+    Transformers reads it when loading (``SentenceTransformer._parse_model_config``)."""
+    config_file = directory / "config_sentence_transformers.json"
+    if not config_file.is_file():
+        raise ValueError(
+            f"--truncate-dim applies to exports with a config_sentence_transformers.json "
+            f"(--format sentence-transformers or onnx), not to --format {format}"
+        )
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["truncate_dim"] = dim
+    with atomic_write(config_file) as handle:
+        handle.write(json.dumps(config, indent=2) + "\n")
+
+
 def export_model(
     source: str | os.PathLike | nn.Module | ExportSource,
     out: str | os.PathLike,
@@ -118,6 +133,7 @@ def export_model(
     title: str | None = None,
     quantize: str | None = None,
     force: bool = False,
+    truncate_dim: int | None = None,
 ) -> ExportReport:
     """Export a model to ``out`` in ``format``, with a README.md model card.
 
@@ -152,6 +168,10 @@ def export_model(
         quantize: ``int8``: with ``format="onnx"``, also a dynamically quantised ONNX file, checked against
             the fp32 one on the STS-B test set (:mod:`unisent.export.onnx`).
         force: keep an int8 file whose check fails (its numbers are reported either way).
+        truncate_dim: written as ``truncate_dim`` to ``config_sentence_transformers.json`` (the
+            ``sentence-transformers`` and ``onnx`` formats), where ``SentenceTransformer(DIR)`` reads it: its
+            ``encode`` then returns the first ``truncate_dim`` coordinates (a Matryoshka-trained model). The
+            check compares the full vectors before it is written; ``unisent.load(DIR)`` ignores it.
 
     The checks encode in fp32 (:func:`unisent.hardware.precision_scope`), whatever ``auto`` is here.
 
@@ -159,7 +179,9 @@ def export_model(
         FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
         ExportCheckError: the check found different embeddings.
         NoExporterError: the model cannot be exported in ``format`` (it declares no such export).
-        ValueError: ``max_seq_length`` is not positive or longer than the backbone's positions.
+        ValueError: ``max_seq_length`` is not positive or longer than the backbone's positions;
+            ``truncate_dim`` not positive, above the model's dimension, for a Gaussian model or a format
+            without ``config_sentence_transformers.json``.
     """
     from ..encoders.batching import collect_truncation
 
@@ -184,6 +206,10 @@ def export_model(
             raise ValueError(f"quantize and force apply to the onnx format, not to {format}")
         configure(quantize=quantize, force=force)
     lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
+    if truncate_dim is not None:
+        from ..inference.truncation import check_truncate_dim
+
+        full_dim = check_truncate_dim(src.model, truncate_dim)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -199,6 +225,11 @@ def export_model(
                 raise ExportCheckError(
                     f"the exported {format} files do not reproduce the model: {check[1]} differ by up to {diff:.3g} "
                     f"(allowed {atol:g}); nothing was written to {out}"
+                )
+            if truncate_dim is not None:
+                _write_truncate_dim(tmp, format, truncate_dim)
+                src.record.settings.append(
+                    ("embedding dimension at inference", f"{truncate_dim} of {full_dim} (`truncate_dim`)")
                 )
             if lengths is not None and (lengths[0] != lengths[1] or src.kind in ("checkpoint", "encoder directory")):
                 src.record.settings.append(

@@ -292,6 +292,7 @@ def encode_file(
     overwrite: bool = False,
     backend: str = "torch",
     onnx_file: str | None = None,
+    truncate_dim: int | None = None,
 ) -> EncodeSummary:
     """Embed every row of ``input_path`` into ``output_path`` (``.npy`` or ``.parquet``), streaming.
 
@@ -320,6 +321,9 @@ def encode_file(
         backend: ``torch`` or ``onnx`` (a model given by name: a directory of ``unisent export --format
             onnx``, run by onnxruntime).
         onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name (default: int8 where there is one).
+        truncate_dim: keep the first ``truncate_dim`` coordinates of each embedding (a Matryoshka-trained
+            model), normalised after the cut with ``normalize``
+            (:class:`~unisent.inference.truncation.TruncatedModel`).
 
     Returns:
         An :class:`EncodeSummary`.
@@ -329,7 +333,8 @@ def encode_file(
         OutputExistsError: ``output_path`` exists and ``overwrite`` is off.
         EmptyInputError: the input has no row.
         EncodeInputError: a row that cannot be encoded (named), or an unsupported format.
-        ValueError: ``max_length`` for a model without one, or longer than its backbone's positions.
+        ValueError: ``max_length`` for a model without one, or longer than its backbone's positions;
+            ``truncate_dim`` not positive, above the model's dimension, or for a Gaussian model.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
     _check_input(input_path)
@@ -373,6 +378,10 @@ def encode_file(
     else:
         spec = str(getattr(model, "directory", "") or type(model).__name__)
         model.eval()
+    if truncate_dim is not None:
+        from ..inference.truncation import TruncatedModel
+
+        model = TruncatedModel(model, truncate_dim)
 
     meta = {
         "model": spec,
@@ -385,6 +394,8 @@ def encode_file(
     }
     if max_length is not None:
         meta["max_length"] = max_length
+    if truncate_dim is not None:
+        meta["truncate_dim"] = truncate_dim
     from tqdm.auto import tqdm
 
     from ..encoders.batching import TruncationWarning, collect_truncation, truncation_message

@@ -178,6 +178,8 @@ def recipe_training_file(objective: dict, directory: Path) -> tuple[Path, dict[s
     recipe trains on, with its column renames."""
     cls = objective["class_path"].rsplit(".", 1)[-1]
     init = objective.get("init_args") or {}
+    if cls == "Matryoshka":  # a wrapper trains on its wrapped objective's data
+        return recipe_training_file(init["objective"], directory)
     if cls == "SimCSE":
         return SAMPLE_DIR / ("nli_triples.jsonl" if init.get("supervised") else "sentences.txt"), {}
     if cls == "NLIClassifier":
@@ -238,7 +240,9 @@ def tiny_recipe_config(
         init = objective.setdefault("init_args", {})
         for key, value in list(init.items()):
             init[key] = _resolve_files(value, root)
-        name = init.get("name") or _objective_name(objective["class_path"])
+        if objective["class_path"].endswith(".Matryoshka"):  # prefix sizes of the tiny model's 32 dimensions
+            init["dims"] = [32, 16]
+        name = _objective_name(objective["class_path"], init)
         source = train.get(name)
         source = {"path": source} if isinstance(source, str) else dict(source or {})
         if swap_all or not source.get("path") or _users_file(source["path"], root):
@@ -258,10 +262,10 @@ def tiny_recipe_config(
     return config
 
 
-def _objective_name(class_path: str) -> str:
+def _objective_name(class_path: str, init_args: dict | None = None) -> str:
     from unisent.io import import_object
 
-    return import_object(class_path).name
+    return import_object(class_path).name_in_recipe(init_args)
 
 
 @pytest.fixture

@@ -242,3 +242,30 @@ def test_objective_memory_configurations_and_a_tiny_run(tmp_path, tiny_bert_dir)
     )
     assert list(results) == ["bitext"] and 0.1 < results["bitext"]["peak_gb"] < 20
     assert (tmp_path / "runs" / "bitext" / "version_0" / "metrics.csv").is_file()
+
+
+def test_matryoshka_table_scores_prefixes_of_one_encoding_and_tabulates_intervals():
+    """benchmarks/matryoshka_table.py: a model's vectors are computed once and cut per dimension; the table's
+    cells are the mean and the 95% Student-t half-width over seeds."""
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("matryoshka_table", ROOT / "benchmarks" / "matryoshka_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Model:
+        calls = 0
+
+        def encode(self, sentences, batch_size=64, **kwargs):
+            Model.calls += 1
+            return np.array([[len(s), 1.0, 2.0, 3.0] for s in sentences], dtype=np.float32)
+
+    cache: dict = {}
+    model = Model()
+    full = module.Prefix(model, 4, cache).encode(["ab", "abc"])
+    cut = module.Prefix(model, 2, cache).encode(["abc", "ab"])
+    assert full.shape == (2, 4) and cut.tolist() == [[3.0, 1.0], [2.0, 1.0]] and Model.calls == 1
+    scores = {str(s): {t: {"64": v, "32": v - 1} for t in module.TASKS} for s, v in zip((1, 2, 3), (80.0, 81.0, 82.0))}
+    text = module.table({"wrapped": scores}, [64, 32])
+    # mean 81, stdev 1: half-width 4.303 / sqrt(3) = 2.48
+    assert "| wrapped (3 seeds) | stsb-test | 81.00 ± 2.48 | 80.00 ± 2.48 |" in text

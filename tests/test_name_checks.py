@@ -256,10 +256,7 @@ def test_an_unknown_aggregator_is_a_model_config_error():
 
 # ------------------------------------------------------------------------------- every recipe passes
 def _objective_names(model: dict) -> list[str]:
-    return [
-        (o.get("init_args") or {}).get("name") or import_object(o["class_path"]).name
-        for o in model.get("objectives") or []
-    ]
+    return [import_object(o["class_path"]).name_in_recipe(o.get("init_args")) for o in model.get("objectives") or []]
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))

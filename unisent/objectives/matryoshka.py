@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..encoders.encoder import Encoder
-from ..io.imports import instantiate
+from ..io.imports import import_object, instantiate
 from .objective import BatchSchema, Objective, ObjectiveOutput
 
 __all__ = ["Matryoshka", "TruncatingEncoder"]
@@ -111,6 +111,15 @@ class Matryoshka(Objective):
         super().__init__(weight=weight, name=name or objective.name)
         self.objective = objective  # a child module: its parameters train
         self.dims, self.weights = dims, weights
+
+    @classmethod
+    def name_in_recipe(cls, init_args: Mapping[str, Any] | None) -> str:
+        """``name``, else the wrapped objective's name in the recipe (its ``data.train`` key)."""
+        args = dict(init_args or {})
+        inner = args.get("objective")
+        if args.get("name") or not isinstance(inner, Mapping) or "class_path" not in inner:
+            return super().name_in_recipe(args)
+        return import_object(inner["class_path"]).name_in_recipe(inner.get("init_args"))
 
     # ------------------------------------------------------------------------ the wrapped objective's
     @property

@@ -145,6 +145,12 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         """The class's :attr:`name`, else its snake-case class name without ``_objective``."""
         return cls.name or re.sub(r"_objective$", "", _snake(cls.__name__))
 
+    @classmethod
+    def name_in_recipe(cls, init_args: Mapping[str, Any] | None) -> str:
+        """The name an instance built with ``init_args`` (a recipe's) will have, without building it:
+        ``init_args["name"]``, else :meth:`default_name` (a wrapper overrides it: the wrapped one's)."""
+        return (init_args or {}).get("name") or cls.default_name()
+
     # -------------------------------------------------------------------------------- data side
     @property
     def schema(self) -> BatchSchema:

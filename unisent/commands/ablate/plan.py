@@ -80,8 +80,7 @@ def objective_names(config: dict[str, Any]) -> list[str]:
 
     names = []
     for spec in config.get("model", {}).get("objectives") or []:
-        name = (spec.get("init_args") or {}).get("name")
-        names.append(name or import_object(spec["class_path"]).default_name())
+        names.append(import_object(spec["class_path"]).name_in_recipe(spec.get("init_args")))
     return names
 
 

@@ -5,6 +5,7 @@ config classes that checkpoints of earlier releases hold as objects, registered 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,14 @@ from .io import CheckpointError, import_object, instantiate, load_checkpoint
 from .objectives import Objective
 from .training_config import EvaluationConfig
 
-__all__ = ["CHECKPOINT_KEY", "Placeholder", "check_unisent_checkpoint", "inference_objectives", "renumbered_state"]
+__all__ = [
+    "CHECKPOINT_KEY",
+    "Placeholder",
+    "check_unisent_checkpoint",
+    "inference_objectives",
+    "module_from_checkpoint",
+    "renumbered_state",
+]
 
 #: the key of the record in the checkpoint's top-level dict
 CHECKPOINT_KEY = "unisent"
@@ -110,3 +118,37 @@ def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, 
             key = f"objectives.{new_index[int(index)]}.{rest}"
         out[key] = value
     return out
+
+
+def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu"):
+    """``cls`` (:class:`~unisent.lightning_module.UnisentModule`) rebuilt from a checkpoint of ``unisent fit``:
+    the record's encoder and objectives, the weights loaded. Objectives whose classes do not import are
+    skipped with one line naming them (inference does not need them), unless the encoder does not load
+    without them (:class:`~unisent.io.CheckpointError`)."""
+    check_unisent_checkpoint(path)
+    ckpt = load_checkpoint(path, map_location=map_location)
+    record = ckpt[CHECKPOINT_KEY]
+    try:  # the record names classes: only Objective subclasses are built from it, nothing else is called
+        objectives, skipped = inference_objectives(record["objectives"])
+        encoder = EncoderConfig(**record["encoder"])
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
+    kept = [i for i in range(len(record["objectives"])) if i not in skipped]
+    module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
+    state = renumbered_state(ckpt["state_dict"], kept, skipped)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as err:  # e.g. a skipped objective had added tokens to the encoder
+        if not skipped:
+            raise
+        raise CheckpointError(
+            f"checkpoint {path}: the encoder does not load without the objective(s) "
+            f"{', '.join(skipped.values())}: {str(err).splitlines()[0]}"
+        ) from err
+    if skipped:
+        print(
+            f"unisent: {path}: skipped objective(s) {', '.join(skipped.values())} (their classes are not "
+            "importable; inference does not need them: --import MODULE or PYTHONPATH to load them)",
+            file=sys.stderr,
+        )
+    return module

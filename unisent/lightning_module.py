@@ -14,17 +14,11 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 
 from .balancers import Balancer, ConflictLog, Static, StepGradients
-from .checkpoint_record import (
-    CHECKPOINT_KEY,
-    Placeholder,
-    check_unisent_checkpoint,
-    inference_objectives,
-    renumbered_state,
-)
+from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
-from .io import CheckpointError, load_checkpoint
 from .objectives import Objective, SimCSE
+from .objectives.grad_cache import CachedEncoder
 from .objectives.objective import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
@@ -138,6 +132,13 @@ class UnisentModule(L.LightningModule):
             its gradients; DDP and gradient accumulation are unchanged), so they cost a full step.
         head_only_ratio: ``head_only_steps`` as a share of all training steps (used when
             ``head_only_steps`` is 0), e.g. 0.5: the first half of however long the run is.
+        cache_chunk: cached contrastive training (GradCache, :mod:`unisent.objectives.grad_cache`): every
+            objective with ``cache_ready`` (SimCSE, EASE, GaussCSE, bitext retrieval, AMR) encodes its
+            batch in chunks of this many rows without a graph, takes its loss's gradient with respect to
+            the vectors, then encodes each chunk again with the same dropout masks and back-propagates
+            that gradient: the batch's memory is one chunk's graph, the loss and gradients those of the
+            whole batch. Objectives that are not in-batch (CMLM, NLIClassifier, Distill) run uncached
+            beside them. Unset: no cache.
     """
 
     def __init__(
@@ -156,6 +157,7 @@ class UnisentModule(L.LightningModule):
         head_lr: float | None = None,
         head_only_steps: int = 0,
         head_only_ratio: float = 0.0,
+        cache_chunk: int | None = None,
     ) -> None:
         super().__init__()
         # a checkpoint's hyperparameters hold the two configs as dicts (Lightning's load_from_checkpoint)
@@ -210,6 +212,17 @@ class UnisentModule(L.LightningModule):
         self.head_only_steps = head_only_steps
         self.head_only_ratio = head_only_ratio
         self._head_only = head_only_steps  # the run's number, set from the ratio once its length is known
+        if cache_chunk is not None and (isinstance(cache_chunk, bool) or not int(cache_chunk) >= 1):
+            raise ModelConfigError(
+                f"model.cache_chunk must be a number of rows >= 1 (or unset: no cache), got {cache_chunk}"
+            )
+        if cache_chunk is not None and not any(o.cache_ready for o in objectives):
+            raise ModelConfigError(
+                f"model.cache_chunk: none of the objectives ({', '.join(names)}) can be cached: GradCache applies to "
+                "in-batch objectives whose loss reads the pooled vectors (SimCSE, EASE, GaussCSE, BitextRetrieval, "
+                "AMRSimCSE, or a class with cache_ready = True)"
+            )
+        self.cache_chunk = cache_chunk
         self._gradients = StepGradients(names)  # each objective's gradients, right after its forward pass
         self._conflicts = ConflictLog(conflict_every)
 
@@ -246,7 +259,10 @@ class UnisentModule(L.LightningModule):
                     self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
                 continue
             start = _clock(self.device) if several else 0.0
-            out = ObjectiveOutput.of(objective(self.encoder, sub))
+            cache = (
+                CachedEncoder(self.encoder, self.cache_chunk) if self.cache_chunk and objective.cache_ready else None
+            )
+            out = ObjectiveOutput.of(objective(self.encoder if cache is None else cache, sub))
             if several:
                 seconds[objective.name] = _clock(self.device) - start
                 self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
@@ -256,7 +272,7 @@ class UnisentModule(L.LightningModule):
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
-            self.add_loss(objective.name, weight * objective.total(out.terms))
+            self.add_loss(objective.name, weight * objective.total(out.terms), cache)
         spent = sum(seconds.values())
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
@@ -295,15 +311,17 @@ class UnisentModule(L.LightningModule):
         # FSDP and DeepSpeed take the gradients in their own backward call: there, every graph lives until the end
         strategy = type(self._trainer.strategy).__name__ if self._trainer is not None else ""
         deferred = "FSDP" in strategy or "DeepSpeed" in strategy
-        # one objective and the plain sum: its one graph and Lightning's own backward (no gradient buffer)
-        deferred |= len(self.objectives) == 1 and isinstance(self.balancer, Static) and not self._step[2]
+        cached = bool(self.cache_chunk) and any(o.cache_ready for o in self.objectives)
         own = self._own_params()
-        self._gradients.start(self.balancer, self._shared_params(), own, conflicts=self._step[2], deferred=deferred)
+        self._gradients.start(
+            self.balancer, self._shared_params(), own, conflicts=self._step[2], deferred=deferred, cached=cached
+        )
 
-    def add_loss(self, name: str, loss: torch.Tensor) -> None:
+    def add_loss(self, name: str, loss: torch.Tensor, cache: CachedEncoder | None = None) -> None:
         """Objective ``name``'s loss (times its static weight): its gradients are taken now (its graph is
-        freed; :class:`~unisent.balancers.StepGradients`)."""
-        self._gradients.add(name, loss)
+        freed; :class:`~unisent.balancers.StepGradients`); ``cache``: the stand-in encoder it ran with under
+        ``cache_chunk`` (its chunks are encoded again here, with their cached gradients)."""
+        self._gradients.add(name, loss, cache)
 
     def finish_step(self) -> torch.Tensor:
         """The loss whose gradient is the balancer's combination of the added losses on the shared encoder
@@ -453,36 +471,12 @@ class UnisentModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
-        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint.
+        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint
+        (:func:`~unisent.checkpoint_record.module_from_checkpoint`: objectives whose classes do not import
+        are skipped, with one line naming them).
 
         Raises:
             FileNotFoundError: no such file.
             unisent.io.CheckpointError: truncated, not a PyTorch checkpoint, or not one of ``unisent fit``.
         """
-        check_unisent_checkpoint(path)
-        ckpt = load_checkpoint(path, map_location=map_location)
-        record = ckpt[CHECKPOINT_KEY]
-        try:  # the record names classes: only Objective subclasses are built from it, nothing else is called
-            objectives, skipped = inference_objectives(record["objectives"])
-            encoder = EncoderConfig(**record["encoder"])
-        except (ValueError, TypeError, KeyError) as err:
-            raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
-        kept = [i for i in range(len(record["objectives"])) if i not in skipped]
-        module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
-        state = renumbered_state(ckpt["state_dict"], kept, skipped)
-        try:
-            module.load_state_dict(state)
-        except RuntimeError as err:  # e.g. a skipped objective had added tokens to the encoder
-            if not skipped:
-                raise
-            raise CheckpointError(
-                f"checkpoint {path}: the encoder does not load without the objective(s) "
-                f"{', '.join(skipped.values())}: {str(err).splitlines()[0]}"
-            ) from err
-        if skipped:
-            print(
-                f"unisent: {path}: skipped objective(s) {', '.join(skipped.values())} (their classes are not "
-                "importable; inference does not need them: --import MODULE or PYTHONPATH to load them)",
-                file=sys.stderr,
-            )
-        return module
+        return module_from_checkpoint(cls, path, map_location)

@@ -83,22 +83,26 @@ class JacobianAccumulator:
     ) -> Pairs:
         """Add each objective's gradient of its loss on ``shared`` to its row; return the gradients of each
         objective's ``own`` parameters (its own loss alone, whatever the balancer does)."""
-        size = sum(p.numel() for p in shared)
-        if self.matrix is None or self.matrix.shape != (len(self.names), size):
-            self.matrix = torch.zeros(len(self.names), size, device=shared[0].device)
-            self.rows = set()
         pairs: Pairs = []
         for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
             grads = torch.autograd.grad(loss, [*shared, *own[name]], allow_unused=True)
+            row = self.row(name, shared)
             offset = 0
-            row = self.matrix[self.names.index(name)]
             for p, g in zip(shared, grads):
                 if g is not None:
                     row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
                 offset += p.numel()
             pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
-            self.rows.add(name)
         return pairs
+
+    def row(self, name: str, shared: Sequence[torch.nn.Parameter]) -> torch.Tensor:
+        """Objective ``name``'s row of the matrix (a view: what is added to it counts), made on first use."""
+        size = sum(p.numel() for p in shared)
+        if self.matrix is None or self.matrix.shape != (len(self.names), size):
+            self.matrix = torch.zeros(len(self.names), size, device=shared[0].device)
+            self.rows = set()
+        self.rows.add(name)
+        return self.matrix[self.names.index(name)]
 
     def take(self) -> tuple[torch.Tensor, list[str]]:
         """The matrix of this optimiser step (the rows of the objectives that had a loss), averaged over

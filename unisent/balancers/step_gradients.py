@@ -60,14 +60,24 @@ class StepGradients:
         *,
         conflicts: bool = False,
         deferred: bool = False,
+        cached: bool = False,
     ) -> None:
         """Begin a micro-batch: ``shared`` are the encoder's trainable parameters, ``own`` each objective's
         own; ``conflicts``: this micro-batch logs conflict statistics (loss-level: one row per objective).
         ``deferred``: the previous order, every loss kept with its graph until :meth:`finish` (for
-        strategies whose gradients must come from one ``backward`` call: FSDP, DeepSpeed)."""
+        strategies whose gradients must come from one ``backward`` call: FSDP, DeepSpeed); it is also taken
+        for a model of one objective under :class:`~unisent.balancers.Static` without conflict statistics
+        (its one graph and Lightning's own backward: no gradient buffer), unless ``cached``: an objective of
+        this micro-batch runs under GradCache (its encoder gradient is built chunk by chunk here)."""
+        if deferred and cached:
+            raise ValueError(
+                "model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
+                "FSDP and DeepSpeed take them in one backward call of their own: use DDP, or unset cache_chunk"
+            )
         for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
             handle.remove()
         self._hooks = []
+        deferred = deferred or (len(self.names) == 1 and isinstance(balancer, Static) and not conflicts and not cached)
         self.balancer, self.shared, self.own, self.conflicts = balancer, list(shared), own, conflicts
         self.deferred, self.losses = deferred, {}
         self.pairs: Pairs = []  # the own parameters' gradients
@@ -86,31 +96,46 @@ class StepGradients:
             self.rows.zero_()
         self._single = single
 
-    def add(self, name: str, loss: torch.Tensor) -> None:
+    def add(self, name: str, loss: torch.Tensor, cache: Any = None) -> None:
         """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its row on the shared
-        parameters, its own parameters' gradients."""
+        parameters, its own parameters' gradients. ``cache``: the
+        :class:`~unisent.objectives.grad_cache.CachedEncoder` the objective ran with (GradCache): the loss's
+        gradient with respect to its cached vectors is taken with the others, then each chunk is encoded
+        again and its share of the encoder's gradient added to the row, one chunk's graph at a time."""
         if not self._started:
             raise RuntimeError("StepGradients.add before start")
         start = time.perf_counter()
         self.values[name] = loss.detach()
+        leaves = list(cache.leaves) if cache is not None else []
         if self.deferred:
+            if leaves:
+                raise RuntimeError("cached objectives need their gradients at once (StepGradients.start(cached=True))")
             self.losses[name] = loss
             return
-        if self.balancer.gradient_level:
-            self.pairs += self.jacobian.add({name: loss}, self.shared, self.own)
-            self.seconds += time.perf_counter() - start
-            return
         own = self.own.get(name, [])
-        grads = torch.autograd.grad(loss, [*self.shared, *own], allow_unused=True)
-        row = self.rows[0 if self._single else self.names.index(name)]
+        grads = torch.autograd.grad(loss, [*leaves, *self.shared, *own], allow_unused=True)
+        row = self._row(name)
+        self._accumulate(row, grads[len(leaves) : len(leaves) + len(self.shared)])
+        self.pairs += [(p, g) for p, g in zip(own, grads[len(leaves) + len(self.shared) :]) if g is not None]
+        if leaves:
+            for vectors, grad in cache.replay(grads[: len(leaves)]):
+                self._accumulate(row, torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
+        self.seconds += time.perf_counter() - start
+
+    def _row(self, name: str) -> torch.Tensor:
+        """The buffer that objective ``name``'s gradient on the shared parameters is added to: its row of the
+        Jacobian (gradient-level), its row of :attr:`rows`, or the one summed row (Static)."""
+        if self.balancer.gradient_level:
+            return self.jacobian.row(name, self.shared)
+        return self.rows[0 if self._single else self.names.index(name)]
+
+    def _accumulate(self, row: torch.Tensor, grads: Sequence[torch.Tensor | None]) -> None:
         offset = 0
         for i, (p, g) in enumerate(zip(self.shared, grads)):
             if g is not None:
                 row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
                 self.reached[i] = True
             offset += p.numel()
-        self.pairs += [(p, g) for p, g in zip(own, grads[len(self.shared) :]) if g is not None]
-        self.seconds += time.perf_counter() - start
 
     def finish(
         self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()

@@ -139,6 +139,8 @@ class AMRSimCSE(Objective):
     extends_vocabulary = True  # set up before objectives sized by the vocabulary (CMLM's MLM head)
     #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
     matryoshka_ready = True
+    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
+    cache_ready = True
 
     def __init__(
         self,

@@ -43,6 +43,8 @@ class BitextRetrieval(Objective):
     citation = CITATION
     #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
     matryoshka_ready = True
+    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
+    cache_ready = True
 
     def __init__(
         self,

@@ -90,6 +90,8 @@ class EASE(Objective):
 
     name = "ease"
     citation = CITATION
+    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
+    cache_ready = True
     text_keys = ("text",)
 
     def __init__(

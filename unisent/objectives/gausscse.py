@@ -51,6 +51,8 @@ class GaussCSE(Objective):
 
     name = "gausscse"
     citation = CITATION
+    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
+    cache_ready = True
 
     def __init__(
         self,

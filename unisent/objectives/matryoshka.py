@@ -143,6 +143,10 @@ class Matryoshka(Objective):
         return self.objective.param_lr
 
     @property
+    def cache_ready(self) -> bool:
+        return self.objective.cache_ready
+
+    @property
     def schema(self) -> BatchSchema:
         return self.objective.schema
 

@@ -132,6 +132,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: from the encoder's; ``None``: the optimiser's. The training module puts them in their own
     #: parameter groups (same schedule, same weight-decay split). GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
+    #: ``True`` for an in-batch objective whose loss reads the encoder only through the vectors its calls of
+    #: the encoder return (SimCSE, EASE, GaussCSE, bitext retrieval, AMR): under ``model.cache_chunk`` it
+    #: runs with :class:`~unisent.objectives.grad_cache.CachedEncoder` (GradCache); others run uncached
+    cache_ready: ClassVar[bool] = False
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()

@@ -211,3 +211,103 @@ def test_wrong_settings_are_one_line_errors(tiny_bert_dir):
     steps = StepGradients(["simcse"])
     with pytest.raises(ValueError, match="FSDP and DeepSpeed"):
         steps.start(Static(), [torch.nn.Parameter(torch.zeros(2))], {}, deferred=True, cached=True)
+
+
+def test_under_bf16_autocast_cached_equals_uncached(tiny_bert_dir, tmp_path):
+    """The replay runs under the step's autocast: the same bf16 vectors, the same gradients (to bf16's precision)."""
+    module, batch = _setup(tiny_bert_dir, tmp_path, ["simcse_sup", "gausscse"])
+    reference = _uncached(module, chunked=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cached, uncached = _step(module, batch), _step(reference, batch)
+    _assert_same(cached, uncached, tol=2e-2)
+
+
+def _lightning_fit(model_dir, root: Path, cached: bool, names: list[str]) -> UnisentModule:
+    """Two optimiser steps of Lightning's loop, two accumulated micro-batches each."""
+    import lightning as L
+
+    L.seed_everything(3)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(model_dir), max_length=24, pooler="mean"),
+        objectives=[_objective(n) for n in names],
+        # SGD: an update linear in the gradient (Adam's g / sqrt(v) turns the float noise of a near-zero gradient
+        # into a step of +-lr)
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.5),
+        cache_chunk=CHUNK,
+        save_encoder=False,
+        schedule="constant",
+    )
+    if not cached:
+        module = _uncached(module, chunked=True)
+    train = {n: DataSource(str(SAMPLES / OBJECTIVES[n][2]), max_records=32) for n in names}
+    data = UnisentDataModule(train=train, batch_size=BATCH, cache_dir=str(root / "cache"), seed=7)
+    trainer = L.Trainer(
+        default_root_dir=root,
+        max_steps=2,
+        accumulate_grad_batches=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, datamodule=data)
+    return module
+
+
+def test_lightnings_loop_with_gradient_accumulation(tiny_bert_dir, tmp_path):
+    """``unisent fit``'s path: two optimiser steps of two accumulated micro-batches give the weights of the
+    uncached run (the dropout masks drawn in the same chunks)."""
+    names = ["simcse", "bitext"]
+    cached = _lightning_fit(tiny_bert_dir, tmp_path / "cached", True, names)
+    reference = _lightning_fit(tiny_bert_dir, tmp_path / "reference", False, names)
+    moved = 0.0
+    start = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean")).encoder
+    for (name, a), b in zip(cached.encoder.state_dict().items(), reference.encoder.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+        if a.is_floating_point():
+            moved = max(moved, float((a - start.state_dict()[name]).abs().max()))
+    assert moved > 1e-4  # the weights did move
+
+
+def test_the_one_gpu_cached_preset_through_unisent_fit(tiny_recipe, unisent_cli, tmp_path, capsys):
+    """The paper recipe with ``recipes/trainers/1gpu-cached.yaml`` trains through the CLI (on the CPU here), the
+    checkpoint records the setting; a chunk of 0 is one line."""
+    from unisent.cli import main
+    from unisent.io import load_checkpoint
+
+    recipe = tiny_recipe(ROOT / "recipes/simcse/sup-bert-base.yaml", max_records=16)
+    args = ["fit", "-c", str(recipe), "-c", str(ROOT / "recipes/trainers/1gpu-cached.yaml")]
+    args += ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--trainer.max_steps=2", "--data.batch_size=8"]
+    args += ["--trainer.val_check_interval=null", "--model.evaluation.val_tasks=[]", "--model.save_encoder=false"]
+    args += [f"--trainer.logger.init_args.save_dir={tmp_path}", "--trainer.enable_progress_bar=false"]
+    unisent_cli(*args, "--model.cache_chunk=3")
+    (ckpt,) = tmp_path.rglob("last.ckpt")
+    saved = load_checkpoint(ckpt)
+    assert saved["global_step"] == 2 and saved["hyper_parameters"]["cache_chunk"] == 3
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--model.cache_chunk=0"])
+    assert done.value.code not in (0, None)
+    assert "model.cache_chunk must be a number of rows >= 1" in capsys.readouterr().err
+
+
+def test_the_documented_cache_ready_objective(tiny_bert_dir, tmp_path):
+    """docs/new-objective.md's ``PairContrast`` (``cache_ready = True``) trains cached, equal to uncached."""
+    import re
+
+    text = (ROOT / "docs" / "new-objective.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class PairContrast" in b)
+    namespace: dict = {}
+    exec(compile(block, "docs/new-objective.md", "exec"), namespace)
+    torch.manual_seed(0)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean"),
+        objectives=[namespace["PairContrast"](name="pairs")],
+        cache_chunk=CHUNK,
+        save_encoder=False,
+    )
+    source = DataSource(str(SAMPLES / "nli_triples.jsonl"), columns={"anchor": "left", "positive": "right"})
+    data = UnisentDataModule(train={"pairs": source}, batch_size=BATCH, cache_dir=str(tmp_path / "cache"))
+    data.attach(module).setup("fit")
+    batch = {"pairs": next(iter(data._loader("pairs")))}
+    _assert_same(_step(module, batch), _step(_uncached(module, chunked=True), batch))

@@ -154,9 +154,20 @@ class _LateRestore(L.pytorch.strategies.SingleDeviceStrategy):
         return True
 
 
-def _fit(model_dir, root, max_steps=8, callbacks=(), ckpt_path=None, strategy="auto", num_workers=0, schedule="linear"):
+def _fit(
+    model_dir,
+    root,
+    max_steps=8,
+    callbacks=(),
+    ckpt_path=None,
+    strategy="auto",
+    num_workers=0,
+    schedule="linear",
+    cache_chunk=None,
+):
     L.seed_everything(5)
     module = UnisentModule(
+        cache_chunk=cache_chunk,
         encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"),
         objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5)],
         optimizer=lambda params: AdamW(params, lr=1e-3),
@@ -210,6 +221,25 @@ def test_crash_and_resume_in_process_matches_an_uninterrupted_run(tiny_bert_dir,
     assert trainer.global_step == 8
     for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_cached_run_resumes_exactly(tiny_bert_dir, tmp_path):
+    """GradCache (``cache_chunk``) keeps each chunk's random state for its replay only: a crash at step 5 and a
+    resume give the uninterrupted run's weights bit for bit, and they are not the uncached run's (the cache
+    draws the dropout masks chunk by chunk)."""
+    reference, _ = _fit(tiny_bert_dir, tmp_path / "ref", cache_chunk=3)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _fit(tiny_bert_dir, tmp_path / "run", callbacks=[_Crash(step=5)], cache_chunk=3)
+    resumed, trainer = _fit(tiny_bert_dir, tmp_path / "run", ckpt_path="last", cache_chunk=3)
+    assert trainer.global_step == 8
+    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    uncached, _ = _fit(tiny_bert_dir, tmp_path / "plain")
+    assert not torch.equal(
+        uncached.encoder.backbone.embeddings.word_embeddings.weight,
+        resumed.encoder.backbone.embeddings.word_embeddings.weight,
+    )
 
 
 @pytest.mark.usefixtures("one_thread")

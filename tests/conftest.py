@@ -332,3 +332,26 @@ def unisent_cli():
             assert done.code in (0, None), f"unisent {' '.join(args)} exited with {done.code}"
 
     return run
+
+
+@pytest.fixture
+def tiny_quickstart(tiny_bert_dir, tmp_path):
+    """``tiny_quickstart(*args, **env) -> (command, environment)``: ``unisent fit`` of the quickstart recipe on the
+    tiny BERT (2 steps, batch 8, logs under ``tmp_path / "runs"``) with ``args`` appended, to run in a subprocess
+    whose environment is offline, one thread, plus ``env``."""
+
+    def make(*args: str, **env: str) -> tuple[list[str], dict[str, str]]:
+        command = [
+            sys.executable,
+            "-m",
+            "unisent.cli",
+            "fit",
+            "-c",
+            str(Path(__file__).resolve().parents[1] / "recipes/quickstart.yaml"),
+        ]
+        command += ["--trainer.max_steps=2", f"--model.encoder.model={tiny_bert_dir}", "--data.batch_size=8"]
+        command += [f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}", *args]
+        offline = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
+        return command, {**os.environ, **offline, "TOKENIZERS_PARALLELISM": "false", **env}
+
+    return make

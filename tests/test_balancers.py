@@ -394,9 +394,21 @@ def test_unified_fit_with_a_balancer_logs_conflicts_and_plots_them(tiny_unified,
 
 
 @pytest.mark.distributed
-def test_pcgrad_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_path):
-    """The real path: Lightning's DDP (2 CPU processes, gloo) with PCGrad and gradient accumulation, every
-    parameter reduced (plain ``ddp``, no unused-parameter search), conflicts logged from rank 0."""
+@pytest.mark.parametrize(
+    "balancer,strategy,cache_chunk",
+    [
+        ("PCGrad", "ddp", None),
+        ("Static", "ddp_find_unused_parameters_true", None),
+        ("Uncertainty", "ddp_find_unused_parameters_true", None),
+        ("UPGrad", "ddp", 3),
+    ],
+    ids=["pcgrad", "static", "uncertainty", "upgrad-cached"],
+)
+def test_balancers_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_path, balancer, strategy, cache_chunk):
+    """The real path: Lightning's DDP (2 CPU processes, gloo) with gradient accumulation, conflicts logged from rank
+    0. Gradient-level balancers under plain ``ddp`` (every parameter reduced, no unused-parameter search);
+    loss-level ones are a surrogate loss too, and parameters no loss reaches (BERT's pooler under mean pooling)
+    need ``ddp_find_unused_parameters_true``; GradCache (``cache_chunk``) under the same DDP."""
     import os
     import subprocess
     import sys
@@ -404,9 +416,12 @@ def test_pcgrad_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_pa
     path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
     config = yaml.safe_load(path.read_text(encoding="utf-8"))
     model = config["model"]
-    model["balancer"] = {"class_path": "unisent.balancers.PCGrad"}
+    aggregator = {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "UPGrad"}}
+    model["balancer"] = aggregator if balancer == "UPGrad" else {"class_path": f"unisent.balancers.{balancer}"}
     model["conflict_every"] = 1
-    config["trainer"].update(devices=2, accelerator="cpu", strategy="ddp", accumulate_grad_batches=2)
+    if cache_chunk:
+        model["cache_chunk"] = cache_chunk
+    config["trainer"].update(devices=2, accelerator="cpu", strategy=strategy, accumulate_grad_batches=2)
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "unisent.cli", "fit", "-c", str(path)],
@@ -422,7 +437,7 @@ def test_pcgrad_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_pa
     assert sorted({int(r["step"]) for r in table}) == [0, 1]
     assert {(r["a"], r["b"]) for r in table} == {("ease", "ease"), ("ease", "amr"), ("amr", "amr")}
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert ckpt["global_step"] == 2
+    assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["cache_chunk"] == cache_chunk
 
 
 def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_path):

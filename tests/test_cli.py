@@ -399,32 +399,12 @@ def test_an_abbreviated_option_is_an_error_with_a_suggestion(capsys):
     assert "did you mean --trainer.max_steps" in line
 
 
-def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_bert_dir):
+def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_quickstart):
     """`unisent fit -c recipes/quickstart.yaml --trainer.max_steps=2` (on the tiny model): the progress bar
     and at most a few lines (issue 29: it printed 30); --verbose brings back the model summary and the rest."""
-    import os
     import subprocess
-    import sys
 
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "COLUMNS": "100",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "unisent.cli",
-        "fit",
-        "-c",
-        str(ROOT / "recipes/quickstart.yaml"),
-        "--trainer.max_steps=2",
-        f"--model.encoder.model={tiny_bert_dir}",
-        "--data.batch_size=8",
-        f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
-    ]
+    command, env = tiny_quickstart(COLUMNS="100")
     quiet = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     # the progress bar redraws with \r (TQDM) or cursor moves (rich); its lines mention the epoch

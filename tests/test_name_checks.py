@@ -5,9 +5,7 @@ check it, and a checkpoint whose stored settings name an unknown task still load
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,31 +32,12 @@ def _one_line(err: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------- through `unisent fit`
-def test_a_misspelled_val_task_stops_fit_before_the_first_step(tiny_bert_dir, tmp_path):
+def test_a_misspelled_val_task_stops_fit_before_the_first_step(tiny_quickstart, tmp_path):
     """`unisent fit ... --model.evaluation.val_tasks=[stsb-dve]`: one line, status 1, before any data is
     tokenised or any step runs (either would be killed by the fault points: status -9), no run left."""
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "WANDB_MODE": "offline",
-        "UNISENT_FAULT": "cache_write@1=SIGKILL,train_step@1=SIGKILL",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "unisent.cli",
-        "fit",
-        "-c",
-        str(ROOT / "recipes/quickstart.yaml"),
-        "--trainer.max_steps=2",
-        f"--model.encoder.model={tiny_bert_dir}",
-        "--data.batch_size=8",
-        f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
-        "--model.evaluation.val_tasks=[stsb-dve]",
-    ]
+    command, env = tiny_quickstart(
+        "--model.evaluation.val_tasks=[stsb-dve]", UNISENT_FAULT="cache_write@1=SIGKILL,train_step@1=SIGKILL"
+    )
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
     err = done.stderr.strip()

@@ -172,39 +172,3 @@ def test_conflict_statistics_from_the_chunked_gram_match_a_float64_copy():
     assert all(v != v for v in stats["cosines"][3])  # a zero row: nan
     picked = conflict_stats(matrix, ["c", "a"], [2, 0])  # selected rows, in order
     assert picked["norms"] == pytest.approx([float(norms[2]), float(norms[0])], rel=1e-9)
-
-
-@pytest.mark.distributed
-@pytest.mark.parametrize("balancer", ["Static", "Uncertainty"])
-def test_loss_level_balancers_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp_path, balancer):
-    """A loss-level step is a surrogate loss too now: Lightning's DDP (2 CPU processes, gloo) with gradient
-    accumulation and conflict logging fits and checkpoints. As before, parameters no loss reaches (BERT's
-    pooler under mean pooling) need ``ddp_find_unused_parameters_true`` with a loss-level balancer."""
-    import csv
-    import os
-    import subprocess
-    import sys
-
-    import yaml
-
-    path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    config["model"]["balancer"] = {"class_path": f"unisent.balancers.{balancer}"}
-    config["model"]["conflict_every"] = 1
-    config["trainer"].update(
-        devices=2, accelerator="cpu", strategy="ddp_find_unused_parameters_true", accumulate_grad_batches=2
-    )
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "unisent.cli", "fit", "-c", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = tmp_path / "runs" / "unified" / "version_0"
-    with (run / "conflicts.csv").open() as f:
-        assert sorted({int(r["step"]) for r in csv.DictReader(f)}) == [0, 1]
-    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert ckpt["global_step"] == 2

@@ -159,6 +159,31 @@ def test_documented_yaml_trains(tmp_path, tiny_bert_dir):
     assert isinstance(objective, Matryoshka) and isinstance(objective.objective, SimCSE)
     assert objective.dims == [32, 16] and objective.objective.supervised
 
+    # the model card cites the wrapper's paper and the wrapped objective's
+    out = tmp_path / "exported"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "unisent.cli",
+            "export",
+            str(next(tmp_path.rglob("last.ckpt"))),
+            "--format",
+            "sentence-transformers",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    card = (out / "README.md").read_text(encoding="utf-8")
+    cited = card.split("## Citation", 1)[1]
+    assert "Matryoshka Representation Learning" in cited and "SimCSE: Simple Contrastive Learning" in cited
+    assert "Citation: Kusupati" in card and "; Gao, Yao and Chen" in card
+
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),

@@ -196,7 +196,8 @@ def render_card(
             settings = ", ".join(f"`{k}={_setting(v)}`" for k, v in obj.init_args.items())
             lines.append(f"Settings: {settings or 'defaults'}.")
             lines.append("")
-            lines.append(f"Citation: {obj.citation or 'none recorded by the objective class'}")
+            cited = "; ".join(obj.citation.splitlines())
+            lines.append(f"Citation: {cited or 'none recorded by the objective class'}")
             lines.append("")
     else:
         lines += ["Not recorded (export from a `.ckpt` of `unisent fit`, or from `<run>/encoder`, to list them).", ""]
@@ -226,7 +227,7 @@ def render_card(
         else:
             lines += [f"Export check: {how}; largest absolute difference to unisent's `encode`: {diff:.2e}.", ""]
 
-    citations = [o.citation for o in record.objectives if o.citation]
+    citations = [c for o in record.objectives for c in o.citation.splitlines() if c]
     if citations:
         lines += ["## Citation", ""] + [f"- {c}" for c in dict.fromkeys(citations)] + [""]
     return scrub_paths("\n".join(lines).rstrip() + "\n")

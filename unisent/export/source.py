@@ -32,7 +32,8 @@ class ObjectiveRecord:
         class_path: importable class of the objective.
         init_args: every constructor argument, defaults included.
         weight: the objective's weight in the total loss.
-        citation: the paper (the objective class's ``citation``; empty if unknown).
+        citation: the papers, one per line (the objective's ``citations``: a wrapper's and the wrapped one's; empty
+            if unknown).
     """
 
     name: str
@@ -94,7 +95,8 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
         class_path=spec["class_path"],
         init_args=dict(spec.get("init_args", {})),
         weight=float(getattr(objective, "weight", 1.0)),
-        citation=str(getattr(type(objective), "citation", "") or ""),
+        # a wrapper's (Matryoshka) and the wrapped objective's papers, one per line
+        citation="\n".join(getattr(objective, "citations", None) or [str(getattr(objective, "citation", "") or "")]),
     )
 
 

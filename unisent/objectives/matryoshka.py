@@ -192,6 +192,10 @@ class Matryoshka(Objective):
         return loss
 
     # ------------------------------------------------------------------------------------ run record
+    @property
+    def citations(self) -> tuple[str, ...]:
+        return (*super().citations, *self.objective.citations)
+
     def config(self) -> dict[str, Any]:
         spec = super().config()
         spec["init_args"]["objective"] = self.objective.config()

@@ -211,6 +211,12 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         return None
 
     # -------------------------------------------------------------------------------- run record
+    @property
+    def citations(self) -> tuple[str, ...]:
+        """The papers behind this instance, for model cards: its class's :attr:`citation` (a wrapper adds the
+        wrapped objective's)."""
+        return (self.citation,) if self.citation else ()
+
     def config(self) -> dict[str, Any]:
         """``{"class_path": ..., "init_args": ...}``: enough to rebuild this objective."""
         cls = type(self)

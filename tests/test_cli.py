@@ -233,6 +233,7 @@ def test_every_option_of_the_short_help_is_accepted_by_the_real_parser(capsys):
     full = capsys.readouterr().out
     assert "--trainer.max_steps MAX_STEPS" in full and "--checkpoint.every_n_train_steps" in full
     assert all(option in full for option in ("--config", "--print_config", "--ckpt_path", "--seed_everything"))
+    assert all(f"  {option}" in full for option in ("--import MODULE", "--verbose", FULL_HELP))  # unisent's own
 
 
 def test_version_and_unknown_command(capsys):

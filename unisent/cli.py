@@ -29,6 +29,10 @@ def _lightning(argv: Sequence[str]) -> None:
     from .commands.lightning_help import FULL_HELP
 
     if verbose or FULL_HELP in words:  # --help-all: Lightning's own --help, every option
+        if FULL_HELP in words:
+            from .commands.lightning_help import own_options
+
+            sys.stdout.write(own_options())
         words = ["--help" if w == FULL_HELP else w for w in words if w != "--verbose"]
     command = next((w for w in words if w in LIGHTNING_COMMANDS), None)
     prog = f"unisent {command}" if command else "unisent"

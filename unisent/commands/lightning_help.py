@@ -9,7 +9,7 @@ that key, so this list cannot name an option that does not exist.
 
 from __future__ import annotations
 
-__all__ = ["FULL_HELP", "HELP_WORDS", "OPTIONS", "short_help"]
+__all__ = ["FULL_HELP", "HELP_WORDS", "OPTIONS", "own_options", "short_help"]
 
 #: the flag that prints Lightning's full ``--help`` (every option of the trainer, model, data and checkpoint)
 FULL_HELP = "--help-all"
@@ -70,6 +70,7 @@ OPTIONS: tuple[tuple[str, tuple[tuple[str, str, str | None, str], ...]], ...] = 
             ("--model.optimizer.init_args.lr", "X", "3.0e-05", "the learning rate"),
             ("--model.warmup_ratio", "X", "0.05", "linear warm-up over this fraction of the steps"),
             ("--model.balancer", "CLASS", "unisent.balancers.PCGrad", "how several objectives' gradients combine"),
+            ("--model.cache_chunk", "N", "64", "GradCache: in-batch objectives encode N rows at a time (any batch)"),
         ),
     ),
     (
@@ -125,3 +126,18 @@ def short_help(command: str) -> str:
     for left, text in rows:
         lines.append(f"{left:<{width}}  {text}" if text else f"\n{left}")
     return "\n".join(lines) + "\n"
+
+
+def own_options() -> str:
+    """unisent's own options of a Lightning command, which are no keys of the config and so are not in
+    Lightning's full help: printed before it by ``--help-all``."""
+    rows = [
+        (f"  {o} {m}".rstrip(), t) for o, m, e, t in OPTIONS[0][1] if e is None and o.startswith("--") and "." not in o
+    ]
+    rows = [(left, text) for left, text in rows if "_" not in left]  # not Lightning's --ckpt_path, --print_config
+    width = max(len(left) for left, _ in rows)
+    return (
+        "unisent's own options (besides Lightning's, below):\n"
+        + "".join(f"{left:<{width}}  {text}\n" for left, text in rows)
+        + "\n"
+    )

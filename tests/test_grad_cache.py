@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from unisent.balancers import JacobianAggregator, PCGrad, Static, StepGradients
+from unisent.balancers import JacobianAggregator, PCGrad, Static, StepGradients, Uncertainty
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.io import import_object
@@ -155,12 +155,18 @@ def test_without_dropout_cached_equals_the_plain_whole_batch_step(tiny_bert_dir,
     _assert_same(_step(module, batch), _step(_uncached(module, chunked=False), batch))
 
 
-@pytest.mark.parametrize("balancer", ["PCGrad", "UPGrad"])
-def test_two_objectives_under_a_gradient_level_balancer(tiny_bert_dir, tmp_path, balancer):
-    """The balancer's rows are each objective's encoder gradient from its cached chunks: the aggregate equals the
-    uncached one."""
-    make = (lambda: PCGrad()) if balancer == "PCGrad" else (lambda: JacobianAggregator("UPGrad"))
-    module, batch = _setup(tiny_bert_dir, tmp_path, ["simcse", "gausscse"], balancer=make())
+BALANCERS = {
+    "PCGrad": lambda: PCGrad(),
+    "UPGrad": lambda: JacobianAggregator("UPGrad"),
+    "Uncertainty": lambda: Uncertainty(lr=0.1, init=0.3),  # loss-level: one row per objective, weights != 1
+}
+
+
+@pytest.mark.parametrize("balancer", list(BALANCERS))
+def test_two_objectives_under_a_balancer(tiny_bert_dir, tmp_path, balancer):
+    """The balancer's rows are each objective's encoder gradient from its cached chunks: the aggregate (or the
+    weighted sum) equals the uncached one, the balancer's own parameters' gradient too."""
+    module, batch = _setup(tiny_bert_dir, tmp_path, ["simcse", "gausscse"], balancer=BALANCERS[balancer]())
     _assert_same(_step(module, batch), _step(_uncached(module, chunked=True), batch))
 
 

@@ -94,10 +94,11 @@ def _name(objective: dict) -> str:
 
 
 def child(config_path: str, threads: int) -> None:
-    """Runs in a fresh process: ``unisent fit -c config_path``, then print the peak as JSON."""
-    if threads:
-        import torch
+    """Runs in a fresh process: ``unisent fit -c config_path``, then print the peak, the seconds and the torch
+    threads as JSON (``benchmarks/cached_batch.py`` runs its configurations with it too)."""
+    import torch
 
+    if threads:
         torch.set_num_threads(threads)
     from unisent.cli import main
 
@@ -107,7 +108,11 @@ def child(config_path: str, threads: int) -> None:
     except SystemExit as done:
         if done.code not in (0, None):
             raise
-    print(json.dumps({"peak_gb": peak_rss_gb(), "seconds": time.perf_counter() - start}))
+    print(
+        json.dumps(
+            {"peak_gb": peak_rss_gb(), "seconds": time.perf_counter() - start, "threads": torch.get_num_threads()}
+        )
+    )
 
 
 def measure(config: dict, path: Path, threads: int = 0) -> dict:

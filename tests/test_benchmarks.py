@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +58,7 @@ def test_useful_flops_follow_the_formula(tiny_bert_dir):
 
 
 def _load(name: str):
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # a script imports its siblings (restored after the test)
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -269,3 +272,29 @@ def test_matryoshka_table_scores_prefixes_of_one_encoding_and_tabulates_interval
     text = module.table({"wrapped": scores}, [64, 32])
     # mean 81, stdev 1: half-width 4.303 / sqrt(3) = 2.48
     assert "| wrapped (3 seeds) | stsb-test | 81.00 ± 2.48 | 80.00 ± 2.48 |" in text
+
+
+def test_cached_batch_runs_cached_and_uncached_with_the_same_losses(tiny_bert_dir, tmp_path):
+    """benchmarks/cached_batch.py on the tiny BERT, two steps of batch 8: its table and JSON. Dropout off, the
+    cached run (chunks of 4 rows: 16 sequences in 4 passes) logs the uncached run's loss at both steps (the
+    second step's loss follows the first step's gradients); with dropout on, chunks smaller than the 16
+    sequences draw other masks, so that equality only holds without dropout (or in a single chunk)."""
+    import json
+
+    bench = _load("cached_batch")
+    assert bench.parse("b1024-c64") == (1024, 64) and bench.parse("b64") == (64, None)
+    out, results = tmp_path / "table.md", tmp_path / "results.json"
+    argv = ["--model", str(tiny_bert_dir), "--only", "b8", "b8-c4", "--steps", "2", "--max-length", "16"]
+    argv += ["--dropout", "0", "--threads", "1", "--workdir", str(tmp_path / "work")]
+    assert bench.main([*argv, "--out", str(out), "--json", str(results)]) == 0
+    rows = json.loads(results.read_text())["results"]
+    uncached, cached = rows["b8"], rows["b8-c4"]
+    assert (uncached["cached"], cached["cached"], cached["chunk"]) == (False, True, 4)
+    for row in (uncached, cached):
+        assert row["batch"] == 8 and row["peak_gb"] > row["start_gb"] > 0.05 and row["sentences_per_s"] > 0
+        assert len(row["losses"]) == 2 and row["timed_steps"] == 1
+    assert cached["losses"] == pytest.approx(uncached["losses"], abs=1e-5)
+    assert uncached["losses"][0] != pytest.approx(uncached["losses"][1], abs=1e-3)  # other batch, updated model
+    lines = out.read_text().splitlines()
+    assert lines[2].startswith("| 8 | no |  |") and lines[3].startswith("| 8 | yes | 4 |")
+    assert bench.ratio(rows, "b8-c4", "b8") == cached["peak_gb"] / uncached["peak_gb"]

@@ -207,7 +207,39 @@ def test_dim_above_hidden_size(tiny_bert_dir):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("objective", [CMLM, GaussCSE, EASE], ids=lambda c: c.__name__)
+def test_gausscse_is_cut_mean_and_variance_together(tiny_bert_dir):
+    """GaussCSE's head reads the whole pooled vector; at each dim the loss is the KL of the first d coordinates of
+    every mean and variance (one encoder pass); ``point: pooled`` is refused (encode's vector would not be the
+    one whose prefixes are trained)."""
+    from unisent.losses.gaussian_kl import gauss_cse_loss
+
+    encoder = _encoder(tiny_bert_dir).eval()
+    calls = []
+    encoder.register_forward_hook(lambda module, args, output: calls.append(output.shape))
+    torch.manual_seed(0)
+    wrapper = Matryoshka(GaussCSE(sets=["ent", "con", "rev"]), dims=[32, 8], weights=[1.0, 0.5])
+    wrapper.setup_for(encoder)
+    batch = _triples(encoder, wrapper)
+    out = wrapper(encoder, batch)
+    assert calls == [torch.Size([18, 32])] and set(out.terms) == {"contrastive@32", "contrastive@8"}
+    assert wrapper.objective.output_dim is None  # set for each pass only
+    with torch.no_grad():
+        keys = ("anchor", "positive", "negative")
+        pooled = encoder(
+            torch.cat([batch[k]["input_ids"] for k in keys]), torch.cat([batch[k]["attention_mask"] for k in keys])
+        ).chunk(3)
+        gaussians = [wrapper.objective.head(v) for v in pooled]
+    settings = {"sets": ("ent", "con", "rev"), "temperature": 0.05, "reduction": "sum"}
+    full = gauss_cse_loss(*gaussians, **settings)
+    cut = gauss_cse_loss(*[(mu[:, :8], var[:, :8]) for mu, var in gaussians], **settings)
+    assert torch.allclose(out["contrastive@32"], full, atol=1e-5)
+    assert torch.allclose(out["contrastive@8"], cut, atol=1e-5)
+    assert not torch.allclose(full, cut, atol=1e-3)
+    with pytest.raises(ValueError, match="with point: pooled"):
+        Matryoshka(GaussCSE(point="pooled"), dims=[16])
+
+
+@pytest.mark.parametrize("objective", [CMLM, EASE], ids=lambda c: c.__name__)
 def test_objectives_not_on_pooled_vectors_are_refused(objective):
     with pytest.raises(ValueError, match=rf"cannot wrap {objective.__name__}: its loss is not computed") as err:
         Matryoshka(objective(), dims=[16])

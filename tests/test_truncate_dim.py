@@ -15,6 +15,8 @@ from unisent.cli import main
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.inference.truncation import TruncatedModel
 
+ROOT = Path(__file__).resolve().parents[1]
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SENTENCES = ["A man is playing a guitar.", "Two dogs run on the beach.", "The stock market fell today.", "Hi"]
@@ -130,9 +132,7 @@ def test_export_writes_truncate_dim_where_sentence_transformers_reads_it(model_d
     assert "`truncate_dim`" in (out / "README.md").read_text()
 
 
-def test_export_refuses_bad_dims_other_formats_and_gaussian_models(model_dir, tiny_bert_dir, tmp_path, capsys):
-    from unisent.export import export_model
-    from unisent.objectives import GaussianEncoder, GaussianHead
+def test_export_refuses_bad_dims_and_other_formats(model_dir, tmp_path, capsys):
 
     for fmt, dim, words in (
         ("sentence-transformers", "48", "above the model's embedding dimension 32"),
@@ -146,13 +146,49 @@ def test_export_refuses_bad_dims_other_formats_and_gaussian_models(model_dir, ti
         assert "--truncate-dim" in err and words in err, err
         assert not out.exists() and not list(tmp_path.glob(f".x-{fmt}-{dim}*"))
 
+
+def test_a_gaussian_model_is_cut_mean_and_variance_together(tiny_bert_dir, tmp_path):
+    """GaussCSE's model (Matryoshka trains the prefixes of its means and variances): ``encode`` gives the cut means,
+    ``encode_gaussian`` both cut, the direction tasks score the marginal Gaussians, and the Sentence Transformers
+    export carries ``truncate_dim`` and gives the cut means."""
+    from sentence_transformers import SentenceTransformer
+
+    from unisent.evaluation import evaluate
+    from unisent.evaluation.metrics.similarity import kl_similarity
+    from unisent.export import export_model
+    from unisent.losses.gaussian_kl import gaussian_similarity_matrix
+    from unisent.objectives import GaussianEncoder, GaussianHead
+
     encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="cls", max_length=24))
+    torch.manual_seed(0)
     gaussian = GaussianEncoder(encoder, GaussianHead(encoder.hidden_size)).eval()
-    with pytest.raises(ValueError, match="--truncate-dim does not apply to GaussianEncoder, a Gaussian model"):
-        export_model(gaussian, tmp_path / "gauss", "sentence-transformers", truncate_dim=16)
-    with pytest.raises(ValueError, match="Gaussian model"):
-        TruncatedModel(gaussian, 16)
-    assert not (tmp_path / "gauss").exists()
+    cut = TruncatedModel(gaussian, 16)
+    mu, var = gaussian.encode_gaussian(SENTENCES)
+    mu16, var16 = cut.encode_gaussian(SENTENCES)
+    assert torch.equal(mu16, mu[:, :16]) and torch.equal(var16, var[:, :16])
+    assert torch.equal(cut.encode(SENTENCES), mu[:, :16])
+    assert not hasattr(TruncatedModel(unisent.load(str(tiny_bert_dir)), 16), "encode_gaussian")
+    full = gaussian_similarity_matrix(mu, var, mu, var, "sum")
+    marginal = gaussian_similarity_matrix(mu16, var16, mu16, var16, "sum")
+    assert not torch.allclose(full, marginal)  # the 16-dimensional marginals are other Gaussians
+    # the direction task (entailment pairs: sim(hyp || pre) > sim(pre || hyp)) scores the 16-dim marginals
+    triples = [json.loads(line) for line in (ROOT / "samples/nli_triples.jsonl").read_text().splitlines()[:24]]
+    snli = tmp_path / "nli" / "snli"
+    snli.mkdir(parents=True)
+    for name, column in (("s1", "anchor"), ("s2", "positive")):
+        (snli / f"{name}.test").write_text("".join(t[column] + "\n" for t in triples))
+    (snli / "labels.test").write_text("entailment\n" * len(triples))
+    pre, hyp = [cut.encode_gaussian([t[k] for t in triples]) for k in ("anchor", "positive")]
+    forward, backward = kl_similarity(hyp, pre), kl_similarity(pre, hyp)  # sim(a || b), row by row
+    expected = 100 * float((forward > backward).double().mean())
+    pre_full, hyp_full = [gaussian.encode_gaussian([t[k] for t in triples]) for k in ("anchor", "positive")]
+    uncut = 100 * float((kl_similarity(hyp_full, pre_full) > kl_similarity(pre_full, hyp_full)).double().mean())
+    assert uncut != expected  # the task below can tell the cut Gaussians from the whole ones
+    result = evaluate(cut, ["snli-direction"], tmp_path, progress=False, similarity="kl")["tasks"]["snli-direction"]
+    assert result["score"] == pytest.approx(expected) and 0 < expected < 100
+    export_model(gaussian, tmp_path / "gauss", "sentence-transformers", truncate_dim=16)
+    st = SentenceTransformer(str(tmp_path / "gauss"), device="cpu")
+    np.testing.assert_allclose(st.encode(SENTENCES, convert_to_numpy=True), mu16.numpy(), atol=1e-5, rtol=0)
 
 
 def test_truncated_model_delegates_and_keeps_tensors(model_dir):

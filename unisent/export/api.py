@@ -180,7 +180,7 @@ def export_model(
         ExportCheckError: the check found different embeddings.
         NoExporterError: the model cannot be exported in ``format`` (it declares no such export).
         ValueError: ``max_seq_length`` is not positive or longer than the backbone's positions;
-            ``truncate_dim`` not positive, above the model's dimension, for a Gaussian model or a format
+            ``truncate_dim`` not positive, above the model's dimension, or for a format
             without ``config_sentence_transformers.json``.
     """
     from ..encoders.batching import collect_truncation

@@ -334,7 +334,7 @@ def encode_file(
         EmptyInputError: the input has no row.
         EncodeInputError: a row that cannot be encoded (named), or an unsupported format.
         ValueError: ``max_length`` for a model without one, or longer than its backbone's positions;
-            ``truncate_dim`` not positive, above the model's dimension, or for a Gaussian model.
+            ``truncate_dim`` not positive or above the model's dimension.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
     _check_input(input_path)

@@ -4,8 +4,9 @@ Transformers' ``truncate_dim``: for models trained with :class:`unisent.objectiv
 :class:`TruncatedModel` wraps any model with ``encode(sentences, batch_size, normalize=..., ...)``: it
 encodes the full vectors (the model's own normalisation, if it has one, included), keeps the first
 ``dim`` coordinates and L2-normalises *after* the cut when ``normalize=True``. Everything else (``eval``,
-``parameters``, ``export_max_length``, ``config`` ...) is the wrapped model's. Gaussian models
-(``encode_gaussian``) are refused: their mean and variance would have to be cut together.
+``parameters``, ``export_max_length``, ``config`` ...) is the wrapped model's. A Gaussian model
+(``encode_gaussian``: GaussCSE, trained with ``Matryoshka`` on its means and variances together) gets its
+mean and variance cut together: the first ``dim`` coordinates of a diagonal Gaussian are its marginal.
 """
 
 from __future__ import annotations
@@ -30,11 +31,6 @@ def check_truncate_dim(model: Any, dim: int, option: str = "--truncate-dim") -> 
     """``dim`` if ``model`` can be cut there; a one-line :class:`ValueError` naming ``option`` if not.
 
     Returns the model's full embedding size."""
-    if callable(getattr(model, "encode_gaussian", None)):
-        raise ValueError(
-            f"{option} does not apply to {type(model).__name__}, a Gaussian model (its mean and variance "
-            "would have to be truncated together)"
-        )
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
         raise ValueError(f"{option} must be a positive number of dimensions, got {dim}")
     full = embedding_dim(model)
@@ -63,9 +59,17 @@ class TruncatedModel:
             cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
         return cut
 
+    def _encode_gaussian(self, sentences: Sequence[str], batch_size: int = 64, *args: Any, **kwargs: Any):
+        """The wrapped Gaussian model's means and variances, both cut to the first ``dim`` coordinates."""
+        mu, var = self.model.encode_gaussian(sentences, batch_size, *args, **kwargs)
+        return mu[..., : self.truncate_dim].contiguous(), var[..., : self.truncate_dim].contiguous()
+
     def __getattr__(self, name: str) -> Any:
-        if name in ("model", "encode_gaussian") or name.startswith("__"):
+        if name == "model" or name.startswith("__"):
             raise AttributeError(name)
+        if name == "encode_gaussian":  # only where the wrapped model is Gaussian (tasks test for the method)
+            getattr(self.model, name)
+            return self._encode_gaussian
         return getattr(self.model, name)
 
     def __repr__(self) -> str:

@@ -53,6 +53,10 @@ class GaussCSE(Objective):
     citation = CITATION
     #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
     cache_ready = True
+    #: :class:`Matryoshka` may wrap it: it cuts the Gaussians (mean and variance together) to each prefix
+    #: (:attr:`output_dim`), not the pooled vector its head reads
+    matryoshka_ready = True
+    matryoshka_cuts_outputs = True
 
     def __init__(
         self,
@@ -89,6 +93,9 @@ class GaussCSE(Objective):
             "length_input": length_input,
         }
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
+        #: set by :class:`Matryoshka` during one of its passes: the loss on the first ``output_dim`` coordinates
+        #: of every mean and variance (the KL of the marginal Gaussians); ``None``: all of them
+        self.output_dim: int | None = None
         self.batch_keys = self.text_keys = (
             ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
         )
@@ -109,6 +116,8 @@ class GaussCSE(Objective):
             views = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(pooled, self.text_keys)]
         else:
             views = [self.head(v) for v in pooled]
+        if self.output_dim is not None:
+            views = [(mu[..., : self.output_dim], var[..., : self.output_dim]) for mu, var in views]
         loss = gauss_cse_loss(
             views[0],
             views[1],

@@ -30,7 +30,7 @@ class TruncatingEncoder:
     prefix's loss flows back through the same graph. Every other attribute is the real encoder's.
     """
 
-    def __init__(self, encoder: Encoder, dim: int, cache: list[tuple[tuple, torch.Tensor]] | None) -> None:
+    def __init__(self, encoder: Encoder, dim: int | None, cache: list[tuple[tuple, torch.Tensor]] | None) -> None:
         self._encoder, self._dim = encoder, dim
         self._replay = cache is not None
         self.cache: list[tuple[tuple, torch.Tensor]] = cache if cache is not None else []
@@ -66,9 +66,12 @@ class Matryoshka(Objective):
     Every other hook (data schema, collate, ``setup_for``, ``setup_data``, ``inference_model``) is the
     wrapped objective's, and its name is the wrapped one's by default, so ``data.train`` keys do not
     change. Only objectives whose loss is computed from the encoder's pooled vectors alone can be
-    wrapped: classes that set ``matryoshka_ready = True`` (SimCSE, BitextRetrieval, AMRSimCSE). CMLM
-    (its MLM runs through the backbone), GaussCSE (its Gaussian head needs the whole vector) and EASE
-    (its entity vectors are projected to the full hidden size) are refused.
+    wrapped: classes that set ``matryoshka_ready = True`` (SimCSE, BitextRetrieval, AMRSimCSE, GaussCSE).
+    An objective that also sets ``matryoshka_cuts_outputs = True`` cuts its own outputs instead: GaussCSE's
+    head reads the whole pooled vector and the loss at ``d`` is the KL of the first ``d`` coordinates of
+    each mean *and* variance (its ``output_dim``, set for each pass; with ``point: mean`` only, so that
+    ``encode``'s vector is the one whose prefixes are trained). CMLM (its MLM runs through the backbone)
+    and EASE (its entity vectors are projected to the full hidden size) are refused.
 
     Args:
         objective: the objective to train at every dim (from YAML: a nested ``class_path``/``init_args``).
@@ -97,8 +100,16 @@ class Matryoshka(Objective):
         if not getattr(objective, "matryoshka_ready", False):
             raise ValueError(
                 f"Matryoshka cannot wrap {type(objective).__name__}: its loss is not computed from the encoder's "
-                "pooled vectors alone (wrap SimCSE, BitextRetrieval, AMRSimCSE, "
+                "pooled vectors alone (wrap SimCSE, BitextRetrieval, AMRSimCSE, GaussCSE, "
                 "or a class with matryoshka_ready = True)"
+            )
+        if (
+            getattr(objective, "matryoshka_cuts_outputs", False)
+            and getattr(objective, "head_settings", {}).get("point") == "pooled"
+        ):
+            raise ValueError(
+                f"Matryoshka cannot wrap {type(objective).__name__} with point: pooled: it trains prefixes of the "
+                "Gaussians (mean and variance), while encode would return the pooled vector; use point: mean"
             )
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims) or any(a <= b for a, b in zip(dims, dims[1:], strict=False)):
@@ -174,9 +185,16 @@ class Matryoshka(Objective):
         terms: dict[str, torch.Tensor] = {}
         metrics: dict[str, torch.Tensor | float] = {}
         cache = None
+        own = getattr(self.objective, "matryoshka_cuts_outputs", False)  # it cuts its own outputs (GaussCSE)
         for d in self.dims:
-            proxy = TruncatingEncoder(encoder, d, cache)
-            out = ObjectiveOutput.of(self.objective(proxy, batch))
+            proxy = TruncatingEncoder(encoder, None if own else d, cache)
+            if own:
+                self.objective.output_dim = d
+            try:
+                out = ObjectiveOutput.of(self.objective(proxy, batch))
+            finally:
+                if own:
+                    self.objective.output_dim = None
             cache = proxy.cache
             terms.update({f"{k}@{d}": v for k, v in out.terms.items()})
             metrics.update({f"{k}@{d}": v for k, v in out.metrics.items()})

@@ -194,6 +194,9 @@ def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys)
         ("--model.warmup_ratio=2", "0 <= model.warmup_ratio <= 1"),
         ("--model.head_only_steps=-1", "model.head_only_steps must be >= 0"),
         ("--model.head_only_ratio=1", "model.head_only_ratio must be in [0, 1)"),
+        ("--model.cache_chunk=0", "model.cache_chunk must be a number of rows >= 1"),
+        # refused by the objective's own constructor while jsonargparse builds it (no 80-line traceback)
+        ("--model.objectives.init_args.temperature=-1", "temperature must be positive, got -1.0"),
     ],
 )
 def test_fit_a_refused_model_value_is_one_line(tmp_path, tiny_bert_dir, capsys, option, message):

@@ -170,17 +170,32 @@ def user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _refused_by_a_constructor(err: BaseException) -> bool:
+    """A ``ValueError``/``TypeError`` that a class of the recipe (an objective, a balancer: unisent's or a
+    plugin's) raised from its constructor while jsonargparse built it: the recipe's value, refused with a
+    message of the class's own (not one of jsonargparse's type checks)."""
+    if not isinstance(err, (ValueError, TypeError)):
+        return False
+    frames, tb = [], err.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename.replace("\\", "/"))
+        tb = tb.tb_next
+    built = any(f.endswith("jsonargparse/_instantiation.py") for f in frames)
+    return built and bool(frames) and "/jsonargparse/" not in frames[-1]
+
+
 def user_error_in_chain(err: BaseException) -> BaseException | None:
     """``err`` when it is a user error (:func:`user_errors`), else the first one among its causes: a
-    balancer's missing package or a recipe value refused by a class reaches the CLI wrapped in
-    jsonargparse's "Does not validate against any of the Union subtypes"."""
+    balancer's missing package or a recipe value refused by a class's constructor (``Matryoshka`` of an
+    objective it cannot wrap, a negative temperature) reaches the CLI wrapped in jsonargparse's "Does not
+    validate against any of the Union subtypes"."""
     from ..balancers import MissingDependencyError
 
     errors = (*user_errors(), MissingDependencyError)
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
-        if isinstance(current, errors):
+        if isinstance(current, errors) or _refused_by_a_constructor(current):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__

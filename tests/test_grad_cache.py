@@ -317,3 +317,22 @@ def test_the_documented_cache_ready_objective(tiny_bert_dir, tmp_path):
     data.attach(module).setup("fit")
     batch = {"pairs": next(iter(data._loader("pairs")))}
     _assert_same(_step(module, batch), _step(_uncached(module, chunked=True), batch))
+
+
+@pytest.mark.parametrize("names,balancer", [(["gausscse"], None), (["gausscse", "ease"], "UPGrad")])
+def test_a_frozen_encoder_trains_the_heads_without_a_replay(tiny_bert_dir, tmp_path, names, balancer):
+    """``FreezeEncoder`` (GaussCSE's quickstart) with a cache: the heads' gradients are the uncached ones and the
+    encoder runs once per chunk, without a graph; with nothing shared, a balancer has nothing to combine (each
+    head gets its own loss's gradient)."""
+    module, batch = _setup(tiny_bert_dir, tmp_path, names, balancer=balancer and BALANCERS[balancer]())
+    for p in module.encoder.parameters():
+        p.requires_grad_(False)
+    calls = []
+    module.encoder.register_forward_hook(lambda m, args, out: calls.append(torch.is_grad_enabled()))
+    cached = _step(module, batch)
+    assert calls and not any(calls)  # no replay
+    assert not any(n.startswith("encoder.") for n in cached[1]) and cached[1]
+    reference = _step(_uncached(module, chunked=True), batch)
+    assert set(cached[1]) == set(reference[1])
+    for name, g in reference[1].items():
+        torch.testing.assert_close(cached[1][name], g, atol=1e-5, rtol=1e-5)

@@ -77,8 +77,10 @@ class StepGradients:
         for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
             handle.remove()
         self._hooks = []
+        shared = list(shared)
         deferred = deferred or (len(self.names) == 1 and isinstance(balancer, Static) and not conflicts and not cached)
-        self.balancer, self.shared, self.own, self.conflicts = balancer, list(shared), own, conflicts
+        deferred |= not shared  # a frozen encoder: only the objectives' own parameters learn, from the plain sum
+        self.balancer, self.shared, self.own, self.conflicts = balancer, shared, own, conflicts
         self.deferred, self.losses = deferred, {}
         self.pairs: Pairs = []  # the own parameters' gradients
         self.values: dict[str, torch.Tensor] = {}  # each objective's loss, detached
@@ -108,7 +110,7 @@ class StepGradients:
         self.values[name] = loss.detach()
         leaves = list(cache.leaves) if cache is not None else []
         if self.deferred:
-            if leaves:
+            if leaves and self.shared:
                 raise RuntimeError("cached objectives need their gradients at once (StepGradients.start(cached=True))")
             self.losses[name] = loss
             return
@@ -117,7 +119,7 @@ class StepGradients:
         row = self._row(name)
         self._accumulate(row, grads[len(leaves) : len(leaves) + len(self.shared)])
         self.pairs += [(p, g) for p, g in zip(own, grads[len(leaves) + len(self.shared) :]) if g is not None]
-        if leaves:
+        if leaves and self.shared:  # (a frozen encoder: nothing to replay for)
             for vectors, grad in cache.replay(grads[: len(leaves)]):
                 self._accumulate(row, torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
         self.seconds += time.perf_counter() - start
@@ -178,6 +180,8 @@ class StepGradients:
         that divides each own parameter's gradient by its objective's weight."""
         losses, values, balancer = self.losses, self.values, self.balancer
         self.losses = {}
+        if not self.shared:  # nothing shared to balance (a frozen encoder): each own parameter gets its own loss's
+            return sum(losses.values()), None, {}
         if balancer.gradient_level:
             loss, stats = self.jacobian.combine(
                 balancer,

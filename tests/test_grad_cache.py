@@ -214,6 +214,16 @@ def test_wrong_settings_are_one_line_errors(tiny_bert_dir):
         UnisentModule(encoder=config, objectives=[_objective("simcse")], cache_chunk=0)
     with pytest.raises(ModelConfigError, match="none of the objectives \\(cmlm\\) can be cached"):
         UnisentModule(encoder=config, objectives=[_objective("cmlm")], cache_chunk=8)
+    # FSDP takes the gradients in one backward call of its own: refused when fit starts, in one user error
+    from types import SimpleNamespace
+
+    class FSDPStrategy:  # what the check reads: the strategy's class name
+        pass
+
+    module = UnisentModule(encoder=config, objectives=[_objective("simcse")], cache_chunk=8)
+    module._trainer = SimpleNamespace(strategy=FSDPStrategy(), log_dir=None)
+    with pytest.raises(ModelConfigError, match="FSDPStrategy takes them in one backward call"):
+        module.on_fit_start()
     steps = StepGradients(["simcse"])
     with pytest.raises(ValueError, match="FSDP and DeepSpeed"):
         steps.start(Static(), [torch.nn.Parameter(torch.zeros(2))], {}, deferred=True, cached=True)

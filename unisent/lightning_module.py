@@ -13,7 +13,7 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 
-from .balancers import Balancer, ConflictLog, Static, StepGradients
+from .balancers import Balancer, ConflictLog, Static, StepGradients, weight_value
 from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
@@ -301,6 +301,12 @@ class UnisentModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
         self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
+        if self.cache_chunk and self._one_backward_strategy():
+            raise ModelConfigError(
+                f"model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
+                f"{type(self.trainer.strategy).__name__} takes them in one backward call of its own: use DDP, "
+                "or unset cache_chunk"
+            )
 
     def start_step(self, step: int | None = None) -> None:
         """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): :meth:`add_loss` for each
@@ -308,14 +314,21 @@ class UnisentModule(L.LightningModule):
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
         self._step = (step, last, self._conflicts.due(step, last))
-        # FSDP and DeepSpeed take the gradients in their own backward call: there, every graph lives until the end
-        strategy = type(self._trainer.strategy).__name__ if self._trainer is not None else ""
-        deferred = "FSDP" in strategy or "DeepSpeed" in strategy
-        cached = bool(self.cache_chunk) and any(o.cache_ready for o in self.objectives)
         own = self._own_params()
         self._gradients.start(
-            self.balancer, self._shared_params(), own, conflicts=self._step[2], deferred=deferred, cached=cached
+            self.balancer,
+            self._shared_params(),
+            own,
+            conflicts=self._step[2],
+            deferred=self._one_backward_strategy(),
+            cached=bool(self.cache_chunk),  # set: some objective is cache_ready (checked when the model is built)
         )
+
+    def _one_backward_strategy(self) -> bool:
+        """FSDP and DeepSpeed take the gradients in their own backward call: there, every graph lives until the
+        end of the step."""
+        strategy = type(self._trainer.strategy).__name__ if self._trainer is not None else ""
+        return "FSDP" in strategy or "DeepSpeed" in strategy
 
     def add_loss(self, name: str, loss: torch.Tensor, cache: CachedEncoder | None = None) -> None:
         """Objective ``name``'s loss (times its static weight): its gradients are taken now (its graph is
@@ -334,8 +347,7 @@ class UnisentModule(L.LightningModule):
             return loss
         if not isinstance(self.balancer, Static):
             for name, w in weights.items():
-                w = float(w.detach()) if torch.is_tensor(w) else float(w)  # Uncertainty's weights carry a graph
-                self.log(f"train/{name}/balance_weight", w, on_step=True, batch_size=1)
+                self.log(f"train/{name}/balance_weight", weight_value(w), on_step=True, batch_size=1)
             self.log("train/balancer_seconds", self._gradients.seconds, on_step=True, batch_size=1)
         if stats is not None:
             self._conflicts.record(self.log, self._trainer, step, stats)

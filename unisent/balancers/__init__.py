@@ -48,7 +48,7 @@ reduction over processes, reset after each optimiser step) and
 :mod:`~unisent.balancers.conflicts`. Every public name is importable from ``unisent.balancers``.
 """
 
-from .balancer import Balancer, mean_over_processes
+from .balancer import Balancer, mean_over_processes, weight_value
 from .conflicts import (
     ConflictLog,
     GradientConflicts,
@@ -86,4 +86,5 @@ __all__ = [
     "plot_conflicts",
     "read_conflicts",
     "surrogate",
+    "weight_value",
 ]

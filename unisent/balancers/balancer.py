@@ -14,6 +14,11 @@ def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
+def weight_value(weight: torch.Tensor | float) -> float:
+    """A balancer's weight as a plain number (Uncertainty's weights are tensors that carry a graph)."""
+    return float(weight.detach()) if torch.is_tensor(weight) else float(weight)
+
+
 def mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` averaged over the processes of the default group (in place; itself without DDP)."""
     if _distributed() and torch.distributed.get_world_size() > 1:

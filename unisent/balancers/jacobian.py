@@ -38,6 +38,20 @@ def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_
     return flat
 
 
+def add_to_row(
+    row: torch.Tensor, params: Sequence[torch.nn.Parameter], grads: Sequence[torch.Tensor | None]
+) -> list[bool]:
+    """Add each parameter's gradient (``None``: it was not reached) to its slice of the flat ``row``, in
+    ``row``'s dtype; which parameters were reached."""
+    reached, offset = [], 0
+    for p, g in zip(params, grads):
+        if g is not None:
+            row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
+        reached.append(g is not None)
+        offset += p.numel()
+    return reached
+
+
 def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch.Tensor:
     """``sum_p <g_p, p>``: a loss whose gradient with respect to each ``p`` is exactly ``g_p``."""
     total = None
@@ -86,12 +100,7 @@ class JacobianAccumulator:
         pairs: Pairs = []
         for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
             grads = torch.autograd.grad(loss, [*shared, *own[name]], allow_unused=True)
-            row = self.row(name, shared)
-            offset = 0
-            for p, g in zip(shared, grads):
-                if g is not None:
-                    row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
-                offset += p.numel()
+            add_to_row(self.row(name, shared), shared, grads)
             pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
         return pairs
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from .balancer import Balancer, mean_over_processes
+from .balancer import Balancer, mean_over_processes, weight_value
 from .conflicts import conflict_stats
-from .jacobian import JacobianAccumulator, Pairs, loss_level_conflicts, surrogate
+from .jacobian import JacobianAccumulator, Pairs, add_to_row, loss_level_conflicts, surrogate
 from .loss_level import Static
 
 __all__ = ["StepGradients"]
@@ -132,12 +132,8 @@ class StepGradients:
         return self.rows[0 if self._single else self.names.index(name)]
 
     def _accumulate(self, row: torch.Tensor, grads: Sequence[torch.Tensor | None]) -> None:
-        offset = 0
-        for i, (p, g) in enumerate(zip(self.shared, grads)):
-            if g is not None:
-                row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
-                self.reached[i] = True
-            offset += p.numel()
+        reached = add_to_row(row, self.shared, grads)
+        self.reached = [a or b for a, b in zip(self.reached, reached)]
 
     def finish(
         self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
@@ -201,7 +197,7 @@ class StepGradients:
         loss = loss if regularizer is None else loss + regularizer
         if not isinstance(balancer, Static):
             for name, w in weights.items():
-                w = float(w.detach()) if torch.is_tensor(w) else float(w)
+                w = weight_value(w)
                 scale = 1.0 / w if w > 0 else 0.0
                 self._hooks += [p.register_hook(lambda g, s=scale: g * s) for p in self.own.get(name, [])]
         return loss, stats, weights
@@ -229,8 +225,7 @@ class StepGradients:
         else:
             update = torch.zeros_like(rows[0])
             for name in values:
-                w = weights[name]
-                update.add_(rows[self.names.index(name)], alpha=float(w.detach()) if torch.is_tensor(w) else float(w))
+                update.add_(rows[self.names.index(name)], alpha=weight_value(weights[name]))
         pairs = self.pairs
         offset = 0
         for p, reached in zip(self.shared, self.reached):

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-from .function_commands import UsageError, quiet_transformers, run_command
+from .function_commands import UsageError, quiet_transformers, require_positive, run_command
 
 __all__ = ["encode", "main"]
 
@@ -75,8 +75,7 @@ def encode(
         raise UsageError("--onnx-file applies to --backend onnx")
     else:
         bf16, said = inference_precision(precision, device)
-    if truncate_dim is not None and truncate_dim <= 0:
-        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
+    require_positive(truncate_dim, "--truncate-dim", "dimensions")
 
     try:
         with warnings.catch_warnings():  # reported below, in one line

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from .function_commands import CommandFailed, UsageError, quiet_transformers, run_command
+from .function_commands import CommandFailed, UsageError, quiet_transformers, require_positive, run_command
 
 __all__ = ["evaluate", "main"]
 
@@ -62,10 +62,8 @@ def evaluate(
     from ..evaluation import format_markdown, list_tasks
     from ..resources import EVALUATION_DATA_DIR
 
-    if max_length is not None and max_length < 1:
-        raise UsageError(f"--max-length must be a positive number of tokens, got {max_length}")
-    if truncate_dim is not None and truncate_dim <= 0:
-        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
+    require_positive(max_length, "--max-length", "tokens")
+    require_positive(truncate_dim, "--truncate-dim", "dimensions")
     if list:
         data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
         sys.stdout.write(list_tasks(data_dir))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from .function_commands import CommandFailed, UsageError, run_command
+from .function_commands import CommandFailed, UsageError, require_positive, run_command
 
 __all__ = ["export", "main"]
 
@@ -74,8 +74,7 @@ def export(
             check_repo_id(push_to)
         except PushError as err:
             raise CommandFailed(f"{err}; nothing was exported") from None
-    if truncate_dim is not None and truncate_dim <= 0:
-        raise UsageError(f"--truncate-dim must be a positive number of dimensions, got {truncate_dim}")
+    require_positive(truncate_dim, "--truncate-dim", "dimensions")
     try:
         report = export_model(
             source,

@@ -42,6 +42,7 @@ __all__ = [
     "IMPORT_HELP",
     "CommandFailed",
     "UsageError",
+    "require_positive",
     "add_function",
     "call",
     "command_parser",
@@ -71,6 +72,13 @@ class CommandFailed(Exception):
 class UsageError(Exception):
     """Raised by a command for a combination of options that its signature cannot express
     (``evaluate`` without ``--model`` or ``--list``): reported as a usage error (status 2)."""
+
+
+def require_positive(value: int | None, option: str, unit: str) -> None:
+    """A usage error (status 2) when an optional count (``--max-length``, ``--truncate-dim``) is given and
+    not positive."""
+    if value is not None and value <= 0:
+        raise UsageError(f"{option} must be a positive number of {unit}, got {value}")
 
 
 def summary(function: Callable) -> str:

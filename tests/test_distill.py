@@ -183,10 +183,10 @@ def test_a_checkpoint_loads_for_inference_without_its_objectives_classes(tiny_be
     model = unisent.load(gone)
     assert "skipped objective(s) my_gone_objectives.Vanished" in capsys.readouterr().err
     torch.testing.assert_close(model.encode(SENTENCES), full.encode(SENTENCES), atol=0, rtol=0)
-    ckpt["unisent"]["objectives"][1]["class_path"] = "os.system"  # importable but no objective: still refused
+    ckpt["unisent"]["objectives"][1]["class_path"] = "os.system"  # importable but no objective: never called
     torch.save(ckpt, gone)
-    with pytest.raises(unisent.io.CheckpointError, match="not a unisent.objectives.objective.Objective subclass"):
-        unisent.load(gone)
+    unisent.load(gone)
+    assert "skipped objective(s) my_gone_objectives.Vanished, os.system" in capsys.readouterr().err
 
 
 def test_the_documented_frozen_pattern_equals_distill(tiny_bert_dir):

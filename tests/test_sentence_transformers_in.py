@@ -163,7 +163,7 @@ def test_what_unisent_cannot_represent_is_one_line_naming_the_module(tiny_bert_d
     with pytest.raises(
         SentenceTransformersModuleError,
         match=r"module 2 \(2_Mine\): type 'my_package.MyModule' "
-        r"is not a Sentence Transformers module",
+        r"is not a registered Sentence Transformers module",
     ):
         unisent.load(str(directory))
 

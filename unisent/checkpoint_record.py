@@ -12,8 +12,10 @@ from typing import Any
 import torch
 
 from .encoders import EncoderConfig
-from .io import CheckpointError, import_object, instantiate, load_checkpoint
-from .objectives import Objective
+from .io import CheckpointError, load_checkpoint
+from .io.model_files import state_error_line
+from .io.registry import RegistryError
+from .objectives import Objective, objective_class, objective_from_record
 from .training_config import EvaluationConfig
 
 __all__ = [
@@ -85,20 +87,25 @@ class Placeholder(Objective):
         raise RuntimeError("a model rebuilt for inference has no objective to train")
 
 
-def inference_objectives(specs: list[dict[str, Any]]) -> tuple[dict[int, Objective], dict[int, str]]:
+def inference_objectives(
+    specs: list[dict[str, Any]], source: str = "checkpoint"
+) -> tuple[dict[int, Objective], dict[int, str]]:
     """The objectives of a checkpoint's record that can be built, by position, and the class paths of those
-    whose class cannot be imported (an objective of the user's own package that is not installed here:
-    inference needs the encoder and any inference head, not the objectives). A class path that imports but
-    is no :class:`~unisent.objectives.Objective` subclass is still refused (``ValueError``), before it is called."""
+    that are not in the registry of objectives (:func:`~unisent.objectives.objective_class`: an objective of
+    the user's own package whose module was not imported here, or any other name: inference needs the
+    encoder and any inference head, not the objectives). A name outside the registry is never imported or
+    called; a registered class is built with its own constructor only."""
     built: dict[int, Objective] = {}
     skipped: dict[int, str] = {}
     for i, spec in enumerate(specs):
+        field = f"{CHECKPOINT_KEY}.objectives[{i}]"
+        name = spec.get("class_path") if isinstance(spec, dict) else None
         try:
-            import_object(spec["class_path"])
-        except ValueError:
-            skipped[i] = str(spec["class_path"])
+            objective_class(name, source=source, field=f"{field}.class_path")
+        except RegistryError:
+            skipped[i] = str(name)
             continue
-        built[i] = instantiate(spec, base=Objective)
+        built[i] = objective_from_record(spec, source=source, field=field)
     return built, skipped
 
 
@@ -122,14 +129,14 @@ def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, 
 
 def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu"):
     """``cls`` (:class:`~unisent.lightning_module.UnisentModule`) rebuilt from a checkpoint of ``unisent fit``:
-    the record's encoder and objectives, the weights loaded. Objectives whose classes do not import are
+    the record's encoder and objectives, the weights loaded. Objectives whose classes are not registered are
     skipped with one line naming them (inference does not need them), unless the encoder does not load
     without them (:class:`~unisent.io.CheckpointError`)."""
     check_unisent_checkpoint(path)
     ckpt = load_checkpoint(path, map_location=map_location)
     record = ckpt[CHECKPOINT_KEY]
-    try:  # the record names classes: only Objective subclasses are built from it, nothing else is called
-        objectives, skipped = inference_objectives(record["objectives"])
+    try:  # the record names classes: only registered objectives are built from it, nothing else is called
+        objectives, skipped = inference_objectives(record["objectives"], source=f"checkpoint {path}")
         encoder = EncoderConfig(**record["encoder"])
     except (ValueError, TypeError, KeyError) as err:
         raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
@@ -139,16 +146,19 @@ def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu
     try:
         module.load_state_dict(state)
     except RuntimeError as err:  # e.g. a skipped objective had added tokens to the encoder
-        if not skipped:
-            raise
+        if not skipped:  # tensors of other shapes than the record's model: one line, the first of them
+            raise CheckpointError(
+                f"checkpoint {path}: its tensors do not fit the model its record describes: {state_error_line(err)}"
+            ) from None
         raise CheckpointError(
             f"checkpoint {path}: the encoder does not load without the objective(s) "
-            f"{', '.join(skipped.values())}: {str(err).splitlines()[0]}"
+            f"{', '.join(skipped.values())}: {state_error_line(err)}"
         ) from err
     if skipped:
         print(
-            f"unisent: {path}: skipped objective(s) {', '.join(skipped.values())} (their classes are not "
-            "importable; inference does not need them: --import MODULE or PYTHONPATH to load them)",
+            f"unisent: {path}: skipped objective(s) {', '.join(skipped.values())} ({CHECKPOINT_KEY}.objectives: not "
+            "registered objectives, so nothing they name was imported or run; inference does not need them: "
+            "--import MODULE to load a plugin's)",
             file=sys.stderr,
         )
     return module

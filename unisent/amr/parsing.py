@@ -38,6 +38,7 @@ __all__ = [
     "PreParsedAMR",
     "PreTranslated",
     "Translator",
+    "parser_classes",
 ]
 
 PathLike = str | os.PathLike
@@ -338,3 +339,11 @@ class MarianTranslator:
                 )
             out += tokenizer.batch_decode(generated, skip_special_tokens=True)
         return out
+
+
+def parser_classes() -> dict[str, type]:
+    """The registry of parser classes a saved ``retrofit.json`` may name (``parser.class_path``): unisent's
+    parsers and their subclasses defined in this process (:func:`unisent.io.registry.subclasses`)."""
+    from ..io.registry import subclasses
+
+    return subclasses((PreParsedAMR, AmrlibParser), include_base=True)

@@ -147,20 +147,22 @@ def config_error(message: str, words: Sequence[str]) -> str:
 # ------------------------------------------------------------------------------- the user's own mistakes
 def user_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``DataConfigError``, ``ModelConfigError``,
-    ``PoolingModeError``, ``ModelNotAvailableError``), a missing or unreadable file (``OSError``), YAML that
-    does not parse, and Lightning's ``MisconfigurationException``."""
+    line: unisent's own (``RecordError``, ``CheckpointError``, ``ModelFileError``, ``DataConfigError``,
+    ``ModelConfigError``, ``PoolingModeError``, ``ModelNotAvailableError``), a missing or unreadable file
+    (``OSError``), YAML that does not parse, and Lightning's ``MisconfigurationException``."""
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from ..data.record_errors import DataConfigError, RecordError
     from ..encoders.poolers import PoolingModeError
     from ..io import CheckpointError
+    from ..io.model_files import ModelFileError
     from ..training_config import ModelConfigError
 
     return (
         RecordError,
         CheckpointError,
+        ModelFileError,
         DataConfigError,
         ModelConfigError,
         PoolingModeError,

@@ -19,6 +19,7 @@ from ..data.schema import pad_batch
 from ..hardware import encode_bf16
 from ..inference.model_types import register_model
 from ..io import atomic_write
+from ..io.model_files import check_fits, load_state, read_model_json, read_state, weight_shapes
 from .batching import (
     TruncationWarning,
     current_truncation,
@@ -30,12 +31,36 @@ from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
-from .poolers import build_pooler, check_export_modes
+from .poolers import POOLERS, build_pooler, check_export_modes, pooler_class
 from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
 
 __all__ = ["Encoder"]
+
+
+def _check_pooler_sizes(location: str, pooler: str, hidden_size: int, declared: dict) -> None:
+    """For a directory unisent saved: the pooler its ``unisent_encoder.json`` describes (a Sentence
+    Transformers ``Dense``'s ``out_features``...), built on the ``meta`` device, against ``pooler.pt``'s
+    shapes, before it is allocated (:func:`~unisent.io.model_files.check_fits`)."""
+    settings_file, weights_file = Path(location, UNISENT_CONFIG), Path(location, POOLER_WEIGHTS)
+    if not settings_file.is_file():
+        return
+    shapes = weight_shapes(weights_file) if weights_file.exists() else {}
+
+    def build():
+        built = build_pooler(pooler, hidden_size)
+        built.configure(declared, location)
+        return built
+
+    modules = [m for m in declared.get("modules") or [] if isinstance(m, dict)]
+    fields = {
+        f"sentence_transformers.modules[{i}].config.{key}": value
+        for i, module in enumerate(modules)
+        if isinstance(module.get("config"), dict)
+        for key, value in module["config"].items()
+    }
+    check_fits(build, shapes, config_file=settings_file, settings=fields, weights_file=weights_file)
 
 
 @register_model("encoder")
@@ -77,12 +102,13 @@ class Encoder(EncoderModel):
         if declared.get("do_lower_case"):
             set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)
+        _check_pooler_sizes(location, self.config.pooler, self.hidden_size, declared)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
         self.pooler.configure(declared, location)
         check_export_modes(self.pooler, self.backbone.config)  # a Pooling mode the export would refuse, now
         self._saved_pooler = Path(location, POOLER_WEIGHTS)
         if self._saved_pooler.is_file():
-            self.pooler.load_state_dict(torch.load(self._saved_pooler, map_location="cpu", weights_only=True))
+            load_state(self.pooler, read_state(self._saved_pooler), source=self._saved_pooler)
 
     @property
     def hidden_size(self) -> int:
@@ -313,7 +339,8 @@ class Encoder(EncoderModel):
         ``directory``.
 
         ``Encoder(EncoderConfig(model=directory))`` loads it back (pooler and max length included). A
-        pooler from outside unisent is recorded by its class path, so loading imports (registers) it.
+        pooler from outside unisent is recorded by its class path: loading finds it in the registry when its
+        module was imported (a plugin, ``--import MODULE``), and never imports it.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -324,8 +351,8 @@ class Encoder(EncoderModel):
         # "model": "." (this directory; loading reads the directory it is in), never a machine's absolute path
         settings = asdict(self.config) | {"model": "."}
         pooler = type(self.pooler)
-        if not pooler.__module__.startswith("unisent."):
-            settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"
+        if not pooler.__module__.startswith("unisent.") and POOLERS.get(str(settings.get("pooler"))) is not pooler:
+            settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"  # else its registered name
         with atomic_write(directory / UNISENT_CONFIG) as fh:
             fh.write(json.dumps(settings, indent=2) + "\n")
         self.write_model_record(directory)
@@ -335,6 +362,14 @@ class Encoder(EncoderModel):
     def from_pretrained(cls, directory: str | os.PathLike) -> Encoder:
         """Load an encoder saved by :meth:`save_pretrained` (or any model directory, pooled with ``cls``)."""
         settings_file = Path(directory, UNISENT_CONFIG)
-        settings = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+        settings = read_model_json(settings_file) if settings_file.is_file() else {}
+        if not isinstance(settings, dict):
+            raise ValueError(f"{settings_file}: expected a JSON object of encoder settings, got {type(settings).__name__}")
+        if settings.get("pooler") is not None:  # through the registry, naming the file: nothing is imported
+            pooler_class(settings["pooler"], source=str(settings_file), field="pooler")
         settings["model"] = str(directory)
-        return cls(EncoderConfig(**settings))
+        try:
+            config = EncoderConfig(**settings)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{settings_file}: {err}") from None
+        return cls(config)

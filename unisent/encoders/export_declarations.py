@@ -22,7 +22,6 @@ Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poo
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +39,7 @@ from ..inference.base import (
     OnnxGraph,
     STModule,
 )
+from ..io.model_files import read_model_json
 from .loading import looks_like_path
 from .poolers import Pooler, build_pooler
 from .presets import PRESETS, resolve_preset_path
@@ -118,7 +118,7 @@ def _st_max_seq_length(model: str) -> int | None:
             return None
         path = Path(cached)
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))["max_seq_length"]
+        value = read_model_json(path, dict)["max_seq_length"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return value if isinstance(value, int) and value > 0 else None

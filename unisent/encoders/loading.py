@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..io.model_files import ModelFileError, check_fits, check_model_directory, directory_weight_shapes
 from .presets import PRESETS, resolve_preset_path
 
 __all__ = ["ModelNotAvailableError", "load_backbone", "load_tokenizer", "looks_like_path", "resolve_model_location"]
@@ -40,12 +41,18 @@ def looks_like_path(model: str) -> bool:
 def resolve_model_location(model: str) -> str:
     """Map ``model`` to what ``from_pretrained`` takes: a preset's location, a directory or a hub id.
 
-    A string that looks like a filesystem path (:func:`looks_like_path`) must exist.
+    A string that looks like a filesystem path (:func:`looks_like_path`) must exist. A directory is
+    checked (:func:`~unisent.io.model_files.check_model_directory`: regular files only, no link out of
+    it, its JSON and safetensors headers well-formed) before anything reads it.
     """
     if model in PRESETS:
-        return resolve_preset_path(PRESETS[model])
+        location = resolve_preset_path(PRESETS[model])
+        if os.path.isdir(location):
+            check_model_directory(location)
+        return location
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):
+        check_model_directory(expanded)
         return expanded
     if looks_like_path(model):
         raise FileNotFoundError(
@@ -134,6 +141,8 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
         if Path(location).is_dir():
             raise
         raise _not_available(location, err) from err
+    if Path(location).is_dir():
+        check_backbone_sizes(location, config)
     try:
         return AutoModel.from_pretrained(location, config=config, attn_implementation=attn_implementation, **hub)
     except (ImportError, ValueError) as err:
@@ -154,6 +163,29 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
         if Path(location).is_dir():
             raise
         raise _not_available(location, err) from err
+
+
+def check_backbone_sizes(location: str, config) -> None:
+    """The sizes ``config.json`` of a model directory declares (``vocab_size``, ``hidden_size``, layers...)
+    against its weights' shapes, before the backbone is allocated (:func:`~unisent.io.model_files.check_fits`:
+    the model built on the ``meta`` device). A quantised model (``quantization_config``) is not checked.
+
+    Raises:
+        unisent.io.model_files.ModelFileError: naming ``config.json``, the field and what the weights hold.
+    """
+    from transformers import AutoModel
+
+    found = directory_weight_shapes(location)
+    if found is None or getattr(config, "quantization_config", None):
+        return
+    weights_file, shapes = found
+    check_fits(
+        lambda: AutoModel.from_config(config, attn_implementation="eager"),
+        shapes,
+        config_file=Path(location, "config.json"),
+        settings=config.to_dict(),
+        weights_file=weights_file,
+    )
 
 
 def _fallback_note(location: str, model_type: str) -> None:
@@ -177,3 +209,10 @@ def load_tokenizer(location: str):
         if Path(location).is_dir():
             raise
         raise _not_available(location, err) from err
+    except Exception as err:  # tokenizers' own errors (a tokenizer.json it cannot read) are plain Exceptions
+        if not Path(location).is_dir():
+            raise
+        files = ", ".join(n for n in ("tokenizer.json", "tokenizer_config.json") if Path(location, n).exists())
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        message = f"{location}: its tokenizer files ({files or 'none'}) cannot be read: {first:.300}"
+        raise ModelFileError(message) from None

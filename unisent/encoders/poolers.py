@@ -429,29 +429,17 @@ def _registered(cls: type, value: str) -> None:
 RegisteredPoolerName = extend_base_type("RegisteredPoolerName", str, _registered)
 
 
-def pooler_class(name: str) -> type[Pooler]:
-    """The pooler class of a registered ``name`` or of a dotted class path (imported, which registers it).
+def pooler_class(name: str, *, source: str = "model.encoder.pooler", field: str = "pooler") -> type[Pooler]:
+    """The pooler class of a registered ``name`` or of a registered pooler's dotted class path, through the
+    registry (:func:`unisent.io.registry.resolve`): a name outside it is refused before anything is imported.
 
     Raises:
-        ValueError: neither; the message lists the registered poolers.
+        RegistryError: neither (a ``ValueError``); the message lists the registered poolers.
     """
-    if name in POOLERS:
-        return POOLERS[name]
-    if isinstance(name, str) and "." in name:
-        from ..io import import_object
+    from ..io.registry import resolve, subclasses
 
-        for cls in POOLERS.values():
-            if f"{cls.__module__}.{cls.__qualname__}" == name:
-                return cls
-
-        cls = import_object(name, "pooler")
-        if not (isinstance(cls, type) and issubclass(cls, Pooler)):
-            raise ValueError(f"pooler {name!r} is not a unisent Pooler subclass")
-        return cls
-    raise ValueError(
-        f"unknown pooler {name!r}; valid poolers: {', '.join(POOLERS)} (or a registered pooler's "
-        f"dotted class path; see unisent.encoders.register_pooler)"
-    )
+    table: dict[str, type[Pooler]] = {**subclasses(Pooler), **POOLERS}
+    return resolve(name, table, source=source, field=field, what="pooler")
 
 
 def build_pooler(name: str, hidden_size: int) -> Pooler:

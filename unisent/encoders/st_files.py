@@ -19,9 +19,12 @@ fallback to another pooling.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..io.model_files import check_fits, inside, read_model_json, weight_shapes
+from ..io.registry import RegistryError, fixed_names, resolve
 from .loading import _hub_kwargs, _offline, resolve_model_location
 
 __all__ = [
@@ -29,6 +32,8 @@ __all__ = [
     "SUPPORTED_MODULES",
     "SentenceTransformersModuleError",
     "local_files_only",
+    "activation_classes",
+    "module_classes",
     "read_sentence_transformers",
     "set_lowercase",
     "split_normalize",
@@ -64,7 +69,7 @@ _TEXT_MODALITY = {"text": {"method": "forward", "method_output_name": "last_hidd
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
 
-class SentenceTransformersModuleError(ValueError):
+class SentenceTransformersModuleError(RegistryError):
     """A Sentence Transformers model declares something unisent cannot represent (one line: file, module, field)."""
 
 
@@ -80,26 +85,72 @@ def _file(location: str, filename: str, subfolder: str = "") -> str | None:
     return load_file_path(location, filename, subfolder=subfolder, local_files_only=local_files_only(location))
 
 
-def _read_json(path: str, what: str) -> Any:
+def _read_json(path: str, expect: type | None = dict) -> Any:
+    """A Sentence Transformers file read with the limits of a model's JSON (size, depth, regular file);
+    malformed or not ``expect``: one line naming it (:func:`~unisent.io.model_files.read_model_json`)."""
+    return read_model_json(path, expect)
+
+
+def _module_path(location: str, entry: dict, where: str) -> str:
+    """A ``modules.json`` entry's ``path`` (its sub-folder), which must lie inside the model's directory."""
+    path = entry.get("path") or ""
+    file, _, module = where.partition(": ")
+    inside(location, path, source=file, field=f"{module}: path")
+    return str(path)
+
+
+def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> None:
+    """A module's ``config.json`` (a ``Dense``'s ``in_features``/``out_features``) against the weights in its
+    folder, the module built on the ``meta`` device (:func:`~unisent.io.model_files.check_fits`): a wrong
+    size is one line, not an allocation."""
+    import inspect
+
+    folder = Path(location, path)
+    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), None)
+    if not path or weights is None:
+        return
+    accepted = set(inspect.signature(cls).parameters) - {"activation_function"}
+    settings = {k: v for k, v in config.items() if k in accepted}
+    check_fits(
+        lambda: cls(**settings),
+        weight_shapes(weights),
+        config_file=folder / "config.json",
+        settings=settings,
+        weights_file=weights,
+    )
+
+
+def module_classes() -> Mapping[str, type]:
+    """The registry of Sentence Transformers module types (``modules.json``'s and ``unisent_encoder.json``'s
+    ``type``): Sentence Transformers' own module classes, by short name under ``sentence_transformers.``."""
+    import torch
+
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise SentenceTransformersModuleError(f"{what}: not readable JSON ({err})") from None
+        from sentence_transformers.sentence_transformer import modules
+    except ImportError:  # Sentence Transformers 5
+        from sentence_transformers import models as modules
+    found = [o for o in vars(modules).values() if isinstance(o, type) and issubclass(o, torch.nn.Module)]
+    return fixed_names("sentence_transformers.", found)
 
 
-def _module_class(type_path: str, where: str) -> type:
-    """The class of a ``modules.json`` entry; only Sentence Transformers' own (no third-party code)."""
-    if not type_path.startswith("sentence_transformers."):
-        raise SentenceTransformersModuleError(
-            f"{where}: type {type_path!r} is not a Sentence Transformers module (custom code, loaded by "
-            "Sentence Transformers with trust_remote_code); unisent cannot represent it"
-        )
-    from sentence_transformers.util import import_from_string
+def activation_classes() -> Mapping[str, type]:
+    """The registry of a ``Dense`` module's ``activation_function``: torch's activation modules and ``Identity``."""
+    import torch
+    from torch.nn.modules import activation
 
+    skip = {"Module", "NonDynamicallyQuantizableLinear", "MultiheadAttention"}
+    found = [o for n, o in vars(activation).items() if isinstance(o, type) and issubclass(o, torch.nn.Module)]
+    return fixed_names("torch.", [o for o in found if o.__name__ not in skip] + [torch.nn.Identity])
+
+
+def _module_class(type_path: Any, where: str) -> type:
+    """The class of a ``modules.json`` entry; only Sentence Transformers' own (no third-party code), through
+    the registry (:func:`module_classes`): a name outside it is refused before anything is imported."""
+    file, _, module = where.partition(": ")
     try:
-        return import_from_string(type_path)
-    except ImportError as err:
-        raise SentenceTransformersModuleError(f"{where}: type {type_path!r} cannot be imported ({err})") from None
+        return resolve(type_path, module_classes(), source=file, field=f"{module}: type", what="Sentence Transformers module")
+    except RegistryError as err:
+        raise SentenceTransformersModuleError(str(err)) from None
 
 
 def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]:
@@ -108,14 +159,14 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
     except ImportError:  # Sentence Transformers 5
         from sentence_transformers.models import Transformer
 
-    cls = _module_class(str(entry.get("type")), where)
+    cls = _module_class(entry.get("type"), where)
     if not (isinstance(cls, type) and issubclass(cls, Transformer)):
         raise SentenceTransformersModuleError(
             f"{where}: the first module must be a Transformer, got {entry.get('type')!r}; unisent cannot represent it"
         )
-    path = str(entry.get("path") or "")
+    path = _module_path(location, entry, where)
     config_file = _file(location, "sentence_bert_config.json", path)
-    config = _read_json(config_file, f"{location}/{path}/sentence_bert_config.json") if config_file else {}
+    config = _read_json(config_file) if config_file else {}
     name = f"{Path(location, path, 'sentence_bert_config.json')}"
     for key, value in config.items():
         if key in _TRANSFORMER_KEYS:
@@ -153,7 +204,7 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
     modules_file = _file(location, "modules.json")
     if modules_file is None:
         return {}
-    entries = _read_json(modules_file, f"{location}/modules.json")
+    entries = _read_json(modules_file, None)
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise SentenceTransformersModuleError(f"{location}/modules.json: expected a non-empty list of modules")
     where = [
@@ -163,17 +214,19 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
     transformer = _check_transformer(location, entries[0], where[0])
     modules = []
     for entry, at in zip(entries[1:], where[1:]):
-        cls = _module_class(str(entry.get("type")), at)
+        cls = _module_class(entry.get("type"), at)
         if cls.__name__ not in SUPPORTED_MODULES:
             raise SentenceTransformersModuleError(
                 f"{at}: {cls.__name__} cannot be represented by unisent (it runs {', '.join(SUPPORTED_MODULES)} "
                 "after a Transformer)"
             )
-        path = str(entry.get("path") or "")
+        path = _module_path(location, entry, at)
         config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
+        if Path(location).is_dir():
+            _check_module_sizes(location, cls, config, path)
         modules.append({"type": entry["type"], "path": path, "config": json.loads(json.dumps(config))})
     st_config_file = _file(location, "config_sentence_transformers.json")
-    st_config = _read_json(st_config_file, f"{location}/config_sentence_transformers.json") if st_config_file else {}
+    st_config = _read_json(st_config_file) if st_config_file else {}
     kind = st_config.get("model_type", "SentenceTransformer")
     if kind != "SentenceTransformer":
         raise SentenceTransformersModuleError(
@@ -185,6 +238,10 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
         raise SentenceTransformersModuleError(
             f"{location}/config_sentence_transformers.json: similarity_fn_name={similarity!r} is not one of "
             f"{', '.join(SIMILARITY_FUNCTIONS)}"
+        )
+    if not isinstance(st_config.get("prompts") or {}, dict):
+        raise SentenceTransformersModuleError(
+            f"{location}/config_sentence_transformers.json: prompts must be a JSON object of name: text"
         )
     prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     default_prompt = st_config.get("default_prompt_name")
@@ -208,9 +265,9 @@ def _tokenizer_max_length(location: str) -> int | None:
     in the tokenizer): the tokenizer's ``model_max_length`` capped by the backbone's
     ``max_position_embeddings``, as Sentence Transformers' Transformer truncates."""
     tokenizer_file = _file(location, "tokenizer_config.json")
-    declared = (_read_json(tokenizer_file, "tokenizer_config.json") if tokenizer_file else {}).get("model_max_length")
+    declared = (_read_json(tokenizer_file) if tokenizer_file else {}).get("model_max_length")
     config_file = _file(location, "config.json")
-    positions = (_read_json(config_file, "config.json") if config_file else {}).get("max_position_embeddings")
+    positions = (_read_json(config_file) if config_file else {}).get("max_position_embeddings")
     found = [v for v in (declared, positions) if isinstance(v, int) and 0 < v < 1_000_000]
     return min(found) if found else None
 

@@ -18,27 +18,45 @@ from torch import nn
 from ..inference.base import STModule
 from .config import UNISENT_CONFIG
 from .poolers import Pooler, register_pooler
-from .st_files import SentenceTransformersModuleError, local_files_only
+from ..io.model_files import inside
+from ..io.registry import resolve
+from .st_files import (
+    SUPPORTED_MODULES,
+    SentenceTransformersModuleError,
+    activation_classes,
+    local_files_only,
+    module_classes,
+)
 
 __all__ = ["SentenceTransformersPooler"]
 
 
-def _instantiate(type_path: str, config: dict[str, Any]) -> nn.Module:
+def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.Module:
     """A module from its configuration (its weights come from the encoder's saved state), with the
-    conversions of its class's ``load``: an activation function named by its class path."""
-    from sentence_transformers.util import import_from_string
-
-    cls = import_from_string(type_path)
+    conversions of its class's ``load``: an activation function named by its class path. Both names go
+    through the registry (:func:`~unisent.encoders.st_files.module_classes`, ``activation_classes``): only
+    the supported Sentence Transformers modules and torch's activations are ever built."""
+    cls = resolve(type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module")
+    if cls.__name__ not in SUPPORTED_MODULES:
+        raise SentenceTransformersModuleError(
+            f"{source}: {field}.type {type_path!r} cannot be represented by unisent (it runs "
+            f"{', '.join(SUPPORTED_MODULES)} after a Transformer)"
+        )
+    if not isinstance(config, dict):
+        raise SentenceTransformersModuleError(f"{source}: {field}.config must be a JSON object, got {config!r:.80}")
     config = dict(config)
     activation = config.get("activation_function")
     if isinstance(activation, str):
-        if not activation.startswith("torch."):
-            raise SentenceTransformersModuleError(
-                f"{type_path}: activation_function {activation!r} is not a torch module; unisent cannot represent it"
-            )
-        config["activation_function"] = import_from_string(activation)()
+        activation_cls = resolve(
+            activation, activation_classes(), source=source, field=f"{field}.config.activation_function",
+            what="torch activation",
+        )
+        config["activation_function"] = activation_cls()
     accepted = set(inspect.signature(cls).parameters)
-    return cls(**{k: v for k, v in config.items() if k in accepted})
+    try:
+        return cls(**{k: v for k, v in config.items() if k in accepted})
+    except (TypeError, ValueError) as err:
+        raise SentenceTransformersModuleError(f"{source}: {field}.config: {type(err).__name__}: {err}") from None
 
 
 @register_pooler("sentence-transformers")
@@ -72,14 +90,19 @@ class SentenceTransformersPooler(Pooler):
                 "declares none (no modules.json)"
             )
         saved_by_unisent = Path(location, UNISENT_CONFIG).is_file()
-        for entry in entries:
+        source = str(Path(location, UNISENT_CONFIG)) if saved_by_unisent else f"{location}/modules.json"
+        for i, entry in enumerate(entries):
+            field = f"sentence_transformers.modules[{i}]"
+            if not isinstance(entry, dict):
+                raise SentenceTransformersModuleError(f"{source}: {field} must be a JSON object, got {entry!r:.80}")
             if saved_by_unisent:
-                module = _instantiate(entry["type"], entry["config"])
+                module = _instantiate(entry.get("type"), entry.get("config"), source=source, field=field)
             else:
-                from sentence_transformers.util import import_from_string
-
-                cls = import_from_string(entry["type"])
-                module = cls.load(location, subfolder=entry["path"], local_files_only=local_files_only(location))
+                cls = resolve(entry.get("type"), module_classes(), source=source, field=f"{field}.type",
+                              what="Sentence Transformers module")
+                subfolder = entry.get("path") or ""
+                inside(location, subfolder, source=source, field=f"{field}.path")  # no path out of the directory
+                module = cls.load(location, subfolder=subfolder, local_files_only=local_files_only(location))
             self.modules_.append(module)
             self.types.append(entry["type"])
         self.needs_hidden_states = any(t.endswith("WeightedLayerPooling") for t in self.types)

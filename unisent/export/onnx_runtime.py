@@ -13,7 +13,6 @@ onnxruntime is an optional dependency: ``pip install 'unisent[onnx]'``.
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from ..io.model_files import ModelFileError, check_model_directory, inside, read_model_json
 
 __all__ = [
     "ONNX_DIR",
@@ -71,7 +72,17 @@ def _read_record(directory: Path) -> dict[str, Any]:
             f"{directory} holds no ONNX export of unisent: no {ONNX_DIR}/{ONNX_RECORD}{hint}; "
             f"write one with `unisent export SOURCE --format onnx --out DIR`"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    record = read_model_json(path, dict)  # size and depth bounded; malformed: one line naming the file
+    outputs, files, max_length = record.get("outputs"), record.get("files", {}), record.get("max_length")
+    if not isinstance(outputs, list) or not outputs or not all(isinstance(o, str) for o in outputs):
+        raise ModelFileError(f"{path}: outputs must be a non-empty list of output names, got {outputs!r:.80}")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ModelFileError(f"{path}: files must map a precision (fp32, int8) to a file name, got {files!r:.80}")
+    if type(max_length) is not int or max_length < 1:
+        raise ModelFileError(f"{path}: max_length must be a positive number of tokens, got {max_length!r:.40}")
+    for key, name in files.items():
+        inside(directory, f"{ONNX_DIR}/{name}", source=path, field=f"files.{key}")
+    return record
 
 
 class OnnxEncoder:
@@ -97,12 +108,14 @@ class OnnxEncoder:
     ) -> None:
         require_onnx()
         self.directory = Path(directory).expanduser()
+        if self.directory.is_dir():
+            check_model_directory(self.directory)  # regular files only, no link out of it, JSON well-formed
         self.record = _read_record(self.directory)
         files: dict[str, str] = self.record.get("files", {})
         if file is None:
             file = "int8" if "int8" in files else "fp32"
         name = files.get(file, file)
-        path = self.directory / ONNX_DIR / name
+        path = inside(self.directory, f"{ONNX_DIR}/{name}", source=self.directory, field="the ONNX file asked for")
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path} does not exist; this export has {', '.join(f'{k}: {v}' for k, v in files.items())}"
@@ -124,11 +137,10 @@ class OnnxEncoder:
 
     # ---------------------------------------------------------------------------------- set-up
     def _tokenizer(self):
-        from transformers import AutoTokenizer
-
+        from ..encoders.loading import load_tokenizer
         from ..encoders.st_files import set_lowercase
 
-        tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
+        tokenizer = load_tokenizer(str(self.directory))  # its files unreadable: one line naming them
         if self.record.get("do_lower_case"):
             set_lowercase(tokenizer)
         return tokenizer
@@ -143,7 +155,12 @@ class OnnxEncoder:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            self._sessions[threads] = ort.InferenceSession(str(self.path), options, providers=self.providers)
+            try:
+                session = ort.InferenceSession(str(self.path), options, providers=self.providers)
+            except Exception as err:  # noqa: BLE001 - onnxruntime's own kinds (InvalidProtobuf, Fail): one line
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise ModelFileError(f"{self.path}: not an ONNX model onnxruntime can run ({first:.300})") from None
+            self._sessions[threads] = session
         return self._sessions[threads]
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from ..io import import_object, instantiate
+from ..objectives import objective_from_record
 from .hub import dataset_id, display_path
 
 __all__ = ["ExportSource", "ObjectiveRecord", "TrainingRecord", "load_export_source"]
@@ -100,26 +100,10 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
     )
 
 
-def _objective_from_spec(spec: dict[str, Any]) -> ObjectiveRecord:
-    """From ``{"class_path", "init_args"}``: instantiate when possible (name and citation), else read."""
-    try:
-        return _objective_from_instance(instantiate(spec))
-    except Exception:  # noqa: BLE001 - the class may be gone or need other packages; keep the raw record
-        class_path = str(spec.get("class_path", "?"))
-        init_args = dict(spec.get("init_args") or {})
-        citation = ""
-        cls_name = class_path.rpartition(".")[2]
-        try:
-            citation = str(getattr(import_object(class_path), "citation", ""))
-        except Exception:  # noqa: BLE001
-            pass
-        return ObjectiveRecord(
-            name=str(init_args.get("name") or cls_name),
-            class_path=class_path,
-            init_args=init_args,
-            weight=float(init_args.get("weight", 1.0)),
-            citation=citation,
-        )
+def _objective_from_spec(spec: dict[str, Any], *, source: str, field: str) -> ObjectiveRecord:
+    """From ``{"class_path", "init_args"}`` of a run's ``config.yaml``: built through the registry of objectives
+    (its own constructor only: name and citation), refused in one line when the class is not registered."""
+    return _objective_from_instance(objective_from_record(spec, source=source, field=field))
 
 
 def _find_run_config(candidates: list[Path]) -> Path | None:
@@ -133,9 +117,12 @@ def _find_run_config(candidates: list[Path]) -> Path | None:
 def _read_run_config(path: Path) -> dict[str, Any]:
     import yaml
 
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    from ..io.model_files import ModelFileError, check_nesting, read_model_bytes
+
+    try:  # a regular file of at most 1 MiB, expanding to at most 100,000 values (no alias bomb), 64 levels deep
+        config = yaml.safe_load(read_model_bytes(path, 2**20, "a run's config.yaml"))
+        check_nesting(config, str(path), max_values=100_000)
+    except (OSError, yaml.YAMLError, ModelFileError, RecursionError):
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -233,7 +220,9 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
         record.base_model = str(base)
     specs = _dig(config, "model.objectives")
     if objectives and isinstance(specs, list):
-        record.objectives = [_objective_from_spec(s) for s in specs if isinstance(s, dict)]
+        record.objectives = [
+            _objective_from_spec(s, source=str(path), field=f"model.objectives[{i}]") for i, s in enumerate(specs)
+        ]
 
 
 # ------------------------------------------------------------------------------------------ loading

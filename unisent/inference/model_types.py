@@ -2,30 +2,16 @@
 
 A saved directory names its type in ``unisent_model.json`` (``{"type": "gaussian", "class_path":
 "unisent.models.gaussian.GaussianEncoder"}``). :func:`saved_model_class` looks the type up in the
-registry; a type that is not registered yet is imported from its class path (importing the module of a
-third-party package registers it), so ``unisent.load`` reads a user's own model type without any edit
-of unisent. Directories written before the record existed are recognised by each registered type's
-``is_saved_in`` (their marker files); anything else loads as the default type ``encoder`` (the plain
-:class:`~unisent.encoders.Encoder`: a unisent encoder directory, a Hugging Face model, a Sentence
-Transformers export).
-
-A type registers when its module is imported: this layer imports no model class, so that every layer
-above can build on it. Loading is not done here: ``unisent.load`` (:mod:`unisent._loader`) imports every
-type of unisent, and reads training checkpoints too; :func:`load_saved` is the part of it that the model
-layer itself uses (a model made of other saved models), over the types registered so far.
-
-A third-party package registers its type once, next to the class::
-
-    from unisent.models import EncoderWrapper, register_model
-
-    @register_model("my-head")
-    class MyHeadEncoder(EncoderWrapper):
-        ...
+registry, or its class path among the registered classes (:mod:`unisent.io.registry`): a class path
+is never imported, so a third-party type loads when its module was imported first (an entry point of
+``unisent.plugins``, ``--import MODULE``, or the user's own ``import``). Directories written before the
+record existed are recognised by each registered type's ``is_saved_in`` (their marker files); anything
+else loads as the default type ``encoder`` (the plain :class:`~unisent.encoders.Encoder`: a unisent encoder
+directory, a Hugging Face model, a Sentence Transformers export).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +19,8 @@ from typing import TypeVar
 
 from torch import nn
 
-from ..io import import_object
+from ..io.model_files import check_model_directory, read_model_json
+from ..io.registry import RegistryError, resolve, subclasses
 from .base import MODEL_RECORD, InferenceModel
 
 __all__ = [
@@ -101,29 +88,21 @@ def model_class(name: str) -> type[InferenceModel]:
 
 
 def _from_record(record_file: Path) -> type[InferenceModel]:
-    try:
-        record = json.loads(record_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{record_file}: not a readable model record ({err})") from None
+    record = read_model_json(record_file)  # size and depth bounded; malformed: one line naming the file
     if not isinstance(record, dict):
         raise ValueError(f"{record_file}: expected a JSON object with 'type' and 'class_path'")
     name, class_path = record.get("type"), record.get("class_path")
-    if name in _MODELS:
+    if isinstance(name, str) and name in _MODELS:
         return _MODELS[name]
-    if not class_path:
-        raise ValueError(
-            f"{record_file}: model type {name!r} is not registered (registered: "
-            f"{', '.join(sorted(_MODELS))}) and the record names no class_path"
+    if class_path is None:
+        raise RegistryError(
+            f"{record_file}: type {name!r} is not a registered model type (registered: "
+            f"{', '.join(sorted(_MODELS))}) and the record names no class_path; nothing was imported"
         )
-    try:
-        cls = import_object(class_path, "model class")  # importing its module registers it
-    except ValueError as err:
-        raise ValueError(f"{record_file}: model type {name!r}: {err}") from None
-    if name in _MODELS:
-        return _MODELS[name]
-    if not (isinstance(cls, type) and issubclass(cls, InferenceModel)):
-        raise ValueError(f"{record_file}: class_path {class_path!r} is not an unisent InferenceModel")
-    return cls
+    # through the closed registry: a class path is found among the registered types, never imported
+    table = {_qualified(cls): cls for cls in _MODELS.values()}
+    table.update({k: v for k, v in subclasses(InferenceModel).items() if k not in table})
+    return resolve(class_path, table, source=str(record_file), field="class_path", what="model type")
 
 
 def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
@@ -155,14 +134,20 @@ def load_saved(model: str | os.PathLike) -> nn.Module:
     as the default type; in eval mode. Training checkpoints are refused: reading one rebuilds the run's
     objectives, which only ``unisent.load`` (above the training layer) does.
 
+    A directory is checked first (:func:`~unisent.io.model_files.check_model_directory`: regular files
+    only, no link out of it, its JSON and safetensors headers well-formed), before any file of it is read.
+
     Raises:
         ValueError: ``model`` is a ``.ckpt`` file.
+        unisent.io.model_files.ModelFileError: a file of the directory is refused (one line naming it).
     """
     path = Path(model).expanduser()
     if path.suffix == ".ckpt":
         raise ValueError(
             f"{model}: a training checkpoint; load it with unisent.load({str(model)!r}) and pass the loaded model"
         )
+    if path.is_dir():
+        check_model_directory(path)
     loaded = (
         saved_model_class(path).from_pretrained(path) if path.is_dir() else default_model_class().from_name(str(model))
     )

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..io import atomic_write
+from ..io.model_files import read_model_json
 
 __all__ = ["PrincipalComponentRemoval"]
 
@@ -143,7 +144,7 @@ class PrincipalComponentRemoval:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrincipalComponentRemoval:
-        return cls.from_state(json.loads(Path(path).read_text(encoding="utf-8")))
+        return cls.from_state(read_model_json(path, dict))
 
     def __repr__(self) -> str:
         return f"PrincipalComponentRemoval(k={self.k}, center={self.center}, languages={self.languages})"

@@ -23,6 +23,7 @@ from torch import nn
 from ..inference.base import STModule
 from ..inference.model_types import load_saved, register_model
 from ..io import atomic_write
+from ..io.model_files import read_model_json
 from .components import PrincipalComponentRemoval
 from .wrapper import EncoderWrapper
 
@@ -110,7 +111,7 @@ class PCREncoder(EncoderWrapper):
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> PCREncoder:
         directory = Path(directory)
-        state = json.loads((directory / PCR_FILE).read_text(encoding="utf-8"))
+        state = read_model_json(directory / PCR_FILE, dict)  # size and depth bounded, one line if malformed
         if state.get("inner") == ".":  # a sentence-transformers export: the encoder's files sit beside pcr.json
             from ..encoders.encoder import Encoder
 

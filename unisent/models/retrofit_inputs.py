@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..inference.model_types import load_saved
-from ..io import instantiate
+from ..io.model_files import ModelFileError, check_model_directory, inside
+from ..io.registry import resolve
 
 __all__ = [
     "MissingGraphError",
@@ -49,6 +50,7 @@ def _sentence_transformer(directory: str | os.PathLike):
         raise ImportError(
             f"{directory} is a Sentence Transformers model: pip install sentence-transformers to load it"
         ) from err
+    check_model_directory(directory)  # regular files only, no link out of it, before Sentence Transformers reads it
     return SentenceTransformer(str(directory), device="cpu")
 
 
@@ -89,15 +91,24 @@ def dimension_of(model: Any) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def resolve_parser(parser: Any) -> tuple[Any, dict | None]:
-    """``(parser object, spec to save or None)``."""
-    from ..amr.parsing import PreParsedAMR
+def resolve_parser(parser: Any, source: str = "parser") -> tuple[Any, dict | None]:
+    """``(parser object, spec to save or None)``; a ``{class_path, init_args}`` spec's class comes from the
+    registry of parsers (:func:`unisent.amr.parsing.parser_classes`), never from an import.
+
+    Raises:
+        RegistryError: the spec names a class outside the registry (the message names ``source``).
+    """
+    from ..amr.parsing import PreParsedAMR, parser_classes
 
     if parser is None:
         return None, None
     if isinstance(parser, Mapping) and "class_path" in parser:
-        spec = {"class_path": parser["class_path"], "init_args": dict(parser.get("init_args") or {})}
-        return instantiate(spec), spec
+        init_args = parser.get("init_args") or {}
+        if not isinstance(init_args, Mapping):
+            raise ValueError(f"{source}: parser.init_args must be a mapping, got {init_args!r:.80}")
+        spec = {"class_path": parser["class_path"], "init_args": dict(init_args)}
+        cls = resolve(spec["class_path"], parser_classes(), source=source, field="parser.class_path", what="AMR parser")
+        return cls(**spec["init_args"]), spec
     if isinstance(parser, (str, os.PathLike, Mapping)) or (
         isinstance(parser, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in parser)
     ):
@@ -110,14 +121,34 @@ def resolve_parser(parser: Any) -> tuple[Any, dict | None]:
     )
 
 
-def resolve_paths(init_args: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """Relative file names in a parser spec that exist in ``directory`` -> paths in it."""
+def resolve_paths(init_args: Any, directory: Path, source: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The file names in a parser spec read from ``source`` (``retrofit.json``) -> paths in ``directory``.
 
-    def fix(value: Any) -> Any:
-        if isinstance(value, str) and not os.path.isabs(value) and (directory / value).exists():
-            return str(directory / value)
+    A string that names something in ``directory`` becomes its path there (:func:`~unisent.io.model_files.inside`:
+    no link out of it); an absolute path, a ``~`` or ``..`` path, or a relative name that exists outside
+    ``directory`` only (in the current directory) is refused: a model's files name files inside it. Any
+    other string (a language, a model name) is kept as given.
+
+    Raises:
+        ModelFileError: naming ``source``, the argument and the path.
+    """
+    source = source if source is not None else directory / "retrofit.json"
+    if not isinstance(init_args, Mapping):
+        raise ModelFileError(f"{source}: parser.init_args must be a JSON object, got {init_args!r:.80}")
+
+    def fix(value: Any, field: str) -> Any:
         if isinstance(value, list):
-            return [fix(v) for v in value]
+            return [fix(v, f"{field}[{i}]") for i, v in enumerate(value)]
+        if not isinstance(value, str) or not value:
+            return value
+        climbs = ".." in Path(value.replace("\\", "/")).parts
+        if os.path.lexists(directory / value) or os.path.isabs(value) or value.startswith("~") or climbs:
+            return str(inside(directory, value, source=source, field=field))
+        if os.path.lexists(value):
+            raise ModelFileError(
+                f"{source}: {field} {value!r:.200} names a file outside the model's directory {str(directory)!r} "
+                "(in the current directory); a model's files name files inside it"
+            )
         return value
 
-    return {key: fix(value) for key, value in init_args.items()}
+    return {key: fix(value, f"parser.init_args.{key}") for key, value in init_args.items()}

@@ -43,7 +43,10 @@ import torch.nn.functional as F
 
 from ..inference.base import InferenceModel, NotExportableError, max_abs_diff
 from ..inference.model_types import register_model
+from ..amr.parsing import parser_classes
 from ..io import atomic_write
+from ..io.model_files import ModelFileError, inside, read_model_json
+from ..io.registry import resolve
 from .retrofit_combination import COMBINATIONS, FORMULA, Combination, combine, retrofit_usage_code
 from .retrofit_inputs import (
     MissingGraphError,
@@ -74,6 +77,14 @@ PROBE_GRAPHS: tuple[tuple[str, str], ...] = (
     ("ok", "( okay-04 )"),
     ("Ein Mann spielt Gitarre.", "( play-11 :ARG0 ( man ) :ARG2 ( guitar ) )"),
 )
+
+
+def _folder(directory: Path, config: dict, key: str, default: str) -> Path:
+    """``retrofit.json``'s ``key.path`` (an encoder's sub-folder): inside ``directory``, or one line."""
+    entry = config.get(key) or {}
+    if not isinstance(entry, dict):
+        raise ModelFileError(f"{directory / CONFIG_FILE}: {key} must be a JSON object with a path, got {entry!r:.80}")
+    return inside(directory, entry.get("path", default), source=directory / CONFIG_FILE, field=f"{key}.path")
 
 
 @register_model("retrofitted")
@@ -314,14 +325,21 @@ class RetrofittedEncoder(InferenceModel):
         """Load a directory written by :meth:`save_pretrained` (or the retrofit exporter). ``parser``
         overrides the recorded one."""
         directory = Path(directory)
-        config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
-        text_dir = directory / config.get("text_encoder", {}).get("path", TEXT_DIR)
-        amr_dir = directory / config.get("amr_encoder", {}).get("path", AMR_DIR)
+        config = read_model_json(directory / CONFIG_FILE, dict)  # size and depth bounded, one line if malformed
+        text_dir = _folder(directory, config, "text_encoder", TEXT_DIR)  # inside the directory, or one line
+        amr_dir = _folder(directory, config, "amr_encoder", AMR_DIR)
+        if "combination" not in config:
+            raise ModelFileError(f"{directory / CONFIG_FILE}: combination is missing ({', '.join(COMBINATIONS)})")
         if parser is None and config.get("parser"):
             spec = config["parser"]
+            if not isinstance(spec, dict):
+                raise ValueError(f"{directory / CONFIG_FILE}: parser must be a {{class_path, init_args}} object")
+            # the class first, through the registry, before any encoder is loaded: nothing is imported
+            resolve(spec.get("class_path"), parser_classes(), source=str(directory / CONFIG_FILE),
+                    field="parser.class_path", what="AMR parser")
             parser = {
                 "class_path": spec["class_path"],
-                "init_args": resolve_paths(spec.get("init_args") or {}, directory),
+                "init_args": resolve_paths(spec.get("init_args") or {}, directory, directory / CONFIG_FILE),
             }
         linearization = config.get("linearization", {})
         model = cls(

@@ -14,6 +14,7 @@ from torch import nn
 
 from ..inference.base import InferenceModel, NotExportableError, STModule
 from ..io import atomic_write
+from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
 
 __all__ = ["EncoderWrapper"]
 
@@ -56,8 +57,21 @@ class EncoderWrapper(InferenceModel):
         from ..encoders.encoder import Encoder
 
         directory = Path(directory)
-        head = cls.head_class(**json.loads((directory / f"{cls.head_stem}.json").read_text()))
-        head.load_state_dict(torch.load(directory / f"{cls.head_stem}.pt", map_location="cpu", weights_only=True))
+        settings_file, weights_file = directory / f"{cls.head_stem}.json", directory / f"{cls.head_stem}.pt"
+        settings = read_model_json(settings_file, dict)
+        # the head's sizes against its weights, built on the meta device first: nothing allocated for a wrong size
+        check_fits(
+            lambda: cls.head_class(**settings),
+            weight_shapes(weights_file),
+            config_file=settings_file,
+            settings=settings,
+            weights_file=weights_file,
+        )
+        try:
+            head = cls.head_class(**settings)
+        except (TypeError, ValueError) as err:
+            raise ModelFileError(f"{settings_file}: {str(err).splitlines()[0] if str(err) else err!r}") from None
+        load_state(head, read_state(weights_file), source=weights_file)
         return cls(Encoder.from_pretrained(directory), head)
 
     @classmethod

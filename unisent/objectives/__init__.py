@@ -10,7 +10,7 @@ from .frozen import Frozen
 from .gausscse import GaussCSE, GaussianEncoder, GaussianHead
 from .matryoshka import Matryoshka
 from .nli_classifier import NLIClassifier
-from .objective import Objective, ObjectiveOutput, encode_views
+from .objective import Objective, ObjectiveOutput, encode_views, objective_class, objective_from_record
 from .simcse import SimCSE
 
 __all__ = [
@@ -31,4 +31,6 @@ __all__ = [
     "ProjectionEncoder",
     "SimCSE",
     "encode_views",
+    "objective_class",
+    "objective_from_record",
 ]

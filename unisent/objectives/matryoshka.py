@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from ..encoders.encoder import Encoder
-from ..io.imports import import_object, instantiate
-from .objective import BatchSchema, Objective, ObjectiveOutput
+from ..io.imports import import_object
+from .objective import BatchSchema, Objective, ObjectiveOutput, objective_from_record
 
 __all__ = ["Matryoshka", "TruncatingEncoder"]
 
@@ -93,8 +93,8 @@ class Matryoshka(Objective):
         weight: float = 1.0,
         name: str | None = None,
     ) -> None:
-        if isinstance(objective, Mapping):  # rebuilt from a checkpoint's record (config())
-            objective = instantiate(dict(objective), base=Objective)
+        if isinstance(objective, Mapping):  # rebuilt from a checkpoint's record (config()): through the registry
+            objective = objective_from_record(objective, source="Matryoshka", field="objective")
         if not isinstance(objective, Objective):
             raise TypeError(f"Matryoshka wraps an Objective, got {type(objective).__name__}")
         if not getattr(objective, "matryoshka_ready", False):

@@ -14,8 +14,17 @@ from torch import nn
 
 from ..data.schema import PREDICT_SCHEMA, BatchSchema
 from ..encoders import Encoder
+from ..io.registry import resolve, subclasses
 
-__all__ = ["PREDICT_SCHEMA", "BatchSchema", "Objective", "ObjectiveOutput", "encode_views"]
+__all__ = [
+    "PREDICT_SCHEMA",
+    "BatchSchema",
+    "Objective",
+    "ObjectiveOutput",
+    "encode_views",
+    "objective_class",
+    "objective_from_record",
+]
 
 
 def _snake(name: str) -> str:
@@ -243,3 +252,33 @@ def encode_views(encoder: Encoder, batch: dict[str, Any], keys: Sequence[str], r
     mask = torch.cat([batch[k]["attention_mask"] for k in keys] * repeat)
     pooled = encoder(ids, mask)  # (views * batch, hidden)
     return list(pooled.chunk(len(keys) * repeat))
+
+
+def objective_class(name: Any, *, source: str, field: str) -> type[Objective]:
+    """The :class:`Objective` subclass a record names, from the registry of objectives (every subclass
+    defined in this process: unisent's, its plugins', the ``--import`` modules'); never imported.
+
+    Raises:
+        RegistryError: ``name`` is not a registered objective; the message names ``source`` and ``field``.
+    """
+    return resolve(name, subclasses(Objective), source=source, field=field, what="objective")
+
+
+def objective_from_record(spec: Any, *, source: str, field: str) -> Objective:
+    """Build an objective from a record's ``{"class_path", "init_args"}``: the class from the registry
+    (:func:`objective_class`), then its own constructor with the record's arguments.
+
+    Raises:
+        RegistryError: the class is not registered (nothing was imported or called).
+        ValueError: the spec is no such mapping, or the constructor refused its arguments (one line).
+    """
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{source}: {field} must be a {{class_path, init_args}} mapping, got {spec!r:.80}")
+    cls = objective_class(spec.get("class_path"), source=source, field=f"{field}.class_path")
+    init_args = spec.get("init_args") or {}
+    if not isinstance(init_args, Mapping):
+        raise ValueError(f"{source}: {field}.init_args must be a mapping, got {init_args!r:.80}")
+    try:
+        return cls(**init_args)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{source}: {field}: {cls.__name__}: {err}") from None

@@ -1,0 +1,131 @@
+"""The one resolver of names read from files: a class or function name that a model's files, a run's
+``config.yaml`` (read by a command other than ``fit``/``validate``/``test``/``predict``) or a checkpoint's
+record hold becomes a class only through :func:`resolve`, and only when a closed registry holds it.
+
+The registry is never the import system. A name is looked up in a table built from classes that are
+already defined in this process (:func:`subclasses`: unisent's own, registered when unisent's packages
+are imported; those of the ``unisent.plugins`` entry points and of the modules given with ``--import``,
+imported before a command runs; those of any module the user's own program imported) or in a fixed
+table of a library's classes (:func:`fixed_names`: Sentence Transformers' module classes, torch's
+activations). A name outside the table is refused in one line naming the file and the field **before
+anything is imported**: a module named by a file is never imported to look at it, not even one in the
+current directory. What a resolved class is then called with (its own constructor, with arguments from
+the file) is the caller's one use of it.
+
+Why not a library: ``jsonargparse``/Lightning's ``instantiate_class`` and Sentence Transformers'
+``import_from_string`` import whatever module the string names, which is the bug this module closes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+__all__ = ["RegistryError", "fixed_names", "qualified_name", "resolve", "subclasses"]
+
+T = TypeVar("T")
+
+#: a dotted Python name (``package.module.Name``): what a registry key looks like
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+#: how many registered names an error lists before "..."
+_SHOWN = 12
+
+
+class RegistryError(ValueError):
+    """A name read from a file is not in the registry of its kind (one line: the file, the field, the name)."""
+
+
+def qualified_name(cls: type) -> str:
+    """``module.QualifiedName`` of a class: the key it is registered under."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _with_package_aliases(table: dict[str, Any], name: str, value: Any) -> None:
+    """``a.b.c.Name`` also as ``a.b.Name`` and ``a.Name`` (a package that re-exports it), first come first kept."""
+    table.setdefault(name, value)
+    module, _, short = name.rpartition(".")
+    parts = module.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        table.setdefault(".".join(parts[:i]) + "." + short, value)
+
+
+def subclasses(base: type | tuple[type, ...], *, include_base: bool = False) -> dict[str, type]:
+    """Every subclass of ``base`` defined in this process (recursively), by qualified name and by the name
+    of each package above its module (``unisent.objectives.simcse.SimCSE`` is also
+    ``unisent.objectives.SimCSE``). The exact qualified names win over package aliases."""
+    bases = base if isinstance(base, tuple) else (base,)
+    found: list[type] = []
+    seen: set[type] = set()
+    stack = [b for b in bases]
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if include_base or cls not in bases:
+            found.append(cls)
+        stack.extend(cls.__subclasses__())
+    table: dict[str, type] = {qualified_name(cls): cls for cls in found if "<locals>" not in cls.__qualname__}
+    for cls in found:
+        if "<locals>" not in cls.__qualname__:
+            _with_package_aliases(table, qualified_name(cls), cls)
+    return table
+
+
+def fixed_names(prefix: str, classes: Iterable[type]) -> Mapping[str, type]:
+    """A fixed table of a library's classes, keyed by their short names: a name read from a file matches
+    when it is a dotted name under ``prefix`` that ends in one of them (``sentence_transformers.models.Pooling``
+    and ``sentence_transformers.sentence_transformer.modules.pooling.Pooling`` are both ``Pooling``: the
+    library has moved its classes between releases). The name's module part is checked, never imported."""
+    return _PrefixTable(prefix, {cls.__name__: cls for cls in classes})
+
+
+class _PrefixTable(Mapping[str, type]):
+    def __init__(self, prefix: str, by_short: dict[str, type]) -> None:
+        self.prefix, self.by_short = prefix, by_short
+        self.shown_names = [f"{prefix}*.{short}" for short in by_short]
+
+    def __getitem__(self, name: str) -> type:
+        if not (name.startswith(self.prefix) and _DOTTED.fullmatch(name)):
+            raise KeyError(name)
+        return self.by_short[name.rpartition(".")[2]]
+
+    def __iter__(self):
+        return iter(f"{self.prefix}{short}" for short in self.by_short)
+
+    def __len__(self) -> int:
+        return len(self.by_short)
+
+
+def resolve(name: Any, table: Mapping[str, T], *, source: str, field: str, what: str) -> T:
+    """The entry of ``table`` that ``name`` (read from ``source``, at ``field``) names.
+
+    Args:
+        name: the name as the file holds it (anything: a file may hold a number or a list there).
+        table: the closed registry of this kind (:func:`subclasses`, :func:`fixed_names`, a dict of
+            registered names), built before the file was read.
+        source: the file (or record) the name was read from, as the user knows it.
+        field: where in the file (``modules[2].type``, ``model.objectives[0].class_path``).
+        what: the kind, for the message (``"objective"``, ``"Sentence Transformers module"``).
+
+    Raises:
+        RegistryError: ``name`` is not a string in ``table``; nothing was imported or called.
+    """
+    if isinstance(name, str):
+        try:
+            return table[name]
+        except KeyError:
+            pass
+    shortest: dict[int, str] = dict(enumerate(getattr(table, "shown_names", ())))
+    for key in () if shortest else table:
+        current = shortest.get(id(table[key]))
+        if current is None or len(str(key)) < len(current):
+            shortest[id(table[key])] = str(key)
+    known = sorted(shortest.values())
+    shown = ", ".join(known[:_SHOWN]) + (", ..." if len(known) > _SHOWN else "")
+    raise RegistryError(
+        f"{source}: {field} {name!r} is not a registered {what} ({shown or 'none registered'}); "
+        "nothing named by the file was imported or run (a plugin's class is registered when its module is "
+        "imported: --import MODULE, or an entry point of unisent.plugins)"
+    )

@@ -11,7 +11,7 @@ from .checkpoints import (
     unsafe_globals,
 )
 from .files import atomic_write, fsync_directory, remove_stale_temporaries, temporary_name
-from .imports import import_object, instantiate
+from .imports import import_object
 from .suggestions import closest_hint, unknown_name, unknown_objectives
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "convert_checkpoint",
     "fsync_directory",
     "import_object",
-    "instantiate",
     "load_checkpoint",
     "remove_stale_temporaries",
     "temporary_name",

@@ -118,10 +118,12 @@ def resolve(name: Any, table: Mapping[str, T], *, source: str, field: str, what:
         except KeyError:
             pass
     shortest: dict[int, str] = dict(enumerate(getattr(table, "shown_names", ())))
-    for key in () if shortest else table:
-        current = shortest.get(id(table[key]))
-        if current is None or len(str(key)) < len(current):
-            shortest[id(table[key])] = str(key)
+    for key in () if shortest else table:  # a registered short name, else the class's own qualified name
+        value = table[key]
+        shown = str(key) if "." not in str(key) else qualified_name(value) if isinstance(value, type) else str(key)
+        current = shortest.get(id(value))
+        if current is None or "." not in shown or len(shown) < len(current) and "." in current:
+            shortest[id(value)] = shown
     known = sorted(shortest.values())
     shown = ", ".join(known[:_SHOWN]) + (", ..." if len(known) > _SHOWN else "")
     raise RegistryError(

@@ -468,7 +468,7 @@ CASES: list[Case] = [
         "config-not-json",
         "model directory whose config.json is not JSON",
         lambda d: _encode(d, SAMPLES / "sentences.txt", model=_bad_model_dir(d)),
-        says="config.json' is not a valid JSON file",
+        says="config.json: not valid JSON",
         absent=("out.npy",),
     ),
 ]

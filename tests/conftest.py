@@ -30,15 +30,28 @@ def sample_sentences() -> list[str]:
 def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2, cased: bool = False) -> Path:
     """A 2-layer BERT with a WordPiece tokenizer trained on the bundled sentences; ``cased``: the tokenizer
     keeps case (trained on the sentences and their upper-case copies, so that cased words have ids)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=not cased)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    normalizer = normalizers.BertNormalizer(lowercase=not cased)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     texts = sample_sentences() + ([t.upper() for t in sample_sentences()] if cased else [])
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=800 if cased else 600, special_tokens=special))
+    # The vocabulary is built here, not by tokenizers' WordPieceTrainer: the trainer breaks ties between equally
+    # frequent pieces in hash order, so two processes trained different tokenizers and a tiny model's inputs
+    # changed from run to run. Every character (alone and as ##piece), then the most frequent words, ties by
+    # spelling: the same files, byte for byte, in every process (tests/test_pinned_behaviour.py checks).
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)):
+            counts[word] = counts.get(word, 0) + 1
+    chars = sorted({c for word in counts for c in word})
+    pieces = special + chars + [f"##{c}" for c in chars]
+    size = 800 if cased else 600
+    words = sorted((w for w in counts if len(w) > 1), key=lambda w: (-counts[w], w))[: max(0, size - len(pieces))]
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces + words)}, unk_token="[UNK]"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

@@ -9,40 +9,98 @@ entry point that reads its kind, benchmarks/hostile_models.py prints the table o
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hostile_models import Case, Context
+from hostile_models import SAMPLES, STS, Case, Context, cli, fork_run, recipe, write
 
 DEEP = 100_000  # nesting of the deeply nested records
-POOLER_ENTRY = {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}
+ST = "sentence_transformers.models."
+DENSE = {"in_features": 32, "out_features": 32, "bias": True}
+#: a run starts from the backbone and tokenizer: the recorded pooler and model type are not read (the cases
+#: of those fields that name evil_mod keep fit-start, to show that nothing is imported there either)
+SETTINGS_UNREAD = ("fit-start",)
+#: the entry points that read unisent_encoder.json's modules and pooler
+SETTINGS_READERS = ("load", "encode", "evaluate", "export", "export-run", "fit-teacher")
+
+
+# --------------------------------------------------------------------------------------------- bases
+@dataclass
+class Bases:
+    """The benign models every case starts from (built once): see :func:`build_bases`."""
+
+    root: Path
+    tiny: Path  # a Hugging Face BERT directory (conftest.build_tiny_bert)
+    encoder: Path  # a saved unisent encoder (mean pooling)
+    st: Path  # a Sentence Transformers directory (modules.json; no unisent files)
+    st_encoder: Path  # a saved unisent encoder that records Sentence Transformers modules
+    retrofit: Path  # a retrofitted model (retrofit.json, text/, amr/)
+    onnx: Path  # unisent export --format onnx
+    run: Path  # runs/q/version_0 of unisent fit: config.yaml, checkpoints/last.ckpt, encoder/
+    data: Path  # an evaluation data directory (20 STS-B pairs)
+    sentences: Path
+
+
+def build_bases(root: Path, tiny: Path) -> Bases:
+    """Every kind of model, tiny (about 15 s on 2 cores): built in this process, the run in a fork."""
+    import unisent
+    from unisent.encoders import Encoder, EncoderConfig
+    from unisent.export import export_model
+    from unisent.models import RetrofittedEncoder
+
+    root.mkdir(parents=True, exist_ok=True)
+    encoder = Encoder(EncoderConfig(model=str(tiny), pooler="mean")).save_pretrained(root / "encoder")
+    st = root / "st"
+    export_model(str(encoder), st, "sentence-transformers", verify=False)
+    for name in ("unisent_encoder.json", "unisent_model.json", "README.md"):
+        (st / name).unlink(missing_ok=True)
+    st_encoder = unisent.load(str(st)).save_pretrained(root / "st-encoder")
+    retrofit = root / "retrofit"
+    RetrofittedEncoder(unisent.load(str(encoder)), unisent.load(str(encoder)), "concat").save_pretrained(retrofit)
+    onnx = root / "onnx"
+    export_model(str(encoder), onnx, "onnx", verify=False)
+    data = root / "data" / "sts" / "stsbenchmark"
+    for name in ("sts-dev.csv", "sts-test.csv"):
+        write(data / name, "".join((STS / name).read_text(encoding="utf-8").splitlines(keepends=True)[:20]))
+    sentences = write(
+        root / "sentences.txt",
+        "".join((SAMPLES / "sentences.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:16]),
+    )
+    bases = Bases(
+        root, tiny, encoder, st, st_encoder, retrofit, onnx, root / "runs/q/version_0", root / "data", sentences
+    )
+    fit = recipe(root / "fit.yaml", str(encoder), data_dir=bases.data, sentences=sentences)
+    code, _, err, *_ = fork_run(root, lambda: cli(["fit", "-c", str(fit)]), timeout=300)
+    if code != 0 or not (bases.run / "checkpoints" / "last.ckpt").is_file():
+        raise RuntimeError(f"the base run failed ({code}): {err[-3000:]}")
+    import unisent.commands.train  # noqa: F401 - what the commands import, imported once before the forks
+
+    unisent.load(str(bases.onnx), backend="onnx").encode(["warm"])
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli(["fit", "-c", str(fit), "--print_config"])
+    return bases
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _edit_json(path: Path, edit) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data = edit(data) or data
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-
-
 def _set(path: Path, dotted: str, value: Any) -> None:
-    """``path``'s JSON with ``dotted`` (``a.b.0.c``) set to ``value``."""
-
-    def edit(data):
-        *heads, last = dotted.split(".")
-        node = data
-        for key in heads:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        if isinstance(node, list) and int(last) == len(node):
-            node.append(value)
-        else:
-            node[int(last) if isinstance(node, list) else last] = value
-
-    _edit_json(path, edit)
+    """``path``'s JSON with ``dotted`` (``a.b.0.c``) set to ``value`` (an index one past the end appends)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    *heads, last = dotted.split(".")
+    node = data
+    for key in heads:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list) and int(last) == len(node):
+        node.append(value)
+    else:
+        node[int(last) if isinstance(node, list) else last] = value
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
 def _replace(path: Path, content: bytes | str | None = None) -> Path:
@@ -56,11 +114,11 @@ def _replace(path: Path, content: bytes | str | None = None) -> Path:
     return path
 
 
-def _fifo(path: Path) -> None:
+def fifo(path: Path) -> None:
     os.mkfifo(_replace(path))
 
 
-def _link(path: Path, target: str | Path) -> None:
+def link(path: Path, target: str | Path) -> None:
     _replace(path).symlink_to(target)
 
 
@@ -68,17 +126,21 @@ def _deep(levels: int = DEEP) -> str:
     return '{"pooler": ' + "[" * levels + "]" * levels + "}"
 
 
-def _popen(ctx: Context) -> dict[str, Any]:
+def popen_spec(ctx: Context) -> dict[str, Any]:
     """The payload of a ``{class_path, init_args}`` spec: a shell command creating the marker."""
     return {"class_path": "subprocess.Popen", "init_args": {"args": ctx.touch, "shell": True}}
 
 
-def _st_modules(ctx: Context, entry: dict[str, Any]) -> None:
+def evil_spec() -> dict[str, Any]:
+    return {"class_path": "evil_mod.Evil", "init_args": {}}
+
+
+def _st_module(ctx: Context, entry: dict[str, Any]) -> None:
     """``unisent_encoder.json``'s recorded Sentence Transformers modules: ``entry`` alone."""
     _set(ctx.model / "unisent_encoder.json", "sentence_transformers.modules", [entry])
 
 
-def _safetensors_header(ctx: Context, header: bytes, length: int | None = None) -> None:
+def _safetensors(ctx: Context, header: bytes, length: int | None = None) -> None:
     size = len(header) if length is None else length
     _replace(ctx.model / "model.safetensors", struct.pack("<Q", size) + header)
 
@@ -88,142 +150,97 @@ def _truncate(path: Path) -> None:
     _replace(path, data[: len(data) // 2])
 
 
-def _outside_copy(ctx: Context, source: Path, name: str) -> Path:
+def _outside(ctx: Context, source: Path, name: str) -> Path:
     """A benign copy of ``source`` beside the model (outside its folder)."""
     target = ctx.directory / name
     shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
     return target
 
 
-def _yaml_objectives(ctx: Context, objectives: list) -> None:
-    path = ctx.model.parent / "config.yaml"
-    import yaml
+def _dense(ctx: Context, activation: str) -> None:
+    """A ``Dense`` module (with its weights) appended to the Sentence Transformers directory's modules."""
+    from safetensors.torch import save_file
+    from torch import zeros
 
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    config["model"]["objectives"] = objectives
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-
-
-def _alias_bomb(ctx: Context) -> None:
-    """The run's config.yaml with a billion-laughs alias bomb (9**9 values) as a training file's columns."""
-    path = ctx.model.parent / "config.yaml"
-    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
-    text = path.read_text(encoding="utf-8").replace("data:\n", "data:\n  bomb: *a8\n", 1)
-    path.write_text("\n".join(lines) + "\n" + text, encoding="utf-8")
+    folder = ctx.model / "2_Dense"
+    folder.mkdir()
+    save_file({"linear.weight": zeros(32, 32), "linear.bias": zeros(32)}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({**DENSE, "activation_function": activation}), encoding="utf-8")
+    _set(ctx.model / "modules.json", "2", {"idx": 2, "name": "2", "path": "2_Dense", "type": ST + "Dense"})
 
 
-def _checkpoint(ctx: Context, edit) -> None:
-    """The run's checkpoint rewritten (plain data, ``torch.save``) after ``edit(checkpoint)``."""
-    import torch
-
-    checkpoint = torch.load(ctx.model, map_location="cpu", weights_only=True)
-    edit(checkpoint)
-    torch.save(checkpoint, ctx.model)
-
-
-def _objectives(checkpoint: dict, objectives: list) -> None:
-    checkpoint["unisent"]["objectives"] = objectives
-
-
-def _pooler(checkpoint: dict, name: str) -> None:
-    for record in (checkpoint["unisent"]["encoder"], checkpoint["hyper_parameters"]["encoder"]):
-        record["pooler"] = name
-
-
-def _misfit(checkpoint: dict) -> None:
-    import torch
-
-    key = next(k for k in checkpoint["state_dict"] if k.endswith("word_embeddings.weight"))
-    checkpoint["state_dict"][key] = torch.zeros(7, 5)
-
-
-def _sts(ctx: Context) -> Path:
-    return ctx.model / "sts" / "stsbenchmark" / "sts-dev.csv"
-
-
-ST_TYPE = "sentence_transformers.models."
-DENSE = {"in_features": 32, "out_features": 32, "bias": True}
-ENCODER_SKIPS_SETTINGS = ("fit-start",)  # a run starts from the backbone and tokenizer, not unisent_encoder.json
-RUN_ENCODER_ONLY = ("load", "encode", "evaluate")  # they read <run>/encoder, never the run's config.yaml
-
-CASES: list[Case] = [
-    # ------------------------------------------------------------------ saved unisent encoders
+# --------------------------------------------------------------------------------------------- cases
+ENCODER = "unisent_encoder.json"
+RECORD = "unisent_model.json"
+CASES: list[Case] = [  # and those of hostile_run_cases.py
+    # saved unisent encoders (unisent_encoder.json, unisent_model.json and the Hugging Face files)
     Case(
         "issue-1-encoder-st-module-popen",
         "st-encoder",
-        "unisent_encoder.json: a recorded module of type subprocess.Popen, config {args: touch PWNED, shell: true}",
-        lambda c: _st_modules(c, {"type": "subprocess.Popen", "path": "", "config": _popen(c)["init_args"]}),
-        ("unisent_encoder.json", "type"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{ENCODER}: a recorded module of type subprocess.Popen, config {{args: touch PWNED, shell: true}}",
+        lambda c: _st_module(c, {"type": "subprocess.Popen", "path": "", "config": popen_spec(c)["init_args"]}),
+        (ENCODER, "type"),
+        entries=SETTINGS_READERS,
     ),
     Case(
         "encoder-st-module-evil-mod",
         "st-encoder",
-        "unisent_encoder.json: a recorded module of type evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: _st_modules(c, {"type": "evil_mod.Evil", "path": "", "config": {}}),
-        ("unisent_encoder.json", "type"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{ENCODER}: a recorded module of type evil_mod.Evil (evil_mod.py in the current directory)",
+        lambda c: _st_module(c, {"type": "evil_mod.Evil", "path": "", "config": {}}),
+        (ENCODER, "type"),
+        entries=SETTINGS_READERS,
     ),
     Case(
         "encoder-st-activation-not-an-activation",
         "st-encoder",
-        "unisent_encoder.json: a Dense module whose activation_function is torch.multiprocessing.spawn",
-        lambda c: _st_modules(
+        f"{ENCODER}: a Dense module whose activation_function is torch.multiprocessing.spawn",
+        lambda c: _st_module(
             c,
             {
-                "type": ST_TYPE + "Dense",
-                "path": "2_Dense",
+                "type": ST + "Dense",
+                "path": "",
                 "config": {**DENSE, "activation_function": "torch.multiprocessing.spawn"},
             },
         ),
-        ("unisent_encoder.json", "activation_function"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        (ENCODER, "activation_function"),
+        entries=SETTINGS_READERS,
     ),
     Case(
         "encoder-pooler-os-system",
         "encoder",
-        "unisent_encoder.json: pooler os.system",
-        lambda c: _set(c.model / "unisent_encoder.json", "pooler", "os.system"),
-        ("unisent_encoder.json", "pooler"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{ENCODER}: pooler os.system",
+        lambda c: _set(c.model / ENCODER, "pooler", "os.system"),
+        (ENCODER, "pooler"),
+        entries=SETTINGS_READERS,
     ),
     Case(
         "encoder-pooler-evil-mod",
         "encoder",
-        "unisent_encoder.json: pooler evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: _set(c.model / "unisent_encoder.json", "pooler", "evil_mod.Evil"),
-        ("unisent_encoder.json", "pooler"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{ENCODER}: pooler evil_mod.Evil (evil_mod.py in the current directory)",
+        lambda c: _set(c.model / ENCODER, "pooler", "evil_mod.Evil"),
+        (ENCODER, "pooler"),
+        may_pass=SETTINGS_UNREAD,
     ),
     Case(
         "encoder-record-class-path-evil-mod",
         "encoder",
-        "unisent_model.json: type evil, class_path evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: _replace(c.model / "unisent_model.json", '{"type": "evil", "class_path": "evil_mod.Evil"}'),
-        ("unisent_model.json", "class_path"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
-    ),
-    Case(
-        "encoder-record-class-path-os-system",
-        "encoder",
-        "unisent_model.json: type shell, class_path os.system",
-        lambda c: _replace(c.model / "unisent_model.json", '{"type": "shell", "class_path": "os.system"}'),
-        ("unisent_model.json", "class_path"),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{RECORD}: type evil, class_path evil_mod.Evil (evil_mod.py in the current directory: not imported)",
+        lambda c: _replace(c.model / RECORD, '{"type": "evil", "class_path": "evil_mod.Evil"}'),
+        (RECORD, "class_path"),
+        may_pass=SETTINGS_UNREAD,
     ),
     Case(
         "encoder-settings-deep-json",
         "encoder",
-        f"unisent_encoder.json nested {DEEP:,} levels deep",
-        lambda c: _replace(c.model / "unisent_encoder.json", _deep()),
-        ("unisent_encoder.json",),
-        may_pass=ENCODER_SKIPS_SETTINGS,
+        f"{ENCODER} nested {DEEP:,} levels deep",
+        lambda c: _replace(c.model / ENCODER, _deep()),
+        (ENCODER,),
+        may_pass=SETTINGS_UNREAD,
     ),
     Case(
         "encoder-config-vocab-size-1e9",
         "encoder",
-        'config.json: "vocab_size": 1000000000 (the weights have 600 rows)',
+        'config.json: "vocab_size": 1000000000, 23 bytes (the weights have 600 rows; 128 GB as float32)',
         lambda c: _set(c.model / "config.json", "vocab_size", 10**9),
         ("config.json", "vocab_size"),
     ),
@@ -238,28 +255,28 @@ CASES: list[Case] = [
         "encoder-fifo-chat-template",
         "encoder",
         "chat_template.jinja is a FIFO (named pipe)",
-        lambda c: _fifo(c.model / "chat_template.jinja"),
+        lambda c: fifo(c.model / "chat_template.jinja"),
         ("chat_template.jinja",),
     ),
     Case(
         "encoder-fifo-weights",
         "encoder",
-        "model.safetensors is a FIFO (named pipe)",
-        lambda c: _fifo(c.model / "model.safetensors"),
+        "model.safetensors is a FIFO",
+        lambda c: fifo(c.model / "model.safetensors"),
         ("model.safetensors",),
     ),
     Case(
         "encoder-safetensors-bad-header",
         "encoder",
         "model.safetensors: a header that is not JSON",
-        lambda c: _safetensors_header(c, b'{"embeddings": [not json'),
+        lambda c: _safetensors(c, b'{"embeddings": [not json'),
         ("model.safetensors",),
     ),
     Case(
         "encoder-safetensors-header-length-2e40",
         "encoder",
-        "model.safetensors: a header length of 2**40 bytes in a 30-byte file",
-        lambda c: _safetensors_header(c, b'{"__metadata__": {}}', 2**40),
+        "model.safetensors: a header length of 2**40 bytes in a 28-byte file",
+        lambda c: _safetensors(c, b'{"__metadata__": {}}', 2**40),
         ("model.safetensors",),
     ),
     Case(
@@ -280,17 +297,17 @@ CASES: list[Case] = [
         "encoder-tokenizer-json-dev-zero",
         "encoder",
         "tokenizer.json is a link to /dev/zero (a device: endless)",
-        lambda c: _link(c.model / "tokenizer.json", "/dev/zero"),
+        lambda c: link(c.model / "tokenizer.json", "/dev/zero"),
         ("tokenizer.json",),
     ),
     Case(
         "issue-3-encoder-chat-template-symlink-secret",
         "encoder",
         "chat_template.jinja is a link to ../secret.txt (a 0600 file outside the model's folder)",
-        lambda c: _link(c.model / "chat_template.jinja", c.secret),
+        lambda c: link(c.model / "chat_template.jinja", c.secret),
         ("chat_template.jinja",),
     ),
-    # ------------------------------------------------------------------ Sentence Transformers directories
+    # Sentence Transformers directories (modules.json and the modules' folders)
     Case(
         "st-modules-path-dotdot",
         "st",
@@ -302,7 +319,7 @@ CASES: list[Case] = [
         "st-modules-path-absolute",
         "st",
         "modules.json: the Pooling module's path is the absolute folder of a copy outside the model",
-        lambda c: _set(c.model / "modules.json", "1.path", str(_outside_copy(c, c.model / "1_Pooling", "pooling"))),
+        lambda c: _set(c.model / "modules.json", "1.path", str(_outside(c, c.model / "1_Pooling", "pooling"))),
         ("modules.json", "path"),
     ),
     Case(
@@ -313,23 +330,10 @@ CASES: list[Case] = [
         ("modules.json",),
     ),
     Case(
-        "st-modules-type-popen",
-        "st",
-        "modules.json: a module of type subprocess.Popen",
-        lambda c: _set(c.model / "modules.json", "1.type", "subprocess.Popen"),
-        ("modules.json", "type"),
-    ),
-    Case(
         "st-dense-activation-evil-mod",
         "st",
         "2_Dense/config.json: activation_function evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: (
-            _set(c.model / "modules.json", "2", {"idx": 2, "name": "2", "path": "2_Dense", "type": ST_TYPE + "Dense"}),
-            (c.model / "2_Dense").mkdir(),
-            _replace(
-                c.model / "2_Dense" / "config.json", json.dumps({**DENSE, "activation_function": "evil_mod.Evil"})
-            ),
-        ),
+        lambda c: _dense(c, "evil_mod.Evil"),
         ("2_Dense", "activation_function"),
     ),
     Case(
@@ -343,63 +347,55 @@ CASES: list[Case] = [
         "st-pooling-config-symlink-secret",
         "st",
         "1_Pooling/config.json is a link to ../../secret.txt",
-        lambda c: _link(c.model / "1_Pooling" / "config.json", c.secret),
+        lambda c: link(c.model / "1_Pooling" / "config.json", c.secret),
         ("1_Pooling",),
     ),
-    Case(
-        "st-sentence-bert-config-deep-json",
-        "st",
-        f"sentence_bert_config.json nested {DEEP:,} levels deep",
-        lambda c: _replace(c.model / "sentence_bert_config.json", _deep()),
-        ("sentence_bert_config.json",),
-    ),
 ]
+RETRO = "retrofit.json"
+ONNX = "unisent_onnx.json"
+CKPT = "last.ckpt"
 CASES += [
-    # ------------------------------------------------------------------ retrofitted models
+    # retrofitted models (retrofit.json, text/, amr/)
     Case(
         "retrofit-text-encoder-path-dotdot",
         "retrofit",
-        "retrofit.json: text_encoder.path ../outside (a benign encoder outside the model's folder)",
-        lambda c: _set(
-            c.model / "retrofit.json", "text_encoder.path", f"../{_outside_copy(c, c.model / 'text', 'outside').name}"
-        ),
-        ("retrofit.json", "text_encoder"),
+        f"{RETRO}: text_encoder.path ../outside (a benign encoder outside the model's folder)",
+        lambda c: _set(c.model / RETRO, "text_encoder.path", f"../{_outside(c, c.model / 'text', 'outside').name}"),
+        (RETRO, "text_encoder"),
     ),
     Case(
         "retrofit-amr-encoder-path-absolute",
         "retrofit",
-        "retrofit.json: amr_encoder.path, the absolute folder of an encoder outside the model's folder",
-        lambda c: _set(
-            c.model / "retrofit.json", "amr_encoder.path", str(_outside_copy(c, c.model / "amr", "outside"))
-        ),
-        ("retrofit.json", "amr_encoder"),
+        f"{RETRO}: amr_encoder.path, the absolute folder of an encoder outside the model's folder",
+        lambda c: _set(c.model / RETRO, "amr_encoder.path", str(_outside(c, c.model / "amr", "outside"))),
+        (RETRO, "amr_encoder"),
     ),
     Case(
         "retrofit-parser-popen",
         "retrofit",
-        "retrofit.json: parser {class_path: subprocess.Popen, init_args: {args: touch PWNED, shell: true}}",
-        lambda c: _set(c.model / "retrofit.json", "parser", _popen(c)),
-        ("retrofit.json", "class_path"),
+        f"{RETRO}: parser {{class_path: subprocess.Popen, init_args: {{args: touch PWNED, shell: true}}}}",
+        lambda c: _set(c.model / RETRO, "parser", popen_spec(c)),
+        (RETRO, "class_path"),
     ),
     Case(
         "retrofit-parser-evil-mod",
         "retrofit",
-        "retrofit.json: parser class_path evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: _set(c.model / "retrofit.json", "parser", {"class_path": "evil_mod.Evil", "init_args": {}}),
-        ("retrofit.json", "class_path"),
+        f"{RETRO}: parser class_path evil_mod.Evil (evil_mod.py in the current directory)",
+        lambda c: _set(c.model / RETRO, "parser", evil_spec()),
+        (RETRO, "class_path"),
     ),
     Case(
         "retrofit-parser-file-secret",
         "retrofit",
-        "retrofit.json: the pre-parsed parser's source is ../secret.txt (outside the model's folder)",
+        f"{RETRO}: the pre-parsed parser's source is ../secret.txt (outside the model's folder)",
         lambda c: _set(
-            c.model / "retrofit.json",
+            c.model / RETRO,
             "parser",
             {"class_path": "unisent.amr.parsing.PreParsedAMR", "init_args": {"sources": ["../secret.txt"]}},
         ),
-        ("retrofit.json",),
+        (RETRO, "sources"),
     ),
-    # ------------------------------------------------------------------ ONNX exports
+    # ONNX exports (onnx/model.onnx, onnx/unisent_onnx.json)
     Case(
         "onnx-model-broken",
         "onnx",
@@ -410,124 +406,25 @@ CASES += [
     Case(
         "onnx-record-malformed",
         "onnx",
-        "onnx/unisent_onnx.json: truncated JSON",
-        lambda c: _replace(c.model / "onnx" / "unisent_onnx.json", '{"format_version": 1, "outputs": '),
-        ("unisent_onnx.json",),
+        f"onnx/{ONNX}: truncated JSON",
+        lambda c: _replace(c.model / "onnx" / ONNX, '{"format_version": 1, "outputs": '),
+        (ONNX,),
     ),
     Case(
         "onnx-record-fields-missing",
         "onnx",
-        "onnx/unisent_onnx.json: {} (no outputs, no max_length)",
-        lambda c: _replace(c.model / "onnx" / "unisent_onnx.json", "{}"),
-        ("unisent_onnx.json",),
+        f"onnx/{ONNX}: {{}} (no outputs, no max_length)",
+        lambda c: _replace(c.model / "onnx" / ONNX, "{}"),
+        (ONNX,),
     ),
     Case(
         "onnx-record-file-outside",
         "onnx",
-        "onnx/unisent_onnx.json: files.fp32 ../../outside.onnx (a copy outside the model's folder)",
+        f"onnx/{ONNX}: files.fp32 ../../outside.onnx (a copy outside the model's folder)",
         lambda c: (
-            _outside_copy(c, c.model / "onnx" / "model.onnx", "outside.onnx"),
-            _set(c.model / "onnx" / "unisent_onnx.json", "files.fp32", "../../outside.onnx"),
+            _outside(c, c.model / "onnx" / "model.onnx", "outside.onnx"),
+            _set(c.model / "onnx" / ONNX, "files.fp32", "../../outside.onnx"),
         ),
-        ("unisent_onnx.json", "fp32"),
-    ),
-    # ------------------------------------------------------------------ run folders (read by export)
-    Case(
-        "issue-2-run-config-objective-popen",
-        "run",
-        "runs/q/version_0/config.yaml: model.objectives[0] class_path subprocess.Popen (touch PWNED, shell)",
-        lambda c: _yaml_objectives(c, [_popen(c)]),
-        ("config.yaml", "class_path"),
-        may_pass=RUN_ENCODER_ONLY,
-    ),
-    Case(
-        "run-config-objective-evil-mod",
-        "run",
-        "config.yaml: model.objectives[0] class_path evil_mod.Evil (evil_mod.py in the current directory)",
-        lambda c: _yaml_objectives(c, [{"class_path": "evil_mod.Evil", "init_args": {}}]),
-        ("config.yaml", "class_path"),
-        may_pass=RUN_ENCODER_ONLY,
-    ),
-    Case(
-        "run-config-matryoshka-nested-popen",
-        "run",
-        "config.yaml: a Matryoshka objective whose nested objective is subprocess.Popen",
-        lambda c: _yaml_objectives(
-            c, [{"class_path": "unisent.objectives.Matryoshka", "init_args": {"objective": _popen(c), "dims": [16]}}]
-        ),
-        ("config.yaml", "objective"),
-        may_pass=RUN_ENCODER_ONLY,
-    ),
-    Case(
-        "run-config-alias-bomb",
-        "run",
-        "config.yaml: a billion-laughs alias bomb (9**9 values) under data",
-        _alias_bomb,
-        ("config.yaml",),
-        may_pass=RUN_ENCODER_ONLY,
-    ),
-    # ------------------------------------------------------------------ checkpoints
-    Case(
-        "ckpt-record-os-system",
-        "ckpt",
-        "last.ckpt (plain data): the unisent record's objective class_path os.system",
-        lambda c: _checkpoint(
-            c, lambda k: _objectives(k, [{"class_path": "os.system", "init_args": {"command": c.touch}}])
-        ),
-        ("last.ckpt", "class_path"),
-    ),
-    Case(
-        "ckpt-record-matryoshka-evil-mod",
-        "ckpt",
-        "last.ckpt: a Matryoshka objective whose nested objective is evil_mod.Evil",
-        lambda c: _checkpoint(
-            c,
-            lambda k: _objectives(
-                k,
-                [
-                    {
-                        "class_path": "unisent.objectives.Matryoshka",
-                        "init_args": {"objective": {"class_path": "evil_mod.Evil", "init_args": {}}, "dims": [16]},
-                    }
-                ],
-            ),
-        ),
-        ("last.ckpt", "objective"),
-    ),
-    Case(
-        "ckpt-encoder-pooler-evil-mod",
-        "ckpt",
-        "last.ckpt: the encoder's pooler evil_mod.Evil (record and hyperparameters)",
-        lambda c: _checkpoint(c, lambda k: _pooler(k, "evil_mod.Evil")),
-        ("last.ckpt", "pooler"),
-    ),
-    Case(
-        "ckpt-tensors-do-not-fit",
-        "ckpt",
-        "last.ckpt: the word embeddings' tensor is 7 x 5 (the model's is 600 x 32)",
-        lambda c: _checkpoint(c, _misfit),
-        ("last.ckpt",),
-    ),
-    # ------------------------------------------------------------------ evaluation data directories
-    Case(
-        "data-dir-fifo",
-        "data",
-        "evaluation data: sts/stsbenchmark/sts-dev.csv is a FIFO",
-        lambda c: _fifo(_sts(c)),
-        ("sts-dev.csv",),
-    ),
-    Case(
-        "data-dir-symlink-secret",
-        "data",
-        "evaluation data: sts-dev.csv is a link to secret.txt (outside the data folder)",
-        lambda c: _link(_sts(c), c.secret),
-        ("sts-dev.csv",),
-    ),
-    Case(
-        "data-dir-dev-zero",
-        "data",
-        "evaluation data: sts-dev.csv is a link to /dev/zero (a device: endless)",
-        lambda c: _link(_sts(c), "/dev/zero"),
-        ("sts-dev.csv",),
+        (ONNX, "fp32"),
     ),
 ]

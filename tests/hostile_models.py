@@ -1,23 +1,19 @@
-"""The harness of the hostile-model corpus (issue 46): tiny models of every kind unisent reads (``Bases``),
-each entry point that reads them (``ENTRIES``), and a runner that feeds one hostile copy of a model to one
-entry point in a forked child and judges how it ended (``run_case``).
+"""The harness of the hostile-model corpus (issue 46; the cases: hostile_model_cases.py): tiny benign models of
+every kind unisent reads (``build_bases``), the entry points that read them (``ENTRIES``), and ``run_case``,
+which makes a fresh copy of a model hostile and feeds it to one entry point in a forked child.
 
-Every run gets a fresh folder: ``model/`` (or ``runs/q/version_0/...``, ``model.ckpt``, ``data/``) copied
-from a base and made hostile by its case, a 0600 ``secret.txt`` beside it (outside the model's folder),
-``evil_mod.py`` (importing it writes the marker ``PWNED``) and the command's outputs (``out/``,
-``vectors.npy``, ``runs/``). The child is a fork of the test process (unisent, torch, Lightning already
-imported: a case costs what the command costs, not an interpreter start); it runs with ``""`` first on
-``sys.path`` (as ``python -c`` and notebooks do, so ``evil_mod`` in the current directory is importable) and
-with its address space capped (``RLIMIT_AS``: what the process had mapped plus :data:`ADDRESS_SPACE`), so an
-allocation sized by a file fails instead of taking the machine's memory; its peak resident set comes back
-from ``wait4`` and must stay under :data:`RSS_BOUND` above the parent's.
+A run's folder holds the model (``model/``, ``runs/q/version_0/...``, ``data/``), a 0600 ``secret.txt`` beside
+it, ``evil_mod.py`` (importing it writes the marker ``PWNED``) and the command's outputs. The child is a fork of
+this process (everything already imported: a run costs what its command costs), with ``""`` first on
+``sys.path`` (as ``python -c`` and notebooks: ``evil_mod`` is importable), an import hook recording every
+module looked up, and its address space capped (``RLIMIT_AS``: mapped + :data:`ADDRESS_SPACE`), so an
+allocation sized by a file fails instead of taking the machine's memory; its peak RSS comes from ``wait4``.
 
-Expected of every run (``Outcome.problems`` lists what is not): it ends within :data:`TIMEOUT`; the marker
-is absent and ``evil_mod`` was not imported; the secret appears in no output file and not on
-stdout/stderr; no link in ``out/`` leaves it; memory stays bounded; and it fails in exactly one line
-(``unisent CMD: error: ...`` on stderr, no traceback; for ``unisent.load`` an exception whose message is
-one line) naming the file and field of the case (``Case.says``). An entry point that does not read the
-hostile file (``Case.may_pass``) may instead succeed.
+``judge`` expects of every run: it ends within :data:`TIMEOUT`; no marker, ``evil_mod`` neither imported nor
+looked up; the secret in no output file, not on stdout/stderr, no link out of ``out/``; peak RSS under
+:data:`RSS_BOUND` above the child's start; and one error line (``unisent CMD: error: ...``, no traceback; for
+``unisent.load`` a one-line exception message) naming the case's file and field (``Case.says``). An entry
+point that does not read the hostile file (``Case.may_pass``) may succeed instead.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import stat
@@ -36,6 +33,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -62,23 +60,7 @@ OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "Cannot allocate memory
 
 
 # --------------------------------------------------------------------------------------------- bases
-@dataclass
-class Bases:
-    """The benign models every case starts from (built once): see :func:`build_bases`."""
-
-    root: Path
-    tiny: Path  # a Hugging Face BERT directory (conftest.build_tiny_bert)
-    encoder: Path  # a saved unisent encoder (mean pooling)
-    st: Path  # a Sentence Transformers directory (modules.json; no unisent files)
-    st_encoder: Path  # a saved unisent encoder that records Sentence Transformers modules
-    retrofit: Path  # a retrofitted model (retrofit.json, text/, amr/)
-    onnx: Path  # unisent export --format onnx
-    run: Path  # runs/q/version_0 of unisent fit: config.yaml, checkpoints/last.ckpt, encoder/
-    data: Path  # an evaluation data directory (20 STS-B pairs)
-    sentences: Path
-
-
-def _write(path: Path, text: str) -> Path:
+def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
@@ -91,6 +73,7 @@ def recipe(path: Path, encoder: str, *, teacher: str | None = None, data_dir: Pa
         if teacher
         else {"class_path": "unisent.objectives.SimCSE", "init_args": {"supervised": False}}
     )
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs", "name": "q"}}
     config = {
         "seed_everything": 1,
         "model": {
@@ -99,86 +82,31 @@ def recipe(path: Path, encoder: str, *, teacher: str | None = None, data_dir: Pa
             "evaluation": {"val_tasks": [], "test_tasks": ["stsb-dev"], "data_dir": str(data_dir)},
         },
         "data": {"train": {"distill" if teacher else "simcse": {"path": str(sentences)}}, "batch_size": 2},
-        "trainer": {
-            "max_steps": 1,
-            "precision": "32-true",
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "logger": {
-                "class_path": "lightning.pytorch.loggers.CSVLogger",
-                "init_args": {"save_dir": "runs", "name": "q"},
-            },
-        },
+        "trainer": {"max_steps": 1, "precision": "32-true", "enable_progress_bar": False, "logger": logger}
+        | {"enable_model_summary": False},
     }
-    return _write(path, json.dumps(config, indent=1))  # JSON is YAML
-
-
-def build_bases(root: Path, tiny: Path) -> Bases:
-    """Every kind of model, tiny (about 15 s on 2 cores): built in this process, the run in a fork."""
-    import unisent
-    from unisent.encoders import Encoder, EncoderConfig
-    from unisent.export import export_model
-    from unisent.models import RetrofittedEncoder
-
-    root.mkdir(parents=True, exist_ok=True)
-    encoder = Encoder(EncoderConfig(model=str(tiny), pooler="mean")).save_pretrained(root / "encoder")
-    st = root / "st"
-    export_model(str(encoder), st, "sentence-transformers", verify=False)
-    for name in ("unisent_encoder.json", "unisent_model.json", "README.md"):
-        (st / name).unlink(missing_ok=True)
-    st_encoder = unisent.load(str(st)).save_pretrained(root / "st-encoder")
-    retrofit = root / "retrofit"
-    RetrofittedEncoder(unisent.load(str(encoder)), unisent.load(str(encoder)), "concat").save_pretrained(retrofit)
-    onnx = root / "onnx"
-    export_model(str(encoder), onnx, "onnx", verify=False)
-    data = root / "data" / "sts" / "stsbenchmark"
-    for name in ("sts-dev.csv", "sts-test.csv"):
-        _write(data / name, "".join((STS / name).read_text(encoding="utf-8").splitlines(keepends=True)[:20]))
-    sentences = _write(root / "sentences.txt", "".join(f"{s}\n" for s in _sample_sentences()[:16]))
-    bases = Bases(
-        root, tiny, encoder, st, st_encoder, retrofit, onnx, root / "runs/q/version_0", root / "data", sentences
-    )
-    fit = recipe(root / "fit.yaml", str(encoder), data_dir=bases.data, sentences=sentences)
-    code, _, err, *_ = fork_run(root, lambda: _cli(["fit", "-c", str(fit)]), timeout=300)
-    if code != 0 or not (bases.run / "checkpoints" / "last.ckpt").is_file():
-        raise RuntimeError(f"the base run failed ({code}): {err[-3000:]}")
-    return bases
-
-
-def _sample_sentences() -> list[str]:
-    return (SAMPLES / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    return write(path, json.dumps(config, indent=1))  # JSON is YAML
 
 
 # ------------------------------------------------------------------------------------------ contexts
 @dataclass
 class Context:
-    """One run's folder: the hostile model (``model``) and what the case may point at."""
+    """One run's folder (``directory``): the hostile model (``model``), the marker a payload would write, the
+    secret outside the model's folder, and the payload's shell command (``touch``)."""
 
     directory: Path
-    bases: Bases
+    bases: Any  # hostile_model_cases.Bases
     model: Path = Path()
+    command: str = ""
 
-    @property
-    def marker(self) -> Path:
-        return self.directory / "PWNED"
-
-    @property
-    def secret(self) -> Path:
-        return self.directory / "secret.txt"
-
-    @property
-    def touch(self) -> str:
-        """The payload's shell command: creating the marker."""
-        return f"touch {self.marker}"
+    def __post_init__(self) -> None:
+        self.marker, self.secret = self.directory / "PWNED", self.directory / "secret.txt"
+        self.touch = f"touch {self.marker}"
 
 
 def _copy(source: Path, target: Path) -> Path:
-    if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
-    return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return shutil.copytree(source, target, symlinks=True) if source.is_dir() else shutil.copy2(source, target)
 
 
 #: kind -> (the base it copies, where the model lies in the run's folder)
@@ -194,7 +122,7 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def prepare(kind: str, entry: str, bases: Bases, directory: Path) -> Context:
+def prepare(kind: str, entry: str, bases: Any, directory: Path) -> Context:
     """A fresh run folder with a benign copy of ``kind``'s base at ``Context.model``."""
     if directory.exists():
         shutil.rmtree(directory)
@@ -202,7 +130,7 @@ def prepare(kind: str, entry: str, bases: Bases, directory: Path) -> Context:
     ctx = Context(directory, bases)
     ctx.secret.write_text(f"{SECRET}\n", encoding="utf-8")
     ctx.secret.chmod(0o600)
-    _write(directory / "evil_mod.py", EVIL_MOD)
+    write(directory / "evil_mod.py", EVIL_MOD)
     base, where = KINDS[kind]
     if kind in ("run", "ckpt"):
         run = directory / "runs/q/version_0"
@@ -219,7 +147,10 @@ def prepare(kind: str, entry: str, bases: Bases, directory: Path) -> Context:
 
 
 # ------------------------------------------------------------------------------------- entry points
-def _cli(argv: list[str]) -> tuple[int, str]:
+LOAD = "<unisent.load>"  # argv[0] of the Python entry point: [LOAD, model, backend]
+
+
+def cli(argv: list[str]) -> tuple[int, str]:
     """``unisent ARGV`` in this process: (exit status, "")."""
     from unisent.cli import main
 
@@ -233,64 +164,67 @@ def _cli(argv: list[str]) -> tuple[int, str]:
     return 0, ""
 
 
-def _load(ctx: Context, backend: str = "torch") -> tuple[int, str]:
-    """``unisent.load(DIR)`` and one ``encode``, as a user's program: (0, "") or (1, the exception's message)."""
+def _load(model: str, backend: str) -> tuple[int, str]:
+    """``unisent.load(model)`` and one ``encode``, as a user's program: (0, "") or (1, the exception's message)."""
     import unisent
 
     try:
-        model = unisent.load(str(ctx.model), backend=backend)
-        graphs = {"graphs": ["(c / cat)"]} if type(model).__name__ == "RetrofittedEncoder" else {}
-        model.encode(["A cat sits."], **graphs)
+        loaded = unisent.load(model, backend=backend)
+        graphs = {"graphs": ["(c / cat)"]} if type(loaded).__name__ == "RetrofittedEncoder" else {}
+        loaded.encode(["A cat sits."], **graphs)
     except Exception as err:  # noqa: BLE001 - what a user's program sees is the point
         return 1, f"{type(err).__name__}: {err}"
     return 0, ""
 
 
-def _fit(ctx: Context, *extra: str, teacher: bool = False, command: str = "fit", start: str | None = None):
-    b = ctx.bases
+def job(argv: list[str]) -> Callable[[], tuple[int, str]]:
+    """What runs in the child for ``argv`` (of :func:`entry_argv`)."""
+    return (lambda: _load(argv[1], argv[2])) if argv[0] == LOAD else (lambda: cli(argv))
+
+
+def _fit(ctx: Context, *extra: str, teacher: bool = False, command: str = "fit", start: str = "") -> list[str]:
+    b, teacher_dir = ctx.bases, str(ctx.model) if teacher else None
     path = recipe(
         ctx.directory / "recipe.yaml",
         start or str(b.encoder),
-        teacher=str(ctx.model) if teacher else None,
+        teacher=teacher_dir,
         data_dir=b.data,
         sentences=b.sentences,
     )
-    return lambda: _cli([command, "-c", str(path), *extra])
+    return [command, "-c", str(path), *extra]
 
 
-def _encode(ctx: Context, *extra: str):
-    out = ctx.directory / "vectors.npy"
-    return lambda: _cli(
-        ["encode", "--model", ctx.model, "--input", ctx.bases.sentences, "--output", out, "--quiet", *extra]
-    )
+def _evaluate(model: Path, data: Path) -> list[str]:
+    return ["evaluate", "--model", str(model), "--tasks", "stsb-dev", "--data_dir", str(data), "--quiet"]
 
 
-#: entry point -> what it runs for a context (a function of no arguments returning (exit status, API message))
-ENTRIES: dict[str, Callable[[Context], Callable[[], tuple[int, str]]]] = {
-    "load": lambda ctx: lambda: _load(ctx),
-    "load-onnx": lambda ctx: lambda: _load(ctx, "onnx"),
-    "encode": lambda ctx: _encode(ctx),
+def _encode(ctx: Context, *extra: str) -> list[str]:
+    files = ["--input", str(ctx.bases.sentences), "--output", str(ctx.directory / "vectors.npy")]
+    return ["encode", "--model", str(ctx.model), *files, "--quiet", *extra]
+
+
+def _export(ctx: Context) -> list[str]:
+    return ["export", str(ctx.model), "--format", "sentence-transformers", "--out", str(ctx.directory / "out")]
+
+
+VALIDATE = ("--trainer.val_check_interval=1",)
+
+#: entry point -> the command line it runs for a context (``[LOAD, model, backend]`` for ``unisent.load``)
+ENTRIES: dict[str, Callable[[Context], list[str]]] = {
+    "load": lambda ctx: [LOAD, str(ctx.model), "torch"],
+    "load-onnx": lambda ctx: [LOAD, str(ctx.model), "onnx"],
+    "encode": _encode,
     "encode-onnx": lambda ctx: _encode(ctx, "--backend", "onnx"),
-    "evaluate": lambda ctx: (
-        lambda: _cli(["evaluate", "--model", ctx.model, "--tasks", "stsb-dev", "--data_dir", ctx.bases.data, "--quiet"])
-    ),
-    "export": lambda ctx: (
-        lambda: _cli(["export", ctx.model, "--format", "sentence-transformers", "--out", ctx.directory / "out"])
-    ),
-    "export-run": lambda ctx: (
-        lambda: _cli(["export", ctx.model, "--format", "sentence-transformers", "--out", ctx.directory / "out"])
-    ),
+    "evaluate": lambda ctx: _evaluate(ctx.model, ctx.bases.data),
+    "export": _export,
+    "export-run": _export,
     "fit-teacher": lambda ctx: _fit(ctx, teacher=True),
     "fit-start": lambda ctx: _fit(ctx, start=str(ctx.model)),
     "fit-ckpt": lambda ctx: _fit(ctx, "--ckpt_path", str(ctx.model), "--trainer.max_steps=2"),
     "test-ckpt": lambda ctx: _fit(ctx, "--ckpt_path", str(ctx.model), command="test"),
-    "evaluate-data": lambda ctx: (
-        lambda: _cli(
-            ["evaluate", "--model", ctx.bases.encoder, "--tasks", "stsb-dev", "--data_dir", ctx.model, "--quiet"]
-        )
-    ),
+    "evaluate-data": lambda ctx: _evaluate(ctx.bases.encoder, ctx.model),
     "fit-data": lambda ctx: _fit(
-        ctx, f"--model.evaluation.data_dir={ctx.model}", "--model.evaluation.val_tasks=[stsb-dev]"
+        ctx, f"--model.evaluation.data_dir={ctx.model}", "--model.evaluation.val_tasks=[stsb-dev]", *VALIDATE
     ),
 }
 #: the entry points that read each kind of model
@@ -333,6 +267,13 @@ class Case:
         return self.entries or KIND_ENTRIES[self.kind]
 
 
+def corpus() -> list[Case]:
+    """Every case: hostile_model_cases.py (model directories), hostile_run_cases.py (runs, checkpoints, data)."""
+    import hostile_run_cases  # imports hostile_model_cases (tests/ on sys.path, or both in sys.modules)
+
+    return sys.modules["hostile_model_cases"].CASES + hostile_run_cases.CASES
+
+
 @dataclass
 class Outcome:
     """How one run of a case through one entry point ended."""
@@ -345,8 +286,9 @@ class Outcome:
     stderr: str
     message: str = ""  # the exception's message (``unisent.load``)
     peak_rss: int = 0  # bytes above the parent's resident set at the fork
-    problems: list[str] = field(default_factory=list)
     imported: list[str] = field(default_factory=list)
+    command: str = ""  # the command line, for a table
+    problems: list[str] = field(default_factory=list)
 
     @property
     def line(self) -> str:
@@ -357,86 +299,104 @@ class Outcome:
         rest = errors or [x for x in self.stderr.splitlines() if x.strip()] or self.stdout.splitlines()
         return rest[-1] if rest else ""
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+    ok = property(lambda self: not self.problems)
 
 
 # --------------------------------------------------------------------------------------------- running
-def _rss() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _statm(field: int) -> int:
+    """Bytes of this process: 0, mapped (its address space); 1, resident."""
+    return int(Path("/proc/self/statm").read_text().split()[field]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _mapped() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+class _Attempts:
+    """A finder first on ``sys.meta_path`` that finds nothing and records every top-level module looked up."""
+
+    seen: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        self.seen.add(fullname.partition(".")[0])
 
 
-def fork_run(directory: Path, job: Callable[[], tuple[int, str]], timeout: float = TIMEOUT):
-    """``job()`` in a forked child, in ``directory``: (exit status or ``None`` for a hang, stdout, stderr,
-    the API's message, peak RSS above this process's, new top-level modules imported)."""
+def spawn(directory: Path, job: Callable[[], tuple[int, str]]) -> tuple[int, Path]:
+    """Start ``job()`` in a forked child, in ``directory``: (its pid, the folder of its logs and result)."""
     logs = directory.parent / f".{directory.name}"
     logs.mkdir(exist_ok=True)
-    result = logs / "result.json"
-    result.unlink(missing_ok=True)
-    (logs / "rss").unlink(missing_ok=True)
-    base_rss = _rss()
+    for stale in ("result.json", "rss"):
+        (logs / stale).unlink(missing_ok=True)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
-    if pid == 0:  # the child: never returns
+    if pid:
+        return pid, logs
+    try:  # the child: never returns
+        os.setpgid(0, 0)
+        (logs / "rss").write_text(str(_statm(1)))
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        resource.setrlimit(resource.RLIMIT_AS, (_statm(0) + ADDRESS_SPACE, resource.RLIM_INFINITY))
+        os.chdir(directory)
+        os.environ.update(ENV)
+        sys.path.insert(0, "")  # as python -c and notebooks: modules in the current directory import
+        before = {name.partition(".")[0] for name in sys.modules}
+        sys.meta_path.insert(0, _Attempts())
         try:
-            os.setpgid(0, 0)
-            (logs / "rss").write_text(str(_rss()))
-            for fd, name in ((1, "stdout"), (2, "stderr")):
-                os.dup2(os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-            sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-            resource.setrlimit(resource.RLIMIT_AS, (_mapped() + ADDRESS_SPACE, resource.RLIM_INFINITY))
-            os.chdir(directory)
-            os.environ.update(ENV)
-            sys.path.insert(0, "")  # as python -c and notebooks: modules in the current directory import
-            before = {name.partition(".")[0] for name in sys.modules}
-            try:
-                code, message = job()
-            except BaseException:  # noqa: BLE001 - a traceback is what the run reports
-                traceback.print_exc()
-                code, message = 1, ""
-            new = sorted({name.partition(".")[0] for name in sys.modules} - before)
-            result.write_text(json.dumps({"code": code, "message": message, "new": new}))
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            os._exit(0)
-    start = time.monotonic()
-    status = usage = None
-    while time.monotonic() - start < timeout:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.02)
-    else:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        _, status, usage = os.wait4(pid, 0)
-        status = None
-    seconds = time.monotonic() - start
+            code, message = job()
+        except BaseException:  # noqa: BLE001 - a traceback is what the run reports
+            traceback.print_exc()
+            code, message = 1, ""
+        new = sorted({name.partition(".")[0] for name in sys.modules} - before | _Attempts.seen)
+        (logs / "result.json").write_text(json.dumps({"code": code, "message": message, "new": new}))
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+
+def reap(pid: int, logs: Path, status: int | None, usage, seconds: float):
+    """What a child left: (exit status, ``None`` for a hang or ``-signal``; stdout; stderr; the API's message;
+    peak RSS above the child's at the fork; top-level modules imported or looked up; seconds)."""
     out, err = ((logs / name).read_text(encoding="utf-8", errors="replace") for name in ("stdout", "stderr"))
-    start_rss = int((logs / "rss").read_text() or 0) if (logs / "rss").is_file() else base_rss
-    peak = max(0, usage.ru_maxrss * 1024 - start_rss)
-    if status is None:
-        return None, out, err, "", peak, [], seconds
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status), out, err, "", peak, [], seconds
+    rss = logs / "rss"
+    peak = max(0, usage.ru_maxrss * 1024 - (int(rss.read_text() or 0) if rss.is_file() else 0))
+    if status is None or os.WIFSIGNALED(status):
+        return (None if status is None else -os.WTERMSIG(status)), out, err, "", peak, [], seconds
+    result = logs / "result.json"
     data = json.loads(result.read_text()) if result.is_file() else {"code": 1, "message": "", "new": []}
     return data["code"], out, err, data["message"], peak, data["new"], seconds
 
 
+def wait_all(children: dict, timeout: float = TIMEOUT, parallel: int = 1) -> dict:
+    """Run ``{key: (directory, job)}`` in forked children, ``parallel`` at a time, each killed after
+    ``timeout`` seconds: ``{key: reap(...)}``."""
+    waiting, running, done = list(children), {}, {}
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            key = waiting.pop(0)
+            running[key] = (*spawn(*children[key]), time.monotonic())
+        time.sleep(0.02)
+        for key, (pid, logs, start) in list(running.items()):
+            ended, status, usage = os.wait4(pid, os.WNOHANG)
+            if not ended and time.monotonic() - start > timeout:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                _, _, usage = os.wait4(pid, 0)
+                ended, status = pid, None
+            if ended:
+                del running[key]
+                done[key] = reap(pid, logs, status, usage, time.monotonic() - start)
+    return done
+
+
+def fork_run(directory: Path, job: Callable[[], tuple[int, str]], timeout: float = TIMEOUT):
+    """``job()`` in a forked child, in ``directory`` (:func:`reap`'s tuple)."""
+    return wait_all({0: (directory, job)}, timeout)[0]
+
+
 def _leaks(directory: Path) -> list[str]:
-    """Output files (regular files, links not followed) that hold the secret, and links in ``out/`` that
-    leave it."""
+    """Output files (regular files, links not followed) that hold the secret, and links in ``out/`` leaving it."""
     found = []
     for folder, dirs, files in os.walk(directory):
         for name in files + dirs:
@@ -464,7 +424,7 @@ def judge(case: Case, entry: str, ctx: Context, outcome: Outcome) -> Outcome:
     if ctx.marker.exists():
         problems.append(f"the payload ran ({ctx.marker.read_text(errors='replace').strip() or 'PWNED created'})")
     if "evil_mod" in outcome.imported:
-        problems.append("evil_mod (in the current directory) was imported")
+        problems.append("evil_mod (in the current directory) was imported or looked up")
     if SECRET in text:
         problems.append("the secret is in the output")
     problems += _leaks(ctx.directory)
@@ -492,11 +452,30 @@ def judge(case: Case, entry: str, ctx: Context, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def run_case(case: Case, entry: str, bases: Bases, root: Path, timeout: float = TIMEOUT) -> Outcome:
-    """Build ``case`` for ``entry`` in ``root/<case>--<entry>`` and run it there in a fork."""
-    ctx = prepare(case.kind, entry, bases, root / f"{case.name}--{entry}")
-    case.make(ctx)
-    job = ENTRIES[entry](ctx)
-    code, out, err, message, peak, new, seconds = fork_run(ctx.directory, job, timeout)
-    outcome = Outcome(case.name, entry, code, seconds, out, err, message, peak, imported=new)
-    return judge(case, entry, ctx, outcome)
+def run_cases(runs: list[tuple[Case, str]], bases: Any, root: Path, parallel: int = 1) -> dict:
+    """``{(case name, entry): Outcome}`` of each ``(case, entry)``, built in ``root/<case>--<entry>`` and run in
+    forks, ``parallel`` at a time."""
+    contexts, children = {}, {}
+    for case, entry in runs:
+        ctx = contexts[case.name, entry] = prepare(case.kind, entry, bases, root / f"{case.name}--{entry}")
+        case.make(ctx)
+        argv = ENTRIES[entry](ctx)
+        children[case.name, entry] = (ctx.directory, job(argv))
+        ctx.command = shlex.join(["unisent", *argv] if argv[0] != LOAD else ["python", "-c", "unisent.load(MODEL)"])
+    results = wait_all(children, TIMEOUT, parallel)
+    outcomes = {}
+    for case, entry in runs:
+        code, out, err, message, peak, new, seconds = results[case.name, entry]
+        outcome = Outcome(
+            case.name, entry, code, seconds, out, err, message, peak, new, contexts[case.name, entry].command
+        )
+        outcomes[case.name, entry] = judge(case, entry, contexts[case.name, entry], outcome)
+    return outcomes
+
+
+def run_case(case: Case, entry: str, bases: Any, root: Path, prepared: Context | None = None) -> Outcome:
+    """One case through one entry point (in ``prepared``, a context already made hostile, if given)."""
+    if prepared is None:
+        return run_cases([(case, entry)], bases, root)[case.name, entry]
+    code, out, err, message, peak, new, seconds = fork_run(prepared.directory, job(ENTRIES[entry](prepared)))
+    return judge(case, entry, prepared, Outcome(case.name, entry, code, seconds, out, err, message, peak, imported=new))

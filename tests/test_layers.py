@@ -93,7 +93,7 @@ HISTORICAL_NAMES = {"unisent.encoders.encoder.EncoderConfig", "unisent.module.Ev
 #: Files that import a module named at run time (``import_module(variable)``, ``__import__(variable)``):
 #: a hidden edge unless the name comes from outside the package or from a table the graph reads.
 ALLOWED_DYNAMIC_IMPORTS: dict[str, str] = {
-    "unisent/io/imports.py": "import_object: the class paths a user's recipe or a saved record names",
+    "unisent/io/imports.py": "import_object: the class paths a user's recipe names (saved records: io.registry)",
     "unisent/data/__init__.py": "the lazy table _LAZY (its entries are edges)",
     "unisent/evaluation/__init__.py": "the lazy table _LAZY (its entries are edges)",
     "unisent/evaluation/metrics/__init__.py": "the lazy table _LAZY (its entries are edges)",

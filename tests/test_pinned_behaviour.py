@@ -288,3 +288,25 @@ def test_do_lower_case_over_a_cased_tokenizer_equals_sentence_transformers(tiny_
         diff = float((got - expected).abs().max())
         assert diff <= 1e-5, f"{how}: max abs difference to SentenceTransformer {diff:.2e}"
         assert model.tokenizer(MIXED[0])["input_ids"] == lowered
+
+
+def test_two_processes_build_the_same_tiny_model_byte_for_byte(tmp_path):
+    """``build_tiny_bert`` (tests/conftest.py) in two fresh interpreters: identical files (tokenizers'
+    WordPieceTrainer broke ties in hash order, so each process trained another vocabulary)."""
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    code = (
+        f"import sys; sys.path.insert(0, {str(tests)!r}); from pathlib import Path; "
+        "from conftest import build_tiny_bert; "
+        "build_tiny_bert(Path(sys.argv[1])); build_tiny_bert(Path(sys.argv[1] + '-cased'), cased=True)"
+    )
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True, capture_output=True)
+    for suffix in ("", "-cased"):
+        first, second = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+        names = sorted(p.name for p in first.iterdir())
+        assert names == sorted(p.name for p in second.iterdir()) and "tokenizer.json" in names
+        for name in names:
+            assert (first / name).read_bytes() == (second / name).read_bytes(), f"{name} differs between processes"

@@ -17,6 +17,7 @@ from .balancers import Balancer, ConflictLog, Static, StepGradients, weight_valu
 from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
+from .io.model_files import load_state
 from .objectives import Objective, SimCSE
 from .objectives.grad_cache import CachedEncoder
 from .objectives.objective import ObjectiveOutput
@@ -480,6 +481,10 @@ class UnisentModule(L.LightningModule):
             checkpoint["hyper_parameters"] = {
                 k: asdict(v) if isinstance(v, (EncoderConfig, EvaluationConfig)) else v for k, v in hparams.items()
             }
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module``'s; under ``--ckpt_path`` tensors that do not fit are one line naming the checkpoint."""
+        return load_state(super(), state_dict, strict, assign, source=getattr(self._trainer, "ckpt_path", None))
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:

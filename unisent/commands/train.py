@@ -141,8 +141,11 @@ class UnisentCLI(LightningCLI):
             raise ArgumentError(None, better) from err
 
     def _parse_ckpt_path(self) -> None:
-        """A ``--ckpt_path`` file is checked before Lightning loads it (for its hyperparameters, then to
-        resume): a missing or truncated file is one line (FileNotFoundError / CheckpointError)."""
+        """A ``--ckpt_path`` file is checked before Lightning loads it to resume: a missing or truncated file
+        is one line (FileNotFoundError / CheckpointError). Lightning's own step is left out: it merges the
+        checkpoint's ``hyper_parameters`` into the config, whose class paths jsonargparse then imports and
+        calls, so a received checkpoint would choose the code that runs. The recipe says what is built; the
+        checkpoint gives only its tensors and states (docs/security.md)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in SPECIAL_CKPT_PATHS:
@@ -150,7 +153,6 @@ class UnisentCLI(LightningCLI):
 
             name_the_other_checkpoints(Path(ckpt_path))
             check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
-        super()._parse_ckpt_path()
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Lightning's run, plus: on any failure or Ctrl-C, the run directory that this attempt created

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..io.model_files import file_kind
 from .record_errors import RecordError
 
 __all__ = [
@@ -72,15 +73,7 @@ def not_a_regular_file(path: str | os.PathLike, what: str = "data file") -> OSEr
         return None
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
-    kind = (
-        "a FIFO (named pipe)"
-        if stat.S_ISFIFO(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "not a regular file"
-    )
+    kind = file_kind(mode)  # the words a model file's refusal uses too (unisent.io.model_files)
     return OSError(f"{what} {str(path)!r} is {kind}, not a regular file; unisent reads data from regular files only")
 
 

@@ -364,7 +364,9 @@ class Encoder(EncoderModel):
         settings_file = Path(directory, UNISENT_CONFIG)
         settings = read_model_json(settings_file) if settings_file.is_file() else {}
         if not isinstance(settings, dict):
-            raise ValueError(f"{settings_file}: expected a JSON object of encoder settings, got {type(settings).__name__}")
+            raise ValueError(
+                f"{settings_file}: expected a JSON object of encoder settings, got {type(settings).__name__}"
+            )
         if settings.get("pooler") is not None:  # through the registry, naming the file: nothing is imported
             pooler_class(settings["pooler"], source=str(settings_file), field="pooler")
         settings["model"] = str(directory)

@@ -148,7 +148,9 @@ def _module_class(type_path: Any, where: str) -> type:
     the registry (:func:`module_classes`): a name outside it is refused before anything is imported."""
     file, _, module = where.partition(": ")
     try:
-        return resolve(type_path, module_classes(), source=file, field=f"{module}: type", what="Sentence Transformers module")
+        return resolve(
+            type_path, module_classes(), source=file, field=f"{module}: type", what="Sentence Transformers module"
+        )
     except RegistryError as err:
         raise SentenceTransformersModuleError(str(err)) from None
 
@@ -222,6 +224,15 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
             )
         path = _module_path(location, entry, at)
         config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
+        activation = config.get("activation_function") if isinstance(config, dict) else None
+        if isinstance(activation, str):  # Sentence Transformers' Dense.load imports it: the registry first
+            resolve(
+                activation,
+                activation_classes(),
+                source=str(Path(location, path, "config.json")),
+                field="activation_function",
+                what="torch activation",
+            )
         if Path(location).is_dir():
             _check_module_sizes(location, cls, config, path)
         modules.append({"type": entry["type"], "path": path, "config": json.loads(json.dumps(config))})

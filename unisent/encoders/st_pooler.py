@@ -16,10 +16,10 @@ from typing import Any
 from torch import nn
 
 from ..inference.base import STModule
-from .config import UNISENT_CONFIG
-from .poolers import Pooler, register_pooler
 from ..io.model_files import inside
 from ..io.registry import resolve
+from .config import UNISENT_CONFIG
+from .poolers import Pooler, register_pooler
 from .st_files import (
     SUPPORTED_MODULES,
     SentenceTransformersModuleError,
@@ -36,7 +36,9 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
     conversions of its class's ``load``: an activation function named by its class path. Both names go
     through the registry (:func:`~unisent.encoders.st_files.module_classes`, ``activation_classes``): only
     the supported Sentence Transformers modules and torch's activations are ever built."""
-    cls = resolve(type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module")
+    cls = resolve(
+        type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module"
+    )
     if cls.__name__ not in SUPPORTED_MODULES:
         raise SentenceTransformersModuleError(
             f"{source}: {field}.type {type_path!r} cannot be represented by unisent (it runs "
@@ -48,7 +50,10 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
     activation = config.get("activation_function")
     if isinstance(activation, str):
         activation_cls = resolve(
-            activation, activation_classes(), source=source, field=f"{field}.config.activation_function",
+            activation,
+            activation_classes(),
+            source=source,
+            field=f"{field}.config.activation_function",
             what="torch activation",
         )
         config["activation_function"] = activation_cls()
@@ -98,8 +103,13 @@ class SentenceTransformersPooler(Pooler):
             if saved_by_unisent:
                 module = _instantiate(entry.get("type"), entry.get("config"), source=source, field=field)
             else:
-                cls = resolve(entry.get("type"), module_classes(), source=source, field=f"{field}.type",
-                              what="Sentence Transformers module")
+                cls = resolve(
+                    entry.get("type"),
+                    module_classes(),
+                    source=source,
+                    field=f"{field}.type",
+                    what="Sentence Transformers module",
+                )
                 subfolder = entry.get("path") or ""
                 inside(location, subfolder, source=source, field=f"{field}.path")  # no path out of the directory
                 module = cls.load(location, subfolder=subfolder, local_files_only=local_files_only(location))

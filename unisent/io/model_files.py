@@ -59,6 +59,8 @@ MODEL_JSON_DEPTH = 64
 SAFETENSORS_HEADER_BYTES = 100_000_000
 #: how many entries and folder levels :func:`check_model_directory` walks before it refuses the directory
 MAX_ENTRIES, MAX_LEVELS = 100_000, 32
+#: layers a config may declare beyond those its weights hold (ALBERT shares one layer's weights among 12)
+MAX_LAYERS = 128
 #: elements a config may describe beyond twice the weights present (buffers, a pooler a checkpoint lacks)
 SLACK_ELEMENTS = 2**22
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2}
@@ -72,17 +74,9 @@ class ModelFileError(ValueError):
 
 def file_kind(mode: int) -> str:
     """What a ``st_mode`` is, for a message: ``a FIFO (named pipe)``, ``a socket``, ``a device``, ..."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+    kinds = [(stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)")]
+    kinds += [(stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")]
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
 # ------------------------------------------------------------------------------------ paths
@@ -355,8 +349,10 @@ def check_fits(
     """Check, before the module is built for real, that what ``config_file`` describes fits the weights
     present: ``build()`` runs on the ``meta`` device (no memory); each tensor of its state dict must have
     the shape of the weights' tensor of that name (or whose name ends with it: a checkpoint of a model with
-    a head), and all of it at most twice the weights' elements plus :data:`SLACK_ELEMENTS`. A ``build``
-    that fails on ``meta`` is not checked here (the real build reports its own error).
+    a head), and all of it at most twice the weights' elements plus :data:`SLACK_ELEMENTS`. First, a layer
+    count (``num_hidden_layers``) beyond the layers the weights hold and :data:`MAX_LAYERS` is refused
+    (building it on meta takes time too). A ``build`` that fails on ``meta`` is not checked here (the real
+    build reports its own error).
 
     Raises:
         ModelFileError: naming ``config_file``, the fields (``vocab_size=900000000``) and what the
@@ -364,6 +360,10 @@ def check_fits(
     """
     import torch
 
+    layers = len({p for name in weights for p in name.split(".") if p.isdigit()}) or 1  # ``layer.0.`` ... ``layer.11.``
+    for key, value in settings.items():  # before the build: building a million layers, even on meta, takes hours
+        if "layer" in key and type(value) is int and value > max(layers, MAX_LAYERS):
+            raise ModelFileError(f"{config_file}: {key}={value}, but {weights_file} holds {layers} layers")
     try:
         with torch.device("meta"):
             module = build()
@@ -379,33 +379,38 @@ def check_fits(
     for name, shape in expected.items():
         found = weights.get(name, by_suffix.get(name))
         if found is not None and tuple(found) != shape:
-            fields = _size_fields(settings, shape, found)
-            said = " / ".join(fields) if fields else "its sizes"
+            said = " / ".join(_size_fields(settings, shape, found)) or "its sizes"
             raise ModelFileError(
-                f"{config_file}: {said} does not fit the weights: {weights_file} holds {name} as "
-                f"{list(found)}, the config makes it {list(shape)}"
+                f"{config_file}: {said} {'do' if said == 'its sizes' else 'does'} not fit the weights: "
+                f"{weights_file} holds {name} as {list(found)}, the config makes it {list(shape)}"
             )
     present = sum(math.prod(s) for s in weights.values())
     if implied > 2 * present + SLACK_ELEMENTS:
         held = {d for s in weights.values() for d in s}
         fields = _size_fields(settings, {d for s in expected.values() for d in s}, held)
-        said = " / ".join(fields) if fields else "its sizes"
+        fields += [f"{k}={v}" for k, v in settings.items() if "layer" in k and type(v) is int and v > layers]
         raise ModelFileError(
-            f"{config_file}: {said} describes {implied:,} elements, but {weights_file} holds {present:,}; "
-            "refused before allocating (an edited or mismatched config)"
+            f"{config_file}: the model it describes ({' / '.join(fields) or 'its sizes'}) has {implied:,} "
+            f"elements, but {weights_file} holds {present:,}; refused before allocating (an edited or "
+            "mismatched config)"
         )
 
 
-def load_state(module: Any, state: Mapping[str, Any], *, source: str | os.PathLike, strict: bool = True) -> None:
-    """``module.load_state_dict(state)`` with every mismatch (a shape, a missing or unexpected tensor) one
-    line naming ``source`` and the first tensor, instead of PyTorch's multi-line report.
+def load_state(
+    module: Any, state: Mapping, strict: bool = True, assign: bool = False, *, source: str | os.PathLike | None
+) -> Any:
+    """``module.load_state_dict(state)`` (``module`` may be a ``super()``), with a mismatch (a shape, a missing
+    or unexpected tensor) one line naming ``source`` and the first tensor instead of PyTorch's multi-line
+    report; ``source`` None: PyTorch's own error, unchanged.
 
     Raises:
         ModelFileError: the tensors of ``source`` do not fit ``module``.
     """
     try:
-        module.load_state_dict(state, strict=strict)
+        return module.load_state_dict(state, strict=strict, assign=assign)
     except RuntimeError as err:
+        if source is None:
+            raise
         raise ModelFileError(f"{source}: its tensors do not fit the model: {state_error_line(err)}") from None
 
 

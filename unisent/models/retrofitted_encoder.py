@@ -41,9 +41,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..amr.parsing import AmrlibParser, parser_classes
 from ..inference.base import InferenceModel, NotExportableError, max_abs_diff
 from ..inference.model_types import register_model
-from ..amr.parsing import parser_classes
 from ..io import atomic_write
 from ..io.model_files import ModelFileError, inside, read_model_json
 from ..io.registry import resolve
@@ -335,8 +335,19 @@ class RetrofittedEncoder(InferenceModel):
             if not isinstance(spec, dict):
                 raise ValueError(f"{directory / CONFIG_FILE}: parser must be a {{class_path, init_args}} object")
             # the class first, through the registry, before any encoder is loaded: nothing is imported
-            resolve(spec.get("class_path"), parser_classes(), source=str(directory / CONFIG_FILE),
-                    field="parser.class_path", what="AMR parser")
+            parser_cls = resolve(
+                spec.get("class_path"),
+                parser_classes(),
+                source=str(directory / CONFIG_FILE),
+                field="parser.class_path",
+                what="AMR parser",
+            )
+            if issubclass(parser_cls, AmrlibParser) and (spec.get("init_args") or {}).get("model_dir") is not None:
+                raise ModelFileError(
+                    f"{directory / CONFIG_FILE}: parser.init_args.model_dir: an amrlib model directory names Python "
+                    "modules that amrlib imports (its amrlib_meta.json), so a model's files do not choose one; pass "
+                    "a parser you trust: RetrofittedEncoder.from_pretrained(DIR, parser=AmrlibParser(MODEL_DIR))"
+                )
             parser = {
                 "class_path": spec["class_path"],
                 "init_args": resolve_paths(spec.get("init_args") or {}, directory, directory / CONFIG_FILE),

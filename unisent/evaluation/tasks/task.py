@@ -109,8 +109,19 @@ class Task(ABC):
         return tuple(name for source in self.sources() for name in source.files)
 
     def missing_files(self, data_dir: str | Path) -> list[Path]:
-        """The absolute paths of the task's files that do not exist under ``data_dir``."""
+        """The absolute paths of the task's files that do not exist under ``data_dir``.
+
+        Raises:
+            OSError: a file that exists but is no regular file (a FIFO, a device, a broken link): refused
+                unread, in one line naming it, not taken for missing (and replaced by a bundled copy).
+        """
+        from ...data.file_checks import not_a_regular_file
+
         data_dir = Path(data_dir)
+        for name in self.files():
+            special = not_a_regular_file(data_dir / name, f"task {self.name!r}: data file")
+            if special is not None:
+                raise special
         return [data_dir / name for name in self.files() if not (data_dir / name).is_file()]
 
     def check_files(self, data_dir: str | Path) -> None:

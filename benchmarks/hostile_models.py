@@ -51,7 +51,7 @@ LOAD_CODE = (
 def shown_entry(case: H.Case) -> str:
     """The entry point a case's row shows: the first of :data:`SHOWN` that reads the hostile file."""
     reading = [e for e in case.entry_points() if e not in case.may_pass] or list(case.entry_points())
-    return next((e for e in SHOWN if e in reading), reading[0])
+    return "export" if case.kind == "run" else next((e for e in SHOWN if e in reading), reading[0])
 
 
 def _limit() -> None:
@@ -111,9 +111,19 @@ def _cell(text: str, width: int) -> str:
 
 
 def _shown(text: str, directory: Path) -> str:
-    """Paths relative to the run's folder (or the repository)."""
+    """Paths relative to the run's folder (``$RUN/`` inside quotes, where the message shows a full path) or the
+    repository."""
+    text = re.sub(r"(['\"])" + re.escape(str(directory)), r"\1$RUN", text)
     text = text.replace(str(directory) + os.sep, "").replace(str(ROOT) + os.sep, "")
     return re.sub(r"\S*hostile-bases\S*?/", "", text)
+
+
+def _line(case: H.Case, outcome: H.Outcome) -> str:
+    """The error line; for a run that succeeded, the line naming the case's file, if any."""
+    if outcome.returncode != 0:
+        return outcome.line
+    named = [line for line in outcome.stderr.splitlines() if case.says and case.says[0] in line]
+    return named[-1] if named else f"(no line names {case.says[0]})" if case.says else ""
 
 
 def markdown(rows: list[tuple[H.Case, list[H.Outcome], Path]]) -> str:
@@ -132,7 +142,7 @@ def markdown(rows: list[tuple[H.Case, list[H.Outcome], Path]]) -> str:
         command = _shown(first.command or first.entry, directory)
         lines.append(
             f"| {case.name} | {_cell(case.input, 160)} | `{_cell(command, 160)}` | exit {code}, "
-            f"{first.seconds:.1f} s: {_cell(_shown(first.line, directory), 360)}{verdict}{entries} |"
+            f"{first.seconds:.1f} s: {_cell(_shown(_line(case, first), directory), 360)}{verdict}{entries} |"
         )
     return "\n".join(lines)
 

@@ -1,6 +1,6 @@
-"""The harness of the hostile-model corpus (issue 46; the cases: hostile_model_cases.py): tiny benign models of
-every kind unisent reads (``build_bases``), the entry points that read them (``ENTRIES``), and ``run_case``,
-which makes a fresh copy of a model hostile and feeds it to one entry point in a forked child.
+"""The harness of the hostile-model corpus (issue 46; the benign models and the cases: hostile_model_cases.py and
+hostile_run_cases.py): the entry points that read each kind of model (``ENTRIES``), and ``run_cases``, which
+makes fresh copies of models hostile and feeds each to an entry point in a forked child (several at a time).
 
 A run's folder holds the model (``model/``, ``runs/q/version_0/...``, ``data/``), a 0600 ``secret.txt`` beside
 it, ``evil_mod.py`` (importing it writes the marker ``PWNED``) and the command's outputs. The child is a fork of

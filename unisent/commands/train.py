@@ -74,6 +74,22 @@ class UnisentSaveConfig(SaveConfigCallback):
             logger.log_hyperparams(params)
 
 
+def _import_recipe_pooler(config: Any) -> None:
+    """A recipe is code: a pooler it names by dotted class path (``my_pkg.poolers.MyPooler``) is imported here,
+    as jsonargparse imports its other class paths, so that the registry holds it when the encoder is built.
+    Names read from a model's files never come here (:mod:`unisent.io.registry` refuses what is not registered)."""
+    from ..encoders.poolers import POOLERS, Pooler
+    from ..io import import_object
+    from ..io.registry import subclasses
+
+    try:
+        name = config.get("model.encoder.pooler")
+    except (AttributeError, KeyError, TypeError):
+        return
+    if isinstance(name, str) and "." in name and name not in POOLERS and name not in subclasses(Pooler):
+        import_object(name, "pooler")
+
+
 class UnisentCLI(LightningCLI):
     """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`.
 
@@ -113,6 +129,7 @@ class UnisentCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
+        _import_recipe_pooler(config)
         # a run without a logger: a folder of its own, never the working directory (instantiate_trainer)
         self.run_folder = run_folder_without_logger(config) if self.subcommand == "fit" else None
         if self.subcommand == "fit":

@@ -31,7 +31,7 @@ from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
-from .poolers import POOLERS, build_pooler, check_export_modes, pooler_class
+from .poolers import build_pooler, check_export_modes, pooler_class
 from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
@@ -351,8 +351,8 @@ class Encoder(EncoderModel):
         # "model": "." (this directory; loading reads the directory it is in), never a machine's absolute path
         settings = asdict(self.config) | {"model": "."}
         pooler = type(self.pooler)
-        if not pooler.__module__.startswith("unisent.") and POOLERS.get(str(settings.get("pooler"))) is not pooler:
-            settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"  # else its registered name
+        if not pooler.__module__.startswith("unisent."):
+            settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"
         with atomic_write(directory / UNISENT_CONFIG) as fh:
             fh.write(json.dumps(settings, indent=2) + "\n")
         self.write_model_record(directory)

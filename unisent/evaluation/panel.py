@@ -222,7 +222,7 @@ def _score_entities(
     from ..io import load_checkpoint
 
     if max_length is not None:
-        module.encoder.config.max_length = max_length
+        module.encoder.config.max_length = _capped(module.encoder, max_length)
     texts, entities = read_entity_records(records, ease.entities[1:])
     result = ease.retrieve_entities(module.encoder, texts, entities, ks=ks, batch_size=batch_size)
     step = load_checkpoint(ckpt, mmap=True).get("global_step")
@@ -240,7 +240,8 @@ def _score_entities(
 # ------------------------------------------------------------------------------------------------ panel
 def load_panel_model(model: Any, max_length: int | None = PANEL_MAX_LENGTH) -> Any:
     """``model`` loaded as ``unisent.load`` does (a saved encoder directory, a preset name, a ``.ckpt``),
-    or an already loaded model as it is, with its token limit set to ``max_length`` (``None``: its own)."""
+    or an already loaded model as it is, with its token limit set to ``max_length`` (``None``: its own), at most
+    the backbone's positions."""
     if isinstance(model, (str, os.PathLike)):
         from .._loader import load
 
@@ -249,8 +250,14 @@ def load_panel_model(model: Any, max_length: int | None = PANEL_MAX_LENGTH) -> A
         config = getattr(model, "config", None)
         if config is None or not hasattr(config, "max_length"):
             raise TypeError(f"max_length={max_length}: a {type(model).__name__} has no config.max_length to set")
-        config.max_length = max_length
+        config.max_length = _capped(model, max_length)
     return model
+
+
+def _capped(model: Any, max_length: int) -> int:
+    """``max_length``, at most the backbone's positions (a tiny or custom backbone may have fewer than 256)."""
+    limit = model.position_limit() if callable(getattr(model, "position_limit", None)) else None
+    return min(max_length, limit) if limit else max_length
 
 
 def _check_columns(columns: Sequence[str]) -> list[str]:

@@ -9,6 +9,7 @@ size, optimiser and trainer settings.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,9 @@ def _read_run_config(path: Path) -> dict[str, Any]:
     try:  # a regular file of at most 1 MiB, expanding to at most 100,000 values (no alias bomb), 64 levels deep
         config = yaml.safe_load(read_model_bytes(path, 2**20, "a run's config.yaml"))
         check_nesting(config, str(path), max_values=100_000)
-    except (OSError, yaml.YAMLError, ModelFileError, RecursionError):
+    except (OSError, yaml.YAMLError, ModelFileError, RecursionError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"unisent: {path}: not read ({reason}); the model card leaves the run's settings out", file=sys.stderr)
         return {}
     return config if isinstance(config, dict) else {}
 

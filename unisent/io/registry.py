@@ -66,7 +66,7 @@ def subclasses(base: type | tuple[type, ...], *, include_base: bool = False) -> 
         if include_base or cls not in bases:
             found.append(cls)
         stack.extend(cls.__subclasses__())
-    table: dict[str, type] = {qualified_name(cls): cls for cls in found if "<locals>" not in cls.__qualname__}
+    table: dict[str, type] = {qualified_name(cls): cls for cls in found}  # a function's own class too
     for cls in found:
         if "<locals>" not in cls.__qualname__:
             _with_package_aliases(table, qualified_name(cls), cls)

@@ -328,6 +328,13 @@ class RetrofittedEncoder(InferenceModel):
         config = read_model_json(directory / CONFIG_FILE, dict)  # size and depth bounded, one line if malformed
         text_dir = _folder(directory, config, "text_encoder", TEXT_DIR)  # inside the directory, or one line
         amr_dir = _folder(directory, config, "amr_encoder", AMR_DIR)
+        if config.get("combination") not in COMBINATIONS:
+            raise ModelFileError(
+                f"{directory / CONFIG_FILE}: combination {config.get('combination')!r} is not one of "
+                f"{', '.join(COMBINATIONS)}"
+            )
+        if not isinstance(config.get("linearization", {}), dict):
+            raise ModelFileError(f"{directory / CONFIG_FILE}: linearization must be a JSON object")
         if "combination" not in config:
             raise ModelFileError(f"{directory / CONFIG_FILE}: combination is missing ({', '.join(COMBINATIONS)})")
         if parser is None and config.get("parser"):

@@ -92,3 +92,20 @@ def test_push_to_fails_in_one_line_offline_and_keeps_the_export(tiny_bert_dir, t
     assert message.startswith("unisent export: error: --push-to my-org/tiny-mean: HF_HUB_OFFLINE is set")
     assert f"hf upload my-org/tiny-mean {out}" in message
     assert (out / "README.md").is_file() and (out / "modules.json").is_file()
+
+
+def test_a_base_model_card_with_an_alias_bomb_is_left_out_quickly(tmp_path):
+    """The front matter of a base model's README is a model's file: a billion-laughs YAML (9**9 values when
+    walked) is refused by its expansion limit, not walked into the card."""
+    import time
+
+    from unisent.export.hub import _front_matter_of
+
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    (tmp_path / "README.md").write_text("---\n" + "\n".join(lines) + "\nlicense: *i\n---\n# card\n")
+    started = time.perf_counter()
+    assert _front_matter_of(tmp_path / "README.md") == {}
+    assert time.perf_counter() - started < 10
+    (tmp_path / "README.md").write_text("---\nlicense: mit\nlanguage: [en]\n---\n# card\n")
+    assert _front_matter_of(tmp_path / "README.md") == {"license": "mit", "language": ["en"]}

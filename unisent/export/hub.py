@@ -138,18 +138,22 @@ def hub_id(base_model: str | None) -> str | None:
 
 
 def _front_matter_of(readme: Path) -> dict[str, Any]:
+    """The YAML front matter of a base model's card, read as a model's file: a regular file of at most 1 MiB
+    whose YAML expands to at most 100,000 values (no alias bomb); {} when it has none or is unreadable."""
     import yaml
 
-    try:
-        text = readme.read_text(encoding="utf-8")
-    except OSError:
+    from ..io.model_files import ModelFileError, check_nesting, read_model_bytes
+
+    if not readme.is_file():
         return {}
-    if not text.startswith("---"):
-        return {}
-    parts = text.split("---", 2)
     try:
+        text = read_model_bytes(readme, 2**20, "a model card").decode("utf-8")
+        if not text.startswith("---"):
+            return {}
+        parts = text.split("---", 2)
         meta = yaml.safe_load(parts[1]) if len(parts) == 3 else None
-    except yaml.YAMLError:
+        check_nesting(meta, str(readme), max_values=100_000)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ModelFileError, RecursionError):
         return {}
     return meta if isinstance(meta, dict) else {}
 

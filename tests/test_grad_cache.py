@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from unisent.balancers import JacobianAggregator, PCGrad, Static, StepGradients, Uncertainty
+from unisent.balancers import JacobianAggregator, PCGrad, Uncertainty
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.io import import_object
@@ -217,16 +217,20 @@ def test_wrong_settings_are_one_line_errors(tiny_bert_dir):
     # FSDP takes the gradients in one backward call of its own: refused when fit starts, in one user error
     from types import SimpleNamespace
 
-    class FSDPStrategy:  # what the check reads: the strategy's class name
-        pass
+    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 
     module = UnisentModule(encoder=config, objectives=[_objective("simcse")], cache_chunk=8)
     module._trainer = SimpleNamespace(strategy=FSDPStrategy(), log_dir=None)
     with pytest.raises(ModelConfigError, match="FSDPStrategy takes them in one backward call"):
         module.on_fit_start()
-    steps = StepGradients(["simcse"])
-    with pytest.raises(ValueError, match="FSDP and DeepSpeed"):
-        steps.start(Static(), [torch.nn.Parameter(torch.zeros(2))], {}, deferred=True, cached=True)
+    module._trainer = SimpleNamespace(strategy=DDPStrategy(), log_dir=None)
+    module.on_fit_start()  # DDP takes them in the step
+
+    class MyFSDPWrapper:  # a class name is not what decides
+        pass
+
+    module._trainer = SimpleNamespace(strategy=MyFSDPWrapper(), log_dir=None)
+    module.on_fit_start()
 
 
 def test_under_bf16_autocast_cached_equals_uncached(tiny_bert_dir, tmp_path):
@@ -307,26 +311,35 @@ def test_the_one_gpu_cached_preset_through_unisent_fit(tiny_recipe, unisent_cli,
     assert "model.cache_chunk must be a number of rows >= 1" in capsys.readouterr().err
 
 
-def test_the_documented_cache_ready_objective(tiny_bert_dir, tmp_path):
-    """docs/new-objective.md's ``PairContrast`` (``cache_ready = True``) trains cached, equal to uncached."""
+def test_the_documented_in_batch_objective_trains_cached_and_under_matryoshka(tiny_bert_dir, tmp_path):
+    """docs/new-objective.md's ``PairContrast`` (``embed`` and ``loss``, nothing set) trains cached, equal to
+    uncached, also wrapped in Matryoshka."""
     import re
+
+    from unisent.objectives import Matryoshka
 
     text = (ROOT / "docs" / "new-objective.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class PairContrast" in b)
     namespace: dict = {}
     exec(compile(block, "docs/new-objective.md", "exec"), namespace)
-    torch.manual_seed(0)
-    module = UnisentModule(
-        encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean"),
-        objectives=[namespace["PairContrast"](name="pairs")],
-        cache_chunk=CHUNK,
-        save_encoder=False,
-    )
-    source = DataSource(str(SAMPLES / "nli_triples.jsonl"), columns={"anchor": "left", "positive": "right"})
-    data = UnisentDataModule(train={"pairs": source}, batch_size=BATCH, cache_dir=str(tmp_path / "cache"))
-    data.attach(module).setup("fit")
-    batch = {"pairs": next(iter(data._loader("pairs")))}
-    _assert_same(_step(module, batch), _step(_uncached(module, chunked=True), batch))
+    assert "cache_ready" not in block and "matryoshka_ready" not in block
+    for wrap in (lambda o: o, lambda o: Matryoshka(o, dims=[32, 8])):
+        torch.manual_seed(0)
+        module = UnisentModule(
+            encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean"),
+            objectives=[wrap(namespace["PairContrast"](name="pairs"))],
+            cache_chunk=CHUNK,
+            save_encoder=False,
+        )
+        source = DataSource(str(SAMPLES / "nli_triples.jsonl"), columns={"anchor": "left", "positive": "right"})
+        data = UnisentDataModule(train={"pairs": source}, batch_size=BATCH, cache_dir=str(tmp_path / "cache"))
+        data.attach(module).setup("fit")
+        batch = {"pairs": next(iter(data._loader("pairs")))}
+        calls = []
+        module.encoder.register_forward_hook(lambda m, args, out, calls=calls: calls.append(len(args[0])))
+        cached = _step(module, batch)
+        assert calls and max(calls) <= CHUNK  # it ran cached
+        _assert_same(cached, _step(_uncached(module, chunked=True), batch))
 
 
 @pytest.mark.parametrize("names,balancer", [(["gausscse"], None), (["gausscse", "ease"], "UPGrad")])

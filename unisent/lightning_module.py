@@ -13,17 +13,16 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 
-from .balancers import Balancer, ConflictLog, Static, StepGradients, weight_value
+from .balancers import Balancer, ConflictLog, Static, weight_value
 from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
 from .io.model_files import load_state
 from .objectives import Objective, SimCSE
-from .objectives.grad_cache import CachedEncoder
-from .objectives.objective import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
 from .training_config import EvaluationConfig, ModelConfigError, check_weight_schedule
+from .training_step import TrainingStep
 
 __all__ = ["UnisentModule", "parameter_groups"]
 
@@ -134,7 +133,8 @@ class UnisentModule(L.LightningModule):
         head_only_ratio: ``head_only_steps`` as a share of all training steps (used when
             ``head_only_steps`` is 0), e.g. 0.5: the first half of however long the run is.
         cache_chunk: cached contrastive training (GradCache, :mod:`unisent.objectives.grad_cache`): every
-            objective with ``cache_ready`` (SimCSE, EASE, GaussCSE, bitext retrieval, AMR) encodes its
+            in-batch objective (it implements ``embed`` and ``loss``: SimCSE, EASE, GaussCSE, bitext
+            retrieval, AMR, Matryoshka of one of them) encodes its
             batch in chunks of this many rows without a graph, takes its loss's gradient with respect to
             the vectors, then encodes each chunk again with the same dropout masks and back-propagates
             that gradient: the batch's memory is one chunk's graph, the loss and gradients those of the
@@ -217,15 +217,23 @@ class UnisentModule(L.LightningModule):
             raise ModelConfigError(
                 f"model.cache_chunk must be a number of rows >= 1 (or unset: no cache), got {cache_chunk}"
             )
-        if cache_chunk is not None and not any(o.cache_ready for o in objectives):
+        if cache_chunk is not None and not any(o.in_batch for o in objectives):
             raise ModelConfigError(
                 f"model.cache_chunk: none of the objectives ({', '.join(names)}) can be cached: GradCache applies to "
-                "in-batch objectives whose loss reads the pooled vectors (SimCSE, EASE, GaussCSE, BitextRetrieval, "
-                "AMRSimCSE, or a class with cache_ready = True)"
+                "in-batch objectives, those that implement embed and loss (SimCSE, EASE, GaussCSE, BitextRetrieval, "
+                "AMRSimCSE, Matryoshka of one of them)"
             )
-        self.cache_chunk = cache_chunk
-        self._gradients = StepGradients(names)  # each objective's gradients, right after its forward pass
+        self._step_runner = TrainingStep(names, cache_chunk)  # embed, loss, gradients, balancer: one step
         self._conflicts = ConflictLog(conflict_every)
+
+    @property
+    def cache_chunk(self) -> int | None:
+        """Rows per encoder pass under GradCache (``None``: no cache)."""
+        return self._step_runner.cache_chunk
+
+    @cache_chunk.setter
+    def cache_chunk(self, rows: int | None) -> None:
+        self._step_runner.cache_chunk = rows
 
     @property
     def conflict_every(self) -> int:
@@ -260,10 +268,7 @@ class UnisentModule(L.LightningModule):
                     self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
                 continue
             start = _clock(self.device) if several else 0.0
-            cache = (
-                CachedEncoder(self.encoder, self.cache_chunk) if self.cache_chunk and objective.cache_ready else None
-            )
-            out = ObjectiveOutput.of(objective(self.encoder if cache is None else cache, sub))
+            out = self._step_runner.run(objective, self.encoder, sub, weight)
             if several:
                 seconds[objective.name] = _clock(self.device) - start
                 self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
@@ -273,7 +278,6 @@ class UnisentModule(L.LightningModule):
             for term, value in (out.terms | out.metrics).items():
                 value = value.detach() if torch.is_tensor(value) else float(value)
                 self.log(f"train/{objective.name}/{term}", value, on_step=True, batch_size=1)
-            self.add_loss(objective.name, weight * objective.total(out.terms), cache)
         spent = sum(seconds.values())
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
@@ -302,12 +306,7 @@ class UnisentModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
         self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
-        if self.cache_chunk and self._one_backward_strategy():
-            raise ModelConfigError(
-                f"model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
-                f"{type(self.trainer.strategy).__name__} takes them in one backward call of its own: use DDP, "
-                "or unset cache_chunk"
-            )
+        self._step_runner.check_strategy(self.trainer.strategy)
 
     def start_step(self, step: int | None = None) -> None:
         """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): :meth:`add_loss` for each
@@ -315,27 +314,15 @@ class UnisentModule(L.LightningModule):
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
         self._step = (step, last, self._conflicts.due(step, last))
-        own = self._own_params()
-        self._gradients.start(
-            self.balancer,
-            self._shared_params(),
-            own,
-            conflicts=self._step[2],
-            deferred=self._one_backward_strategy(),
-            cached=bool(self.cache_chunk),  # set: some objective is cache_ready (checked when the model is built)
+        strategy = self._trainer.strategy if self._trainer is not None else None
+        self._step_runner.start(
+            self.balancer, self._shared_params(), self._own_params(), conflicts=self._step[2], strategy=strategy
         )
 
-    def _one_backward_strategy(self) -> bool:
-        """FSDP and DeepSpeed take the gradients in their own backward call: there, every graph lives until the
-        end of the step."""
-        strategy = type(self._trainer.strategy).__name__ if self._trainer is not None else ""
-        return "FSDP" in strategy or "DeepSpeed" in strategy
-
-    def add_loss(self, name: str, loss: torch.Tensor, cache: CachedEncoder | None = None) -> None:
+    def add_loss(self, name: str, loss: torch.Tensor) -> None:
         """Objective ``name``'s loss (times its static weight): its gradients are taken now (its graph is
-        freed; :class:`~unisent.balancers.StepGradients`); ``cache``: the stand-in encoder it ran with under
-        ``cache_chunk`` (its chunks are encoded again here, with their cached gradients)."""
-        self._gradients.add(name, loss, cache)
+        freed; :class:`~unisent.balancers.StepGradients`)."""
+        self._step_runner.add(name, loss)
 
     def finish_step(self) -> torch.Tensor:
         """The loss whose gradient is the balancer's combination of the added losses on the shared encoder
@@ -343,13 +330,14 @@ class UnisentModule(L.LightningModule):
         loss. Its value is the number logged as ``train/loss``: the plain sum of the losses (a loss-level
         balancer: their weighted sum, plus its regularizer)."""
         step, last, _ = self._step
-        loss, stats, weights = self._gradients.finish(last=last, step=step, parameters=self.parameters())
-        if not self._gradients.values:
+        loss, stats, weights = self._step_runner.finish(last=last, step=step, parameters=self.parameters())
+        gradients = self._step_runner.gradients
+        if not gradients.values:
             return loss
         if not isinstance(self.balancer, Static):
             for name, w in weights.items():
                 self.log(f"train/{name}/balance_weight", weight_value(w), on_step=True, batch_size=1)
-            self.log("train/balancer_seconds", self._gradients.seconds, on_step=True, batch_size=1)
+            self.log("train/balancer_seconds", gradients.seconds, on_step=True, batch_size=1)
         if stats is not None:
             self._conflicts.record(self.log, self._trainer, step, stats)
         return loss

@@ -69,11 +69,6 @@ class StepGradients:
         for a model of one objective under :class:`~unisent.balancers.Static` without conflict statistics
         (its one graph and Lightning's own backward: no gradient buffer), unless ``cached``: an objective of
         this micro-batch runs under GradCache (its encoder gradient is built chunk by chunk here)."""
-        if deferred and cached:
-            raise ValueError(
-                "model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
-                "FSDP and DeepSpeed take them in one backward call of their own: use DDP, or unset cache_chunk"
-            )
         for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
             handle.remove()
         self._hooks = []
@@ -98,31 +93,36 @@ class StepGradients:
             self.rows.zero_()
         self._single = single
 
-    def add(self, name: str, loss: torch.Tensor, cache: Any = None) -> None:
+    def add(self, name: str, loss: torch.Tensor, leaves: Sequence[torch.Tensor] = ()) -> list[torch.Tensor | None]:
         """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its row on the shared
-        parameters, its own parameters' gradients. ``cache``: the
-        :class:`~unisent.objectives.grad_cache.CachedEncoder` the objective ran with (GradCache): the loss's
-        gradient with respect to its cached vectors is taken with the others, then each chunk is encoded
-        again and its share of the encoder's gradient added to the row, one chunk's graph at a time."""
+        parameters, its own parameters' gradients. ``leaves``: the cached vectors it was computed from
+        (GradCache, :mod:`unisent.objectives.grad_cache`): their gradients are taken with the others and
+        returned, for the caller to encode each chunk again and add it with :meth:`add_chunk`."""
         if not self._started:
             raise RuntimeError("StepGradients.add before start")
         start = time.perf_counter()
         self.values[name] = loss.detach()
-        leaves = list(cache.leaves) if cache is not None else []
+        leaves = list(leaves)
         if self.deferred:
             if leaves and self.shared:
                 raise RuntimeError("cached objectives need their gradients at once (StepGradients.start(cached=True))")
             self.losses[name] = loss
-            return
+            return []
         own = self.own.get(name, [])
         grads = torch.autograd.grad(loss, [*leaves, *self.shared, *own], allow_unused=True)
-        row = self._row(name)
-        self._accumulate(row, grads[len(leaves) : len(leaves) + len(self.shared)])
+        self._accumulate(self._row(name), grads[len(leaves) : len(leaves) + len(self.shared)])
         self.pairs += [(p, g) for p, g in zip(own, grads[len(leaves) + len(self.shared) :]) if g is not None]
-        if leaves and self.shared:  # (a frozen encoder: nothing to replay for)
-            for vectors, grad in cache.replay(grads[: len(leaves)]):
-                self._accumulate(row, torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
         self.seconds += time.perf_counter() - start
+        return list(grads[: len(leaves)])
+
+    def add_chunk(self, name: str, vectors: torch.Tensor, grad: torch.Tensor) -> None:
+        """Add to objective ``name``'s row the gradient on the shared parameters of one replayed chunk's
+        ``vectors`` given the loss's gradient ``grad`` with respect to them (GradCache); a frozen encoder
+        (nothing shared) or vectors without a graph add nothing."""
+        if self.shared and vectors.requires_grad:
+            start = time.perf_counter()
+            self._accumulate(self._row(name), torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
+            self.seconds += time.perf_counter() - start
 
     def _row(self, name: str) -> torch.Tensor:
         """The buffer that objective ``name``'s gradient on the shared parameters is added to: its row of the

@@ -26,7 +26,7 @@ import torch
 from ..data.schema import pad_batch
 from ..encoders.encoder import Encoder
 from ..losses import info_nce, rank_and_world
-from .objective import Objective, encode_views
+from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["AMRSimCSE", "PAPER_LANGUAGES", "read_amr_symbols"]
 
@@ -137,10 +137,6 @@ class AMRSimCSE(Objective):
     name = "amr"
     citation = CITATION
     extends_vocabulary = True  # set up before objectives sized by the vocabulary (CMLM's MLM head)
-    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
-    matryoshka_ready = True
-    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
-    cache_ready = True
 
     def __init__(
         self,
@@ -349,8 +345,10 @@ class AMRSimCSE(Objective):
             self.added_symbols += extend_vocabulary(encoder, self.symbols)
 
     # ------------------------------------------------------------------------------------ model side
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        views = encode_views(encoder, batch, self.views)
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        return encode_views(encode, batch, self.views)
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         loss = info_nce(
             views[0],
             views[1],

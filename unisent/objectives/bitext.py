@@ -6,9 +6,8 @@ from typing import Any
 
 import torch
 
-from ..encoders.encoder import Encoder
 from ..losses.margin import additive_margin_softmax
-from .objective import Objective, encode_views
+from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["BitextRetrieval"]
 
@@ -41,10 +40,6 @@ class BitextRetrieval(Objective):
     name = "bitext"
     batch_keys = text_keys = ("source", "target")
     citation = CITATION
-    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
-    matryoshka_ready = True
-    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
-    cache_ready = True
 
     def __init__(
         self,
@@ -61,8 +56,11 @@ class BitextRetrieval(Objective):
             raise ValueError(f"need margin >= 0 and scale > 0, got margin={margin}, scale={scale}")
         self.margin, self.scale, self.normalize, self.bidirectional = margin, scale, normalize, bidirectional
 
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        source, target = encode_views(encoder, batch, self.text_keys)
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        return encode_views(encode, batch, self.text_keys)
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        source, target = views
         loss = additive_margin_softmax(
             source,
             target,

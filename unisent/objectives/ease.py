@@ -14,7 +14,7 @@ from torch import nn
 
 from ..encoders.encoder import Encoder
 from ..losses import gather_no_grad, info_nce
-from .objective import Objective, encode_views
+from .objective import EncodeFn, Objective, encode_views
 
 # read_entity_titles, read_wikipedia2vec: still importable from here (module __getattr__ below)
 __all__ = ["EASE", "find_ease"]
@@ -90,8 +90,6 @@ class EASE(Objective):
 
     name = "ease"
     citation = CITATION
-    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
-    cache_ready = True
     text_keys = ("text",)
 
     def __init__(
@@ -250,12 +248,21 @@ class EASE(Objective):
         return self.projection(self.entity_table(index))
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        self.setup_for(encoder)
+        return super().forward(encoder, batch)
+
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        """The sentences (twice, two dropout views, when SimCSE's loss is on)."""
+        return encode_views(encode, batch, ("text",), repeat=2 if self.simcse_weight > 0 else 1)
+
+    def prefix_error(self) -> str | None:
+        return "its loss is not computed from the sentence vectors alone (entities are projected to full size)"
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         if self.entity_table is None:
             raise RuntimeError(
                 "the EASE entity table is built from the training data when fit starts (or call build_vocabulary)"
             )
-        self.setup_for(encoder)
-        views = encode_views(encoder, batch, ("text",), repeat=2 if self.simcse_weight > 0 else 1)
         sentences = views[0]
         positive = batch["entity"]
         negative = batch["hard_negative"] if self.use_hard_negatives else None

@@ -9,7 +9,7 @@ import torch
 from ..encoders.encoder import Encoder
 from ..losses.gaussian_kl import GAUSS_SETS, gauss_cse_loss
 from ..models.gaussian import GaussianEncoder, GaussianHead
-from .objective import Objective, encode_views
+from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["GaussCSE", "GaussianHead", "GaussianEncoder"]
 
@@ -51,12 +51,6 @@ class GaussCSE(Objective):
 
     name = "gausscse"
     citation = CITATION
-    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
-    cache_ready = True
-    #: :class:`Matryoshka` may wrap it: it cuts the Gaussians (mean and variance together) to each prefix
-    #: (:attr:`output_dim`), not the pooled vector its head reads
-    matryoshka_ready = True
-    matryoshka_cuts_outputs = True
 
     def __init__(
         self,
@@ -93,9 +87,6 @@ class GaussCSE(Objective):
             "length_input": length_input,
         }
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
-        #: set by :class:`Matryoshka` during one of its passes: the loss on the first ``output_dim`` coordinates
-        #: of every mean and variance (the KL of the marginal Gaussians); ``None``: all of them
-        self.output_dim: int | None = None
         self.batch_keys = self.text_keys = (
             ("anchor", "positive", "negative") if "con" in self.sets else ("anchor", "positive")
         )
@@ -108,25 +99,46 @@ class GaussCSE(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
+        return super().forward(encoder, batch)
+
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        """The pooled vectors of each field; the encoder receives ``encoder_grad`` x the loss's gradient."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.encoder_grad > 0):
-            pooled = encode_views(encoder, batch, self.text_keys)
+            pooled = encode_views(encode, batch, self.text_keys)
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
+        return pooled
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any], dim: int | None = None) -> dict[str, torch.Tensor]:
+        """The loss of the Gaussians the head makes of ``views``; ``dim``: of their first ``dim`` coordinates (mean
+        and variance cut together: the KL of the marginal Gaussians)."""
         if self.head.length_input:  # token counts per view, from the attention masks
-            views = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(pooled, self.text_keys)]
+            gauss = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(views, self.text_keys)]
         else:
-            views = [self.head(v) for v in pooled]
-        if self.output_dim is not None:
-            views = [(mu[..., : self.output_dim], var[..., : self.output_dim]) for mu, var in views]
+            gauss = [self.head(v) for v in views]
+        if dim is not None:
+            gauss = [(mu[..., :dim], var[..., :dim]) for mu, var in gauss]
         loss = gauss_cse_loss(
-            views[0],
-            views[1],
-            views[2] if "con" in self.sets else None,
+            gauss[0],
+            gauss[1],
+            gauss[2] if "con" in self.sets else None,
             sets=self.sets,
             temperature=self.temperature,
             reduction=self.similarity,
         )
         return {"contrastive": loss}
+
+    def loss_at(self, views: list[torch.Tensor], batch: dict[str, Any], dim: int) -> dict[str, torch.Tensor]:
+        """The head reads the whole pooled vector; the Gaussians are cut to ``dim``."""
+        return self.loss(views, batch, dim)
+
+    def prefix_error(self) -> str | None:
+        if self.head_settings["point"] == "pooled":
+            return (
+                "with point: pooled: it trains prefixes of the Gaussians (mean and variance), while encode would "
+                "return the pooled vector; use point: mean"
+            )
+        return None
 
     def inference_model(self, encoder: Encoder) -> GaussianEncoder:
         self.setup_for(encoder)

@@ -11,9 +11,9 @@ from torch import nn
 
 from ..encoders.encoder import Encoder
 from ..io.imports import import_object
-from .objective import BatchSchema, Objective, ObjectiveOutput, objective_from_record
+from .objective import BatchSchema, EncodeFn, Objective, ObjectiveOutput, objective_from_record
 
-__all__ = ["Matryoshka", "TruncatingEncoder"]
+__all__ = ["Matryoshka"]
 
 CITATION = (
     "Kusupati, Bhatt, Rege, Wallingford, Sinha, Ramanujan, Howard-Snyder, Chen, Kakade, Jain and Farhadi. "
@@ -21,57 +21,22 @@ CITATION = (
 )
 
 
-class TruncatingEncoder:
-    """Stands in for the encoder during one of :class:`Matryoshka`'s passes over the wrapped objective.
-
-    Calling it returns the real encoder's pooled vectors truncated to ``[..., :dim]``. The first pass
-    (``cache is None`` on entry) runs the real encoder and records each call's output, in call order; the
-    later passes return those recorded tensors, truncated: the encoder runs once per step and every
-    prefix's loss flows back through the same graph. Every other attribute is the real encoder's.
-    """
-
-    def __init__(self, encoder: Encoder, dim: int | None, cache: list[tuple[tuple, torch.Tensor]] | None) -> None:
-        self._encoder, self._dim = encoder, dim
-        self._replay = cache is not None
-        self.cache: list[tuple[tuple, torch.Tensor]] = cache if cache is not None else []
-        self._calls = 0
-
-    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        shapes = tuple(tuple(a.shape) if torch.is_tensor(a) else a for a in (*args, *kwargs.values()))
-        if not self._replay:
-            self.cache.append((shapes, self._encoder(*args, **kwargs)))
-        elif self._calls >= len(self.cache) or self.cache[self._calls][0] != shapes:
-            raise RuntimeError(
-                f"Matryoshka: the wrapped objective called the encoder differently at dim {self._dim} than in its "
-                "first pass; its forward must encode the same inputs in the same order at every dim"
-            )
-        out = self.cache[self._calls][1]
-        self._calls += 1
-        return out[..., : self._dim]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._encoder, name)
-
-
 class Matryoshka(Objective):
     """Matryoshka representation learning: the wrapped objective's loss at every prefix length of ``dims``.
 
-    The wrapped objective's :meth:`forward` runs once per dim with a stand-in encoder
-    (:class:`TruncatingEncoder`) whose pooled vectors are the real ones cut to their first ``d``
-    coordinates; the encoder itself runs once per step (the first pass's outputs are reused). Its
-    terms are logged as ``<term>@<d>`` (``train/simcse/contrastive@64``) and the loss is
-    ``sum_d w_d * objective.total(terms at d)``. After training, the first ``d`` coordinates of a
-    sentence vector are a sentence vector of their own.
+    The wrapped objective's :meth:`~unisent.objectives.Objective.embed` runs once per step and its
+    :meth:`~unisent.objectives.Objective.loss_at` once per dim, on the views cut to their first ``d``
+    coordinates: every prefix's loss flows back through the same graph. Its terms are logged as
+    ``<term>@<d>`` (``train/simcse/contrastive@64``) and the loss is ``sum_d w_d * objective.total(terms at d)``.
+    After training, the first ``d`` coordinates of a sentence vector are a sentence vector of their own.
 
     Every other hook (data schema, collate, ``setup_for``, ``setup_data``, ``inference_model``) is the
     wrapped objective's, and its name is the wrapped one's by default, so ``data.train`` keys do not
-    change. Only objectives whose loss is computed from the encoder's pooled vectors alone can be
-    wrapped: classes that set ``matryoshka_ready = True`` (SimCSE, BitextRetrieval, AMRSimCSE, GaussCSE).
-    An objective that also sets ``matryoshka_cuts_outputs = True`` cuts its own outputs instead: GaussCSE's
-    head reads the whole pooled vector and the loss at ``d`` is the KL of the first ``d`` coordinates of
-    each mean *and* variance (its ``output_dim``, set for each pass; with ``point: mean`` only, so that
-    ``encode``'s vector is the one whose prefixes are trained). CMLM (its MLM runs through the backbone)
-    and EASE (its entity vectors are projected to the full hidden size) are refused.
+    change. Any in-batch objective (one that implements ``embed`` and ``loss``) can be wrapped unless
+    its :meth:`~unisent.objectives.Objective.prefix_error` says why not: GaussCSE cuts its Gaussians
+    (mean and variance together; with ``point: mean`` only, so that ``encode``'s vector is the one whose
+    prefixes are trained); CMLM (its MLM runs through the backbone) and EASE (its entity vectors are
+    projected to the full hidden size) are refused.
 
     Args:
         objective: the objective to train at every dim (from YAML: a nested ``class_path``/``init_args``).
@@ -97,20 +62,9 @@ class Matryoshka(Objective):
             objective = objective_from_record(objective, source="Matryoshka", field="objective")
         if not isinstance(objective, Objective):
             raise TypeError(f"Matryoshka wraps an Objective, got {type(objective).__name__}")
-        if not getattr(objective, "matryoshka_ready", False):
-            raise ValueError(
-                f"Matryoshka cannot wrap {type(objective).__name__}: its loss is not computed from the encoder's "
-                "pooled vectors alone (wrap SimCSE, BitextRetrieval, AMRSimCSE, GaussCSE, "
-                "or a class with matryoshka_ready = True)"
-            )
-        if (
-            getattr(objective, "matryoshka_cuts_outputs", False)
-            and getattr(objective, "head_settings", {}).get("point") == "pooled"
-        ):
-            raise ValueError(
-                f"Matryoshka cannot wrap {type(objective).__name__} with point: pooled: it trains prefixes of the "
-                "Gaussians (mean and variance), while encode would return the pooled vector; use point: mean"
-            )
+        reason = objective.prefix_error()
+        if reason:
+            raise ValueError(f"Matryoshka cannot wrap {type(objective).__name__}: {reason}")
         dims = [int(d) for d in dims]
         if not dims or any(d < 1 for d in dims) or any(a <= b for a, b in zip(dims, dims[1:], strict=False)):
             raise ValueError(
@@ -154,10 +108,6 @@ class Matryoshka(Objective):
         return self.objective.param_lr
 
     @property
-    def cache_ready(self) -> bool:
-        return self.objective.cache_ready
-
-    @property
     def schema(self) -> BatchSchema:
         return self.objective.schema
 
@@ -179,23 +129,22 @@ class Matryoshka(Objective):
         return self.objective.inference_model(encoder)
 
     # ------------------------------------------------------------------------------------ the loss
+    def prefix_error(self) -> str | None:
+        return "it is one already: give one Matryoshka every dim"
+
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:
-        if self.dims[0] > encoder.hidden_size:
-            self.setup_for(encoder)  # the one-line error
+        self.setup_for(encoder)  # the dims against the hidden size: a one-line error
+        return super().forward(encoder, batch)
+
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        return self.objective.embed(encode, batch)
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> ObjectiveOutput:
+        """The wrapped objective's loss at every dim, its terms and metrics named ``<term>@<d>``."""
         terms: dict[str, torch.Tensor] = {}
         metrics: dict[str, torch.Tensor | float] = {}
-        cache = None
-        own = getattr(self.objective, "matryoshka_cuts_outputs", False)  # it cuts its own outputs (GaussCSE)
         for d in self.dims:
-            proxy = TruncatingEncoder(encoder, None if own else d, cache)
-            if own:
-                self.objective.output_dim = d
-            try:
-                out = ObjectiveOutput.of(self.objective(proxy, batch))
-            finally:
-                if own:
-                    self.objective.output_dim = None
-            cache = proxy.cache
+            out = ObjectiveOutput.of(self.objective.loss_at(views, batch, d))
             terms.update({f"{k}@{d}": v for k, v in out.terms.items()})
             metrics.update({f"{k}@{d}": v for k, v in out.metrics.items()})
         return ObjectiveOutput(terms=terms, metrics=metrics)

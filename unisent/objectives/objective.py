@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -19,12 +19,17 @@ from ..io.registry import resolve, subclasses
 __all__ = [
     "PREDICT_SCHEMA",
     "BatchSchema",
+    "EncodeFn",
     "Objective",
     "ObjectiveOutput",
     "encode_views",
     "objective_class",
     "objective_from_record",
 ]
+
+
+#: what :meth:`Objective.embed` calls: ``(input_ids, attention_mask) -> pooled vectors`` (one row per row)
+EncodeFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _snake(name: str) -> str:
@@ -96,8 +101,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
     A subclass declares which record fields it needs (:attr:`batch_keys`), which of those are
     text to tokenise (:attr:`text_keys`) and which may be null (:attr:`optional_keys`), and
-    implements :meth:`forward`, which returns a dict of named loss terms (or an
-    :class:`ObjectiveOutput`: loss terms and, apart from them, metrics). The training module sums
+    computes named loss terms (a dict, or an :class:`ObjectiveOutput`: loss terms and, apart from them,
+    metrics) in one of two ways: an in-batch objective implements :meth:`embed` (its views from the
+    encoder) and :meth:`loss` (the terms from the views), and so trains cached and under Matryoshka;
+    any other implements :meth:`forward` (encoder and batch to terms). The training module sums
     ``weight * sum(term_weights[k] * terms[k])`` over objectives and logs every term and metric as
     ``train/<name>/<term>``.
 
@@ -111,7 +118,8 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
                                   ``extends_vocabulary = True`` are set up first)
     :meth:`setup_data` (dataset)  ``None``: no state from the data, the dataset is used as read
     :meth:`collate`               pads the schema's text fields to one length per batch
-    :meth:`forward`               (required) the loss terms
+    :meth:`embed`, :meth:`loss`   (in-batch objectives) the views, the loss terms from them
+    :meth:`forward`               ``loss(embed(encoder, batch), batch)``; others override it
     :meth:`total` (terms)         ``sum(term_weights.get(k, 1) * terms[k])``
     :meth:`inference_model`       ``None``: the plain encoder is the inference model
     ============================  ==============================================================
@@ -141,10 +149,6 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: from the encoder's; ``None``: the optimiser's. The training module puts them in their own
     #: parameter groups (same schedule, same weight-decay split). GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
-    #: ``True`` for an in-batch objective whose loss reads the encoder only through the vectors its calls of
-    #: the encoder return (SimCSE, EASE, GaussCSE, bitext retrieval, AMR): under ``model.cache_chunk`` it
-    #: runs with :class:`~unisent.objectives.grad_cache.CachedEncoder` (GradCache); others run uncached
-    cache_ready: ClassVar[bool] = False
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()
@@ -199,12 +203,43 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
         Default: nothing (an objective without parameters of its own)."""
 
-    def forward(
-        self, encoder: Encoder, batch: dict[str, Any]
-    ) -> dict[str, torch.Tensor] | ObjectiveOutput:  # pragma: no cover
-        """The loss terms of one batch (``{name: scalar tensor}``), or an :class:`ObjectiveOutput`
-        with loss terms and metrics apart."""
-        raise NotImplementedError
+    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:
+        """The loss terms of one batch (``{name: scalar tensor}``), or an :class:`ObjectiveOutput` with loss
+        terms and metrics apart. Default: :meth:`loss` of :meth:`embed` (an in-batch objective); an objective
+        that reaches into the backbone (CMLM's MLM, a classifier, a teacher) overrides ``forward`` instead."""
+        return self.loss(self.embed(encoder, batch), batch)
+
+    # ------------------------------------------------------------------------- the in-batch contract
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        """The tensors this objective needs from the encoder: its views, each with the batch's rows, from calls
+        ``encode(input_ids, attention_mask) -> pooled`` (:func:`encode_views` stacks several fields into one
+        call). ``encode`` is the encoder or, under GradCache, a function that encodes chunk by chunk; the
+        objective reads nothing else of it. Implementing ``embed`` and :meth:`loss` (instead of ``forward``)
+        is what makes an objective in-batch: it then trains cached (``model.cache_chunk``) and under
+        :class:`~unisent.objectives.Matryoshka` with nothing else to set."""
+        raise NotImplementedError(f"{type(self).__name__} implements forward, not embed and loss")
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:
+        """The loss terms from :meth:`embed`'s views (its own parameters: heads, tables, are used here)."""
+        raise NotImplementedError(f"{type(self).__name__} implements forward, not embed and loss")
+
+    def loss_at(
+        self, views: list[torch.Tensor], batch: dict[str, Any], dim: int
+    ) -> dict[str, torch.Tensor] | ObjectiveOutput:
+        """The loss of the first ``dim`` coordinates of the sentence vectors (:class:`Matryoshka`). Default:
+        :meth:`loss` of the views cut to ``[..., :dim]``; an objective with a head over the vectors cuts its
+        head's outputs instead (GaussCSE)."""
+        return self.loss([v[..., :dim] for v in views], batch)
+
+    @property
+    def in_batch(self) -> bool:
+        """Whether this objective implements :meth:`embed` (and so :meth:`loss`)."""
+        return type(self).embed is not Objective.embed
+
+    def prefix_error(self) -> str | None:
+        """Why this objective cannot be trained at prefixes of the sentence vector (:class:`Matryoshka`), or
+        ``None``. Default: an objective without :meth:`embed` cannot."""
+        return None if self.in_batch else "its loss is not computed from the vectors embed returns"
 
     def total(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """This objective's loss from its terms (before :attr:`weight`); an :class:`ObjectiveOutput`'s
@@ -235,11 +270,11 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         return ", ".join(f"{k}={v!r}" for k, v in self._init_args.items())
 
 
-def encode_views(encoder: Encoder, batch: dict[str, Any], keys: Sequence[str], repeat: int = 1) -> list[torch.Tensor]:
+def encode_views(encode: EncodeFn, batch: dict[str, Any], keys: Sequence[str], repeat: int = 1) -> list[torch.Tensor]:
     """Encode several text fields of a batch in ONE forward pass over the stacked views.
 
     Args:
-        encoder: the shared encoder.
+        encode: the shared encoder, or what :meth:`Objective.embed` was given.
         batch: output of :meth:`Objective.collate` (text fields padded to one length).
         keys: text fields to stack, in order.
         repeat: how many times to stack the fields (2 for SimCSE's two dropout views).
@@ -250,7 +285,7 @@ def encode_views(encoder: Encoder, batch: dict[str, Any], keys: Sequence[str], r
     """
     ids = torch.cat([batch[k]["input_ids"] for k in keys] * repeat)  # (views * batch, seq)
     mask = torch.cat([batch[k]["attention_mask"] for k in keys] * repeat)
-    pooled = encoder(ids, mask)  # (views * batch, hidden)
+    pooled = encode(ids, mask)  # (views * batch, hidden)
     return list(pooled.chunk(len(keys) * repeat))
 
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import torch
 
-from ..encoders.encoder import Encoder
 from ..losses import info_nce
-from .objective import Objective, encode_views
+from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["SimCSE"]
 
@@ -40,10 +39,6 @@ class SimCSE(Objective):
 
     name = "simcse"
     citation = CITATION
-    #: its loss is computed from the encoder's pooled vectors alone (:class:`Matryoshka` may wrap it)
-    matryoshka_ready = True
-    #: in-batch, its loss read from the pooled vectors: GradCache applies (``model.cache_chunk``)
-    cache_ready = True
 
     def __init__(
         self,
@@ -70,19 +65,18 @@ class SimCSE(Objective):
             keys = ("text",)
         self.batch_keys = self.text_keys = keys
 
-    def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if not self.supervised:
-            z1, z2 = encode_views(encoder, batch, ("text",), repeat=2)
-            loss = info_nce(z1, z2, temperature=self.temperature, symmetric=self.symmetric)
-            return {"contrastive": loss}
-        views = encode_views(encoder, batch, self.text_keys)
-        negatives = views[2] if self.use_hard_negatives else None
+    def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
+        """Unsupervised: the two dropout views of ``text``; supervised: one view per field of the triple."""
+        return encode_views(encode, batch, self.text_keys, repeat=1 if self.supervised else 2)
+
+    def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        negatives = views[2] if self.supervised and self.use_hard_negatives else None
         loss = info_nce(
             views[0],
             views[1],
             hard_negatives=negatives,
             temperature=self.temperature,
-            hard_negative_weight=self.hard_negative_weight,
+            hard_negative_weight=self.hard_negative_weight if negatives is not None else 0.0,
             symmetric=self.symmetric,
         )
         return {"contrastive": loss}

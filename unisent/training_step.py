@@ -1,0 +1,108 @@
+"""One training step, by contract: batch -> embed -> loss -> gradient row -> balancer -> optimiser.
+
+:class:`TrainingStep` owns, for every objective of a micro-batch, "embed, loss, this objective's gradient on
+the shared parameters", and then the balancer's combination:
+
+1. **embed**: an in-batch objective (:attr:`~unisent.objectives.Objective.in_batch`) makes its views with
+   :meth:`~unisent.objectives.Objective.embed` from the encoder, or under ``cache_chunk`` from a
+   :class:`~unisent.objectives.grad_cache.CachedEncode` (GradCache: chunks without a graph, leaves); any other
+   objective runs its own ``forward`` on the encoder;
+2. **loss**: :meth:`~unisent.objectives.Objective.loss` of the views, times the objective's static weight;
+3. **gradient row**: :meth:`unisent.balancers.StepGradients.add` takes that loss's gradients at once (its graph
+   is freed before the next objective runs): its row on the shared parameters, its own parameters'; under
+   GradCache the leaves' gradients too, and each chunk is encoded again and added to the row
+   (:meth:`~unisent.balancers.StepGradients.add_chunk`);
+4. **balancer**: :meth:`finish` combines the rows (:meth:`unisent.balancers.StepGradients.finish`) into the
+   loss Lightning calls ``backward`` on, whose gradient is the combined update;
+5. **optimiser**: Lightning's automatic optimisation steps (clipping, accumulation and DDP unchanged).
+
+:class:`~unisent.lightning_module.UnisentModule` calls it from ``training_step`` and logs what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from .balancers import Balancer, StepGradients
+from .objectives import Objective
+from .objectives.grad_cache import CachedEncode
+from .objectives.objective import EncodeFn, ObjectiveOutput
+from .training_config import ModelConfigError
+
+__all__ = ["TrainingStep", "takes_one_backward"]
+
+
+def takes_one_backward(strategy: Any) -> bool:
+    """Whether a Lightning strategy takes the gradients in one backward call of its own (FSDP, DeepSpeed):
+    there every objective's graph lives until the end of the step."""
+    from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
+
+    return isinstance(strategy, (FSDPStrategy, DeepSpeedStrategy))
+
+
+class TrainingStep:
+    """The training step of a model's objectives (see the module doc).
+
+    Args:
+        names: every objective of the model, in order.
+        cache_chunk: rows per encoder pass under GradCache; ``None``: no cache.
+    """
+
+    def __init__(self, names: Sequence[str], cache_chunk: int | None = None) -> None:
+        self.gradients = StepGradients(names)
+        self.cache_chunk = cache_chunk
+
+    def check_strategy(self, strategy: Any) -> None:
+        """GradCache takes each objective's gradients inside the step: refused, in one line, under a strategy
+        that takes them in one backward call."""
+        if self.cache_chunk and takes_one_backward(strategy):
+            raise ModelConfigError(
+                f"model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
+                f"{type(strategy).__name__} takes them in one backward call of its own: use DDP, or unset cache_chunk"
+            )
+
+    def start(
+        self,
+        balancer: Balancer,
+        shared: Sequence[torch.nn.Parameter],
+        own: dict[str, list[torch.nn.Parameter]],
+        *,
+        conflicts: bool,
+        strategy: Any = None,
+    ) -> None:
+        """Begin a micro-batch (:meth:`unisent.balancers.StepGradients.start`)."""
+        self.gradients.start(
+            balancer,
+            shared,
+            own,
+            conflicts=conflicts,
+            deferred=takes_one_backward(strategy),
+            cached=bool(self.cache_chunk),
+        )
+
+    def run(self, objective: Objective, encoder: EncodeFn, batch: dict[str, Any], weight: float) -> ObjectiveOutput:
+        """Stages 1-3 for one objective: its terms and metrics (for the logs); its gradients are taken."""
+        if not (self.cache_chunk and objective.in_batch):
+            out = ObjectiveOutput.of(objective(encoder, batch))
+            self.gradients.add(objective.name, weight * objective.total(out.terms))
+            return out
+        encode = CachedEncode(encoder, self.cache_chunk)
+        out = ObjectiveOutput.of(objective.loss(objective.embed(encode, batch), batch))
+        grads = self.gradients.add(objective.name, weight * objective.total(out.terms), encode.leaves)
+        if encode.leaves and self.gradients.shared:  # a frozen encoder: nothing to replay for
+            for vectors, grad in encode.replay(grads):
+                self.gradients.add_chunk(objective.name, vectors, grad)
+        return out
+
+    def add(self, name: str, loss: torch.Tensor) -> None:
+        """Objective ``name``'s loss (times its static weight), computed by the caller: its gradients now."""
+        self.gradients.add(name, loss)
+
+    def finish(
+        self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
+    ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
+        """Stage 4 (:meth:`unisent.balancers.StepGradients.finish`)."""
+        return self.gradients.finish(last=last, step=step, parameters=parameters)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from unisent.commands.ablate import command as ablate_command
+import unisent.commands.ablate as ablate_command
+from unisent.commands.ablate import ablate
 from unisent.commands.ablate import run as ablate_run
-from unisent.commands.ablate.command import ablate
 from unisent.commands.ablate.plan import PER_OBJECTIVE_DATA, Run, plan, run_recipe
 from unisent.commands.ablate.summarise import interval, table, target_verdicts
 

@@ -326,14 +326,14 @@ def test_a_tiny_backbone_trains_every_objective_exports_and_reloads_in_sentence_
     graph = "( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"
     assert {":ARG0", "want-01"} <= set(model.tokenizer.tokenize(graph)), model.tokenizer.tokenize(graph)
     sentences = SENTENCES + [graph]
-    expected = torch.as_tensor(model.encode(sentences, bf16=False))
+    expected = torch.as_tensor(model.encode(sentences, precision="fp32"))
     assert expected.dtype == torch.float32 and torch.isfinite(expected).all()
     got = _st_encode(tmp_path / "st", sentences)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
-    pooled = torch.as_tensor(model.encoder.encode(sentences, bf16=False))
+    pooled = torch.as_tensor(model.encoder.encode(sentences, precision="fp32"))
     assert not torch.allclose(pooled, expected)  # the head is in the Sentence Transformers export
     for directory in ("hf", "plain"):
-        hf = torch.as_tensor(unisent.load(str(tmp_path / directory)).encode(sentences, bf16=False))
+        hf = torch.as_tensor(unisent.load(str(tmp_path / directory)).encode(sentences, precision="fp32"))
         torch.testing.assert_close(hf, pooled, atol=1e-6, rtol=0)
     torch.testing.assert_close(_hf_mean(tmp_path / "hf", sentences), pooled, atol=1e-6, rtol=0)
 

@@ -204,7 +204,7 @@ def test_fit_help_is_short_and_imports_no_torch():
 def test_every_option_of_the_short_help_is_accepted_by_the_real_parser(capsys):
     """Each option that ``unisent fit|predict --help`` lists, given its example value, is parsed by Lightning's
     parser into that key of the config (so the short help cannot name an option that does not exist)."""
-    from unisent.commands.lightning_help import FULL_HELP, NAME, OPTIONS, short_help
+    from unisent.cli import FULL_HELP, NAME, OPTIONS, short_help
 
     args, expected = ["--ckpt_path=last"], {"ckpt_path": "last"}
     for _, options in OPTIONS:

@@ -100,7 +100,7 @@ def test_encode_in_worker_threads_matches_one_worker_and_restores_threads(tiny_b
         atol=1e-5,
         rtol=1e-5,
     )
-    bf16 = enc.encode(sentences, batch_size=8, workers=2, bf16=True)  # autocast is per thread: set in the worker
+    bf16 = enc.encode(sentences, batch_size=8, workers=2, precision="bf16")  # autocast is per thread: set in the worker
     assert bf16.dtype == torch.float32 and not torch.equal(bf16, single)
     torch.testing.assert_close(bf16, single, atol=0.1, rtol=0.1)
     assert enc.training  # the encoder's mode is restored too

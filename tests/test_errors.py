@@ -395,7 +395,7 @@ _HINT_FILES = {
     "export": ["unisent/commands/export.py", "unisent/export/api.py", "unisent/export/card.py"],
     "encode": ["unisent/commands/encode.py", "unisent/export/file_encoding.py"],
     "evaluate": ["unisent/commands/evaluate.py"],
-    "ablate": [f"unisent/commands/ablate/{name}.py" for name in ("command", "plan", "run", "summarise", "page")],
+    "ablate": [f"unisent/commands/ablate/{name}.py" for name in ("__init__", "plan", "run", "summarise")],
     "retrofit": ["unisent/commands/retrofit.py"],
     None: ["unisent/io/checkpoints.py", "unisent/io/__init__.py"],
 }

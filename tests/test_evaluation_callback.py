@@ -17,7 +17,6 @@ from unisent.evaluation.callback import (
     add_evaluation_callback,
     evaluate_config,
 )
-from unisent.hardware import precision_scope
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import GaussCSE
 from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
@@ -66,12 +65,11 @@ def _sharded_worker(rank, world, model_dir):
     encoder, gaussian = _models(model_dir)
     counting = _Counting(encoder)
     sharded = ShardedModel(counting, rank, world)
-    # fp32, as the evaluation encodes (its Embedder's scope): a spawned process has this machine's CPU flags,
-    # not the tests' (conftest.py), and `auto` would be bf16 on a CPU with AVX512-BF16
-    with precision_scope("fp32"):
-        rows = {n: sharded.encode(SENTENCES[:n], batch_size=2) for n in (1, 2, 7)}  # fewer, as many, more than ranks
-        shard_sizes = list(counting.calls)
-        mu, var = ShardedModel(gaussian, rank, world).encode_gaussian(SENTENCES, batch_size=3)
+    # fp32, as the evaluation encodes (its Embedder passes precision="fp32"): a spawned process has this machine's
+    # CPU flags, not the tests' (conftest.py), and `auto` would be bf16 on a CPU with AVX512-BF16
+    rows = {n: sharded.encode(SENTENCES[:n], batch_size=2, precision="fp32") for n in (1, 2, 7)}  # <, =, > ranks
+    shard_sizes = list(counting.calls)
+    mu, var = ShardedModel(gaussian, rank, world).encode_gaussian(SENTENCES, batch_size=3, precision="fp32")
     counting.calls.clear()
     scores = _flat(
         evaluate_config(counting, ["stsb-dev"], EvaluationConfig(batch_size=16), rank=rank, world_size=world)

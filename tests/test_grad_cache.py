@@ -35,7 +35,7 @@ AMR_SYMBOLS = {
     "symbol_lists": str(ROOT / "unisent/resources/amr_additions.txt"),
     "min_count": 390,
 }
-#: every objective with ``cache_ready``, and CMLM (not in-batch: it runs uncached beside the others)
+#: every in-batch objective (embed + loss), and CMLM (not in-batch: it runs uncached beside the others)
 OBJECTIVES = {
     "simcse": ("SimCSE", {}, "sentences.txt"),
     "simcse_sup": ("SimCSE", {"supervised": True, "hard_negative_weight": 0.5}, "nli_triples.jsonl"),

@@ -205,7 +205,7 @@ def test_streaming_encode_never_leaves_a_half_written_output(tmp_path):
             super().__init__()
             self.calls = 0
 
-        def encode(self, sentences, batch_size=32, normalize=False, bf16=False):
+        def encode(self, sentences, batch_size=32, normalize=False, precision="auto"):
             self.calls += 1
             if self.calls > 1:
                 raise RuntimeError("out of memory")

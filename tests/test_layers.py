@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "training",
         (
             "lightning_module",
+            "training_step",
             "balancers",
             "training_config",
             "checkpoint_record",
@@ -101,7 +102,7 @@ ALLOWED_DYNAMIC_IMPORTS: dict[str, str] = {
     "unisent/commands/resume_discovery.py": "the logger class a user's config names",
     "unisent/commands/config_errors.py": "the module of a class path a user mistyped, for a suggestion",
     "unisent/encoders/presets.py": "a preset's model package (package:NAME, third-party)",
-    "unisent/export/onnx_runtime.py": "whether onnx/onnxruntime are installed",
+    "unisent/models/onnx_encoder.py": "whether onnx/onnxruntime are installed",
     "unisent/builders/ease/_extra.py": "the EASE builders' optional dependencies",
     "unisent/testing.py": "the function a spawned test process runs, named by its parent",
     "unisent/plugins.py": "the modules a user names with --import (or UNISENT_IMPORT)",

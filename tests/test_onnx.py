@@ -80,7 +80,7 @@ def test_the_onnx_backend_encodes_as_the_torch_model(int8_export, encoder_dir):
     assert float((fp32.encode(SENTENCES[::-1], batch_size=3) - expected.flip(0)).abs().max()) <= 1e-5  # order kept
     assert int8_export.notes[0].startswith("onnx fp32 (onnx/model.onnx) against torch")
     with pytest.raises(ValueError, match="bf16 is the torch backend's"):
-        fp32.encode(SENTENCES, bf16=True)
+        fp32.encode(SENTENCES, precision="bf16")
 
 
 def test_the_int8_file_has_sentence_transformers_name_and_its_check_is_printed(int8_export, encoder_dir):

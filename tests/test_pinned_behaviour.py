@@ -284,7 +284,7 @@ def test_do_lower_case_over_a_cased_tokenizer_equals_sentence_transformers(tiny_
     trained = UnisentModule(encoder=EncoderConfig(model=str(directory)), save_encoder=False).encoder.eval()
     for how, model in (("unisent.load", loaded), ("model.encoder.model (training)", trained)):
         with torch.no_grad():
-            got = model.encode(MIXED, bf16=False)  # float32, as SentenceTransformer computes, on any CPU
+            got = model.encode(MIXED, precision="fp32")  # float32, as SentenceTransformer computes, on any CPU
         diff = float((got - expected).abs().max())
         assert diff <= 1e-5, f"{how}: max abs difference to SentenceTransformer {diff:.2e}"
         assert model.tokenizer(MIXED[0])["input_ids"] == lowered

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -11,18 +12,13 @@ if TYPE_CHECKING:
     from .encoders import Encoder, EncoderConfig
 
 from ._version import __version__
+from .io.imports import lazy_exports
 
 __all__ = ["Encoder", "EncoderConfig", "__version__", "load"]
 
-
-def __getattr__(name: str) -> Any:
-    """``unisent.Encoder``/``EncoderConfig`` are imported on first use (PEP 562), so that importing the
-    package (``unisent --help``, ``unisent --version``) does not import torch."""
-    if name in ("Encoder", "EncoderConfig"):  # lazy, not moved: unisent.encoders defines them
-        from . import encoders
-
-        return getattr(encoders, name)
-    raise AttributeError(f"module 'unisent' has no attribute {name!r}")
+# imported on first use (PEP 562), so that `import unisent` (`unisent --help`, `--version`) imports no torch
+_LAZY = {"Encoder": "encoders", "EncoderConfig": "encoders"}
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda _: import_module(".encoders", __name__))
 
 
 def load(

@@ -15,8 +15,11 @@ a directory                            the model type it records (``unisent_mode
                                        Sentence Transformers directory, a Hugging Face model directory)
 anything else                          a preset name (``minilm-l6``) or a Hugging Face hub id
 ``backend="onnx"``                     a directory of ``unisent export --format onnx`` run by onnxruntime
-                                       (:class:`~unisent.export.onnx_runtime.OnnxEncoder`)
+                                       (:class:`~unisent.models.onnx_encoder.OnnxEncoder`)
 =====================================  ==============================================================
+
+A directory that records ``truncate_dim`` (``unisent export --truncate-dim``) is loaded cut there, as
+``SentenceTransformer(DIR)`` loads it (:func:`~unisent.inference.truncation.truncated_as_recorded`).
 
 Users call ``unisent.load`` (the package root, which imports nothing heavy until called); the modules of
 unisent below the root (``unisent encode``'s file encoder, the export source, the panel, MTEB) call
@@ -53,10 +56,12 @@ def load(
         unisent.io.CheckpointError: a ``.ckpt`` that is truncated, not a checkpoint, or not one of ``unisent fit``.
         ValueError: an unknown ``backend``, or ``onnx_file`` without ``backend="onnx"``.
     """
-    if backend == "onnx":
-        from .export.onnx_runtime import OnnxEncoder
+    from .inference.truncation import truncated_as_recorded
 
-        return OnnxEncoder(model, onnx_file).to(device)
+    if backend == "onnx":
+        from .models.onnx_encoder import OnnxEncoder
+
+        return truncated_as_recorded(OnnxEncoder(model, onnx_file).to(device), model)
     if backend != "torch":
         raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
     if onnx_file is not None:
@@ -75,4 +80,4 @@ def load(
         set_inference_length(loaded)  # as <run>/encoder: inference_max_length, else the backbone's own limit
     else:  # a saved directory as its registered type; a preset name or hub id as the plain Encoder
         loaded = load_saved(model)
-    return loaded.to(device) if device else loaded
+    return truncated_as_recorded(loaded.to(device) if device else loaded, model)

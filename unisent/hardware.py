@@ -12,35 +12,29 @@ pick costs 50x; the flags say whether the bf16 instructions exist, which is what
 On CUDA, bf16 is chosen where the GPU supports it (``torch.cuda.is_bf16_supported()``, Ampere and
 later). Elsewhere (other accelerators, Arm, macOS) ``auto`` is fp32.
 
-An explicit precision always wins: ``auto`` is resolved only where it is written.
-
-**One rule** (docs/training.md#precision): ``auto`` is the default of ``unisent encode``
-(``--precision``), of the Python API (``model.encode(...)``, ``precision=None`` means ``auto``; an
-explicit ``bf16=True/False`` or ``precision="fp32"/"bf16"`` wins) and of training (``UnisentTrainer``
-and a recipe without ``trainer.precision``). Scores are the exception: ``unisent evaluate``, the
-evaluation callback, the MTEB wrapper and the export checks encode in fp32 unless asked
-(:func:`precision_scope`), so that a score compares with published fp32 numbers on any machine.
+**One word** (docs/training.md#precision): ``precision`` is ``auto``, ``fp32`` or ``bf16`` everywhere a
+user names it: ``unisent encode --precision``, ``model.encode(..., precision=...)`` and training
+(``UnisentTrainer``, ``trainer.precision``; Lightning's own names pass through). ``auto`` is the default
+of each and is resolved where it is used, for the device it runs on: :func:`inference_precision` for
+``encode``, :func:`resolve_precision` for Lightning. Nothing is ambient: a caller that wants fp32 (the
+scores of ``unisent evaluate``, the evaluation callback, MTEB, the export checks) passes ``"fp32"``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "BF16_CPU_FLAGS",
+    "PRECISIONS",
     "PrecisionChoice",
     "choose_precision",
     "cpu_description",
     "cpu_flags",
-    "encode_bf16",
     "inference_precision",
     "int8_arch",
-    "precision_scope",
     "resolve_precision",
 ]
 
@@ -49,6 +43,8 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 #: what ``auto`` resolves to, for the Lightning Trainer and for inference (``encode``/``evaluate``)
 BF16, FP32 = "bf16-mixed", "32-true"
+#: the one vocabulary users write (the CLI, the Python API, the exports, recipes)
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -127,61 +123,31 @@ def choose_precision(device: str = "cpu", flags: frozenset[str] | None = None) -
 
 
 def resolve_precision(precision: str | int | None, device: str = "cpu") -> tuple[str | int | None, str | None]:
-    """``precision`` as given, or for ``"auto"`` the choice for ``device``.
+    """Lightning's precision for ``precision``: ``auto`` -> the choice for ``device``, ``fp32``/``bf16`` ->
+    ``32-true``/``bf16-mixed``, Lightning's own names as given.
 
     Returns ``(precision, line)``: ``line`` says what ``auto`` picked (None for an explicit precision).
     """
     if not (isinstance(precision, str) and precision.lower() == "auto"):
-        return precision, None
+        return {"fp32": FP32, "bf16": BF16}.get(precision, precision), None  # type: ignore[call-overload]
     choice = choose_precision(device)
     return choice.precision, choice.line()
 
 
 def inference_precision(precision: str, device: str | None = None) -> tuple[bool, str]:
-    """``unisent encode``/``evaluate``'s ``--precision`` (``auto``, ``fp32`` or ``bf16``) -> ``(bf16, said)``:
-    whether to encode under bf16 autocast, and the words that tell the user, e.g. ``precision auto: bf16,
-    the CPU has avx512_bf16``."""
+    """``precision`` of ``encode`` (``auto``, ``fp32`` or ``bf16``) on ``device`` -> ``(bf16, said)``: whether
+    to encode under bf16 autocast, and the words that tell the user, e.g. ``precision auto: bf16, the CPU has
+    avx512_bf16``.
+
+    Raises:
+        ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision != "auto":
         return precision == "bf16", precision
     choice = choose_precision(device or "cpu")
     return choice.bf16, f"precision auto: {'bf16' if choice.bf16 else 'fp32'}, {choice.reason}"
-
-
-#: the precision ``encode`` uses when its caller names none (:func:`precision_scope`); ``auto`` outside any scope
-_DEFAULT_PRECISION: ContextVar[str] = ContextVar("unisent_default_precision", default="auto")
-_INFERENCE_PRECISIONS = ("auto", "fp32", "bf16")
-
-
-@contextmanager
-def precision_scope(precision: str) -> Iterator[None]:
-    """Context: ``encode`` calls that name no precision (no ``bf16=``/``precision=``) use ``precision``
-    (``auto``, ``fp32`` or ``bf16``) instead of ``auto``. What scores are computed under (``unisent
-    evaluate``, the export checks: fp32 unless asked), so that a model's own ``encode`` needs no argument."""
-    if precision not in _INFERENCE_PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(_INFERENCE_PRECISIONS)}, got {precision!r}")
-    token = _DEFAULT_PRECISION.set(precision)
-    try:
-        yield
-    finally:
-        _DEFAULT_PRECISION.reset(token)
-
-
-def encode_bf16(bf16: bool | None = None, precision: str | None = None, device: str = "cpu") -> bool:
-    """Whether ``encode`` runs under bf16 autocast on ``device``: an explicit ``bf16`` wins, then an
-    explicit ``precision`` (``auto``, ``fp32``, ``bf16``), then the enclosing :func:`precision_scope`, and
-    ``auto`` (:func:`choose_precision`) where none is given: the rule ``unisent encode`` follows.
-
-    Raises:
-        ValueError: an unknown ``precision``.
-    """
-    if bf16 is not None:
-        return bool(bf16)
-    chosen = _DEFAULT_PRECISION.get() if precision is None else str(precision).lower()
-    if chosen not in _INFERENCE_PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(_INFERENCE_PRECISIONS)}, got {precision!r}")
-    if chosen == "auto":
-        return choose_precision(device).bf16
-    return chosen == "bf16"
 
 
 def int8_arch(flags: frozenset[str] | None = None, machine: str | None = None) -> str:

@@ -10,12 +10,8 @@ __all__ = ["AdamW", "Lamb", "warmup_linear_lambda", "split_weight_decay"]
 
 
 class AdamW(torch.optim.AdamW):
-    """``torch.optim.AdamW`` with fine-tuning defaults (lr 3e-5, no weight decay, fused kernel).
-
-    ``fused=None`` picks the fused implementation (one kernel for all parameters) whenever the
-    installed torch supports it for the parameters' device; it is numerically the same update.
-    Any other torch optimiser can be used instead through ``class_path``.
-    """
+    """``torch.optim.AdamW`` with fine-tuning defaults (lr 3e-5, no weight decay); ``fused=None`` uses the
+    fused kernel (numerically the same update) wherever torch supports it for the parameters' device."""
 
     def __init__(
         self,
@@ -45,21 +41,9 @@ class Lamb(torch.optim.Optimizer):
         trust = ||p|| / ||u||   (1 if either norm is 0; clipped to max_trust_ratio if set)
         p = p - lr * trust * u
 
-    ``weight_decay`` is read per parameter group, so the no-decay group of
-    :func:`split_weight_decay` (biases, LayerNorm) gets none. With ``adapt_no_decay=False`` the
-    parameters of a group whose weight decay is 0 also skip the trust ratio (``trust = 1``: plain
-    Adam), as TensorFlow Addons' LAMB does for the parameters excluded from weight decay.
-
-    Args:
-        params: parameters or parameter groups.
-        lr: learning rate (the paper: 1e-3).
-        betas: (beta1, beta2).
-        eps: added to ``sqrt(v_hat)``.
-        weight_decay: decoupled weight decay (BERT's 0.01).
-        bias_correction: divide the moments by ``1 - beta^t`` (Algorithm 2 does).
-        adapt_no_decay: apply the trust ratio in groups with ``weight_decay == 0`` too.
-        max_trust_ratio: clip the trust ratio from above (None = no clipping, as in the paper).
-    """
+    ``weight_decay`` is read per parameter group (the no-decay group of :func:`split_weight_decay` gets
+    none). With ``adapt_no_decay=False`` a group without weight decay also skips the trust ratio (plain
+    Adam), as TensorFlow Addons' LAMB does. ``max_trust_ratio`` None: no clipping, as in the paper."""
 
     def __init__(
         self,

@@ -1,19 +1,6 @@
-"""Plugins: modules imported before a command runs, so that what they register (objectives, poolers,
-balancers, evaluation tasks, model types, export formats) is there by name in every command.
-
-Two ways, both read by :func:`load_plugins`, which ``unisent`` (:func:`unisent.cli.main`) calls before it
-dispatches a command:
-
-- an installed package names a module in the entry-point group ``unisent.plugins`` (its
-  ``pyproject.toml``: ``[project.entry-points."unisent.plugins"] myplug = "myplug"``); every such entry
-  point is loaded (its module imported) and, when it is callable, called with no arguments;
-- ``--import MODULE`` on any command line (repeatable, ``--import=MODULE`` too), imported with the current
-  directory on ``sys.path`` as ``python -m`` has it.
-
-The imported modules are also written to the environment (:data:`IMPORT_ENV`, the current directory to
-``PYTHONPATH``), so the processes a command starts (``unisent ablate --jobs N``, ``unisent sweep``'s trials)
-import them too. Only the standard library is used here.
-"""
+"""Plugins: modules imported before a command runs, so that what they register is there by name in every
+command: the entry points of the group ``unisent.plugins`` (a callable one is called) and ``--import
+MODULE`` (current directory on ``sys.path``). See docs/plugins.md. Only the standard library is used here."""
 
 from __future__ import annotations
 
@@ -22,15 +9,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module, metadata
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "IMPORT_ENV",
-    "IMPORT_OPTION",
-    "PluginError",
-    "load_entry_points",
-    "load_plugins",
-    "split_imports",
-]
+__all__ = ["PluginError", "load_plugins", "split_imports"]
 
 #: the entry-point group of installed plugins
 ENTRY_POINT_GROUP = "unisent.plugins"
@@ -43,11 +22,8 @@ _LOADED_ENTRY_POINTS = False
 
 
 class PluginError(Exception):
-    """A module of ``--import`` or an entry point of ``unisent.plugins`` could not be loaded (one line).
-
-    Attributes:
-        status: the exit status: 2 for a module named on the command line, 1 for an installed plugin.
-    """
+    """A module of ``--import`` or an entry point of ``unisent.plugins`` could not be loaded (one line);
+    ``status``: the exit status, 2 for a module named on the command line, 1 for an installed plugin."""
 
     def __init__(self, message: str, status: int = 2) -> None:
         super().__init__(message)
@@ -56,11 +32,7 @@ class PluginError(Exception):
 
 def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(modules, the other words)``: every ``--import MODULE`` / ``--import=MODULE`` taken out of ``argv``
-    (words after a lone ``--`` are left as they are).
-
-    Raises:
-        PluginError: ``--import`` without a module name.
-    """
+    (not after a lone ``--``); a :class:`PluginError` for ``--import`` without a module name."""
     modules: list[str] = []
     rest: list[str] = []
     words = list(argv)
@@ -86,11 +58,8 @@ def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def load_entry_points() -> list[str]:
-    """Load every entry point of the group ``unisent.plugins`` (once per process); their names.
-
-    Raises:
-        PluginError: an entry point fails to load or its call fails (status 1, naming the distribution).
-    """
+    """Load every entry point of the group ``unisent.plugins`` (once per process); their names. A failure
+    is a :class:`PluginError` of status 1 naming the distribution."""
     global _LOADED_ENTRY_POINTS
     if _LOADED_ENTRY_POINTS:
         return []
@@ -127,15 +96,9 @@ def _import(name: str) -> None:
 
 
 def load_plugins(modules: Sequence[str] = ()) -> list[str]:
-    """Load the installed plugins (:func:`load_entry_points`), then import ``modules`` and those of
-    :data:`IMPORT_ENV`, with the current directory on ``sys.path``; the modules imported.
-
-    Afterwards :data:`IMPORT_ENV` names every such module and ``PYTHONPATH`` starts with the current
-    directory, so that child processes import them too.
-
-    Raises:
-        PluginError: a module or an entry point could not be loaded.
-    """
+    """Load the installed plugins, then import ``modules`` and those of :data:`IMPORT_ENV` (current
+    directory on ``sys.path``); returns the modules imported, or raises :class:`PluginError`.
+    :data:`IMPORT_ENV` and ``PYTHONPATH`` are then set so that child processes import them too."""
     load_entry_points()
     inherited = [m.strip() for m in os.environ.get(IMPORT_ENV, "").split(",") if m.strip()]
     names = list(dict.fromkeys([*inherited, *modules]))

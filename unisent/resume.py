@@ -1,12 +1,9 @@
 """Fault-tolerant training: atomic checkpoints, resume points every N steps, random states.
 
-``unisent fit`` uses :class:`UnisentCheckpoint` for its ``checkpoint:`` section. A checkpoint holds
-what an exact resumption needs: the weights and every objective's state (EASE's entity vocabulary
-is in the state dict), the optimiser and LR scheduler, Lightning's loop counters, the position of
-every training loader (:meth:`unisent.data.UnisentDataModule.state_dict`) and the random states of
-every process (this module). ``unisent fit ... --ckpt_path last`` continues a killed run and ends
-with the same weights as an uninterrupted one (``tests/test_resume.py``; see docs/operations.md).
-"""
+A checkpoint of :class:`UnisentCheckpoint` holds what an exact resumption needs (weights, objective
+states, optimiser, scheduler, loop counters, the loaders' position, every process's random states):
+``unisent fit ... --ckpt_path last`` ends with the same weights as an uninterrupted run (see
+docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -33,9 +30,6 @@ __all__ = [
     "Interrupt",
     "InterruptRequest",
     "UnisentCheckpoint",
-    "rng_states",
-    "set_rng_states",
-    "settle_epoch_boundary",
     "settle_stopped_epoch",
 ]
 
@@ -43,10 +37,9 @@ __all__ = [
 RNG_KEY = "unisent_rng_states"
 
 
-# ---------------------------------------------------------------------------------------- random states
 def rng_states() -> dict[str, Any]:
-    """This process's random states: Python, NumPy, torch CPU and (when in use) every CUDA device,
-    as tensors and plain values (a checkpoint must load with ``torch.load(weights_only=True)``)."""
+    """This process's Python, NumPy, torch CPU and (in use) CUDA random states, as tensors and plain
+    values (a checkpoint must load with ``weights_only=True``)."""
     name, keys, pos, has_gauss, cached = np.random.get_state()
     states: dict[str, Any] = {
         "python": random.getstate(),
@@ -95,20 +88,11 @@ def _in_signal_handler() -> bool:
     return False
 
 
-# ---------------------------------------------------------------------------------------- atomic files
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write each checkpoint to a temporary file in its own directory, fsync it, then rename it.
-
-    A reader (or a resumed run) sees the previous complete checkpoint or the new complete one, never
-    a partial file, whatever kills the writer. Lightning's own save already writes through a
-    temporary file, but fsspec creates that file with ``tempfile.mkstemp()`` in the system temp
-    directory: when that is another file system than the checkpoints (a local ``/tmp``, checkpoints
-    on a shared disk, the usual cluster layout) the final "rename" is a copy into the destination,
-    which a kill can interrupt half-way. Here the file is written by :func:`unisent.io.atomic_write`
-    (``durable=True``: the file and its directory are fsynced), next to its target, so the rename
-    never crosses file systems. Remote paths (``s3://``, ``gs://`` ...) go through Lightning's
-    implementation.
-    """
+    """Write each checkpoint to a temporary file in its own directory, fsync it, then rename it: a reader
+    sees the previous complete checkpoint or the new one. (Lightning's fsspec save writes it in the system
+    temp directory: on another file system, a local ``/tmp``, its "rename" is a copy a kill can cut short.)
+    Remote paths (``s3://``, ``gs://`` ...) go through Lightning's implementation."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         from fsspec.implementations.local import LocalFileSystem
@@ -117,22 +101,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
         with atomic_write(path, "wb", durable=True) as f:
             torch.save(checkpoint, f)
-            fault_point("checkpoint_write")  # (benchmarks/soak.py: a kill before the rename; no-op otherwise)
+            fault_point("checkpoint_write")  # benchmarks/soak.py: a kill before the rename
 
     @staticmethod
     def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-        """Delete temporary files that killed writers of this host left in ``directory``
-        (:func:`unisent.io.remove_stale_temporaries`)."""
+        """:func:`unisent.io.remove_stale_temporaries` of ``directory``."""
         return remove_stale_temporaries(directory)
 
 
-# ---------------------------------------------------------------------------------------- interrupts
 @dataclass(frozen=True)
 class Interrupt:
-    """What an interrupted fit left, for the message that says how to go on: the signal's name (``None``:
-    a ``KeyboardInterrupt`` that no signal handler saw), the step it stopped at and the checkpoint that
-    continues it (``None``: none saved), whether a second signal stopped it at once (``now``: no save at
-    that step), and the run's logger version to pin when continuing (``None``: not known)."""
+    """What an interrupted fit left, for the message on how to go on: the signal (``None``: a bare
+    ``KeyboardInterrupt``), the step, the checkpoint that continues it (``None``: none saved), whether a
+    second signal stopped it at once without saving (``now``), and the logger version to pin."""
 
     signal: str | None = None
     step: int | None = None
@@ -142,16 +123,14 @@ class Interrupt:
 
 
 class InterruptRequest:
-    """SIGINT (Ctrl-C) and SIGTERM (what schedulers send before they kill) during training: the first one
-    is remembered and the current step finishes; the checkpoint callback then saves ``last.ckpt`` at that
-    step boundary and stops the run. A second signal stops at once, without saving (the previous complete
-    checkpoint stays: every write is atomic)."""
+    """SIGINT and SIGTERM during training: the first is remembered, the step finishes, and the callback
+    saves ``last.ckpt`` there and stops. A second one stops at once, without saving."""
 
     SIGNALS = ("SIGINT", "SIGTERM")
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.now = False  # a second signal stopped the run at once, without saving
+        self.now = False  # a second signal stopped the run at once
         self._previous: dict[int, Any] = {}
 
     @property
@@ -198,31 +177,14 @@ def _is_rank_zero() -> bool:
     return all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
 
 
-# ---------------------------------------------------------------------------------------- the callback
 class UnisentCheckpoint(ModelCheckpoint):
     """Lightning's ``ModelCheckpoint`` with what exact, fault-tolerant resumption needs.
 
-    Every argument is ``ModelCheckpoint``'s, except that ``every_n_train_steps`` writes **resume
-    points**: ``last.ckpt`` every N optimiser steps whatever the monitored metric, while the top-k
-    (``best.ckpt`` by ``val/score``) is still chosen when validation ends, on fresh scores. (Lightning's
-    own ``every_n_train_steps`` would rank checkpoints at those steps by the score of an earlier
-    validation, or postpone them to the next validation, ``last.ckpt`` included.) It needs
-    ``save_last: true``.
-
-    It also
-
-    * writes every file atomically (:class:`AtomicCheckpointIO`, installed when the strategy uses
-      Lightning's default ``TorchCheckpointIO``);
-    * stores the random states of every process in each checkpoint and restores them just before
-      the first training step of a resumed run (dropout masks continue as if uninterrupted);
-    * restarts the training iterator at the restored data position under strategies that load the
-      checkpoint after building the loaders (FSDP, DeepSpeed).
-
-    Args:
-        every_n_train_steps: write ``last.ckpt`` every N optimiser steps (0 or ``None``: only when
-            Lightning's rules save, i.e. after validation or at the end of an epoch).
-        **kwargs: the arguments of ``lightning.pytorch.callbacks.ModelCheckpoint``.
-    """
+    ``every_n_train_steps`` writes **resume points**: ``last.ckpt`` every N optimiser steps (needs
+    ``save_last: true``), while the top-k is still ranked on fresh scores when validation ends (Lightning's
+    own option ranks by an earlier validation's). It also writes files atomically, restores every
+    process's random states before a resumed run's first step, and restarts the iterator at the restored
+    data position under strategies that load the checkpoint after the loaders (FSDP, DeepSpeed)."""
 
     def __init__(self, *, every_n_train_steps: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -245,9 +207,8 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._rng_to_restore: list[dict[str, Any]] | None = None
         self._interrupt = InterruptRequest()
         self._stop_pending = False
-        self._stopped: Interrupt | None = None  # the stop after a signal: its step and checkpoint
+        self._stopped: Interrupt | None = None
 
-    # ---------------------------------------------------------------- files
     def setup(self, trainer, pl_module, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         strategy = trainer.strategy
@@ -264,12 +225,11 @@ class UnisentCheckpoint(ModelCheckpoint):
     def _save_resume_point(self, trainer) -> None:
         n, step = self.every_n_train_steps, trainer.global_step
         if not n or step == 0 or step % n or step == self._resume_step_saved:
-            return  # (with gradient accumulation, several batches end at the same step: save once)
+            return  # gradient accumulation: several batches end at the same step
         if trainer.fast_dev_run or trainer.sanity_checking or trainer.state.fn != "fit":
             return
         self._resume_step_saved = step
-        # not a top-k save: keep Lightning's bookkeeping of the last top-k step as it was, or the
-        # validation of this same step would skip ranking its fresh score
+        # not a top-k save: else this step's validation would skip ranking its fresh score
         before = self._last_global_step_saved
         self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
         self._last_global_step_saved = before
@@ -279,7 +239,6 @@ class UnisentCheckpoint(ModelCheckpoint):
         if self.save_last:
             self._last_saved_step = trainer.global_step
 
-    # ---------------------------------------------------------------- SIGINT / SIGTERM
     def on_train_start(self, trainer, pl_module) -> None:
         self._restart_iterator(trainer)
         self._stop_pending = False
@@ -289,8 +248,7 @@ class UnisentCheckpoint(ModelCheckpoint):
             self._interrupt.install()
 
     def _interrupted(self, trainer) -> bool:
-        """Whether a signal asked to stop, on any process (collective under DDP: every process stops at
-        the same step and takes part in the save)."""
+        """Whether a signal asked any process to stop (collective under DDP: all stop at the same step)."""
         requested = self._interrupt.signum is not None
         dist = torch.distributed
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
@@ -300,8 +258,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         return requested
 
     def _save_if_interrupted(self, trainer) -> None:
-        """At a step boundary after SIGINT/SIGTERM: save ``last.ckpt`` (unless this step is saved already);
-        the run stops at the next hook, once this step's metrics are logged (:meth:`_stop_if_pending`)."""
+        """After SIGINT/SIGTERM, at a step boundary: save ``last.ckpt``; the next hook stops the run."""
         if self._stop_pending or not self._interrupted(trainer):
             return
         loop = trainer.fit_loop.epoch_loop
@@ -328,9 +285,7 @@ class UnisentCheckpoint(ModelCheckpoint):
 
     @property
     def interrupt(self) -> Interrupt | None:
-        """What a SIGINT/SIGTERM during this fit left (the stop at a step boundary with its checkpoint, or a
-        second signal's stop at once), ``None`` when no signal reached this callback; read by the command that
-        ran the fit, to say how to continue it."""
+        """What a SIGINT/SIGTERM during this fit left, ``None`` without one; the command says how to go on."""
         if self._stopped is not None:
             return self._stopped
         if self._interrupt.signum is not None:
@@ -363,12 +318,9 @@ class UnisentCheckpoint(ModelCheckpoint):
         super().teardown(trainer, pl_module, stage)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        # a signal with the last step: the run has finished, nothing to stop (the final step is saved below)
-        self._stop_pending = False
+        self._stop_pending = False  # the run has finished: nothing to stop
         self._interrupt.restore()
-        # Lightning saves last.ckpt at the end only when this run has saved none yet: a run that wrote a
-        # resume point or validated, then stopped (max_steps, early stop) before the next save, would
-        # leave a last.ckpt some steps behind its final weights. Save the final state.
+        # Lightning saves last.ckpt at the end only when this run saved none yet: it could lag the final weights
         super().on_train_end(trainer, pl_module)
         if (
             self.save_last
@@ -379,11 +331,9 @@ class UnisentCheckpoint(ModelCheckpoint):
         ):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
-    # ---------------------------------------------------------------- random states
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         if _in_signal_handler():
-            # Lightning's SLURM requeue handler saves at an arbitrary point of a step, on each process
-            # at its own moment: a collective here could pair with another one and hang
+            # the SLURM requeue handler saves mid-step on each process: a collective here could hang
             checkpoint[RNG_KEY] = [rng_states()]
             return
         checkpoint[RNG_KEY] = _all_processes(trainer, rng_states())
@@ -391,22 +341,16 @@ class UnisentCheckpoint(ModelCheckpoint):
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         self._rng_to_restore = checkpoint.get(RNG_KEY)
-        # (checkpoints written at the end of a run cut short before this fix; the DataModule keeps
-        # the same state dict until its loaders are built, so the settled epoch reaches it too)
-        settle_stopped_epoch(checkpoint)
+        settle_stopped_epoch(checkpoint)  # older checkpoints; the DataModule reads the same dict later
         settle_epoch_boundary(checkpoint)  # written at an epoch's last batch: resume into the next epoch
 
     def _restart_iterator(self, trainer) -> None:
         restart = getattr(trainer.datamodule, "restart_position", None)
         if restart is not None and restart():
-            # the strategy read the checkpoint after the loaders' iterator was made: make a new one
-            # (now at the restored position) before the first batch is taken from it
-            iter(trainer.fit_loop._data_fetcher)
+            iter(trainer.fit_loop._data_fetcher)  # the checkpoint was read after the iterator was made
 
     def _restore_rng(self, trainer) -> None:
-        # restored here, as late as possible: anything that ran between reading the checkpoint and
-        # the first step (building the model and loaders, the fetch of this batch) used the random
-        # state of the new process, as the interrupted run did before its step
+        # as late as possible: what ran before the first step used the new process's state, as before
         if self._rng_to_restore is None:
             return
         states, self._rng_to_restore = self._rng_to_restore, None
@@ -419,16 +363,12 @@ class UnisentCheckpoint(ModelCheckpoint):
         set_rng_states(states[trainer.global_rank % len(states)])
 
 
-# ---------------------------------------------------------------------------------------- stopping points
 def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
-    """Make a checkpoint written after a run stopped in the middle of an epoch resume that epoch.
+    """Make a checkpoint written after a run stopped mid-epoch resume that epoch; whether it changed it.
 
-    When ``max_steps`` (or an early stop) ends a run mid-epoch, Lightning counts the epoch as done
-    before ``on_train_end`` writes ``last.ckpt``; resumed with a longer schedule, the run would start
-    the *next* epoch at the same batch index, skipping the rest of this one (and the data position
-    would follow). Here the loop state becomes that of a resume point at the same step: the epoch is
-    started, not finished (``checkpoint["epoch"]`` and the DataModule's epoch with it). Returns whether
-    it changed anything; a checkpoint of a finished epoch or of a resume point is left as it is."""
+    When ``max_steps`` (or an early stop) ends a run mid-epoch, Lightning counts the epoch as done before
+    ``last.ckpt`` is written, so a longer resumed run would skip the rest of it. The loop state becomes
+    that of a resume point at the same step (``checkpoint["epoch"]`` and the DataModule's epoch too)."""
     loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
     epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
     if not epochs or not batches:
@@ -437,7 +377,7 @@ def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
     if batches.get("is_last_batch", True) or not done.get("processed") or not current.get("ready"):
         return False
     if current["processed"] != current["ready"]:
-        return False  # the epoch is not counted as done: a resume point, nothing to settle
+        return False  # a resume point: the epoch is not counted as done
     for part in ("current", "total"):
         progress = epochs.get(part)
         if progress and progress.get("ready"):
@@ -453,23 +393,14 @@ def settle_stopped_epoch(checkpoint: dict[str, Any]) -> bool:
 
 def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
     """Make a checkpoint written at an epoch's last batch resume into the next epoch as an uninterrupted
-    run goes on.
+    run does; whether it changed it.
 
-    Such a checkpoint is written before the epoch's end, in one of two states, and Lightning resumes
-    neither as an uninterrupted run goes on (``benchmarks/soak.py`` found both; ``tests/test_resume.py``
-    pins them):
-
-    * written after the last batch (``on_train_batch_end``): the epoch is processed and not completed;
-      the resumed loop counts it as processed a second time, so the next epoch reaches the samplers
-      (``set_epoch``) one higher than in the uninterrupted run: other batches;
-    * written inside the last batch (the validation it ends with): the batch is processed and not
-      completed; the resumed loop trains the next epoch's batches without counting a new epoch, so the
-      checkpoints after it record the epoch one behind and a later resume draws an earlier epoch.
-
-    Both become one state: the last batch completed, the epoch not yet processed. The resumed loop
-    finds no batch left, processes and completes the epoch (its end-of-epoch hooks run, as they would
-    have) and starts the next one with the uninterrupted run's number. Returns whether it changed
-    anything."""
+    Lightning mis-resumes both states such a checkpoint can be in (``tests/test_resume.py`` pins them):
+    written after the last batch, the epoch is processed, not completed, and counted again (``set_epoch``
+    one too high); written inside it (its validation), the batch is processed, not completed, and the next
+    epoch trains uncounted (later checkpoints record the epoch one behind). Both become: last batch
+    completed, epoch not yet processed, so the resumed loop completes the epoch (its hooks run) and
+    starts the next one with the uninterrupted run's number."""
     loop = (checkpoint.get("loops") or {}).get("fit_loop") or {}
     epochs, batches = loop.get("epoch_progress"), loop.get("epoch_loop.batch_progress")
     if not epochs or not batches or not batches.get("is_last_batch"):
@@ -483,10 +414,10 @@ def settle_epoch_boundary(checkpoint: dict[str, Any]) -> bool:
             and progress["processed"] == progress["ready"]
             and progress["completed"] == progress["ready"] - 1
         ):
-            progress["processed"] -= 1  # written after the last batch (on_train_batch_end)
+            progress["processed"] -= 1  # written after the last batch
             changed = True
         done = batches.get(part)
         if done and done.get("processed") and done["completed"] == done["processed"] - 1:
-            done["completed"] = done["processed"]  # written inside the last batch (its validation): it is done
+            done["completed"] = done["processed"]  # written inside the last batch
             changed = True
     return changed

@@ -1,9 +1,5 @@
-"""Where a run stands: its newest run directory and checkpoint (:func:`latest_run`,
-:func:`last_checkpoint`, which ``--ckpt_path last`` resumes), how far a checkpoint's run went
-(:func:`checkpoint_progress`, read without its weights), whether it already met a stopping condition
-(:func:`stopping_point_reached`), and which limit will end a run and which one did
-(:class:`StoppingReport`, the lines ``unisent fit`` prints).
-"""
+"""Where a run stands: its newest run and checkpoint, how far a checkpoint's run went, whether it met a
+stopping condition, and which limit will end a run and which one did (:class:`StoppingReport`)."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ __all__ = [
 
 
 def latest_run(root: str | Path) -> Path | None:
-    """The run directory under ``root`` (``root/<run>/checkpoints/last*.ckpt``) whose last
-    checkpoint is the newest, or ``None``."""
+    """The run directory under ``root`` whose ``checkpoints/last*.ckpt`` is the newest, or ``None``."""
     root = Path(root)
     if not root.is_dir():
         return None
@@ -47,12 +42,12 @@ class Progress(NamedTuple):
 
 
 def checkpoint_progress(path: str | Path) -> Progress | None:
-    """How far the run of checkpoint ``path`` went, read without loading the weights (memory-mapped);
-    ``None`` when the file cannot be read as a Lightning checkpoint (the caller's own checks report that)."""
+    """How far the run of checkpoint ``path`` went (memory-mapped, weights not loaded); ``None`` when it is
+    not a readable Lightning checkpoint."""
     from .io import load_checkpoint
 
     try:
-        checkpoint = load_checkpoint(path, mmap=True)  # as data: a file that would run code is not read
+        checkpoint = load_checkpoint(path, mmap=True)
     except Exception:  # noqa: BLE001 - the caller's own checks report what is wrong with the file
         return None
     if not isinstance(checkpoint, dict) or "global_step" not in checkpoint:
@@ -68,9 +63,8 @@ def checkpoint_progress(path: str | Path) -> Progress | None:
 
 
 def stopping_point_reached(progress: Progress, max_steps: int | None, max_epochs: int | None) -> str | None:
-    """Which stopping condition of a run configured with ``max_steps``/``max_epochs`` (Lightning's
-    meaning: ``-1``/``None`` for none; no limit at all means 1000 epochs) a checkpoint at ``progress``
-    has met already, as ``"max_steps=N"`` or ``"max_epochs=N"``; ``None`` when there is training left."""
+    """The limit (``"max_steps=N"`` or ``"max_epochs=N"``, as Lightning applies them) a checkpoint at
+    ``progress`` has met already; ``None`` when there is training left."""
     steps = -1 if max_steps is None else int(max_steps)
     epochs = max_epochs if max_epochs is not None else (1000 if steps == -1 else -1)
     if steps != -1 and progress.global_step >= steps:
@@ -96,8 +90,7 @@ def limits_line(
 ) -> str:
     """What will end a run, said when it starts: ``training until max_epochs=2 (about 32 steps) or
     max_steps=400, whichever comes first``, the limit expected first named first (``steps_per_epoch``:
-    optimiser steps an epoch, when the data has a length); a resumed run (``global_step`` > 0) says
-    ``training from step 7 until ...``."""
+    optimiser steps an epoch, when known)."""
     steps, epochs = _limits(max_steps, max_epochs)
     limits: list[tuple[float, str]] = []
     if steps != -1:
@@ -127,9 +120,8 @@ def stop_line(
     max_epochs: int | None,
     other: str | None = None,
 ) -> str:
-    """Which limit ended a run, said when it ends: ``stopped at step 32: max_epochs=2 reached (max_steps=400
-    not reached)``; ``epochs_done`` counts full epochs only; ``other``: what stopped it when no limit was
-    reached (``max_time``, a callback)."""
+    """Which limit ended a run: ``stopped at step 32: max_epochs=2 reached (max_steps=400 not reached)``;
+    ``other``: what stopped it when no limit was reached (``max_time``, a callback)."""
     steps, epochs = _limits(max_steps, max_epochs)
     reached, not_reached = [], []
     if steps != -1:
@@ -144,8 +136,7 @@ def stop_line(
 
 
 class StoppingReport(Callback):
-    """``unisent fit`` says when training starts which limit will end it (:func:`limits_line`) and when it
-    ends which one did (:func:`stop_line`), on stderr, from the first process."""
+    """Prints :func:`limits_line` when training starts and :func:`stop_line` when it ends (stderr, rank 0)."""
 
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.is_global_zero or trainer.fast_dev_run:
@@ -193,6 +184,6 @@ def _duration(seconds: float) -> str:
 
 
 def last_checkpoint(directory: str | Path) -> Path | None:
-    """The newest ``last*.ckpt`` in ``directory`` (the file Lightning's ``ckpt_path="last"`` picks), or ``None``."""
+    """The newest ``last*.ckpt`` in ``directory`` (what ``ckpt_path="last"`` picks), or ``None``."""
     found = [p for p in Path(directory).glob("last*.ckpt") if p.is_file()]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None

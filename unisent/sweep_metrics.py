@@ -1,16 +1,11 @@
-"""The metric file of a sweep trial: a Lightning callback that writes the logged metrics to JSON.
+"""The metric file of a sweep trial: ``unisent sweep --local`` adds :class:`MetricFile` to each trial's
+``unisent fit``, the path in :data:`METRIC_FILE_ENV`. After each validation the file is replaced by::
 
-``unisent sweep --local`` runs every trial as a subprocess and adds this callback to a trial's
-``unisent fit`` (``--trainer.callbacks+=unisent.sweep_metrics.MetricFile``), with the file's path in
-the environment variable :data:`METRIC_FILE_ENV`. After each validation the file is replaced
-(atomically) by::
+    {"metrics": {"val/score": 71.3, ...},                      # the last value of each metric
+     "history": [{"step": 10, "val/score": 69.0, ...}, ...]}  # one entry per validation
 
-    {"metrics": {"val/score": 71.3, "train/loss": 0.42, ...},        # the last value of each metric
-     "history": [{"step": 10, "val/score": 69.0, ...}, {"step": 20, ...}]}  # one entry per validation
-
-Any other program can be a sweep's command: it writes the same file itself (``{"metrics": {...}}`` is
-enough). A trial whose file lacks the sweep's metric is a failed trial.
-"""
+Another sweep command writes the file itself (``{"metrics": {...}}`` is enough); a file without the
+sweep's metric is a failed trial."""
 
 from __future__ import annotations
 
@@ -42,16 +37,9 @@ def _number(value: Any) -> float | None:
 
 
 class MetricFile(Callback):
-    """Writes ``trainer.callback_metrics`` to a JSON file after every validation (rank zero only).
-
-    Args:
-        path: the metric file (default: the environment variable ``UNISENT_SWEEP_METRIC_FILE``; with
-            neither, the callback does nothing).
-        validate_at_end: when ``trainer.max_steps`` is reached in the middle of an epoch, stop the run
-            through ``trainer.should_stop``, which makes Lightning validate before it stops (it does not
-            validate when a run just reaches ``max_steps``), so that a short trial still measures
-            its metric.
-    """
+    """Writes ``trainer.callback_metrics`` to ``path`` (default: ``UNISENT_SWEEP_METRIC_FILE``; neither:
+    nothing) after every validation, on rank zero. ``validate_at_end``: at ``max_steps`` mid-epoch, stop
+    through ``trainer.should_stop`` so that Lightning validates first and a short trial has its metric."""
 
     def __init__(self, path: str | None = None, validate_at_end: bool = True) -> None:
         self.path = path or os.environ.get(METRIC_FILE_ENV) or None

@@ -1,18 +1,5 @@
-"""Testing helpers for objectives: run a function in several CPU processes joined by gloo.
-
-A loss that gathers candidates across processes should give, on N processes with a shard each, the
-loss and (averaged) gradients of one process on the global batch. :func:`run_distributed` runs the
-distributed side of such a check::
-
-    def worker(rank, world_size, data):          # module level: spawned processes import it
-        loss = my_loss(data[rank::world_size])
-        loss.backward()
-        ...
-        return loss.item()                      # rank 0's return value comes back
-
-    from unisent.testing import run_distributed
-    value = run_distributed(worker, data, world_size=2)
-"""
+"""Testing helpers: :func:`run_distributed` (several CPU processes joined by gloo, to check that a loss
+gathering across processes matches one process on the global batch) and :func:`fault_point`."""
 
 from __future__ import annotations
 
@@ -66,9 +53,8 @@ def _reference(fn: Callable) -> tuple[str, str, str | None]:
 
 
 def _resolve(reference: tuple[str, str, str | None]) -> Callable:
-    """The function of :func:`_reference`, imported by module name or, when that name is not importable
-    here (a test module collected by pytest's ``--import-mode=importlib``, run as plain ``pytest``, is
-    not on the spawned process's ``sys.path``), imported by its file name from its own directory."""
+    """The function of :func:`_reference`, by module name or else by file (a test module collected with
+    pytest's ``--import-mode=importlib`` is not on the spawned process's ``sys.path``)."""
     import importlib
     import sys
 
@@ -97,23 +83,20 @@ def _entry(reference: tuple, rank: int, world_size: int, port: int, out, args: t
     except BaseException:
         out.put((rank, False, traceback.format_exc()))
         raise
-    # By value: torch's queue pickler would pass tensors as shared-memory file descriptors that the
-    # parent fetches from this process later, and this process leaves (os._exit) right after the put.
+    # by value: torch's queue would pass shared-memory descriptors of a process about to exit
     out.put((rank, True, _to_bytes(result) if rank == 0 else None))
     dist.barrier()  # no process tears down gloo while another still uses it
     dist.destroy_process_group()
-    # Leave without the interpreter's finalisation: gloo's threads are torn down there and, rarely,
-    # abort the process (SIGABRT) after it has done its work. The result is flushed first.
+    # skip finalisation, where gloo's threads rarely abort the process (SIGABRT); flush the result first
     out.close()
     out.join_thread()
     os._exit(0)
 
 
 def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: float = 120.0) -> Any:
-    """Run ``fn(rank, world_size, *args)`` in ``world_size`` spawned processes that share a gloo
-    process group; return what rank 0 returned. ``fn`` must be defined at module level (the spawned
-    processes import it) and return picklable values. A failure in any process is raised here with
-    that process's traceback."""
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` spawned processes sharing a gloo group; return
+    rank 0's result. ``fn`` must be module-level and return picklable values; a process's failure is raised
+    here with its traceback."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -147,25 +130,19 @@ def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: floa
     return result
 
 
-# ---------------------------------------------------------------------------------------- fault injection
-#: ``<point>@<n>=<SIGNAL>``: the n-th time (1-based) this process passes ``fault_point(<point>)``, it sends
-#: itself ``SIGNAL`` (``SIGKILL``, ``SIGINT``, ``SIGTERM``); several specs are separated by commas
+#: ``<point>@<n>=<SIGNAL>[,...]``: the n-th time (1-based) this process passes that point, it sends itself SIGNAL
 FAULT_ENV = "UNISENT_FAULT"
 
-#: the points unisent passes: the middle of a training step (loss computed, not yet applied), a checkpoint
-#: written to its temporary file but not yet renamed, the tokenisation cache being written (inside the
-#: ``datasets.map`` that writes the Arrow file), a validation's evaluation done but not yet logged
+#: the points unisent passes: mid training step (loss not yet applied), a checkpoint written but not
+#: renamed, the tokenisation cache being written, a validation evaluated but not logged
 FAULT_POINTS = ("train_step", "checkpoint_write", "cache_write", "evaluation")
 
 _fault_counts: dict[str, int] = {}
 
 
 def fault_point(name: str) -> None:
-    """A place where ``benchmarks/soak.py`` (and tests) can kill this process deterministically.
-
-    Does nothing unless the environment variable ``UNISENT_FAULT`` names ``name``, e.g.
-    ``UNISENT_FAULT=checkpoint_write@3=SIGKILL``: the third checkpoint write of the process is killed
-    between writing its temporary file and renaming it. The cost when unset is one dictionary lookup."""
+    """A place where ``benchmarks/soak.py`` (and tests) can kill this process deterministically: nothing
+    unless ``UNISENT_FAULT`` names ``name`` (``checkpoint_write@3=SIGKILL``: the third checkpoint write)."""
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return

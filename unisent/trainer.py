@@ -1,8 +1,8 @@
-"""Lightning's Trainer with ``precision="auto"``: bf16 where this machine computes fast in bf16, fp32 elsewhere
-(:mod:`unisent.hardware`). ``unisent fit`` builds this Trainer, so a recipe may say ``precision: auto``
-(the CPU recipes do); every other precision is Lightning's own. ``auto`` is also the default: a recipe (or a
-call) that names no precision trains as ``unisent encode`` and ``model.encode`` encode on the same machine
-(the one rule of :mod:`unisent.hardware`), not in Lightning's fp32 default."""
+"""Lightning's Trainer with unisent's precision words (:mod:`unisent.hardware`): ``auto`` (bf16 where this
+machine computes fast in bf16, fp32 elsewhere), ``fp32`` or ``bf16``; Lightning's own names pass through.
+``unisent fit`` builds this Trainer, so a recipe may say ``precision: auto`` (the CPU recipes do). ``auto`` is
+also the default: a recipe (or a call) that names no precision trains as ``unisent encode`` and
+``model.encode`` encode on the same machine, not in Lightning's fp32 default."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class UnisentTrainer(Trainer):
     accelerator and the choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``)."""
 
     def __init__(
-        self, *args: Any, precision: _PRECISION_INPUT | Literal["auto"] | None = "auto", **kwargs: Any
+        self, *args: Any, precision: _PRECISION_INPUT | Literal["auto", "fp32"] | None = "auto", **kwargs: Any
     ) -> None:
         if precision is None:  # Lightning's "not given": the same rule as a recipe that names none
             precision = "auto"

@@ -2,14 +2,7 @@
 translators as pluggable steps. The retrofitted model (``RetrofittedEncoder``) is a trained model:
 :mod:`unisent.models.retrofitted_encoder`; its command line is ``unisent retrofit``."""
 
-from .linearize import (
-    LinearizedAMR,
-    linearize,
-    linearize_blocks,
-    linearize_file,
-    linearize_string,
-    linearize_tokens,
-)
+from .linearize import LinearizedAMR, linearize, linearize_blocks, linearize_file, linearize_string, linearize_tokens
 from .parsing import (
     AmrlibParser,
     AMRParser,
@@ -19,16 +12,9 @@ from .parsing import (
     PreTranslated,
     Translator,
 )
-from .penman_blocks import AMRError, PenmanBlock, iter_penman_blocks, parse_metadata
+from .penman_blocks import AMRError, PenmanBlock, iter_penman_blocks
 from .symbols import read_counts, read_symbols, select_symbols
-from .vocab import (
-    count_symbols,
-    count_symbols_in_file,
-    extend_vocabulary,
-    is_frame,
-    is_relation,
-    readable_form,
-)
+from .vocab import count_symbols, count_symbols_in_file, extend_vocabulary, readable_form
 
 __all__ = [
     "AMRError",
@@ -44,15 +30,12 @@ __all__ = [
     "count_symbols",
     "count_symbols_in_file",
     "extend_vocabulary",
-    "is_frame",
-    "is_relation",
     "iter_penman_blocks",
     "linearize",
     "linearize_blocks",
     "linearize_file",
     "linearize_string",
     "linearize_tokens",
-    "parse_metadata",
     "read_counts",
     "read_symbols",
     "readable_form",

@@ -19,8 +19,7 @@ from .symbols import read_counts, read_symbols, select_symbols
 __all__ = ["authors_tokens", "authors_vocabulary"]
 
 _AUTHORS_MIN_COUNT = 5  # AMRTokens.pred_min
-# amr/IO.py's AMRTokens also holds these special tokens (none occurs in a parsed graph; kept so that
-# the membership test is the same)
+# amr/IO.py's AMRTokens also holds these (none occurs in a parsed graph; kept for the same membership test)
 _SPECIAL_TOKENS = ("<pointer>", "<stop>", "<lit>", "</lit>", "<backr:src:XXX>", "<backr:trg:XXX>")
 _QUOTED = re.compile(r'(".+?")')
 _BRACKET_OR_SLASH = re.compile(r"([()/])")
@@ -29,13 +28,10 @@ _SENSE = re.compile(r".+-\d\d")
 
 @lru_cache(maxsize=1)
 def authors_vocabulary() -> frozenset[str]:
-    """The token set of MSE-AMR's linearisation (``AMRTokens.tokens`` of their ``amr/IO.py``).
-
-    The frames of their ``predicates.txt`` counted at least 5 times, their ``additions.txt`` (relations,
-    ``-of``, sense suffixes ``-00`` ... ``-98``, special concepts) and their special tokens
-    (``<pointer:0>`` ... ``<pointer:511>``, ``<lit>``, ...). Both lists ship with unisent, unchanged
-    (``unisent/resources/amr_predicates.tsv`` and ``amr_additions.txt``; source and licence in that
-    folder's ``LICENSE.md``), so the authors' style needs no download.
+    """The token set of MSE-AMR's linearisation (``AMRTokens.tokens`` of their ``amr/IO.py``): the frames
+    of their ``predicates.txt`` counted at least 5 times, their ``additions.txt`` and their special tokens
+    (``<pointer:0>`` ... ``<pointer:511>``, ``<lit>``, ...). Both lists ship unchanged in
+    ``unisent/resources`` (licence in its ``LICENSE.md``), so the authors' style needs no download.
     """
     tokens = set(select_symbols(read_counts(AMR_PREDICATES), _AUTHORS_MIN_COUNT)) | set(read_symbols(AMR_ADDITIONS))
     tokens.update(_SPECIAL_TOKENS)
@@ -44,14 +40,10 @@ def authors_vocabulary() -> frozenset[str]:
 
 
 def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> penman.Graph:
-    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it.
-
-    Triples come from penman's base :class:`~penman.model.Model` (inverse roles de-inverted). Their
-    ``:wiki`` removal keeps the other triples in order and builds a new ``penman.Graph`` from them,
-    without the layout information (epidata) of the original and with the first triple's source as
-    top; :func:`penman.encode` then lays the graph out anew (difference (b) of the module docstring).
-    Without ``:wiki`` removal the graph keeps its layout, as theirs does.
-    """
+    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it: triples from
+    penman's base :class:`~penman.model.Model`; their ``:wiki`` removal builds a new graph without the
+    original's layout (epidata), so :func:`penman.encode` lays it out anew (difference (b) of
+    :mod:`unisent.amr.linearize`)."""
     if isinstance(graph, penman.Graph):
         decoded = graph
     else:
@@ -62,12 +54,8 @@ def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) 
 
 
 def _authors_pieces(encoded: str) -> list[str]:
-    """Split penman's one-line encoding as the authors do (``_tokenize_encoded_graph``).
-
-    A quoted string without whitespace stays one piece, quotes included; everything else is split on
-    whitespace and then around ``(``, ``)``, ``/`` and before ``:``, so a quoted string with inner
-    whitespace falls apart into pieces that keep their quote characters.
-    """
+    """Split penman's one-line encoding as the authors' ``_tokenize_encoded_graph`` does (a quoted string
+    with inner whitespace falls apart into pieces that keep their quote characters)."""
     pieces: list[str] = []
     for piece in _QUOTED.sub(r" \1 ", encoded).split():
         if piece.startswith('"') and piece.endswith('"'):
@@ -78,11 +66,8 @@ def _authors_pieces(encoded: str) -> list[str]:
 
 
 def _authors_nodes(pieces: list[str]) -> list[str]:
-    """Variables -> concepts (the authors' ``use_pointer_tokens=True`` path).
-
-    ``( x / concept`` becomes ``( concept``; a variable right after a role (a re-entrancy) becomes its
-    concept. Variables are the pieces just before a ``/``, each mapped to the piece after it.
-    """
+    """Variables -> concepts (the authors' ``use_pointer_tokens=True`` path): ``( x / concept`` becomes
+    ``( concept``; a variable right after a role (a re-entrancy) becomes its concept."""
     concept_of = {pieces[i - 1]: pieces[i + 1] for i in range(1, len(pieces) - 1) if pieces[i] == "/"}
     out = pieces[:1]
     i = 1

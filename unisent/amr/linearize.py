@@ -1,58 +1,23 @@
 """AMR graphs in PENMAN notation -> variable-free token sequences for a text encoder.
 
-The linearisation follows Cai et al. (2022), "Retrofitting Multilingual Sentence Embeddings with
-Abstract Meaning Representation", Section 4.1, and the authors' code (jcyk/MSE-AMR, ``amr/IO.py``):
+The linearisation of Cai et al. (2022), "Retrofitting Multilingual Sentence Embeddings with Abstract
+Meaning Representation", Section 4.1, and the authors' code (jcyk/MSE-AMR, ``amr/IO.py``); the full
+rules, with examples, are in docs/methods/amr.md:
 
-* depth-first from the root, in the order the branches are written in the PENMAN text;
-* every node opens ``(`` and closes ``)``, so parentheses mark depth; a node is written as its concept
-  and then its ``role target`` pairs;
-* no variables: a re-entrant node (a variable used again, before or after the node that defines it) is
-  written as its bare concept, without parentheses and without its subtree ("simply repeat the nodes
-  when re-visiting happens": re-entrancy information is deliberately lost);
-* ``:wiki`` branches are dropped (as the authors' ``remove_wiki``);
-* literals: numbers and symbols (``-`` polarity, ``imperative``, ``+``) are written as they are;
-  strings lose their quotes (``"Nature"`` -> ``Nature``), as in the authors' code; a string with an
-  inner space stays a run of words. ``quote_strings=True`` keeps the quotes instead;
-* alignment markers (``~e.3``) are removed from concepts, roles and literals;
-* tokens are separated by single spaces and ``(`` / ``)`` are tokens of their own, so the string splits
-  on whitespace into parentheses, roles (``:ARG0``, ``:ARG0-of`` as written in the graph), concepts and
-  literals. With ``parentheses=False`` the ``(`` / ``)`` tokens are left out.
+* depth-first from the root, branches in the order of the PENMAN text; every node is
+  ``( concept role target ... )`` (``parentheses=False`` leaves ``(`` / ``)`` out);
+* no variables: a re-entrant node is written as its bare concept, without its subtree (re-entrancy
+  information is deliberately lost, as the authors do);
+* ``:wiki`` branches are dropped; strings lose their quotes (``quote_strings=True`` keeps them);
+  alignment markers (``~e.3``) are removed; tokens are separated by single spaces.
 
-Example (Little Prince ``lpp_1943.3``)::
-
-    (p / picture :domain (i / it) :topic (b2 / boa :mod (c2 / constrictor)
-                 :ARG0-of (s / swallow-01 :ARG1 (a / animal))))
-    -> ( picture :domain ( it ) :topic ( boa :mod ( constrictor ) :ARG0-of ( swallow-01 :ARG1 ( animal ) ) ) )
-
-Two styles (``style=``):
-
-* ``"clean"`` (default): the rules above, on penman's tree as written in the file.
-* ``"authors"``: the exact strings of MSE-AMR's ``amr/IO.py`` (``load(dereify=True, remove_wiki=True)``
-  then ``linearize(graph, use_pointer_tokens=True, drop_parentheses=False)``), for users reproducing
-  the authors' models. It differs from ``"clean"`` in three ways, each reproduced here:
-
-  (a) tokens are split against the authors' vocabulary (their lists ship in ``unisent/resources``,
-      see :func:`authors_vocabulary`): an inverse role ``:ARG1-of`` -> ``:ARG1 -of`` (``: foo -of`` when
-      ``:foo`` is unknown), a frame outside the vocabulary ``tame-01`` -> ``tame -01``, an unknown
-      relation ``:foo`` -> ``: foo``;
-  (b) their ``:wiki`` removal rebuilds every graph from its triples, which loses penman's layout:
-      penman lays the graph out again from the triple order, so a re-entrant node's subtree is
-      written where the node first occurs and an edge that pointed back to it can move inside it,
-      flipped to ``-of``: ``(s / say-01 :ARG0 (i / i) :ARG2 i)`` -> ``( say-01 :ARG0 ( i :ARG2 -of
-      say-01 ) )`` (clean: ``( say-01 :ARG0 ( i ) :ARG2 i )``); 218 of the 2,979 Little Prince graphs;
-  (c) inside a quoted string ``_`` becomes a space (``"New_York"`` -> ``New York``); a string with an
-      inner space (``"New York"``) keeps its quote characters (``"New York"``), because their
-      tokeniser splits it on the space first.
-
-  The authors' style relies on penman's layout algorithm: the Little Prince references were made with
-  penman 1.3.1 and are reproduced exactly with it (``tests/test_amr_linearize_authors.py``).
-
-Corpora: :func:`linearize_file` / :func:`linearize_string` read PENMAN text with ``# ::key value``
-metadata, one graph per blank-line separated block (:mod:`unisent.amr.penman_blocks`), and yield
-:class:`LinearizedAMR` tuples ``(id, metadata, graph)``. A malformed graph does not stop the iteration:
-it is recorded as an :class:`~unisent.amr.penman_blocks.AMRError` (its id, file, line and the penman
-error), appended to ``errors`` when a list is given or logged as a warning otherwise, and the next
-graph is processed. The authors' style is :mod:`unisent.amr.authors_style`.
+``style="authors"`` gives the exact strings of MSE-AMR's ``amr/IO.py``
+(:mod:`unisent.amr.authors_style`), which differ in three ways: (a) tokens are split against the
+authors' vocabulary (``:ARG1-of`` -> ``:ARG1 -of``, ``tame-01`` -> ``tame -01``, ``:foo`` -> ``: foo``);
+(b) their ``:wiki`` removal rebuilds every graph from its triples, so penman lays it out anew and an
+edge back to a re-entrant node can move inside it, flipped to ``-of`` (218 of the 2,979 Little Prince
+graphs); (c) ``_`` in a quoted string becomes a space. It relies on penman's layout: the references
+were made with penman 1.3.1 (``tests/test_amr_linearize_authors.py``).
 """
 
 from __future__ import annotations
@@ -70,20 +35,11 @@ from penman.exceptions import PenmanError
 from .authors_style import authors_tokens
 from .penman_blocks import MAX_DEPTH, AMRError, PenmanBlock, as_tree, block_error, check_depth, iter_penman_blocks
 
-__all__ = [
-    "STYLES",
-    "LinearizedAMR",
-    "Style",
-    "linearize",
-    "linearize_blocks",
-    "linearize_file",
-    "linearize_string",
-    "linearize_tokens",
-]
+__all__ = ["LinearizedAMR", "linearize", "linearize_blocks", "linearize_file", "linearize_string", "linearize_tokens"]
 
 logger = logging.getLogger(__name__)
 
-#: ``"clean"`` (default) or ``"authors"`` (MSE-AMR's ``amr/IO.py``); see the module docstring.
+#: ``"clean"`` (default) or ``"authors"`` (MSE-AMR's ``amr/IO.py``).
 Style = Literal["clean", "authors"]
 STYLES: tuple[str, ...] = ("clean", "authors")
 
@@ -99,7 +55,6 @@ class LinearizedAMR(NamedTuple):
     graph: str
 
 
-# --------------------------------------------------------------------------------------- one graph
 def _strip_alignment(text: str) -> str:
     return _ALIGNMENT.sub("", text)
 
@@ -121,8 +76,7 @@ def _concepts(tree: penman.Tree) -> dict[str, str]:
 
 
 def _walk(tree: penman.Tree, *, drop_wiki: bool, quote_strings: bool) -> list[tuple[str, str]]:
-    """The linearisation as ``(kind, text)`` pairs; kinds: open, close, concept, role, reentrancy,
-    string, constant."""
+    """``(kind, text)`` pairs; kinds: open, close, concept, role, reentrancy, string, constant."""
     concepts = _concepts(tree)
     out: list[tuple[str, str]] = []
 
@@ -173,17 +127,10 @@ def linearize_tokens(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> list[str]:
-    """The linearisation of one graph as a token list (see the module docstring for the rules).
-
-    Args:
-        graph: PENMAN text of exactly one graph (metadata comments allowed), a ``penman.Tree`` or a
-            ``penman.Graph``.
-        style: ``"clean"`` (default) or ``"authors"`` (MSE-AMR's ``amr/IO.py`` strings exactly; a token
-            of that style may hold spaces: a quoted string whose ``_`` became spaces).
-        parentheses: write ``(`` and ``)`` around every node (default) or leave them out (the
-            authors' ``drop_parentheses``).
-        drop_wiki: leave out ``:wiki`` branches (default).
-        quote_strings: keep the double quotes of string literals (default: removed; clean style only).
+    """The linearisation of one graph (PENMAN text of exactly one graph, a ``penman.Tree`` or a
+    ``penman.Graph``) as a token list (rules in the module docstring). ``parentheses=False`` is the
+    authors' ``drop_parentheses``; ``quote_strings`` is for the clean style only; an authors' token may
+    hold spaces (a string whose ``_`` became spaces).
 
     Raises:
         penman.DecodeError: the text is not valid PENMAN.
@@ -211,15 +158,13 @@ def linearize(
     """The linearisation of one graph: :func:`linearize_tokens` joined by single spaces.
 
     ``linearize("(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))")`` is
-    ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``; with ``style="authors"``, a graph with
-    ``:ARG0-of`` or a rare frame gives ``:ARG0 -of`` and ``tame -01`` (see the module docstring).
+    ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``.
     """
     return " ".join(
         linearize_tokens(graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings)
     )
 
 
-# ------------------------------------------------------------------------------------------ corpora
 def linearize_blocks(
     blocks: Iterable[PenmanBlock],
     *,
@@ -229,14 +174,8 @@ def linearize_blocks(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[tuple[PenmanBlock, str]]:
-    """Linearise each block of :func:`iter_penman_blocks`; yields ``(block, linearisation)``.
-
-    A malformed graph (a penman parse error, several graphs without a blank line between them,
-    metadata without a graph, a node without a concept) is skipped: its :class:`AMRError` is appended
-    to ``errors`` when a list is given, otherwise logged as a warning. The other graphs are still
-    yielded. ``style`` and the other settings: see :func:`linearize_tokens` (an unknown style raises
-    ``ValueError`` on the first iteration).
-    """
+    """Linearise each block of :func:`iter_penman_blocks`; yields ``(block, linearisation)``. A malformed
+    graph is skipped: its :class:`AMRError` is appended to ``errors`` if given, else logged as a warning."""
     _check_style(style, quote_strings)
     for block in blocks:
         try:
@@ -267,10 +206,8 @@ def linearize_string(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[LinearizedAMR]:
-    """Linearise every graph of PENMAN ``text``; yields ``(id, metadata, graph)`` in file order.
-
-    Malformed graphs are skipped and reported as in :func:`linearize_blocks`.
-    """
+    """Linearise every graph of PENMAN ``text``; yields ``(id, metadata, graph)`` in file order
+    (malformed graphs: as in :func:`linearize_blocks`)."""
     for block, graph in linearize_blocks(
         iter_penman_blocks(text, source),
         errors=errors,
@@ -291,12 +228,8 @@ def linearize_file(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[LinearizedAMR]:
-    """:func:`linearize_string` over a PENMAN file (UTF-8); errors name the file and line.
-
-    Raises:
-        FileNotFoundError: at once (not on the first iteration) when ``path`` is not a file.
-        ValueError: at once for an unknown ``style`` (or ``quote_strings`` with the authors' style).
-    """
+    """:func:`linearize_string` over a PENMAN file (UTF-8); errors name the file and line. A missing file
+    or a bad ``style`` raises at once, not on the first iteration."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")

@@ -1,23 +1,10 @@
 """AMR parsing and machine translation as pluggable steps.
 
 Cai et al. (2022), Algorithm 1, builds AMR training data as ``parse(translate(x, l))``: an English NLI
-sentence is translated into a language ``l`` (OPUS-MT in the paper) and parsed by a multilingual AMR
-parser. Neither a parser nor a translator ships with weights here, so both are steps behind two small
-protocols, and pre-computed data always works offline:
-
-* :class:`AMRParser`: ``parse(sentences, lang) -> list[str]``, PENMAN text of one graph per sentence;
-* :class:`Translator`: ``translate(sentences, lang) -> list[str]``, English -> ``lang``.
-
-Implementations:
-
-* :class:`PreParsedAMR`: a lookup of pre-parsed graphs (PENMAN files with ``# ::snt``, jsonl, or a
-  dict); a sentence it does not hold raises :class:`NotInLookupError` naming the sentence;
-* :class:`PreTranslated`: a lookup of pre-computed translations (jsonl or a dict);
-* :class:`AmrlibParser`: amrlib's sentence-to-graph models (``pip install 'unisent[amr]'`` and a
-  parse model downloaded as amrlib's documentation says; nothing is downloaded here);
-* :class:`MarianTranslator`: Hugging Face MarianMT (OPUS-MT) models from local directories.
-
-Any object with the method fits (the protocols are ``runtime_checkable``); no base class is needed.
+sentence is translated into language ``l`` (OPUS-MT in the paper) and parsed by a multilingual AMR
+parser. Neither ships with weights here, so both are steps behind two ``runtime_checkable`` protocols
+(:class:`AMRParser`, :class:`Translator`; any object with the method fits), and pre-computed data
+(:class:`PreParsedAMR`, :class:`PreTranslated`) always works offline.
 """
 
 from __future__ import annotations
@@ -48,8 +35,7 @@ GRAPH_KEYS = ("penman", "amr")
 
 @runtime_checkable
 class AMRParser(Protocol):
-    """Parses sentences in language ``lang`` into AMR graphs (PENMAN text, one graph per sentence,
-    in input order)."""
+    """Parses sentences in language ``lang`` into AMR graphs (PENMAN text), one per sentence, in order."""
 
     def parse(self, sentences: Sequence[str], lang: str = "en") -> list[str]: ...
 
@@ -92,16 +78,13 @@ def _missing(what: str, sentence: str, lang: str, known: int, origin: str) -> No
 
 
 class PreParsedAMR:
-    """Look up pre-parsed graphs by sentence; works offline.
+    """Look up pre-parsed graphs by sentence (whitespace collapsed, first graph kept, ``lang`` ignored);
+    a missing sentence raises :class:`NotInLookupError` naming it.
 
     Args:
         sources: a PENMAN file (``# ::snt`` gives the sentence; graphs without it are ignored), a jsonl
             file (``text``/``snt``/``sentence`` and ``penman``/``amr`` fields, e.g. the output of
             ``unisent data amr-linearize``), a list of such files, or a dict ``{sentence: PENMAN}``.
-
-    Sentences are matched after collapsing runs of whitespace; when a sentence occurs several times
-    the first graph is kept. ``lang`` is not part of the key (a translation is a different string).
-    ``parse`` returns the graph text without its metadata comments.
     """
 
     def __init__(self, sources: PathLike | Sequence[PathLike] | Mapping[str, str]) -> None:
@@ -143,15 +126,12 @@ class PreParsedAMR:
 
 
 class PreTranslated:
-    """Look up pre-computed translations of English sentences; works offline.
+    """Look up pre-computed translations of English sentences (matched as in :class:`PreParsedAMR`).
 
     Args:
-        sources: jsonl file(s) with one translation per line,
-            ``{"text": English, "lang": "de", "translation": German}``, or a dict
-            ``{lang: {English: translation}}``.
+        sources: jsonl file(s) of ``{"text": English, "lang": "de", "translation": German}`` lines, or a
+            dict ``{lang: {English: translation}}``.
         source_lang: the language of the input sentences; ``translate(x, source_lang)`` returns ``x``.
-
-    Sentences are matched after collapsing runs of whitespace; the first translation is kept.
     """
 
     def __init__(
@@ -201,19 +181,14 @@ class PreTranslated:
 class AmrlibParser:
     """amrlib's sentence-to-graph (stog) models.
 
-    Needs the ``amr`` extra (``pip install 'unisent[amr]'``) and a parse model unpacked into
-    amrlib's data directory (``model_stog``) or given as ``model_dir``; amrlib's documentation says
-    where to download one. The model is loaded when the parser is created, so a missing package or
-    model fails at once.
+    Needs the ``amr`` extra (``pip install 'unisent[amr]'``) and a parse model downloaded as amrlib's
+    documentation says (nothing is downloaded here); both are checked at once. A sentence amrlib fails
+    to parse raises ``ValueError`` naming it.
 
     Args:
         model_dir: the unpacked parse model; unset for amrlib's default ``<amrlib>/data/model_stog``.
-        languages: the languages the model parses (amrlib's models are English); ``parse`` with
-            another language raises ``ValueError`` (translate to English, or use a multilingual parser).
-        batch_size: sentences per batch.
+        languages: the languages the model parses (amrlib's models are English).
         device: ``cpu``, ``cuda``, ... (amrlib's default when unset).
-
-    A sentence amrlib fails to parse raises ``ValueError`` naming it.
     """
 
     def __init__(
@@ -262,18 +237,15 @@ class AmrlibParser:
 
 
 class MarianTranslator:
-    """Hugging Face MarianMT (OPUS-MT) models from local directories, English -> ``lang``.
+    """Hugging Face MarianMT (OPUS-MT) models from local directories, English -> ``lang``; directories
+    are checked at once, models loaded on first use.
 
     Args:
-        models: ``{lang: directory}`` with a saved ``MarianMTModel`` and its tokenizer per target
-            language (e.g. ``{"de": "opus-mt-en-de"}``); several languages may share one directory.
-        language_prefix: prepend ``>>lang<<`` to every sentence (multi-target models such as
-            ``opus-mt-en-ROMANCE`` select the target language this way).
+        models: ``{lang: directory}`` of a saved ``MarianMTModel`` and tokenizer (e.g.
+            ``{"de": "opus-mt-en-de"}``); several languages may share one directory.
+        language_prefix: prepend ``>>lang<<`` to every sentence (for multi-target models such as
+            ``opus-mt-en-ROMANCE``).
         source_lang: ``translate(x, source_lang)`` returns ``x``.
-        batch_size, max_new_tokens, num_beams: generation settings.
-        device: where to run (default: CPU).
-
-    Directories are checked when the translator is created and models loaded on first use.
     """
 
     def __init__(
@@ -342,8 +314,7 @@ class MarianTranslator:
 
 
 def parser_classes() -> dict[str, type]:
-    """The registry of parser classes a saved ``retrofit.json`` may name (``parser.class_path``): unisent's
-    parsers and their subclasses defined in this process (:func:`unisent.io.registry.subclasses`)."""
+    """The parser classes a saved ``retrofit.json`` may name: unisent's and their subclasses."""
     from ..io.registry import subclasses
 
     return subclasses((PreParsedAMR, AmrlibParser), include_base=True)

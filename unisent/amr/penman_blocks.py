@@ -1,7 +1,5 @@
-"""Reading PENMAN text: graphs as blocks with their ``# ::key value`` metadata
-(:func:`iter_penman_blocks`), one graph as a penman tree (:func:`as_tree`; how deep it nests is checked
-before it is parsed: :func:`check_depth`), and the record of a graph that cannot be read (:class:`AMRError`).
-"""
+"""Reading PENMAN text: graphs as blocks with their ``# ::key value`` metadata, one graph as a penman
+tree, its nesting depth checked before parsing, and the record of a graph that cannot be read."""
 
 from __future__ import annotations
 
@@ -11,38 +9,21 @@ from dataclasses import dataclass, field
 
 import penman
 
-__all__ = [
-    "MAX_DEPTH",
-    "AMRError",
-    "PenmanBlock",
-    "as_tree",
-    "block_error",
-    "check_depth",
-    "iter_penman_blocks",
-    "parse_metadata",
-]
+__all__ = ["MAX_DEPTH", "AMRError", "PenmanBlock", "as_tree", "block_error", "check_depth", "iter_penman_blocks"]
 
 # ``::key value`` in a comment line; a value runs to the next `` ::key`` or the end of the line
 _METADATA = re.compile(r"(?:^|\s)::(\S+)(?:[ \t]+(.*?))?(?=\s+::\S|\s*$)")
 # a quoted string (its parentheses are text) or a parenthesis
 _NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[()]')
-#: the deepest nesting of nodes a graph may have. AMR graphs of real sentences nest a few tens of levels;
-#: penman parses (and unisent walks) a graph recursively, so a deeper one is refused as malformed before
-#: it is parsed (100,000 levels of parentheses would exhaust Python's stack)
+#: the deepest nesting a graph may have (real ones nest a few tens of levels): penman parses recursively,
+#: so a deeper graph is refused before parsing rather than exhausting Python's stack
 MAX_DEPTH = 200
 
 
 @dataclass(frozen=True)
 class PenmanBlock:
-    """One graph of a PENMAN file, not yet parsed.
-
-    Attributes:
-        id: ``# ::id`` or, without one, ``#N`` (N: 1-based position of the graph in its source).
-        metadata: the ``# ::key value`` pairs of the comment lines before the graph.
-        graph: the graph text (comment lines removed).
-        source: file name (or ``<string>``).
-        line: 1-based line where the graph text starts.
-    """
+    """One graph of a PENMAN file, not yet parsed: ``id`` is ``# ::id`` or ``#N`` (its 1-based position),
+    ``metadata`` its ``# ::key value`` pairs, ``graph`` the text without comments, starting at ``line``."""
 
     id: str
     metadata: dict[str, str]
@@ -66,10 +47,8 @@ class AMRError:
 
 
 def parse_metadata(lines: list[str] | str) -> dict[str, str]:
-    """``# ::id a.1 ::date 2012`` -> ``{"id": "a.1", "date": "2012"}``; a key without value maps to ``""``.
-
-    Comment lines without ``::key`` are ignored; a later key overrides an earlier one.
-    """
+    """``# ::id a.1 ::date 2012`` -> ``{"id": "a.1", "date": "2012"}`` (a key without value: ``""``; a
+    later key overrides an earlier one)."""
     if isinstance(lines, str):
         lines = lines.splitlines()
     metadata: dict[str, str] = {}
@@ -84,10 +63,8 @@ def parse_metadata(lines: list[str] | str) -> dict[str, str]:
 
 def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBlock]:
     """Split PENMAN text into graphs: blocks separated by blank lines; leading ``#`` lines are metadata.
-
-    A block of comments only (a file header) is skipped unless it carries ``::id`` or ``::snt``, in
-    which case it is yielded with an empty ``graph`` (reported as an error by the linearisers).
-    """
+    A block of comments only is skipped unless it carries ``::id`` or ``::snt`` (then its ``graph`` is
+    empty, an error for the linearisers)."""
     lines = text.splitlines()
     n = 0
     i = 0
@@ -111,8 +88,7 @@ def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBl
 
 
 def check_depth(graph: str) -> None:
-    """``ValueError`` for PENMAN text whose nodes nest deeper than :data:`MAX_DEPTH` (counted on the
-    parentheses outside quoted strings, without parsing)."""
+    """``ValueError`` for PENMAN text nesting deeper than :data:`MAX_DEPTH` (parentheses outside strings)."""
     depth = deepest = 0
     for match in _NESTING.finditer(graph):
         token = match.group(0)

@@ -1,5 +1,4 @@
-"""Symbol lists: count lists (``NAME COUNT`` per line) and plain token lists, as the AMR vocabulary
-extension and the authors' vocabulary (:func:`unisent.amr.authors_style.authors_vocabulary`) read them."""
+"""Symbol lists, as the AMR vocabulary extension and the authors' vocabulary read them."""
 
 from __future__ import annotations
 
@@ -11,11 +10,8 @@ __all__ = ["read_counts", "read_symbols", "select_symbols"]
 
 
 def read_counts(path: str | os.PathLike) -> dict[str, int]:
-    """Read a count list: one ``NAME COUNT`` per line (tab or spaces), e.g. MSE-AMR's ``predicates.txt``.
-
-    Blank lines are skipped; a repeated name adds up. A line without an integer count is an error
-    naming the file and line (plain lists without counts are read with :func:`read_symbols`).
-    """
+    """Read a count list: one ``NAME COUNT`` per line (tab or spaces), e.g. MSE-AMR's ``predicates.txt``;
+    a repeated name adds up, a line without an integer count is an error naming the file and line."""
     path = Path(path)
     counts: dict[str, int] = {}
     with path.open(encoding="utf-8") as fh:

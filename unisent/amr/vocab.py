@@ -1,22 +1,9 @@
 """Extend a tokenizer with AMR frame and relation names; initialise their embeddings from readable forms.
 
-Cai et al. (2022), Section 4.1: tokens such as ``:ARG2`` or ``belong-01`` are rare in text and a
-subword tokenizer splits them into less meaningful pieces, so the vocabulary is extended with "all the
-relation and frame names occurring at least 5 times in the AMR sembank". The authors' code
-(jcyk/MSE-AMR, ``amr/tokenization.py``) initialises each new embedding row as the mean of the
-embeddings of the subwords of a readable form of the token; :func:`readable_form` gives the same
-forms (rules in its docstring).
-
-Typical use::
-
-    counts = read_counts("predicates.txt")                  # "cause-01<TAB>4563" lines
-    symbols = select_symbols(counts, min_count=5) + read_symbols("additions.txt")
-    added = extend_vocabulary(encoder, symbols)             # an unisent Encoder, or
-    added = extend_vocabulary(hf_model, symbols, tokenizer=hf_tokenizer)
-    encoder.save_pretrained("amr-encoder")                  # model and tokenizer saved together
-
-Counts can also come from a corpus: :func:`count_symbols` (graphs as PENMAN or linearised strings)
-and :func:`count_symbols_in_file` (a PENMAN file or the jsonl of ``unisent data amr-linearize``).
+Cai et al. (2022), Section 4.1: ``:ARG2`` or ``belong-01`` are rare in text and split into less
+meaningful subwords, so the vocabulary gets "all the relation and frame names occurring at least 5
+times in the AMR sembank". As in the authors' ``amr/tokenization.py``, each new row is the mean of the
+subword embeddings of its :func:`readable_form`. Usage: docs/methods/amr.md.
 """
 
 from __future__ import annotations
@@ -35,19 +22,8 @@ from penman.exceptions import PenmanError
 from ..data.records import iter_records
 from .linearize import _walk
 from .penman_blocks import AMRError, as_tree, block_error, iter_penman_blocks
-from .symbols import read_counts, read_symbols, select_symbols
 
-__all__ = [
-    "count_symbols",
-    "count_symbols_in_file",
-    "extend_vocabulary",
-    "is_frame",
-    "is_relation",
-    "read_counts",
-    "read_symbols",
-    "readable_form",
-    "select_symbols",
-]
+__all__ = ["count_symbols", "count_symbols_in_file", "extend_vocabulary", "readable_form"]
 
 _FRAME = re.compile(r"[^\s()\":/]*[A-Za-z][^\s()\":/]*-\d\d")
 _RELATION = re.compile(r":[A-Za-z][^\s()\":/]*")
@@ -64,17 +40,10 @@ def is_relation(token: str) -> bool:
     return _RELATION.fullmatch(token) is not None
 
 
-# ------------------------------------------------------------------------------------------ counts
 def count_symbols(graphs: Iterable[str | penman.Tree], *, drop_wiki: bool = True) -> Counter[str]:
-    """Frame and relation names in ``graphs`` with their number of occurrences.
-
-    Each graph is PENMAN text (or a ``penman.Tree``), read exactly, or a linearised string (told apart
-    by the ``(var /`` of PENMAN), split on whitespace, where a token is a relation when it starts
-    with ``:`` and a frame when it ends in a sense number (a string literal that looks like one
-    counts too). Occurrences are tokens of the linearisation: a re-entrant frame counts again;
-    ``:wiki`` is not counted unless ``drop_wiki=False`` (PENMAN input only). Inverse roles count as
-    they are written (``:ARG0-of``).
-    """
+    """Frame and relation names in ``graphs`` (PENMAN text or trees, or linearised strings split
+    on whitespace) with their number of occurrences as tokens of the linearisation: a re-entrant frame
+    counts again; inverse roles count as written; ``:wiki`` only with ``drop_wiki=False`` (PENMAN only)."""
     counts: Counter[str] = Counter()
     for graph in graphs:
         if isinstance(graph, penman.Tree) or _PENMAN.search(graph):
@@ -90,10 +59,8 @@ def count_symbols(graphs: Iterable[str | penman.Tree], *, drop_wiki: bool = True
 def count_symbols_in_file(
     path: str | os.PathLike, *, drop_wiki: bool = True, errors: list[AMRError] | None = None
 ) -> Counter[str]:
-    """:func:`count_symbols` over a PENMAN file or a jsonl with a ``graph`` field (linearised graphs).
-
-    A malformed PENMAN graph is skipped and appended to ``errors`` (or raised when ``errors`` is None).
-    """
+    """:func:`count_symbols` over a PENMAN file or a jsonl with a ``graph`` field (linearised graphs); a
+    malformed PENMAN graph is appended to ``errors`` (raised when ``errors`` is None)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
@@ -118,21 +85,16 @@ def count_symbols_in_file(
     return counts
 
 
-# ------------------------------------------------------------------------------ readable forms
 def readable_form(symbol: str) -> str:
-    """Words for a new token, whose subword embeddings are averaged to initialise it.
-
-    The rules of the authors' ``reset_model_with_tokenizer``, plus inverse roles:
+    """Words for a new token, whose subword embeddings are averaged to initialise it: the rules of the
+    authors' ``reset_model_with_tokenizer``, plus inverse roles:
 
     * ``:ARGn`` -> ``relation argument n``; ``:opn`` -> ``relation operator n``; ``:sntn`` ->
       ``relation sentence n`` (``n`` without leading zeros);
-    * any other relation: ``relation`` and its name split on ``-`` (``:compared-to`` ->
-      ``relation compared to``, ``:mod`` -> ``relation mod``);
-    * an inverse role ends in ``of``: ``:ARG0-of`` -> ``relation argument 0 of``, ``:location-of``
-      -> ``relation location of`` (the authors split ``-of`` off during linearisation and add ``-of``
-      as a token of its own instead; their rule for ``:ARGn`` has no case for ``-of``);
-    * anything else (frames, concepts, suffixes) is split on ``-``: ``cause-01`` -> ``cause 01``,
-      ``have-rel-role-91`` -> ``have rel role 91``, ``-of`` -> ``of``.
+    * any other relation: ``relation`` and its name split on ``-`` (``relation compared to``);
+    * an inverse role ends in ``of``: ``:ARG0-of`` -> ``relation argument 0 of`` (the authors split
+      ``-of`` off during linearisation instead, so their rule has no such case);
+    * anything else is split on ``-``: ``cause-01`` -> ``cause 01``, ``-of`` -> ``of``.
     """
     if symbol.startswith(":") and len(symbol) > 1:
         name = symbol[1:]
@@ -145,7 +107,6 @@ def readable_form(symbol: str) -> str:
     return " ".join(part for part in symbol.split("-") if part)
 
 
-# ------------------------------------------------------------------------------ vocabulary
 def _resize(model, rows: int) -> None:
     kwargs = {}
     if "mean_resizing" in inspect.signature(model.resize_token_embeddings).parameters:
@@ -154,26 +115,14 @@ def _resize(model, rows: int) -> None:
 
 
 def extend_vocabulary(model, symbols: Iterable[str], *, tokenizer=None) -> list[str]:
-    """Add ``symbols`` to the tokenizer as whole tokens and initialise their embedding rows.
+    """Add ``symbols`` (``want-01``, ``:ARG0``) to the tokenizer as whole tokens and initialise their
+    embedding rows; returns the added tokens in order (known symbols and repeats are skipped).
 
-    Each symbol becomes one added token (``single_word=True``: it is matched only between non-word
-    characters, so ``go-02`` does not match inside ``undergo-02`` nor ``:ARG1`` inside ``:ARG10``;
-    ``normalized=False``: matched on the raw text, so a lower-casing tokenizer keeps ``:ARG0``).
-    The input embeddings are resized (when the matrix has too few rows) and the row of each new
-    token is set to the mean of the embeddings of the subword ids of :func:`readable_form` under
-    the tokenizer as it was before the extension (unknown subwords contribute the ``[UNK]`` row, as in
-    the authors' code; a readable form without any subword takes the mean of all old rows).
-    Symbols already in the vocabulary and repeats are skipped. Extend before an optimiser (or an
-    ``UnisentModule``) is built from the model: resizing replaces the embedding parameter.
-
-    Args:
-        model: an unisent ``Encoder`` (its ``backbone`` and ``tokenizer`` are extended; leave
-            ``tokenizer`` unset) or a Hugging Face ``PreTrainedModel`` (then pass ``tokenizer``).
-        symbols: token strings such as ``want-01``, ``:ARG0``.
-        tokenizer: the Hugging Face tokenizer of a plain model.
-
-    Returns:
-        The added tokens, in the order of ``symbols``.
+    ``model``: an unisent ``Encoder``, or a Hugging Face ``PreTrainedModel`` with its ``tokenizer``. Each
+    symbol is one added token with ``single_word=True`` (``go-02`` does not match inside ``undergo-02``)
+    and ``normalized=False`` (a lower-casing tokenizer keeps ``:ARG0``); its row is the mean embedding of
+    :func:`readable_form`'s subwords under the old tokenizer (``[UNK]`` included, as the authors do;
+    none: the mean of all old rows). Extend before building an optimiser: resizing replaces the parameter.
     """
     from tokenizers import AddedToken
 
@@ -190,7 +139,7 @@ def extend_vocabulary(model, symbols: Iterable[str], *, tokenizer=None) -> list[
             new.append(symbol)
     if not new:
         return []
-    # subword ids of the readable forms under the original tokenizer, before any token is added
+    # subword ids under the original tokenizer, before any token is added
     sources = {s: tokenizer(readable_form(s), add_special_tokens=False)["input_ids"] for s in new}
     old_len = len(tokenizer)
     tokenizer.add_tokens([AddedToken(s, single_word=True, normalized=False) for s in new])

@@ -1,14 +1,11 @@
-"""The training data layer: records (:mod:`.records`), the batch schema objectives declare
-(:mod:`.schema`), sources (:mod:`.sources`, read by ``datasets.load_dataset``), streams
-(:mod:`.tokenized_stream`), records checked against an objective's fields (:mod:`.checked_records`), the DataModule
-(:mod:`.datamodule`), samplers (:mod:`.sampling`) and entity tables (:mod:`.entities`).
-
-Names are imported on first use (PEP 562) from the submodule :data:`_LAZY` names, so that readers of
-records (the builders, ``unisent data --help``) do not pay for torch and Lightning.
-"""
+"""The training data layer (its modules: docs/architecture.md). Names are imported on first use (PEP 562)
+from the submodule :data:`_LAZY` names, so that readers of records (the builders, ``unisent data
+--help``) do not pay for torch and Lightning."""
 
 from importlib import import_module
 from typing import TYPE_CHECKING
+
+from ..io.imports import lazy_exports
 
 #: exported name -> the submodule of this package that defines it
 _LAZY = {
@@ -16,9 +13,7 @@ _LAZY = {
     "RecordError": "record_errors",
     "iter_records": "records",
     "BatchSchema": "schema",
-    "PREDICT_SCHEMA": "schema",
     "UnisentDataModule": "datamodule",
-    "default_cache_dir": "token_cache",
     "DataSource": "sources",
     "load_source": "sources",
     "read_records": "checked_records",
@@ -32,17 +27,10 @@ if TYPE_CHECKING:
     from .record_errors import DataConfigError, RecordError
     from .records import iter_records
     from .sampling import LengthGroupedSampler, ResumableSampler
-    from .schema import PREDICT_SCHEMA, BatchSchema
+    from .schema import BatchSchema
     from .sources import DataSource, load_source
-    from .token_cache import default_cache_dir
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda sub: import_module(f".{sub}", __name__))
 
 
 __all__ = [
@@ -50,11 +38,9 @@ __all__ = [
     "DataConfigError",
     "DataSource",
     "LengthGroupedSampler",
-    "PREDICT_SCHEMA",
     "RecordError",
     "ResumableSampler",
     "UnisentDataModule",
-    "default_cache_dir",
     "iter_records",
     "load_source",
     "read_records",

@@ -1,15 +1,7 @@
-"""Read training records of one file line by line: jsonl, csv/tsv, txt, parquet or a saved dataset.
-
-Training data is loaded by :func:`unisent.data.sources.load_source` (``datasets.load_dataset``); this
-reader is what it falls back on when a local file does not parse or holds a malformed record, because
-it names the line.
-
-Every record is checked against the fields an objective needs. A problem is reported with the file,
-the line (or row) and the field; by default all problems are collected and raised together, nothing
-is silently dropped. With ``on_error="skip"`` bad records are skipped, counted and reported in a
-warning. The files are read by :func:`unisent.data.records.iter_records` (streamed); this module adds the
-objective's checks (non-empty sentences) and collects the columns.
-"""
+"""Training records of one file checked line by line against an objective's fields: what
+:func:`unisent.data.sources.load_source` falls back on to name the line of a problem. Files are read by
+:func:`unisent.data.records.iter_records`; this module adds the objective's checks (non-empty
+sentences), collects all problems (or skips and counts them) and the columns."""
 
 from __future__ import annotations
 
@@ -27,8 +19,8 @@ MAX_LISTED = 20
 
 
 class RecordFile(Protocol):
-    """What this reader uses of a source: a :class:`~unisent.data.sources.DataSource` is one (the reader
-    names no class of :mod:`.sources`, which imports it)."""
+    """What this reader uses of a source, e.g. a :class:`~unisent.data.sources.DataSource` (not imported:
+    :mod:`.sources` imports this module)."""
 
     path: str
     columns: Mapping[str, str]
@@ -64,15 +56,11 @@ def read_records(
     optional: Sequence[str] = (),
     source_key: str | None = None,
 ) -> dict[str, list[Any]]:
-    """Read and validate a file into columns ``{field: [values]}`` holding only ``required`` fields.
+    """Read and validate a file into columns ``{field: [values]}`` of the ``required`` fields.
 
     Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
-    ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints of malformed records.
-
-    Raises:
-        FileNotFoundError: the path does not exist.
-        RecordError: a record is malformed (listed with its line and field), unless ``on_error="skip"``.
-    """
+    ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints. Malformed
+    records raise one :class:`RecordError` listing them, unless ``on_error="skip"``."""
     if isinstance(source, str):
         source = _File(path=source)
     path = Path(source.path).expanduser()

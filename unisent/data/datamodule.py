@@ -1,10 +1,4 @@
-"""The DataModule: one data source and one dataloader per objective.
-
-A map-style source is loaded (``datasets.load_dataset``, :mod:`.sources`), checked and tokenised once per
-machine (local rank 0 in :meth:`UnisentDataModule.prepare_data`, in ``num_proc`` processes) into an
-Arrow cache that every process then reads; a streamed one (``streaming: true``) is tokenised on the fly
-by each process (:mod:`.tokenized_stream`).
-"""
+"""The DataModule: one data source and one dataloader per objective (see :class:`UnisentDataModule`)."""
 
 from __future__ import annotations
 
@@ -32,14 +26,10 @@ _COMBINE_MODES = ("max_size_cycle", "min_size", "max_size", "sequential")
 
 
 class _TrainLoader(DataLoader):
-    """A training loader over a :class:`ResumableSampler`.
-
-    It has ``state_dict``/``load_state_dict`` so that Lightning treats it as resumable (and does not
-    warn on a mid-epoch resume), but the position is kept by :meth:`UnisentDataModule.state_dict`:
-    Lightning loads loader states only into loaders built after the checkpoint is read, and
-    ``configure_optimizers`` (``trainer.estimated_stepping_batches``) builds them before
-    (Lightning-AI/pytorch-lightning#20550). The DataModule's state is read before any loader exists.
-    """
+    """A training loader over a :class:`ResumableSampler`, resumable to Lightning (no mid-epoch warning).
+    Its position is kept by :meth:`UnisentDataModule.state_dict`: Lightning loads loader states only into
+    loaders built after the checkpoint is read, and ``configure_optimizers`` builds them before
+    (Lightning-AI/pytorch-lightning#20550)."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -55,14 +45,11 @@ class _StreamTrainLoader(StreamLoader, _TrainLoader):
 class UnisentDataModule(L.LightningDataModule):
     """Training data for every objective of the model.
 
-    The model's objectives declare which fields they need (:class:`BatchSchema`); this module loads each
-    objective's source (:class:`DataSource`: a file, glob, directory or Hub dataset, through
-    ``datasets.load_dataset``), checks every record, tokenises the text fields once per machine with the
-    model's tokenizer (:meth:`prepare_data`, on local rank 0, in ``num_proc`` processes, with a progress
-    bar; cached as Arrow under ``cache_dir``, which the other processes and later runs read), and builds
-    one dataloader per objective with dynamic padding. A source with ``streaming: true`` is read as a
-    stream and tokenised as it is trained on (:class:`~unisent.data.tokenized_stream.TokenizedStream`). Lightning
-    combines the loaders; each training step gets ``{objective name: batch}``.
+    Each objective's source (:class:`DataSource`) is loaded and checked against the fields its
+    :class:`BatchSchema` declares, tokenised once per machine (:meth:`prepare_data`, cached as Arrow under
+    ``cache_dir`` for the other processes and later runs) or, with ``streaming: true``, as it is trained on
+    (:class:`~unisent.data.tokenized_stream.TokenizedStream`). Lightning combines the per-objective
+    loaders (dynamic padding); each training step gets ``{objective name: batch}``.
 
     Args:
         train: ``{objective name: DataSource}``; every objective of the model needs an entry (a string
@@ -153,7 +140,7 @@ class UnisentDataModule(L.LightningDataModule):
 
     def _objectives(self) -> dict[str, Any]:
         """The model's objectives by name, checked against the keys of ``data.train``, ``data.batch_size`` and
-        ``data.length_grouped`` (before anything is read: ``prepare_data`` starts with it)."""
+        ``data.length_grouped`` before anything is read."""
         objectives = {o.name: o for o in self.module.objectives}
         keyed = (
             ("data.train", self.train),
@@ -179,8 +166,7 @@ class UnisentDataModule(L.LightningDataModule):
         return None if trainer is None else getattr(trainer.state.fn, "value", trainer.state.fn)
 
     def prepare_data(self) -> None:
-        """Tokenise every map-style source into the cache, once per machine: Lightning calls this on
-        local rank 0 only, and the other processes wait, then read the cache in :meth:`setup`."""
+        """Tokenise every map-style source into the cache (on local rank 0; the others read it in :meth:`setup`)."""
         fn = self._fn()
         if fn == "predict" and self.predict is not None:
             self.tokenized(self.predict, PREDICT_SCHEMA)
@@ -204,8 +190,7 @@ class UnisentDataModule(L.LightningDataModule):
                 self.datasets[name] = self._stream(name, source, objectives[name])
                 continue
             self.datasets[name] = self.tokenized(source, objectives[name], name=name)
-            # objectives whose state depends on the data (EASE's entity vocabulary) build it now,
-            # before the optimiser exists and before a resumed checkpoint is loaded
+            # data-dependent state (EASE's entity vocabulary), before the optimiser and any checkpoint load
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
     def _stream(self, name: str, source: DataSource, objective) -> TokenizedStream:
@@ -253,7 +238,7 @@ class UnisentDataModule(L.LightningDataModule):
             source = DataSource(source)
         encoder = self.module.encoder
         max_length = schema.max_length or encoder.config.max_length
-        # the source's key in the recipe, for the hints of malformed records (--data.train.<name>.on_error=skip)
+        # named by the hints of malformed records (--data.train.<name>.on_error=skip)
         key = f"data.train.{name}" if name in self.train else "data.predict" if source is self.predict else None
         resolved = replace(resolve_source(source), key=key)
         dataset = None
@@ -309,8 +294,7 @@ class UnisentDataModule(L.LightningDataModule):
             collate_fn=collate,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
-            # the loader's own generator: creating its iterators draws no number from the global
-            # random state, which dropout uses (a resumed run replays the same dropout masks)
+            # its own generator: iterators draw nothing from the global random state that dropout uses
             generator=torch.Generator().manual_seed(self.seed),
         )
 
@@ -328,8 +312,7 @@ class UnisentDataModule(L.LightningDataModule):
         )
 
     def _evaluation_loader(self, tasks: list[str]):
-        # The evaluation tasks read their own files; the loop needs one placeholder batch to run.
-        # (its own generator: validation draws nothing from the global random state; see _loader)
+        # the tasks read their own files; the loop needs one placeholder batch (own generator: see _loader)
         return DataLoader([0], batch_size=1, generator=torch.Generator()) if tasks else []
 
     def val_dataloader(self):
@@ -364,9 +347,8 @@ class UnisentDataModule(L.LightningDataModule):
         return [name for name in order if name in self.samplers or name in self.streams]
 
     def positions(self, batches: int) -> dict[str, dict[str, int]]:
-        """Where each training loader stands after ``batches`` training batches of an epoch:
-        ``{objective name: {"pass", "batch"}}``, following ``combine_mode`` (``max_size_cycle``
-        restarts a shorter loader, which begins a new pass with a new order)."""
+        """``{objective name: {"pass", "batch"}}`` after ``batches`` training batches of an epoch, following
+        ``combine_mode`` (``max_size_cycle`` restarts a shorter loader: a new pass with a new order)."""
         out = {}
         remaining = batches
         for name in self._loader_names():
@@ -385,15 +367,9 @@ class UnisentDataModule(L.LightningDataModule):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """The data position, stored in every checkpoint: the epoch, the number of training batches the
-        training loop has run in it (Lightning's ``batch_progress.current.processed``; at a checkpoint
-        written after step n of the epoch it is n) and the resulting position of each loader.
-
-        The count comes from the training loop, not from the loaders: what a loader has produced can be
-        ahead of what was trained on (worker processes prefetch; Lightning's fetcher runs one batch
-        ahead for loaders without a length), and resuming after the produced batches skips data. For
-        these sized loaders without workers the two agree at n; resuming at n + 1 or n - 1 does not
-        reproduce an uninterrupted run (tests/test_resume.py reproduces it exactly)."""
+        """The data position, stored in every checkpoint: the epoch, the training batches the loop has run
+        in it (``batch_progress.current.processed``, not what the loaders produced, which can be ahead:
+        docs/operations.md) and each loader's resulting position."""
         trainer = self.trainer
         if trainer is None or not (self.samplers or self.streams):
             return {}
@@ -407,14 +383,9 @@ class UnisentDataModule(L.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume the training loaders where a checkpoint left them.
-
-        Called by Lightning when a checkpoint is restored. With the usual strategies this happens
-        before the loaders exist, and :meth:`train_dataloader` starts them at the stored position.
-        Strategies that restore after their setup (FSDP, DeepSpeed) have built the loaders, and maybe
-        started their iterator (worker processes draw indices at once), by then: see
-        :meth:`restart_position`.
-        """
+        """Resume the training loaders where a checkpoint left them: usually called before they exist
+        (:meth:`train_dataloader` starts them there); strategies that restore after their setup (FSDP,
+        DeepSpeed) may have built and started them: see :meth:`restart_position`."""
         if not state_dict:
             return
         self._resume = state_dict
@@ -423,9 +394,8 @@ class UnisentDataModule(L.LightningDataModule):
             self._apply_position(state_dict)
 
     def restart_position(self) -> bool:
-        """Called when training starts (by :class:`~unisent.resume.UnisentCheckpoint`). If the checkpoint
-        was read after the training loaders were built, set its position on them again and return
-        ``True``: the caller must then restart the training iterator."""
+        """At the start of training (:class:`~unisent.resume.UnisentCheckpoint`): if the checkpoint was read
+        after the loaders were built, set its position again and return ``True`` (restart the iterator)."""
         state, self._resume = self._resume, None
         restart, self._loaded_after_build = self._loaded_after_build, False
         if state is None or not restart:

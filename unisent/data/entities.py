@@ -1,15 +1,7 @@
 """Entity tables for EASE: entity id -> Wikipedia title (``entities.tsv``) and Wikipedia2Vec vectors.
 
-:func:`read_entity_titles` reads the ``entities.tsv`` that ``unisent data ease-*`` writes;
-:func:`read_wikipedia2vec` reads the entity vectors of a Wikipedia2Vec model, which the EASE objective
-uses to initialise its entity table. They live in the data layer: the objective imports them
-lazily (when a Wikipedia2Vec file is given), so ``unisent.objectives`` does not import
-``unisent.data`` (which imports the objectives) when it is loaded.
-
-The text formats of ``wikipedia2vec save_text`` are read here, streamed (a full English model has
-millions of vectors, of which a run needs its own entities): the ``wikipedia2vec`` package reads
-only its binary ``.pkl`` models, which are used through it when it is installed.
-"""
+In the data layer so that the EASE objective imports them lazily and ``unisent.objectives`` does not
+import ``unisent.data`` (which imports the objectives) when it is loaded."""
 
 from __future__ import annotations
 
@@ -26,11 +18,9 @@ __all__ = ["read_entity_records", "read_entity_titles", "read_wikipedia2vec"]
 def read_entity_records(
     path: str | Path, vocabulary: Sequence[str] | set[str] | None = None
 ) -> tuple[list[str], list[str]]:
-    """``(sentences, gold entity ids)`` of an EASE records file (``{"text", "entity", ...}`` per line,
-    as ``unisent data ease-*`` writes it; other fields are ignored), for entity retrieval.
-
-    With ``vocabulary`` (e.g. a trained objective's ``entities``), an entity outside it is an error
-    naming the file, line and field. Empty sentences and non-string ids are errors too."""
+    """``(sentences, gold entity ids)`` of an EASE records file (``{"text", "entity", ...}`` per line, as
+    ``unisent data ease-*`` writes it), for entity retrieval. Empty sentences, non-string ids and (with
+    ``vocabulary``, e.g. a trained objective's ``entities``) unknown ids are errors naming the line."""
     known = set(vocabulary) if vocabulary is not None else None
     texts: list[str] = []
     entities: list[str] = []
@@ -79,14 +69,11 @@ def _vector(values: Sequence[str], where: str, dim: int | None) -> np.ndarray:
 
 
 def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tuple[dict[str, np.ndarray], int]:
-    """Entity vectors of a Wikipedia2Vec model: ``({title: vector}, dim)``.
-
-    Reads the text formats of ``wikipedia2vec save_text`` (``default``: ``ENTITY/Title<TAB>v1 v2 ...``;
-    ``word2vec``: a ``count dim`` header, then ``ENTITY/Title_With_Underscores v1 ...``; ``glove``:
-    the same without header) by streaming the file, and the binary model (``.pkl``) through the
-    ``wikipedia2vec`` package when it is installed. Word vectors are skipped. With ``titles``, only
-    those entities are kept (a full English model has millions).
-    """
+    """Entity vectors of a Wikipedia2Vec model: ``({title: vector}, dim)``; word vectors are skipped. Streams
+    the text formats of ``wikipedia2vec save_text`` (``default``: ``ENTITY/Title<TAB>v1 v2 ...``;
+    ``word2vec``: a ``count dim`` header, then ``ENTITY/Title_With_Underscores v1 ...``; ``glove``: the
+    same without header), which the ``wikipedia2vec`` package cannot read; a binary ``.pkl`` model is
+    read through that package. With ``titles``, only those entities are kept (a full model has millions)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Wikipedia2Vec file {str(path)!r} does not exist")

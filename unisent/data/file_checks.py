@@ -1,7 +1,5 @@
-"""Checks of a data file before it is read: that it is a regular file (not a FIFO, a device, a link
-loop), and that no line is longer than one record can be (:func:`max_line_bytes`), so that a huge line
-is refused with its number instead of being read into memory.
-"""
+"""Checks of a data file before it is read: a regular file (not a FIFO, a device, a link loop), and no
+line longer than one record can be (:func:`max_line_bytes`)."""
 
 from __future__ import annotations
 
@@ -11,19 +9,10 @@ from pathlib import Path
 from ..io.model_files import file_kind
 from .record_errors import RecordError
 
-__all__ = [
-    "MAX_LINE_BYTES",
-    "MAX_LINE_ENV",
-    "line_too_long",
-    "max_line_bytes",
-    "not_a_regular_file",
-    "require_file",
-    "require_lines_within",
-]
+__all__ = ["line_too_long", "max_line_bytes", "not_a_regular_file", "require_file", "require_lines_within"]
 
-#: the longest line (record) of a text data file, in bytes; ``UNISENT_MAX_LINE_BYTES`` changes it. A longer
-#: line is refused (naming the file, line and limit) before it is read into memory: one line of hundreds
-#: of megabytes is not a sentence, and reading it would take the memory and minutes it takes.
+#: the longest line (record) of a text data file, in bytes; a longer line (hundreds of MB are no sentence)
+#: is refused, naming the file, line and limit, before it is read into memory
 MAX_LINE_BYTES = 16 * 2**20
 MAX_LINE_ENV = "UNISENT_MAX_LINE_BYTES"
 
@@ -78,9 +67,8 @@ def not_a_regular_file(path: str | os.PathLike, what: str = "data file") -> OSEr
 
 
 def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
-    """``path`` as a :class:`Path`; :class:`FileNotFoundError` naming it if it does not exist,
-    :class:`IsADirectoryError` if it is a directory, :class:`OSError` if it is no regular file (a FIFO,
-    a socket, a device, a symbolic link loop: refused, not read)."""
+    """``path`` as a :class:`Path`; :class:`FileNotFoundError`, :class:`IsADirectoryError` or (see
+    :func:`not_a_regular_file`) :class:`OSError`, naming it, if it is no regular file."""
     path = Path(path).expanduser()
     special = not_a_regular_file(path, what)
     if special is not None:
@@ -93,13 +81,9 @@ def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
 
 
 def require_lines_within(path: str | os.PathLike, limit: int | None = None) -> None:
-    """Check that no line of the text file ``path`` is longer than ``limit`` bytes (default
-    :func:`max_line_bytes`) before a reader that takes a whole line at a time (``datasets``' builders)
-    reads it. Reads the file in blocks (memory: one block); a file smaller than the limit is not read.
-
-    Raises:
-        RecordError: the first line that is too long, with its number and the limit.
-    """
+    """Raise a :class:`RecordError` naming the first line of ``path`` longer than ``limit`` bytes (default
+    :func:`max_line_bytes`), before ``datasets``' builders read whole lines. Reads one block at a time; a
+    file smaller than the limit is not read."""
     limit = max_line_bytes() if limit is None else limit
     path = Path(path)
     if path.stat().st_size <= limit:

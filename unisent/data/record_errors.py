@@ -1,7 +1,4 @@
-"""What a malformed record is (:class:`RecordError`, naming the file, the line or row and the field), a
-``data`` section that does not fit the model (:class:`DataConfigError`), and how ``on_error: skip``
-reports what it dropped. Every reader of :mod:`unisent.data` raises these.
-"""
+"""The errors every reader of :mod:`unisent.data` raises; how ``on_error: skip`` reports what it dropped."""
 
 from __future__ import annotations
 
@@ -13,21 +10,9 @@ __all__ = ["DataConfigError", "RecordError", "on_error_hint", "skip_notice"]
 
 
 class RecordError(ValueError):
-    """A record of a data file (or the file's layout) is malformed.
-
-    The message reads ``<file>:line 12: <what is wrong>`` (``row 12`` for parquet files and datasets,
-    just ``<file>: ...`` for a problem of the whole file, such as a missing column).
-
-    Args:
-        path: the file.
-        line: 1-based line (or row) of the record; 0 when the problem concerns the whole file.
-        message: what is wrong, naming the field.
-        field: the field concerned, if one is.
-        unit: ``"line"`` or ``"row"``.
-
-    Attributes:
-        path, line, field, unit: as given; ``reason``: the message without the location.
-    """
+    """A record of a data file (or the file's layout) is malformed: ``<file>:line 12: <what is wrong>``
+    (``unit="row"``: ``row 12``, for parquet files and datasets; ``line=0``: ``<file>: ...``, a problem of
+    the whole file such as a missing column). The arguments are kept as attributes, ``message`` as ``reason``."""
 
     def __init__(
         self, path: str | os.PathLike, line: int, message: str, *, field: str | None = None, unit: str = "line"

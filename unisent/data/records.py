@@ -1,13 +1,7 @@
-"""The record reader: one streaming iterator for training, evaluation, encode and builder inputs.
-
-:func:`iter_records` reads ``.jsonl``, ``.csv``, ``.tsv``, ``.txt``, ``.parquet`` and saved Hugging
-Face dataset directories. Every problem is a :class:`RecordError` naming the file, the line (or row)
-and, where it concerns one, the field.
-
-Why not a library: it is thin glue over the libraries that parse each format (:mod:`json`,
-:mod:`csv`, ``pyarrow.parquet``, ``datasets``); what it adds is the same line numbers, field checks
-and error messages for all of them, which no one of those libraries gives.
-"""
+"""The record reader (:func:`iter_records`): one streaming iterator for training, evaluation, encode and
+builder inputs. It is thin glue over the parsers of each format (:mod:`json`, :mod:`csv`,
+``pyarrow.parquet``, ``datasets``), adding what none of them gives: the same line numbers, field checks
+and :class:`RecordError` messages for all formats."""
 
 from __future__ import annotations
 
@@ -23,13 +17,7 @@ from typing import Any, Literal
 from .file_checks import line_too_long, max_line_bytes, require_file
 from .record_errors import RecordError
 
-__all__ = [
-    "FORMATS",
-    "SUPPORTED_FORMATS",
-    "Record",
-    "iter_records",
-    "record_format",
-]
+__all__ = ["FORMATS", "SUPPORTED_FORMATS", "Record", "iter_records"]
 
 #: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
@@ -49,17 +37,10 @@ _BATCH_ROWS = 4096
 
 @dataclass(slots=True)
 class Record:
-    """One record of a data file.
-
-    Attributes:
-        path: the file.
-        line: the 1-based line where the record starts (a csv record may span lines), or its row
-            number in a parquet file or dataset.
-        data: a dict of fields (a jsonl object, a csv/tsv row by its header, ``{text_field: line}``
-            for a txt line, a parquet/dataset row), a list of strings (csv/tsv without a header), any
-            JSON value (jsonl without ``fields``), or ``None`` for a kept blank line.
-        unit: ``"line"`` or ``"row"``.
-    """
+    """One record of a data file: ``line`` is the 1-based line where it starts (a csv record may span
+    lines) or its row (``unit="row"``) in a parquet file or dataset; ``data`` a dict of fields, a list of
+    strings (csv/tsv without a header), any JSON value (jsonl without ``fields``) or ``None`` (a kept
+    blank line)."""
 
     path: Path
     line: int
@@ -77,11 +58,8 @@ class Record:
 
 
 def record_format(path: str | os.PathLike) -> str:
-    """The :func:`iter_records` format of ``path`` from its suffix (a directory is ``"dataset"``).
-
-    Raises:
-        ValueError: an unknown suffix.
-    """
+    """The :func:`iter_records` format of ``path`` from its suffix (a directory is ``"dataset"``); an
+    unknown suffix is a :class:`ValueError`."""
     path = Path(path)
     if path.is_dir():
         return "dataset"
@@ -152,44 +130,30 @@ def iter_records(
 ) -> Iterator[Record]:
     """Stream the records of a data file, one :class:`Record` at a time (never the whole file).
 
-    Formats: ``jsonl`` (one JSON value per line; ``.json`` files are read as JSON lines), ``csv`` and
-    ``tsv`` (a header row naming the fields, quoted fields may span lines), ``txt`` (each line is a
-    record ``{text_field: line}``; blank lines included), ``parquet`` (read in batches of rows) and
-    ``dataset`` (a directory of ``datasets.Dataset.save_to_disk``, read lazily). Text is decoded line
-    by line, split on ``\\n`` only (a ``\\r\\n`` ending is dropped; a Latin-1 byte ``0x85`` stays
-    inside its line); a UTF-8 byte-order mark is dropped. Text encodings must be ASCII-compatible
-    (utf-8, latin-1, cp1252 ...).
+    Formats: ``jsonl`` (one JSON value per line; also ``.json``), ``csv`` and ``tsv`` (a header row,
+    quoted fields may span lines), ``txt`` (each line a record ``{text_field: line}``, blank lines
+    included), ``parquet`` (in batches of rows) and ``dataset`` (a ``Dataset.save_to_disk`` directory,
+    read lazily); default: from the suffix. Text is decoded line by line, split on ``\\n`` only (a
+    ``\\r\\n`` ending is dropped; a Latin-1 byte ``0x85`` stays inside its line), a UTF-8 byte-order
+    mark dropped; encodings must be ASCII-compatible (utf-8, latin-1, cp1252 ...).
 
     Args:
-        path: the file (or dataset directory).
-        format: one of the formats above; default: from the suffix (a directory is ``dataset``).
         fields: the fields the caller needs. Each must be present and (unless ``allow_null``) not
             null, or the record is an error naming the field; a csv/tsv header or parquet/dataset
             schema without one is an error of the whole file. Records are reduced to ``fields`` +
-            ``optional`` (parquet and datasets read only those columns). A jsonl line that is a bare
-            JSON string reads as ``{text_field: string}``, like a txt line. ``None``: every record
-            as it is (any JSON value for jsonl).
+            ``optional``. A jsonl line that is a bare JSON string reads as ``{text_field: string}``.
+            ``None``: every record as it is.
         optional: fields that may be absent or null; they read as ``None``.
-        allow_null: accept null values for ``fields`` (the caller decides what they mean).
         rename: ``{name in the file: field}``, applied before the checks.
-        text_field: the field a txt line (or a bare JSON string) is read into.
-        header: csv/tsv: the first row names the fields (records are dicts); ``False``: records are
-            lists of strings (``fields`` cannot be used).
-        quoting: csv/tsv: ``"`` quotes fields (the csv convention); ``False``: quotes are text.
+        header: csv/tsv: ``False`` yields lists of strings (``fields`` cannot be used).
+        quoting: csv/tsv: ``False`` reads ``"`` as text.
         blank_lines: a blank line of a jsonl/csv/tsv file is an ``error``, ``skip``-ped, or ``keep``-t
             as a record with ``data=None`` (to keep rows aligned with lines).
-        encoding: text encoding of jsonl/csv/tsv/txt files.
         on_error: called with the :class:`RecordError` of each malformed record, which is then
-            skipped; ``None`` (default): raise it. Problems of the whole file always raise.
+            skipped; ``None``: raise it. Problems of the whole file always raise.
 
-    Returns:
-        An iterator of :class:`Record`; the file is opened when iteration starts.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: an unknown format or encoding, or inconsistent arguments (at the call).
-        RecordError: a malformed record (while iterating), naming the file, line and field.
-    """
+    The file is opened when iteration starts; a missing path (:class:`FileNotFoundError`) and bad
+    arguments (:class:`ValueError`) raise at the call, malformed records while iterating."""
     path = Path(path).expanduser()
     if format is None:
         if not path.exists():
@@ -236,8 +200,8 @@ def iter_records(
 
 
 def _lines(options: _Options, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for each line, split on ``\\n`` and decoded on its own (so an
-    undecodable line is named); a line that cannot be decoded is reported and skipped."""
+    """``(line number, text)`` for each line, split on ``\\n`` and decoded on its own; a line that
+    cannot be decoded is reported (named) and skipped."""
     encoding = options.encoding
     utf8 = codecs.lookup(encoding).name in ("utf-8", "utf-8-sig")
     if utf8:
@@ -346,7 +310,7 @@ def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
             last = lineno
             yield text
 
-    # a field may be as long as a line may be (csv's own default is 128 KiB, less than one long sentence)
+    # a field may be as long as a line (csv's default limit is 128 KiB)
     csv.field_size_limit(max(csv.field_size_limit(), max_line_bytes()))
     reader = csv.reader(feed(), delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if options.quoting else csv.QUOTE_NONE)
     end = 0  # the last line of the previous record

@@ -9,18 +9,14 @@ from torch.utils.data import DistributedSampler, Sampler
 
 __all__ = ["LengthGroupedSampler", "ResumableSampler", "length_grouped_order"]
 
-# passes over the data within one epoch (a shorter loader cycled by Lightning's CombinedLoader) get
-# seeds this far apart, so that they never collide with the seeds of other epochs
+# seed distance between the passes of one epoch (a shorter loader cycled by CombinedLoader): no collision
+# with other epochs' seeds
 _PASS_STRIDE = 1_000_003
 
 
 def length_grouped_order(lengths: torch.Tensor, group: int, mega: int, generator: torch.Generator) -> torch.Tensor:
-    """A permutation of ``range(len(lengths))`` whose consecutive runs of ``group`` have similar lengths.
-
-    Shuffle all indices, cut them into mega-batches of ``mega``, sort each mega-batch by length
-    (longest first), cut it into groups and shuffle the order of the full groups; partial groups
-    come last.
-    """
+    """A permutation of ``range(len(lengths))`` whose consecutive runs of ``group`` have similar lengths
+    (as :class:`LengthGroupedSampler` describes, with mega-batches of ``mega``); partial groups come last."""
     perm = torch.randperm(len(lengths), generator=generator)
     groups = []
     for chunk in perm.split(mega):
@@ -33,25 +29,16 @@ def length_grouped_order(lengths: torch.Tensor, group: int, mega: int, generator
 
 
 class LengthGroupedSampler(Sampler[int]):
-    """Yield indices so that consecutive ``batch_size`` runs have similar lengths.
+    """Yield indices so that consecutive ``batch_size`` runs have similar lengths (single process; the
+    DataModule uses :class:`ResumableSampler` with ``lengths``, which orders the data the same way).
 
     Each epoch: shuffle all indices, cut them into mega-batches of ``batch_size * mega_batch_factor``,
-    sort each mega-batch by length (longest first), cut it into batches and shuffle the batch order.
-    The batches stay random in content across the corpus but are homogeneous in length.
+    sort each by length (longest first), cut it into batches and shuffle the batch order: batches random
+    in content, homogeneous in length. The epoch (:meth:`set_epoch`) is added to ``seed``.
 
-    Effect on contrastive learning: in-batch negatives become sentences of similar length, so length
-    is no longer a cue for telling them apart. This is usually harmless and sometimes helps; it
-    changes the negative distribution, so keep it off when reproducing a paper's numbers exactly.
-
-    The training loaders of :class:`~unisent.data.UnisentDataModule` use :class:`ResumableSampler`
-    (``lengths=...``), which orders the data the same way, shards it across processes and can
-    resume mid-epoch; this class is the plain single-process sampler.
-
-    Args:
-        lengths: token length of each example.
-        batch_size: batch size of the loader using this sampler.
-        mega_batch_factor: how many batches are sorted together.
-        seed: base seed; the epoch (see :meth:`set_epoch`) is added.
+    Effect on contrastive learning: in-batch negatives have similar lengths, so length is no longer a
+    cue. Usually harmless, sometimes helpful; it changes the negative distribution, so keep it off when
+    reproducing a paper's numbers exactly.
     """
 
     def __init__(self, lengths: Sequence[int], batch_size: int, mega_batch_factor: int = 50, seed: int = 0) -> None:
@@ -75,33 +62,19 @@ class LengthGroupedSampler(Sampler[int]):
 class ResumableSampler(DistributedSampler):
     """The training sampler: a deterministic order per (seed, epoch, pass), sharded, resumable.
 
-    * **Deterministic.** The order of a pass over the data depends only on ``seed``, the epoch
-      (:meth:`set_epoch`, called by Lightning) and the pass number within the epoch (a shorter
-      loader that Lightning's ``CombinedLoader`` cycles starts a new pass each time), never on the
-      global random state: data order and dropout draw from separate streams.
-    * **Sharded.** The order is cut into global batches of ``batch_size * num_replicas``; process
-      ``rank`` takes its contiguous slice of each, so every process gets the same number of full
-      batches (contrastive losses gather equal-sized batches). It subclasses ``DistributedSampler``
-      so that Lightning uses it as is under DDP/FSDP instead of wrapping it.
-    * **Resumable.** :meth:`set_position` makes the next pass start at a given batch, skipping the
-      batches already trained on by index arithmetic: nothing before the position is read,
-      tokenised or collated. :class:`~unisent.data.UnisentDataModule` stores the position in every
-      checkpoint and sets it on resume.
-    * **Length grouping** (``lengths``): the global batches are formed as by
-      :class:`LengthGroupedSampler` (with the global batch size), so each process's batch is a
-      slice of a length-homogeneous global batch.
+    * **Deterministic.** The order depends only on ``seed``, the epoch (:meth:`set_epoch`) and the pass
+      within the epoch (a loader cycled by ``CombinedLoader`` starts a new pass each time), never on
+      the global random state, which dropout uses.
+    * **Sharded.** Global batches of ``batch_size * num_replicas``, process ``rank`` taking its
+      contiguous slice of each: every process gets the same number of full batches (contrastive losses
+      gather equal-sized batches). A ``DistributedSampler`` subclass, so Lightning does not wrap it.
+    * **Resumable.** :meth:`set_position` starts the next pass at a given batch by index arithmetic:
+      nothing before it is read, tokenised or collated.
+    * **Length grouping** (``lengths``): global batches formed as by :class:`LengthGroupedSampler`.
 
-    Incomplete global batches are dropped (as ``drop_last=True``).
-
-    Args:
-        num_samples: size of the dataset.
-        batch_size: per-process batch size.
-        seed: base seed of the order.
-        shuffle: ``False`` keeps the dataset order (sharded the same way).
-        lengths: token length of each example, to group batches by length.
-        mega_batch_factor: with ``lengths``: how many global batches are sorted together.
-        num_replicas: number of processes (world size).
-        rank: this process's global rank.
+    Incomplete global batches are dropped (as ``drop_last=True``). ``batch_size`` is per process;
+    ``shuffle=False`` keeps the dataset order (sharded the same way); ``mega_batch_factor``: with
+    ``lengths``, how many global batches are sorted together.
     """
 
     def __init__(
@@ -147,8 +120,7 @@ class ResumableSampler(DistributedSampler):
         return self.num_batches * self.batch_size
 
     def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` (from pass 0, batch 0); a no-op when already in ``epoch`` (on resume,
-        Lightning sets the epoch that :meth:`set_position` set already)."""
+        """Start ``epoch`` at pass 0, batch 0; a no-op in the current epoch (Lightning sets it again on resume)."""
         if epoch != self.epoch:
             self.epoch, self._pass, self._start = epoch, 0, 0
 

@@ -1,6 +1,5 @@
-"""The seam between data and objectives: a :class:`BatchSchema` says which record fields a batch is
-built from and how they are batched; the DataModule reads, validates, tokenises, caches and collates
-records by it without knowing any objective class."""
+"""The seam between data and objectives: the DataModule handles records by a :class:`BatchSchema`
+without knowing any objective class."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ class BatchSchema:
     """The record fields a batch is built from, and how they are batched.
 
     Every :class:`Objective` has one (:attr:`Objective.schema`, from its class attributes); ``unisent
-    predict`` uses one of its own (:data:`PREDICT_SCHEMA`: a single text field). The DataModule reads,
-    validates, tokenises and caches records by a schema and batches them with :meth:`collate`.
+    predict`` uses :data:`PREDICT_SCHEMA`.
 
     Attributes:
         batch_keys: record fields a batch needs (each record is checked for them).
@@ -54,13 +52,9 @@ class BatchSchema:
                 raise ValueError(f"BatchSchema.{attr} {extra} are not in batch_keys {list(self.batch_keys)}")
 
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-        """Batch tokenised records.
-
-        All text fields of one batch are padded to one common length, so that an objective can
-        stack several views and run a single forward pass. Text fields become
-        ``{"input_ids": (batch, seq), "attention_mask": (batch, seq)}``; numeric fields become
-        tensors and anything else a list.
-        """
+        """Batch tokenised records: text fields become ``{"input_ids", "attention_mask"}`` (batch, seq),
+        all padded to one length so that an objective can stack several views into one forward pass;
+        numeric fields become tensors and anything else a list."""
         batch: dict[str, Any] = {}
         if self.text_keys:
             length = max(len(f[k]) for f in features for k in self.text_keys)

@@ -1,25 +1,17 @@
-"""Where training data comes from: one :class:`DataSource` for every objective, read through
-``datasets.load_dataset``.
+"""One :class:`DataSource` for every objective, read through ``datasets.load_dataset`` (docs/training.md).
 
-A source is a local file, a glob of files or a directory in any format ``datasets`` reads (jsonl/json,
-csv, tsv, txt, parquet, arrow; a dataset repository directory with its README ``configs``; a directory
-written by ``Dataset.save_to_disk``), or a Hugging Face Hub dataset id with ``name``, ``split``,
-``revision`` and ``data_files``. Offline (``HF_HUB_OFFLINE=1``/``HF_DATASETS_OFFLINE=1``) a Hub id is
-read from the ``datasets`` cache; when it is not there the error is one line saying so.
-
-Records are checked against the objective's fields with Arrow compute on the loaded table (nulls,
-empty sentences, non-text values), which costs little next to tokenising. When ``load_dataset`` cannot
-parse a local file, or the check finds a malformed record in one, the file is read again by the record
-reader (:func:`unisent.data.checked_records.read_records`): its errors name the file, the line and the field,
-which ``load_dataset`` cannot (it reports a pandas or Arrow parse error, without the line of the
-record). That second reading is also what ``on_error: skip`` keeps. Records of a Hub dataset or a
-repository directory are named by their row.
+Records are checked with Arrow compute on the loaded table (cheap next to tokenising). When
+``load_dataset`` cannot parse a local file, or the check finds a malformed record in one, the file is
+read again by :func:`unisent.data.checked_records.read_records`, whose errors name the line and field
+(``load_dataset``'s parse errors do not); that reading is also what ``on_error: skip`` keeps. Records of
+a Hub dataset or a repository directory are named by their row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import glob as globlib
 import os
 from collections.abc import Sequence
@@ -45,7 +37,7 @@ BUILDERS = {
     "arrow": "arrow",
 }
 _SUFFIX_FORMATS = {**FORMATS, ".arrow": "arrow"}
-_LOCAL_FORMATS = {"jsonl", "csv", "tsv", "txt", "parquet"}  # the ones the record reader names lines of
+_LOCAL_FORMATS = {"jsonl", "csv", "tsv", "txt", "parquet"}  # the record reader names their lines
 MAX_LISTED = 20
 
 
@@ -148,12 +140,8 @@ def _looks_local(path: str) -> bool:
 
 
 def resolve_source(source: DataSource | str) -> ResolvedSource:
-    """Find what ``source.path`` names (see :class:`ResolvedSource`).
-
-    Raises:
-        FileNotFoundError: a local path (or glob) that does not exist.
-        ValueError: an unknown suffix, or a glob matching files of several formats.
-    """
+    """Find what ``source.path`` names (see :class:`ResolvedSource`): :class:`FileNotFoundError` for a local
+    path or glob that does not exist, :class:`ValueError` for an unknown suffix or a glob of mixed formats."""
     if isinstance(source, str):
         source = DataSource(path=source)
     raw = source.path
@@ -199,9 +187,8 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
 
 
 def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]:
-    """What identifies the data of a source in a cache key: the description and, for local files, each
-    file's path, size and modification time; for repositories and Hub datasets ``datasets``' own
-    fingerprint of the loaded data (which follows their files and revision)."""
+    """What identifies a source's data in a cache key: its description and each local file's path, size and
+    modification time, or ``datasets``' fingerprint of a loaded repository or Hub dataset."""
     source = resolved.source
     parts: dict[str, Any] = {
         "kind": resolved.kind,
@@ -262,9 +249,8 @@ def _hub_error(resolved: ResolvedSource, err: Exception) -> FileNotFoundError:
 
 @contextlib.contextmanager
 def _parse_errors_once(builder: str):
-    """A local file that does not parse is reported once, by unisent (file, line, what to do): the
-    builder's own ERROR log line of the same failure is silenced, and the "Generating train split" bar
-    it interrupted gets its line ended, so the error starts on a line of its own."""
+    """Silence the builder's own ERROR log of a parse failure (unisent reports it, naming the line) and
+    end the interrupted progress bar's line."""
     import sys
 
     from datasets.utils import logging as ds_logging
@@ -283,8 +269,8 @@ def _parse_errors_once(builder: str):
 
 
 def open_dataset(resolved: ResolvedSource, streaming: bool = False):
-    """``datasets.load_dataset`` (``load_from_disk`` for a saved directory) of a resolved source: a
-    ``Dataset``, or an ``IterableDataset`` with ``streaming``. Parse errors of local files propagate."""
+    """A resolved source as a ``Dataset`` (an ``IterableDataset`` with ``streaming``), through
+    ``load_dataset`` or ``load_from_disk``. Parse errors of local files propagate."""
     import datasets
 
     source = resolved.source
@@ -390,37 +376,35 @@ def report_problems(
     skip_notice(label, total, kept, listed, key)
 
 
-def load_source(
-    source: DataSource | str,
-    required: Sequence[str],
-    text_keys: Sequence[str] = (),
-    optional: Sequence[str] = (),
-):
-    """Load a (map-style) source as a ``datasets.Dataset`` holding only the ``required`` fields, every
-    record checked (see the module docstring for how problems are named)."""
+def _read_by_lines(resolved: ResolvedSource, required, text_keys, optional):
+    """The record reader on each file: line numbers in the errors, ``on_error: skip`` applied."""
+    import datasets
+
     from .checked_records import read_records
 
+    source = resolved.source
+    parts = []
+    left = source.max_records
+    for path in resolved.files:
+        part = DataSource(path=str(path), columns=source.columns, max_records=left, on_error=source.on_error)
+        columns = read_records(part, required, text_keys, optional, source_key=resolved.key)
+        parts.append(datasets.Dataset.from_dict(columns))
+        if source.max_records:
+            left -= len(parts[-1])
+            if left <= 0:
+                break
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+
+def load_source(
+    source: DataSource | str, required: Sequence[str], text_keys: Sequence[str] = (), optional: Sequence[str] = ()
+):
+    """Load a (map-style) source as a ``datasets.Dataset`` of the ``required`` fields, every record checked
+    (see the module docstring)."""
     resolved = source if isinstance(source, ResolvedSource) else resolve_source(source)
     source = resolved.source
-    # local files the record reader names lines (rows) of
     line_reader = resolved.kind == "saved" or (resolved.kind == "files" and resolved.format in _LOCAL_FORMATS)
-
-    def by_lines():
-        """The record reader on each file: line numbers in the errors, ``on_error: skip`` applied."""
-        import datasets
-
-        parts = []
-        left = source.max_records
-        for path in resolved.files:
-            part = DataSource(path=str(path), columns=source.columns, max_records=left, on_error=source.on_error)
-            columns = read_records(part, required, text_keys, optional, source_key=resolved.key)
-            parts.append(datasets.Dataset.from_dict(columns))
-            if source.max_records:
-                left -= len(parts[-1])
-                if left <= 0:
-                    break
-        return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-
+    by_lines = functools.partial(_read_by_lines, resolved, required, text_keys, optional)
     try:
         dataset = open_dataset(resolved)
     except Exception:

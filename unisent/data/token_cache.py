@@ -1,7 +1,5 @@
-"""The tokenised Arrow cache of the DataModule: its key (:func:`cache_key`: the source, the fields, the
-tokenizer and the length), tokenising into it in several processes (:func:`build_cache`), and the
-cleanup after writers that were killed. A reader sees no cache file or a whole one.
-"""
+"""The DataModule's tokenised Arrow cache: its key, the processes that fill it, the cleanup after killed
+writers. A reader sees no cache file or a whole one."""
 
 from __future__ import annotations
 
@@ -20,15 +18,7 @@ from .schema import BatchSchema
 from .sources import ResolvedSource, source_fingerprint
 from .tokenizing import RowTokenizer
 
-__all__ = [
-    "RECORDS_PER_PROCESS",
-    "build_cache",
-    "cache_key",
-    "default_cache_dir",
-    "default_num_proc",
-    "remove_stale_parts",
-    "write_arrow_cache",
-]
+__all__ = ["build_cache", "cache_key", "default_cache_dir"]
 
 
 def default_cache_dir() -> Path:
@@ -40,8 +30,8 @@ RECORDS_PER_PROCESS = 25_000
 
 
 def cache_key(resolved: ResolvedSource, schema: BatchSchema, tokenizer, max_length: int, dataset=None) -> str:
-    """The cache key: the source (its files' paths, sizes and times, or ``datasets``' fingerprint of a
-    repository or Hub dataset), the fields, the tokenizer with its added tokens, and the length."""
+    """The cache key: the source (:func:`~unisent.data.sources.source_fingerprint`), the fields, the
+    tokenizer with its added tokens, and the length."""
     parts = {
         "source": source_fingerprint(resolved, dataset),
         "keys": list(schema.batch_keys),
@@ -112,8 +102,7 @@ def build_cache(
     num_proc = min(num_proc or default_num_proc(), max(1, len(dataset) // RECORDS_PER_PROCESS))
     cache.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_parts(cache.parent)
-    # named as io.atomic_write names its temporaries (writer's pid and host), so that a killed
-    # writer's leftovers are recognised and removed by the next writer
+    # named like io.atomic_write's temporaries (pid@host): the next writer removes a killed one's leftovers
     parts = cache.parent / f".{cache.stem}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{socket.gethostname()}.tmp"
     parts.mkdir()
     try:

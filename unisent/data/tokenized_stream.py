@@ -1,32 +1,18 @@
-"""Streaming sources (``streaming: true``): tokenised on the fly, sharded, shuffled, resumed exactly.
+"""Streaming sources (``streaming: true``): tokenised on the fly, sharded, shuffled, resumed exactly
+(docs/training.md). ``datasets`` reads, shards (``split_dataset_by_node``) and shuffles (files and a
+buffer); :class:`TokenizedStream` adds:
 
-A streamed source is never converted, cached or counted: ``datasets.load_dataset(streaming=True)``
-reads it lazily, :func:`datasets.distributed.split_dataset_by_node` gives each process its files (or
-every n-th record when the files do not divide among the processes), ``IterableDataset.shuffle`` shuffles
-the order of the files and the records in a buffer, and ``datasets`` gives each dataloader worker its
-files. :class:`TokenizedStream` adds what training needs on top:
+* **Passes without end**, each shuffled with its own seed (``set_epoch(pass)``): no process waits on
+  another at an epoch's end, and a run is measured in ``trainer.max_steps``.
+* **Exact resume.** The position is the number of batches trained; a resumed stream replays the same
+  passes and skips the records before it untokenised. (``IterableDataset.state_dict`` is not used: it
+  drops the shuffle buffer's content on resume, which changes the order.)
+* **Checks** of every record as map-style data has them; a bad one is a
+  :class:`~unisent.data.RecordError` showing the record, or with ``on_error: skip`` dropped and counted.
 
-* **Passes without end.** The stream of a process is pass 0, pass 1, ... over its share, each shuffled
-  with its own seed (``IterableDataset.set_epoch(pass)``). So every process always has a next batch
-  (processes whose shares differ in size never wait on each other at an epoch's end), and the run is
-  measured in steps: streaming needs ``trainer.max_steps``.
-* **Exact resume.** The position is the number of batches trained, kept in the checkpoint by the
-  DataModule. A resumed stream replays the same passes with the same seeds and skips the records that
-  were trained on before tokenising them, so the resumed run sees the same records in the same order
-  as an uninterrupted one. ``datasets`` has its own ``IterableDataset.state_dict``, but it drops the
-  content of the shuffle buffer on resume (its documentation says so: the records in the buffer are
-  lost and the buffer is refilled), which changes the order; replaying costs reading (not tokenising)
-  the records before the position again.
-* **Checks.** Every record is checked as map-style data is (a required field present and not null, a
-  text field a non-blank string); a bad record raises a :class:`~unisent.data.RecordError` that names
-  the source and shows the record, or with ``on_error: skip`` is dropped and counted.
-
-Dataloader workers: ``datasets`` gives worker ``w`` of ``W`` the files ``w, w + W, ...`` of the
-process's share (at most one worker per file), and the loader takes batches from the working workers in
-turn, so the batches a worker has made are known from the number of batches trained. A new loader
-iterator always asks worker 0 first, so a resumed one starts at the last full round of workers and
-:class:`StreamLoader` drops the few batches of that round that were trained on already.
-"""
+Workers: ``datasets`` gives worker ``w`` of ``W`` the files ``w, w + W, ...`` and the loader takes their
+batches in turn, worker 0 first, so a resumed loader starts at the last full round of workers and
+:class:`StreamLoader` drops the batches of that round already trained on."""
 
 from __future__ import annotations
 
@@ -51,16 +37,8 @@ def worker_batches(batches: int, worker: int, workers: int) -> int:
 
 class TokenizedStream(torch.utils.data.IterableDataset):
     """The endless, sharded, shuffled, tokenised record stream of one process (see the module docstring).
-
-    Args:
-        resolved: the source (:func:`~unisent.data.sources.resolve_source`).
-        required, text_keys, optional: the objective's fields (its :class:`~unisent.data.BatchSchema`).
-        tokenizer: the encoder's :class:`~unisent.data.tokenizing.RowTokenizer`.
-        batch_size: the per-process batch size of the loader (records are tokenised a batch at a time,
-            and skipped on resume in whole batches).
-        seed: seed of the shuffling (pass ``p`` uses ``seed`` with epoch ``p``).
-        rank, world_size: this process and the number of processes.
-    """
+    ``required``, ``text_keys``, ``optional``: the objective's fields; records are tokenised, and skipped on
+    resume, ``batch_size`` (per process) at a time; pass ``p`` is shuffled with ``seed`` and epoch ``p``."""
 
     def __init__(
         self,
@@ -83,9 +61,8 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         self.seed = seed
         self.rank, self.world_size = rank, world_size
         self.start = 0  # batches of this loader already trained on (set_position)
-        # field -> column of the data (``columns:`` renames column -> field)
         inverse = {new: old for old, new in self.source.columns.items()}
-        self.column_of = {key: inverse.get(key, key) for key in self.required}
+        self.column_of = {key: inverse.get(key, key) for key in self.required}  # field -> column
         self._base = None
 
     # ------------------------------------------------------------------------------- the datasets part
@@ -99,8 +76,7 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         return self._base
 
     def check_columns(self) -> None:
-        """Read the first record and check that the required columns are there (an error of the whole
-        source, raised when training is set up rather than at the first batch)."""
+        """Check the first record for the required columns, when training is set up (not at the first batch)."""
         first = next(iter(self.base()), None)
         if first is None:
             raise RecordError(self.resolved.label, 0, f"no records (fields needed: {', '.join(self.required)})")
@@ -216,8 +192,7 @@ class TokenizedStream(torch.utils.data.IterableDataset):
 
 class StreamLoader(torch.utils.data.DataLoader):
     """A ``DataLoader`` over a :class:`TokenizedStream` that resumes at the stream's position with any
-    number of workers: the workers start at the last full round before the position (worker 0 first,
-    as every new iterator does), and the batches of that round before the position are dropped here."""
+    number of workers (see the module docstring)."""
 
     def __iter__(self):
         iterator = super().__iter__()

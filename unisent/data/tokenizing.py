@@ -1,13 +1,4 @@
-"""Tokenising records by a :class:`~unisent.data.schema.BatchSchema`: one picklable function for the
-map-style cache (``datasets.map`` with ``num_proc`` worker processes) and for streams.
-
-The function holds the tokenizer's Rust backend (``tokenizers.Tokenizer``, a small JSON when pickled),
-not the encoder, so that worker processes receive a few hundred kilobytes, not the model. It calls the
-backend as ``transformers`` does for ``tokenizer(texts, truncation=True, max_length=n)`` (truncation
-on the tokenizer's side, special tokens added, no padding) and returns the same ids
-(``tests/test_data_sources.py`` compares them); a tokenizer without a backend (a slow one) is called
-as it is.
-"""
+"""Tokenising records by a :class:`~unisent.data.schema.BatchSchema` (:class:`RowTokenizer`)."""
 
 from __future__ import annotations
 
@@ -19,12 +10,13 @@ __all__ = ["RowTokenizer"]
 
 class RowTokenizer:
     """``rows -> rows`` with every text field of ``text_keys`` replaced by its token ids (a null stays
-    null) and a ``length`` column (the longest text field of the record, in tokens).
+    null) and a ``length`` column (the longest text field of the record, in tokens). ``tokenizer``: the
+    encoder's, with any added tokens; ``max_length`` includes special tokens.
 
-    Args:
-        tokenizer: a ``transformers`` tokenizer (the encoder's, with any added tokens).
-        text_keys: the fields to tokenise.
-        max_length: the token limit (special tokens included).
+    Picklable, for the map-style cache (``datasets.map(num_proc=)``) and streams: it holds the tokenizer's
+    Rust backend (a small JSON when pickled), not the encoder, so worker processes receive kilobytes, not
+    the model. The ids equal ``tokenizer(texts, truncation=True, max_length=n)``'s
+    (``tests/test_data_sources.py``); a slow tokenizer is called as it is.
     """
 
     def __init__(self, tokenizer, text_keys: Sequence[str], max_length: int) -> None:

@@ -1,9 +1,5 @@
-"""What an encoder is built from: :class:`EncoderConfig` (backbone, pooler, length, normalisation) and
-the names of the files an encoder saves beside its backbone.
-
-The config is data: building one checks the values given and reads nothing. The fields left unset are
-filled in when the encoder is built, from the preset or the model's own files
-(:func:`~unisent.encoders.resolution.resolve_encoder_config`)."""
+"""What an encoder is built from: :class:`EncoderConfig` and the names of the files an encoder saves
+beside its backbone."""
 
 from __future__ import annotations
 
@@ -24,43 +20,33 @@ POOLER_WEIGHTS = "pooler.pt"
 class EncoderConfig:
     """Which backbone to load and how to pool it.
 
-    Plain data: a field left unset (``None``, ``0``) keeps that value here and is filled in when the
-    encoder is built (:func:`~unisent.encoders.resolution.resolve_encoder_config`; ``Encoder.config``
-    is the resolved copy).
+    Plain data: building one checks the values and reads nothing; a field left unset (``None``, ``0``)
+    is filled in when the encoder is built (:func:`~unisent.encoders.resolution.resolve_encoder_config`;
+    ``Encoder.config`` is the resolved copy).
 
     Attributes:
         model: a preset name (``minilm-l6``, ``bert-base-uncased``, ...), a local model directory or a
             Hugging Face hub id.
-        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max`` or ``avg_first_last``,
-            a pooler's dotted class path (``my_pkg.poolers.MyPooler``, imported and so registered),
-            or any name registered with ``unisent.encoders.register_pooler`` (from Python, or by a module of
-            ``--import`` or a plugin, docs/plugins.md); unset for
-            the preset's default (``cls`` for a plain directory or hub id).
+        pooler: ``cls``, ``cls_mlp``, ``cls_mlp_train_only``, ``mean``, ``max``, ``avg_first_last``, a
+            pooler's dotted class path, or any name registered with ``register_pooler`` (docs/plugins.md);
+            unset for the preset's default (``cls`` for a plain directory or hub id).
         max_length: maximum tokens per sentence in training; 0 for the preset's default (32 otherwise).
         inference_max_length: maximum tokens per sentence of the model a run leaves (``<run>/encoder``,
-            ``unisent.load`` of its ``.ckpt``, ``unisent evaluate``/``encode``, exports); unset: the
-            backbone's own limit (:meth:`~unisent.encoders.export_declarations.EncoderModel.native_max_length`:
-            the Sentence Transformers model's ``max_seq_length``, e.g. 256 for ``minilm-l6``, else the
-            tokenizer's, 512 for BERT), not ``max_length``, which only truncates the training data.
+            its ``.ckpt``, ``evaluate``/``encode``, exports); unset: the backbone's own limit (256 for
+            ``minilm-l6``, 512 for BERT: ``EncoderModel.native_max_length``), not ``max_length``, which
+            only truncates the training data.
         attn_implementation: attention kernel passed to ``from_pretrained`` (``sdpa`` or ``eager``);
             ``sdpa``, the default, falls back to the model's own (eager) for an architecture without
             SDPA support (MPNet), saying so once; any other value is used as given or fails clearly.
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
-        unpad: skip padding tokens inside the backbone (:mod:`unisent.encoders.packed`): the same
-            result, computed on real tokens only. Used for BERT-family backbones; others ignore it.
-        normalize: L2-normalise the embeddings of ``encode`` as the model's last step (Sentence
-            Transformers' ``Normalize`` module, which an export writes); unset for the preset's
-            setting (true for ``minilm-l6``, as the published model), false otherwise. Inference
-            only: the training losses and the heads on the encoder (GaussCSE's Gaussian head, CMLM's
-            projection) see the pooler's vectors, as before (``forward``, ``encode_pooled``). For the
-            cosine losses (InfoNCE, EASE's entity term) that makes no difference; inner-product
-            losses and heads keep training on the unnormalised vectors.
-        similarity: the model's similarity function, ``cosine``, ``dot``, ``euclidean`` or
-            ``manhattan`` (Sentence Transformers' ``similarity_fn_name``): what an export declares and
-            what MTEB compares with. Unset: the Sentence Transformers model's own, else ``cosine``.
+        unpad: skip padding tokens inside BERT-family backbones (:mod:`unisent.encoders.packed`; same result).
+        normalize: L2-normalise the embeddings of ``encode`` as the model's last step (an exported
+            ``Normalize``); unset for the preset's setting (true for ``minilm-l6``), false otherwise.
+            Inference only: training losses and heads see the pooler's vectors (``encode_pooled``).
+        similarity: Sentence Transformers' ``similarity_fn_name``, what an export declares and MTEB
+            uses; unset: the Sentence Transformers model's own, else ``cosine``.
         sentence_transformers: what a Sentence Transformers ``model`` declares beyond its backbone
-            (:func:`unisent.encoders.st_files.read_sentence_transformers`: its modules after
-            the Transformer, ``do_lower_case``, prompts); read from ``model`` when unset and no pooler
+            (:func:`unisent.encoders.st_files.read_sentence_transformers`); read when unset and no pooler
             is given, and recorded with the encoder. ``{}`` for a plain Hugging Face model.
     """
 
@@ -76,8 +62,7 @@ class EncoderConfig:
     sentence_transformers: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        """Check the values given; unset ones stay unset until
-        :func:`~unisent.encoders.resolution.resolve_encoder_config`."""
+        """Check the values given; unset ones stay unset."""
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
         if self.pooler:

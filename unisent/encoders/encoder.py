@@ -16,17 +16,11 @@ import torch
 from torch import nn
 
 from ..data.schema import pad_batch
-from ..hardware import encode_bf16
+from ..hardware import inference_precision
 from ..inference.model_types import register_model
 from ..io import atomic_write
 from ..io.model_files import check_fits, load_state, read_model_json, read_state, weight_shapes
-from .batching import (
-    TruncationWarning,
-    current_truncation,
-    ordered_map,
-    reference_batching_enabled,
-    truncation_message,
-)
+from .batching import TruncationWarning, current_truncation, ordered_map, reference_batching_enabled, truncation_message
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
@@ -225,12 +219,11 @@ class Encoder(EncoderModel):
         batch_size: int = 64,
         *,
         normalize: bool = False,
-        bf16: bool | None = None,
+        precision: str = "auto",
         show_progress_bar: bool = False,
         workers: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
-        precision: str | None = None,
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
 
@@ -238,17 +231,9 @@ class Encoder(EncoderModel):
         (``normalize=True`` normalises in any case; ``False`` does not undo the model's own
         normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
         """
-        return self.encode_pooled(
-            sentences,
-            batch_size,
-            normalize=normalize or self.config.normalize,
-            bf16=bf16,
-            show_progress_bar=show_progress_bar,
-            workers=workers,
-            prompt_name=prompt_name,
-            prompt=prompt,
-            precision=precision,
-        )
+        options = {"precision": precision, "show_progress_bar": show_progress_bar, "workers": workers}
+        options |= {"prompt_name": prompt_name, "prompt": prompt}
+        return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, **options)
 
     def encode_pooled(
         self,
@@ -256,12 +241,11 @@ class Encoder(EncoderModel):
         batch_size: int = 64,
         *,
         normalize: bool = False,
-        bf16: bool | None = None,
+        precision: str = "auto",
         show_progress_bar: bool = False,
         workers: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
-        precision: str | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -275,9 +259,8 @@ class Encoder(EncoderModel):
         intra-op thread, at most 4, on CPU; 1 on accelerators. The thread setting is restored after.
         ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers model's prompts) is put
         in front of every sentence; by default the model's default prompt, if it has one.
-        ``precision`` (``auto``, ``fp32``, ``bf16``; None: ``auto``) or ``bf16`` (True/False, wins):
-        bfloat16 autocast or not, by the rule ``unisent encode`` follows (:func:`unisent.hardware.encode_bf16`:
-        ``auto`` is bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere).
+        ``precision``: ``auto`` (bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere:
+        :func:`unisent.hardware.inference_precision`), ``fp32`` or ``bf16`` (bfloat16 autocast).
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
@@ -286,7 +269,7 @@ class Encoder(EncoderModel):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        bf16 = encode_bf16(bf16, precision, device.type)
+        bf16 = inference_precision(precision, device.type)[0]
         ids, truncated = self._tokenize_counting(sentences)
         collector = current_truncation()  # a caller that encodes in chunks counts them and reports once
         if collector is not None:

@@ -1,22 +1,8 @@
-"""What the plain :class:`~unisent.encoders.Encoder` declares as an inference model.
-
-:class:`EncoderModel` is the base of ``Encoder``: the encoder class itself (backbone, tokenizer,
-pooler, ``encode``, ``save_pretrained``) stays in :mod:`unisent.encoders`; how it is exported and
-described lives here, and most of it is asked of the pooler (each pooler carries its own Sentence
-Transformers modules and ``transformers`` recipe, see :mod:`unisent.encoders.poolers`).
-
-- ``sentence-transformers``: ``save_pretrained`` (backbone, tokenizer, ``unisent_encoder.json``,
-  ``pooler.pt``) plus ``modules.json``, the pooler's modules and, when the encoder normalises
-  (``EncoderConfig.normalize``), a ``Normalize`` module, in the classic layout
-  (``sentence_transformers.models.*`` class paths) that Sentence Transformers 3 and newer load without
-  ``trust_remote_code``. Hidden states a pooler needs are switched on through ``config_args`` in
-  ``sentence_bert_config.json``.
-- ``huggingface``: ``save_pretrained``, with the pooling documented as runnable ``transformers`` code in
-  the model card (:func:`hf_usage_code`). A pooler may write itself into the backbone's own pooler
-  (``cls_mlp`` into BERT's Linear + Tanh pooler, as SimCSE's ``simcse_to_huggingface.py`` does), so that
-  ``AutoModel(...)(...).pooler_output`` is the embedding.
-- ``onnx``: the Sentence Transformers directory plus ``onnx/model.onnx`` (:class:`EncoderOnnxGraph`:
-  backbone, pooler and normalisation in one graph; written by :mod:`unisent.export.onnx`).
+"""How the plain :class:`~unisent.encoders.Encoder` is exported and described (:class:`EncoderModel`,
+its base; most of it is asked of the pooler): ``sentence-transformers`` (the pooler's modules, then
+``Normalize``, built-in classes only), ``huggingface`` (the pooling as ``transformers`` code in the card,
+:func:`hf_usage_code`; ``cls_mlp`` may be written into the backbone's own pooler, as SimCSE's
+``simcse_to_huggingface.py`` does) and ``onnx`` (:class:`EncoderOnnxGraph`).
 """
 
 from __future__ import annotations
@@ -48,14 +34,9 @@ __all__ = ["EncoderModel", "EncoderOnnxGraph", "hf_usage_code"]
 
 
 def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool = False, normalize: bool = False) -> str:
-    """Runnable ``transformers`` code that reproduces unisent's embeddings for ``pooler`` (a registered
-    name or a pooler instance).
-
-    The code loads ``model_dir = "."`` (the exported directory as the working directory) and defines
-    ``embed(sentences) -> torch.Tensor``. The pooling lines come from the pooler's
-    ``huggingface_code``; ``mlp_in_backbone``: the pooler was written into the backbone's own pooler;
-    ``normalize``: the model L2-normalises its embeddings (``embed`` then normalises the pooled ones).
-    """
+    """Runnable ``transformers`` code, loading ``model_dir = "."`` and defining ``embed(sentences)``, that
+    reproduces unisent's embeddings for ``pooler`` (a name or an instance). ``mlp_in_backbone``: the pooler
+    was written into the backbone's own pooler; ``normalize``: ``embed`` L2-normalises."""
     if isinstance(pooler, str):
         pooler = build_pooler(pooler, 1)  # the recipe is the same for every size
     setup, body = pooler.huggingface_code(in_backbone=mlp_in_backbone)
@@ -96,8 +77,8 @@ def hf_usage_code(pooler: str | Pooler, max_length: int, mlp_in_backbone: bool =
 
 
 def _st_max_seq_length(model: str) -> int | None:
-    """``max_seq_length`` of the Sentence Transformers configuration of ``model`` (a preset, a directory,
-    or a hub id already in the local Hugging Face cache); None when it has none."""
+    """``max_seq_length`` of ``model``'s ``sentence_bert_config.json`` (a preset, a directory, or a hub id
+    in the local cache, never the network), else None."""
     location: str | None = model
     if model in PRESETS:
         try:
@@ -125,17 +106,12 @@ def _st_max_seq_length(model: str) -> int | None:
 
 
 class EncoderModel(InferenceModel):
-    """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks.
-
-    Relies on the encoder's ``backbone``, ``tokenizer``, ``pooler``, ``config``, ``hidden_size``, ``encode`` and
-    ``save_pretrained``. ``config.normalize`` adds a ``Normalize`` module after the pooler's, a card
-    row and the normalisation in the ``transformers`` recipe.
-    """
+    """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks (uses the
+    encoder's ``backbone``, ``tokenizer``, ``pooler``, ``config``, ``hidden_size`` and ``save_pretrained``)."""
 
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE, ONNX)
     pooler: Pooler
 
-    # ------------------------------------------------------------------------------ maximum length
     def position_limit(self) -> int | None:
         """The most tokens the backbone can take: ``max_position_embeddings``, less RoBERTa's offset
         (XLM-R and RoBERTa count positions from ``padding_idx + 1``: 514 -> 512); None if unknown."""
@@ -147,20 +123,10 @@ class EncoderModel(InferenceModel):
         return positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0)
 
     def native_max_length(self, base_model: str | None = None) -> int | None:
-        """The backbone's own maximum length, what an export keeps (not the training recipe's).
-
-        In order: the ``max_seq_length`` of the backbone's Sentence Transformers configuration (the
-        published model's: 256 for the packaged all-MiniLM-L6-v2 of ``minilm-l6``; read from its
-        directory, or from the Hugging Face cache for a hub id, never from the network), then the
-        tokenizer's ``model_max_length`` (512 for BERT); capped by :meth:`position_limit`. A preset's
-        ``max_length`` is not used: for a plain backbone (``bert-base-uncased``: 32) it is the
-        papers' training length. None when neither is known (a tokenizer without
-        ``model_max_length``): the export then keeps the model's current length.
-
-        Args:
-            base_model: the backbone the model was trained from (a preset name, hub id or directory),
-                as the run recorded it; ``config.model`` is asked too.
-        """
+        """The backbone's own maximum length, what an export keeps: its Sentence Transformers
+        ``max_seq_length`` (256 for ``minilm-l6``), else the tokenizer's (512 for BERT), capped by
+        :meth:`position_limit`, else None; never a preset's ``max_length`` (the papers' training length).
+        ``base_model`` (the backbone the run was trained from) is asked before ``config.model``."""
         limit = self.position_limit()
         found: int | None = None
         for name in (base_model, self.config.model):
@@ -178,14 +144,9 @@ class EncoderModel(InferenceModel):
     def export_max_length(
         self, max_length: int | None = None, base_model: str | None = None
     ) -> Iterator[tuple[int, int] | None]:
-        """While exporting (or saving a run's model): ``config.max_length`` set to ``max_length``,
-        else ``config.inference_max_length``, else the backbone's own (:meth:`native_max_length`),
-        else left as it is; restored afterwards. Yields ``(length the model had, length of the export)``.
-
-        Raises:
-            ValueError: ``max_length`` (or ``inference_max_length``) is not positive or exceeds the
-                backbone's positions.
-        """
+        """Context: ``config.max_length`` set to ``max_length``, else ``config.inference_max_length``, else
+        :meth:`native_max_length`, else unchanged; yields ``(length before, length of the export)``.
+        ``ValueError`` for a chosen length that is not positive or exceeds the backbone's positions."""
         current = self.config.max_length
         limit = self.position_limit()
         chosen = max_length if max_length is not None else getattr(self.config, "inference_max_length", None)
@@ -207,7 +168,6 @@ class EncoderModel(InferenceModel):
         finally:
             self.config.max_length = current
 
-    # ------------------------------------------------------------------------------ model card
     def card_facts(self) -> list[tuple[str, str]]:
         config = self.backbone.config
         arch = ", ".join(getattr(config, "architectures", None) or [type(self.backbone).__name__])
@@ -222,11 +182,10 @@ class EncoderModel(InferenceModel):
             ("similarity", self.similarity_fn_name),
         ]
 
-    # ------------------------------------------------------------------------------ sentence-transformers
     def sentence_transformers_modules(self) -> list[STModule]:
         """The pooler's modules, then ``Normalize`` when the encoder normalises (what ``encode`` gives)."""
         modules = self.pooled_sentence_transformers_modules()
-        if self.config.normalize:  # Sentence Transformers' Normalize: no weights, no settings
+        if self.config.normalize:
             modules.append(STModule("Normalize", "sentence_transformers.models.Normalize", {}))
         return modules
 
@@ -256,29 +215,22 @@ class EncoderModel(InferenceModel):
     def sentence_transformers_note(self) -> str:
         return self.pooler.sentence_transformers_note
 
-    # ------------------------------------------------------------------------------ onnx
     def onnx_graph(self, normalize: bool | None = None) -> OnnxGraph:
-        """Backbone, pooler and (``config.normalize``, or ``normalize``) the L2 normalisation as one
-        traceable module (:class:`EncoderOnnxGraph`): ``sentence_embedding`` is ``encode``'s vectors.
-
-        Raises:
-            NotExportableError: the model puts a prompt in front of every sentence (not in the graph).
-        """
+        """The encoder as one traceable module (:class:`EncoderOnnxGraph`); ``NotExportableError`` for a
+        model with a default prompt (not in the graph)."""
         declared = self.config.sentence_transformers or {}
         if declared.get("default_prompt_name") and (declared.get("prompts") or {}).get(declared["default_prompt_name"]):
             raise NotExportableError("a model with a default prompt has no ONNX export yet (the prompt is not in it)")
         graph = EncoderOnnxGraph(self, self.config.normalize if normalize is None else normalize)
         return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding"), graph.token_type_ids)
 
-    # ------------------------------------------------------------------------------ huggingface
     def mlp_in_backbone(self) -> bool:
         """Whether a ``huggingface`` export carries the pooler inside the backbone's own pooler."""
         with self.pooler.into_backbone(self.backbone, self.tokenizer) as done:
             return done
 
     def write_huggingface(self, out: Path) -> None:
-        """The ``transformers`` directory (with the pooler copied into the backbone's where it fits)
-        plus unisent's files."""
+        """``save_pretrained``, with the pooler copied into the backbone's own where it fits."""
         with self.pooler.into_backbone(self.backbone, self.tokenizer):
             self.save_pretrained(out)
 
@@ -304,11 +256,9 @@ embeddings = model.encode(["A man is playing a guitar.", "Someone plays music."]
 
 class EncoderOnnxGraph(nn.Module):
     """An encoder's forward for tracing: ``(input_ids, attention_mask[, token_type_ids])`` ->
-    ``(last_hidden_state, sentence_embedding)``, the backbone's own forward (never the unpadded one),
-    then the pooler, then the L2 normalisation when ``normalize``.
-
-    ``token_type_ids`` is an input where the backbone takes it (BERT), as in the ONNX files Sentence
-    Transformers writes; unisent feeds zeros, as ``encode`` does (it passes none)."""
+    ``(last_hidden_state, sentence_embedding)``: the backbone's own forward (never the unpadded one),
+    the pooler, then L2 normalisation when ``normalize``. ``token_type_ids`` is an input where the
+    backbone takes it (BERT), as in Sentence Transformers' ONNX files."""
 
     def __init__(self, encoder: nn.Module, normalize: bool = False) -> None:
         super().__init__()

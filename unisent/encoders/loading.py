@@ -26,10 +26,8 @@ PATH_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml
 
 def looks_like_path(model: str) -> bool:
     """Whether ``model`` names a local path rather than a hub id (``org/name``): it starts with ``/``,
-    ``.`` or ``~``, has more than one ``/`` or a backslash, ends with a file suffix (``.ckpt``), or
-    its first component is an existing local directory (``runs/encodr`` when ``runs/`` exists).
-    Such a name that does not exist fails at once instead of asking the hub (see ``unisent
-    evaluate``, which checks this before importing torch, with the same rule)."""
+    ``.`` or ``~``, has more than one ``/`` or a backslash, ends with a file suffix, or its first
+    component is an existing directory (``runs/encodr``). ``unisent evaluate`` applies the same rule."""
     if model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model:
         return True
     if model.lower().endswith(PATH_SUFFIXES):
@@ -39,12 +37,8 @@ def looks_like_path(model: str) -> bool:
 
 
 def resolve_model_location(model: str) -> str:
-    """Map ``model`` to what ``from_pretrained`` takes: a preset's location, a directory or a hub id.
-
-    A string that looks like a filesystem path (:func:`looks_like_path`) must exist. A directory is
-    checked (:func:`~unisent.io.model_files.check_model_directory`: regular files only, no link out of
-    it, its JSON and safetensors headers well-formed) before anything reads it.
-    """
+    """Map ``model`` to what ``from_pretrained`` takes: a preset's location, a directory (checked by
+    :func:`~unisent.io.model_files.check_model_directory` first) or a hub id. A path must exist."""
     if model in PRESETS:
         location = resolve_preset_path(PRESETS[model])
         if os.path.isdir(location):
@@ -66,10 +60,8 @@ _REACHABLE: dict[str, bool] = {}
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connection to the hub endpoint (``HF_ENDPOINT``), at most ``timeout`` seconds, once per
-    process. huggingface_hub retries a failed request 5 times with back-off (about 23 s) before
-    it gives up; when the hub cannot be reached at all, unisent loads from the local cache only and
-    fails at once. Behind a proxy (``HTTPS_PROXY``/``ALL_PROXY``) the hub is assumed reachable."""
+    """One TCP connection to ``HF_ENDPOINT`` per process (at most ``timeout`` s; assumed reachable behind
+    a proxy): unreachable means the local cache only, instead of huggingface_hub's ~23 s of retries."""
     from urllib.parse import urlparse
 
     if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
@@ -128,10 +120,7 @@ def _about_attention(err: Exception) -> bool:
 
 def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION, config_overrides: dict | None = None):
     """Load a Hugging Face ``AutoModel`` from a directory or hub id, failing clearly when offline.
-
-    ``attn_implementation`` ``sdpa`` (the default) falls back to the model's own default attention (eager)
-    for an architecture without SDPA support (MPNet), saying so once per model on stderr (the log); any
-    other value is passed as given, and a model that cannot use it fails with one ``ValueError``."""
+    ``attn_implementation``: as ``EncoderConfig.attn_implementation``."""
     from transformers import AutoConfig, AutoModel
 
     try:
@@ -166,13 +155,8 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
 
 
 def check_backbone_sizes(location: str, config) -> None:
-    """The sizes ``config.json`` of a model directory declares (``vocab_size``, ``hidden_size``, layers...)
-    against its weights' shapes, before the backbone is allocated (:func:`~unisent.io.model_files.check_fits`:
-    the model built on the ``meta`` device). A quantised model (``quantization_config``) is not checked.
-
-    Raises:
-        unisent.io.model_files.ModelFileError: naming ``config.json``, the field and what the weights hold.
-    """
+    """The sizes a directory's ``config.json`` declares against its weights' shapes, before allocation
+    (:func:`~unisent.io.model_files.check_fits`; a quantised model is not checked)."""
     from transformers import AutoModel
 
     found = directory_weight_shapes(location)

@@ -1,22 +1,14 @@
 """Unpadded ("packed") forward of BERT-family backbones: no compute is spent on padding tokens.
 
-A batch of sentences padded to its longest one wastes most of the linear-layer work on padding: on
-STS-B sentences at max length 32, a random batch of 64 holds 2.2 padded tokens per real one. Every
-layer of a BERT encoder except attention works token by token, so this forward gathers the real
-tokens into one ``(tokens, hidden)`` matrix after the embeddings and runs the query/key/value,
-output and feed-forward projections, the layer norms, GELU and dropout on it; only attention itself
-scatters its query, key and value back to ``(batch, heads, seq, head_dim)`` for
-``scaled_dot_product_attention`` with the key padding mask (the scatter and gather are index copies,
-cheap next to the matmuls). The result on real tokens is the same computation as the Hugging Face
-forward (the same modules and weights, called in the same order), so it is a drop-in replacement:
-the tests compare outputs and gradients with the Hugging Face path. Padding positions of the
-returned states are zero.
+Padding wastes most of the linear-layer work (STS-B at max length 32, batch 64: 2.2 padded tokens per
+real one). Every layer except attention works token by token, so the real tokens are gathered into one
+``(tokens, hidden)`` matrix; only attention scatters back to ``(batch, heads, seq, head_dim)`` for
+``scaled_dot_product_attention``. The same modules run in the same order as the Hugging Face forward,
+so real tokens get the same result; padding positions are zero.
 
-Supported: backbones whose layers have the ``BertLayer`` structure (BERT, RoBERTa, XLM-R, MiniLM,
-ELECTRA, CamemBERT, ...) with absolute position embeddings, as encoders (no cross-attention). Anything
-else uses the Hugging Face forward (:func:`supports_packing` says which).
-
-On CUDA, finding the real tokens (``nonzero``) synchronises with the host once per forward.
+Supported: ``BertLayer``-structured encoders (BERT, RoBERTa, XLM-R, MiniLM, ELECTRA, ...) with absolute
+position embeddings and no cross-attention (:func:`supports_packing`); others use the Hugging Face
+forward. On CUDA, finding the real tokens (``nonzero``) synchronises with the host once per forward.
 """
 
 from __future__ import annotations
@@ -62,11 +54,8 @@ def packed_forward(
     token_type_ids: torch.Tensor | None = None,
     output_hidden_states: bool = False,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """``(last_hidden_state, hidden_states)`` of ``backbone`` like its own forward, padding skipped.
-
-    ``hidden_states`` (embeddings, then every layer's output, each ``(batch, seq, hidden)``) is
-    returned when ``output_hidden_states``; otherwise ``None``.
-    """
+    """``(last_hidden_state, hidden_states)`` of ``backbone`` like its own forward, padding skipped;
+    ``hidden_states`` (embeddings, then every layer's output) is None unless ``output_hidden_states``."""
     batch, seq = input_ids.shape
     keep = attention_mask.bool()
     index = keep.reshape(-1).nonzero().squeeze(1)  # (tokens,) positions of real tokens in batch*seq

@@ -1,19 +1,7 @@
-"""Poolers: token states -> one vector per sentence, each carrying its own export knowledge.
-
-Every pooler is a small ``nn.Module`` with the same call signature, so the encoder never branches on
-pooler names. A pooler class also declares how it is exported: its Sentence Transformers modules
-(:meth:`Pooler.sentence_transformers_modules`), its ``transformers`` recipe for the model card
-(:meth:`Pooler.huggingface_code`) and its description. Adding a pooler is therefore one class in one
-file, registered under the name users write in YAML::
-
-    from unisent.encoders import Pooler, register_pooler
-
-    @register_pooler("mean_sqrt_len")
-    class MeanSqrtLenPooler(Pooler):
-        ...
-
-:data:`POOLERS` maps the registered names to the classes. ``EncoderConfig.pooler`` also takes a
-pooler's dotted class path (``my_pkg.poolers.MeanSqrtLenPooler``), which imports (and so registers) it.
+"""Poolers: token states -> one vector per sentence, each declaring its own export (Sentence
+Transformers modules, ``transformers`` recipe, description), so the encoder never branches on pooler
+names. A new pooler is one class under ``@register_pooler("name")`` (example: docs/plugins.md), or
+named in YAML by its dotted class path, which imports (and so registers) it.
 """
 
 from __future__ import annotations
@@ -30,11 +18,6 @@ from ..inference.base import NotExportableError, STModule
 
 __all__ = [
     "POOLERS",
-    "AvgFirstLastPooler",
-    "ClsMlpPooler",
-    "ClsMlpTrainOnlyPooler",
-    "ClsPooler",
-    "MaxPooler",
     "MeanPooler",
     "Pooler",
     "PoolerName",
@@ -53,7 +36,7 @@ P = TypeVar("P", bound=type)
 #: Registered poolers: the name users write (``EncoderConfig.pooler``) -> the class.
 POOLERS: dict[str, type[Pooler]] = {}
 
-#: The pooling modes of Sentence Transformers' ``Pooling`` module (all written, one of them true).
+#: Sentence Transformers' ``Pooling`` modes (all written, one of them true).
 ST_POOLING_MODES = (
     "cls_token",
     "mean_tokens",
@@ -74,12 +57,8 @@ MASKED_MEAN_LINES = (
 
 
 def register_pooler(name: str) -> Callable[[P], P]:
-    """Class decorator: register a :class:`Pooler` subclass under ``name`` (its ``name`` attribute).
-
-    Raises:
-        TypeError: the class is not a ``Pooler``.
-        ValueError: another class is registered under ``name``.
-    """
+    """Class decorator: register a :class:`Pooler` subclass under ``name`` (``TypeError`` for another
+    class, ``ValueError`` when another class holds ``name``)."""
 
     def decorate(cls: P) -> P:
         if not (isinstance(cls, type) and issubclass(cls, Pooler)):
@@ -95,16 +74,13 @@ def register_pooler(name: str) -> Callable[[P], P]:
 
 
 class PoolingModeError(ValueError):
-    """A pooler's export declares a Sentence Transformers ``Pooling`` mode that is not one of
-    :data:`ST_POOLING_MODES`; found when the encoder is built (:func:`check_export_modes`), not at export."""
+    """A pooler's export declares a ``Pooling`` mode outside :data:`ST_POOLING_MODES` (raised when the
+    encoder is built, :func:`check_export_modes`)."""
 
 
 def st_pooling(hidden_size: int, mode: str) -> STModule:
-    """Sentence Transformers' ``Pooling`` module in ``mode`` (one of :data:`ST_POOLING_MODES`).
-
-    Raises:
-        PoolingModeError: another mode (``weightedmean``: Sentence Transformers' short name), with the closest.
-    """
+    """Sentence Transformers' ``Pooling`` module in ``mode``; :class:`PoolingModeError` (naming the
+    closest) for a mode outside :data:`ST_POOLING_MODES`, e.g. the short name ``weightedmean``."""
     if mode not in ST_POOLING_MODES:
         from ..io import unknown_name
 
@@ -145,53 +121,34 @@ class Pooler(nn.Module):
         raise NotImplementedError
 
     def configure(self, declared: dict[str, Any], location: str) -> None:
-        """Called once by the encoder after construction, before saved weights (``pooler.pt``) are
-        loaded: a pooler whose structure the model declares (a Sentence Transformers model's modules)
-        builds it here. The default does nothing.
+        """Called once by the encoder before ``pooler.pt`` is loaded, with the resolved
+        ``EncoderConfig.sentence_transformers`` (``{}`` for a plain model) and the model's directory or
+        hub id: a pooler whose structure the model declares builds it here (the default does nothing)."""
 
-        Args:
-            declared: what the model declares beyond its backbone (``EncoderConfig.sentence_transformers``
-                as resolved; ``{}`` for a plain model).
-            location: the model's directory or hub id, where its declared modules' files lie.
-        """
-
-    # ------------------------------------------------------------------------------ export knowledge
     def sentence_transformers_modules(self, backbone_config: Any) -> list[STModule]:
-        """The Sentence Transformers modules after the ``Transformer`` that compute this pooling (only
-        built-in module classes, so no ``trust_remote_code`` is needed).
-
-        Args:
-            backbone_config: the backbone's ``transformers`` config (layer count, hidden size).
-        """
+        """The Sentence Transformers modules after the ``Transformer`` that compute this pooling (built-in
+        classes only: no ``trust_remote_code``). ``backbone_config``: the backbone's ``transformers`` config."""
         raise NotExportableError(
             f"pooler {self.name or type(self).__name__!r} declares no Sentence Transformers modules"
         )
 
     def huggingface_code(self, in_backbone: bool = False) -> tuple[list[str], list[str]]:
-        """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``.
-
-        Setup lines run once after ``model`` is loaded (``model_dir`` names the directory); body lines
-        end ``embed(sentences)`` and may use ``torch``, ``batch`` (the tokenizer's output) and ``out``
-        (the model's output, with ``hidden_states`` when :attr:`needs_hidden_states`), and ``return``
-        the (batch, dim) embeddings. ``in_backbone``: :meth:`into_backbone` wrote the pooler into the
-        backbone's own pooler.
-        """
+        """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``. Setup runs
+        once after ``model`` is loaded (from ``model_dir``); the body ends ``embed(sentences)``, may use
+        ``torch``, ``batch`` (tokenizer output) and ``out`` (model output, ``hidden_states`` included when
+        :attr:`needs_hidden_states`), and returns the embeddings. ``in_backbone``: :meth:`into_backbone` did."""
         raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no transformers recipe")
 
     @contextmanager
     def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
         """For a ``huggingface`` export: temporarily write this pooler into the backbone's own pooler
-        (restored afterwards); yields whether it did. The default does nothing.
-
-        Args:
-            backbone: the encoder's ``transformers`` model.
-            tokenizer: its tokenizer, for a probe sentence that checks the written pooler.
-        """
+        (restored afterwards; ``tokenizer`` encodes a probe sentence); yields whether it did. The default
+        does nothing."""
         yield False
 
 
 def _masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    mask = attention_mask.unsqueeze(-1).to(states.dtype)  # (batch, seq, 1)
+    mask = attention_mask.unsqueeze(-1).to(states.dtype)
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
 
@@ -213,12 +170,9 @@ class ClsPooler(Pooler):
 
 @register_pooler("cls_mlp")
 class ClsMlpPooler(Pooler):
-    """``[CLS]`` followed by SimCSE's MLP (Linear + Tanh), in training and at inference.
-
-    Exported as ``Pooling`` (cls) + ``Dense`` (Linear + Tanh) for Sentence Transformers; for
+    """``[CLS]`` followed by SimCSE's MLP (Linear + Tanh), in training and at inference. For
     ``transformers`` it is copied into the backbone's own pooler when that is a Linear + Tanh of the
-    first token (BERT, RoBERTa, XLM-R...), else the card applies ``pooler.pt``.
-    """
+    first token (BERT, RoBERTa, XLM-R...), else the card applies ``pooler.pt``."""
 
     train_only: ClassVar[bool] = False
     description = (
@@ -266,9 +220,8 @@ class ClsMlpPooler(Pooler):
 
     @contextmanager
     def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
-        """Copy the MLP into the backbone's pooler; kept only if ``pooler_output`` then equals this
-        pooler's output on a probe sentence (a pooler that is not "Linear + Tanh of the first token"
-        is left alone). Backbone and pooler run in eval mode for the probe; their modes are restored."""
+        """Copy the MLP into the backbone's pooler, kept only if ``pooler_output`` then equals this
+        pooler's output on a probe sentence (run in eval mode; training modes are restored)."""
         target = self._backbone_pooler(backbone)
         if target is None:
             yield False
@@ -358,13 +311,9 @@ class MaxPooler(Pooler):
 
 @register_pooler("avg_first_last")
 class AvgFirstLastPooler(Pooler):
-    """Masked mean of the average of the first transformer layer and the last layer.
-
-    As in SimCSE's ``avg_first_last``: ``hidden_states[1]`` (output of layer 1, not the embedding
-    layer) and ``hidden_states[-1]``. Exported with built-in modules only: ``WeightedLayerPooling`` with
-    weight 1 on layers 1 and L and 0 on the others (its weighted mean is then exactly the average of
-    the two) followed by mean ``Pooling``.
-    """
+    """Masked mean of the average of ``hidden_states[1]`` (layer 1's output, not the embeddings) and
+    ``hidden_states[-1]``, as SimCSE's ``avg_first_last``; exported as described in
+    :attr:`sentence_transformers_note`."""
 
     needs_hidden_states = True
     description = (
@@ -409,13 +358,11 @@ class AvgFirstLastPooler(Pooler):
         ]
 
 
-#: The built-in pooler names, as a type: the config parser lists them as choices. ``EncoderConfig``
-#: also accepts any registered name (from Python) or a pooler's dotted class path (:data:`PoolerPath`).
+#: The built-in pooler names, as a type: the config parser lists them as choices.
 PoolerName = Literal["cls", "cls_mlp", "cls_mlp_train_only", "mean", "max", "avg_first_last"]
 assert set(get_args(PoolerName)) <= set(POOLERS)
 
-#: A pooler's dotted class path (``my_pkg.poolers.MeanSqrtLenPooler``), as a type: how YAML names a
-#: pooler from outside unisent (importing it registers it); the parser rejects any other unknown name.
+#: A pooler's dotted class path, as a type: how YAML names a pooler from outside unisent.
 PoolerPath = restricted_string_type("PoolerPath", r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
@@ -424,18 +371,13 @@ def _registered(cls: type, value: str) -> None:
         raise ValueError(f"{value!r} is no registered pooler ({', '.join(POOLERS)})")
 
 
-#: A name registered with :func:`register_pooler` when the config is parsed (a plugin's pooler, imported by
-#: ``--import MODULE`` or an entry point of ``unisent.plugins``), as a type.
+#: A name registered when the config is parsed (a plugin's pooler, by ``--import`` or an entry point), as a type.
 RegisteredPoolerName = extend_base_type("RegisteredPoolerName", str, _registered)
 
 
 def pooler_class(name: str, *, source: str = "model.encoder.pooler", field: str = "pooler") -> type[Pooler]:
-    """The pooler class of a registered ``name`` or of a registered pooler's dotted class path, through the
-    registry (:func:`unisent.io.registry.resolve`): a name outside it is refused before anything is imported.
-
-    Raises:
-        RegistryError: neither (a ``ValueError``); the message lists the registered poolers.
-    """
+    """The pooler class of a registered name or dotted class path (:func:`unisent.io.registry.resolve`:
+    anything else is a ``RegistryError`` listing the registered poolers, raised before any import)."""
     from ..io.registry import resolve, subclasses
 
     table: dict[str, type[Pooler]] = {**subclasses(Pooler), **POOLERS}
@@ -448,13 +390,9 @@ def build_pooler(name: str, hidden_size: int) -> Pooler:
 
 
 def check_export_modes(pooler: Pooler, backbone_config: Any) -> None:
-    """Ask ``pooler`` for its Sentence Transformers modules once, when the encoder is built, so that a
-    ``Pooling`` mode its export would refuse is named before training, not at ``unisent export``. A pooler
-    that declares no modules, or cannot build them yet, is left to the export to report.
-
-    Raises:
-        PoolingModeError: ``model.encoder.pooler 'NAME': unknown Sentence Transformers pooling mode ...``.
-    """
+    """Ask ``pooler`` for its Sentence Transformers modules when the encoder is built, so that a bad
+    ``Pooling`` mode (:class:`PoolingModeError`) is named before training, not at ``unisent export``;
+    any other failure is left to the export to report."""
     try:
         pooler.sentence_transformers_modules(backbone_config)
     except PoolingModeError as err:

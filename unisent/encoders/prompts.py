@@ -1,7 +1,5 @@
-"""Prompts, as Sentence Transformers applies them: which text ``encode`` puts in front of every sentence
-(a Sentence Transformers model's ``prompts`` and ``default_prompt_name``, recorded in
-``EncoderConfig.sentence_transformers``), how many tokens it takes, and the pooler leaving them out
-(``Pooling(include_prompt=False)``)."""
+"""Prompts as Sentence Transformers applies them: the text ``encode`` puts in front of every sentence,
+its length in tokens, and the pooler leaving it out (``Pooling(include_prompt=False)``)."""
 
 from __future__ import annotations
 
@@ -15,12 +13,8 @@ __all__ = ["apply_prompt", "pooled_prompt", "resolve_prompt"]
 
 
 def resolve_prompt(declared: dict[str, Any], prompt: str | None, prompt_name: str | None) -> str | None:
-    """The prompt text ``encode`` prepends, as Sentence Transformers resolves it: ``prompt``, else
-    ``prompts[prompt_name]``, else the default prompt (``default_prompt_name``), else none.
-
-    Args:
-        declared: what the model declares (``EncoderConfig.sentence_transformers``; ``{}``: no prompts).
-    """
+    """The prompt text ``encode`` prepends: ``prompt``, else ``prompts[prompt_name]``, else the default
+    prompt, else none; ``declared``: ``EncoderConfig.sentence_transformers`` (``{}``: no prompts)."""
     prompts = declared.get("prompts") or {}
     if prompt is not None:
         return prompt
@@ -41,9 +35,8 @@ def apply_prompt(
     prompt: str | None = None,
     prompt_name: str | None = None,
 ) -> tuple[list[str], int | None]:
-    """``(sentences with the prompt in front, the prompt's length in tokens or None)``: the length
-    without a trailing special token, what Sentence Transformers' ``Pooling(include_prompt=False)``
-    leaves out. ``tokenizer`` counts the prompt's tokens; ``declared``: as in :func:`resolve_prompt`."""
+    """``(sentences with the prompt in front, the prompt's length in tokens or None)``; the length, without
+    a trailing special token, is what ``Pooling(include_prompt=False)`` leaves out."""
     text = resolve_prompt(declared, prompt, prompt_name)
     if not text:
         return list(sentences), None
@@ -54,8 +47,7 @@ def apply_prompt(
 
 @contextmanager
 def pooled_prompt(pooler: nn.Module, length: int | None) -> Iterator[None]:
-    """Context: the pooler leaves out ``length`` prompt tokens (its ``prompt_length``; a pooler without
-    prompt support ignores it)."""
+    """Context: the pooler leaves out ``length`` prompt tokens (poolers without prompt support ignore it)."""
     before = getattr(pooler, "prompt_length", None)
     pooler.prompt_length = length
     try:

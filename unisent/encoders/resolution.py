@@ -1,11 +1,6 @@
-"""The settings an encoder is built with: an :class:`EncoderConfig` as written (a recipe, a checkpoint,
-Python) with every unset field filled in, from the preset or from the model's own Sentence
-Transformers files.
-
-:class:`EncoderConfig` is plain data: building one reads nothing. :func:`resolve_encoder_config` is the
-step that reads, and :class:`~unisent.encoders.Encoder` takes it when it is built; its ``config`` is
-the resolved one (what ``save_pretrained`` and a checkpoint record). Resolving a resolved config
-changes nothing.
+"""An :class:`EncoderConfig` with every unset field filled in from the preset or the model's own Sentence
+Transformers files: the step that reads, taken when the :class:`~unisent.encoders.Encoder` is built (its
+``config``, what ``save_pretrained`` and a checkpoint record). Resolving a resolved config changes nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +11,7 @@ from dataclasses import replace
 from .config import EncoderConfig
 from .poolers import pooler_class
 from .presets import PRESETS, Preset
-from .st_files import read_sentence_transformers, split_normalize
-from .st_pooler import SentenceTransformersPooler
+from .st_files import SentenceTransformersPooler, read_sentence_transformers, split_normalize
 
 __all__ = ["resolve_encoder_config"]
 
@@ -25,18 +19,9 @@ log = logging.getLogger(__name__)
 
 
 def resolve_encoder_config(config: EncoderConfig) -> EncoderConfig:
-    """A copy of ``config`` with every unset field filled in (``config`` itself is left as it is).
-
-    In order: for a model that is no preset and names no pooler, its Sentence Transformers files
-    (:func:`sentence_transformers_defaults`: the model's own modules, normalisation, maximum length,
-    lower-casing, prompts and similarity); then the preset's pooler, normalisation and maximum length;
-    then ``cls``, no normalisation, 32 tokens and ``cosine``.
-
-    Raises:
-        ValueError: a setting out of range, an unknown pooler.
-        unisent.encoders.SentenceTransformersModuleError: the model's Sentence Transformers files declare
-            something unisent cannot represent.
-    """
+    """A copy of ``config`` with every unset field filled in: from a non-preset model's Sentence
+    Transformers files when no pooler is named (:func:`sentence_transformers_defaults`), then the preset,
+    then ``cls``, no normalisation, 32 tokens, ``cosine``. ``ValueError`` for a bad setting or pooler."""
     preset = PRESETS.get(config.model)
     config = replace(config)  # __post_init__ checks what was given
     sentence_transformers_defaults(config, preset)
@@ -56,10 +41,8 @@ def resolve_encoder_config(config: EncoderConfig) -> EncoderConfig:
 
 
 def sentence_transformers_defaults(config: EncoderConfig, preset: Preset | None) -> None:
-    """For a model that is no preset and has no pooler given: read its Sentence Transformers files
-    (:func:`~unisent.encoders.st_files.read_sentence_transformers`, unless ``config`` records them) and
-    take pooler, normalisation, maximum length and similarity from them, in ``config`` (a copy being
-    resolved); a plain model says once that it is pooled with ``cls``."""
+    """For a model that is no preset and has no pooler: fill ``config`` in place from its Sentence
+    Transformers files (read unless recorded); a plain model says once that it is pooled with ``cls``."""
     if preset is not None or config.pooler:
         return
     if config.sentence_transformers is None:

@@ -1,37 +1,28 @@
-"""What a Sentence Transformers model declares in its files, read without running it.
-
-A Sentence Transformers directory (or hub id) declares its network in ``modules.json``: a
-``Transformer`` followed by modules that turn the token states into the sentence vector (``Pooling``,
-``Dense``, ``Normalize``, ...), plus ``sentence_bert_config.json`` (the Transformer's
-``max_seq_length`` and ``do_lower_case``) and ``config_sentence_transformers.json`` (prompts, the
-similarity function). :func:`read_sentence_transformers` reads these files with Sentence
-Transformers' own readers into plain data (``EncoderConfig.sentence_transformers``);
-:func:`split_normalize` tells a trailing ``Normalize`` (``EncoderConfig.normalize``) from the modules
-the ``sentence-transformers`` pooler runs (:mod:`.st_pooler`); :func:`set_lowercase` applies
-``do_lower_case`` to a tokenizer.
-
-What unisent cannot represent (a module that needs more than the token states, code outside
-Sentence Transformers, a Transformer setting unisent does not apply) is a one-line
-:class:`SentenceTransformersModuleError` naming the file, the module and the field, never a silent
-fallback to another pooling.
-"""
+"""What a Sentence Transformers model's files declare, read without running it, and the
+``sentence-transformers`` pooler that runs its modules after the ``Transformer`` (so ``unisent.load(DIR)``
+encodes as ``SentenceTransformer(DIR)``). What unisent cannot represent is a one-line
+:class:`SentenceTransformersModuleError`, never a silent fallback to another pooling."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
+from ..inference.base import STModule
 from ..io.model_files import check_fits, inside, read_model_json, weight_shapes
 from ..io.registry import RegistryError, fixed_names, resolve
+from .config import UNISENT_CONFIG
 from .loading import _hub_kwargs, _offline, resolve_model_location
+from .poolers import Pooler, register_pooler
 
 __all__ = [
-    "SIMILARITY_FUNCTIONS",
-    "SUPPORTED_MODULES",
     "SentenceTransformersModuleError",
-    "local_files_only",
+    "SentenceTransformersPooler",
     "activation_classes",
     "module_classes",
     "read_sentence_transformers",
@@ -39,12 +30,10 @@ __all__ = [
     "split_normalize",
 ]
 
-#: The modules after the ``Transformer`` that unisent runs: they read only the token states, the
-#: attention mask and (``WeightedLayerPooling``) every layer's states.
+#: The modules after the ``Transformer`` that unisent runs (they read only token states, mask, layers).
 SUPPORTED_MODULES = ("Pooling", "Dense", "Normalize", "WeightedLayerPooling", "LayerNorm", "Dropout")
 #: ``sentence_bert_config.json`` keys that unisent applies; others must hold their default.
 _TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
-#: keys whose default is "nothing" (an empty mapping, None, the default task)
 _TRANSFORMER_DEFAULTS: dict[str, Any] = {
     "model_args": {},
     "tokenizer_args": {},
@@ -64,7 +53,7 @@ _TRANSFORMER_DEFAULTS: dict[str, Any] = {
     "backend": "torch",
     "module_output_name": "token_embeddings",
 }
-#: the text modality of a Transformer as Sentence Transformers 5+ writes it (the only one unisent runs)
+#: the text modality as Sentence Transformers 5+ writes it (the only one unisent runs)
 _TEXT_MODALITY = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
@@ -79,15 +68,14 @@ def local_files_only(location: str) -> bool:
 
 
 def _file(location: str, filename: str, subfolder: str = "") -> str | None:
-    """A file of a directory or hub id (Sentence Transformers' own lookup: local, else the hub cache)."""
+    """A file of a directory or hub id (local, else the hub cache), or None."""
     from sentence_transformers.util import load_file_path
 
     return load_file_path(location, filename, subfolder=subfolder, local_files_only=local_files_only(location))
 
 
 def _read_json(path: str, expect: type | None = dict) -> Any:
-    """A Sentence Transformers file read with the limits of a model's JSON (size, depth, regular file);
-    malformed or not ``expect``: one line naming it (:func:`~unisent.io.model_files.read_model_json`)."""
+    """:func:`~unisent.io.model_files.read_model_json` (size and depth limits, one-line errors)."""
     return read_model_json(path, expect)
 
 
@@ -100,9 +88,7 @@ def _module_path(location: str, entry: dict, where: str) -> str:
 
 
 def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> None:
-    """A module's ``config.json`` (a ``Dense``'s ``in_features``/``out_features``) against the weights in its
-    folder, the module built on the ``meta`` device (:func:`~unisent.io.model_files.check_fits`): a wrong
-    size is one line, not an allocation."""
+    """A module's ``config.json`` sizes against its weights (:func:`~unisent.io.model_files.check_fits`)."""
     import inspect
 
     folder = Path(location, path)
@@ -121,8 +107,8 @@ def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> No
 
 
 def module_classes() -> Mapping[str, type]:
-    """The registry of Sentence Transformers module types (``modules.json``'s and ``unisent_encoder.json``'s
-    ``type``): Sentence Transformers' own module classes, by short name under ``sentence_transformers.``."""
+    """The registry of ``modules.json`` / ``unisent_encoder.json`` module ``type``: Sentence Transformers'
+    own module classes."""
     import torch
 
     try:
@@ -144,8 +130,7 @@ def activation_classes() -> Mapping[str, type]:
 
 
 def _module_class(type_path: Any, where: str) -> type:
-    """The class of a ``modules.json`` entry; only Sentence Transformers' own (no third-party code), through
-    the registry (:func:`module_classes`): a name outside it is refused before anything is imported."""
+    """The class of a ``modules.json`` entry, through :func:`module_classes` (nothing else is imported)."""
     file, _, module = where.partition(": ")
     try:
         return resolve(
@@ -191,17 +176,10 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
 
 
 def read_sentence_transformers(model: str) -> dict[str, Any]:
-    """What a Sentence Transformers directory or hub id declares beyond its backbone; ``{}`` for a
-    plain Hugging Face model (no ``modules.json``).
-
-    Returns ``{"modules": [{"type", "path", "config"}...], "max_seq_length", "do_lower_case",
-    "prompts", "default_prompt_name", "similarity_fn_name"}``: the modules after the Transformer with
-    their configuration as Sentence Transformers' ``load_config`` reads it, and the settings of
-    ``sentence_bert_config.json`` and ``config_sentence_transformers.json``.
-
-    Raises:
-        SentenceTransformersModuleError: a module or setting unisent cannot represent.
-    """
+    """What a Sentence Transformers directory or hub id declares beyond its backbone (``{}`` without a
+    ``modules.json``): ``{"modules": [{"type", "path", "config"}...], "max_seq_length", "do_lower_case",
+    "prompts", "default_prompt_name", "similarity_fn_name"}``; :class:`SentenceTransformersModuleError`
+    for what unisent cannot represent."""
     location = resolve_model_location(model)
     modules_file = _file(location, "modules.json")
     if modules_file is None:
@@ -272,9 +250,8 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
 
 
 def _tokenizer_max_length(location: str) -> int | None:
-    """Where ``sentence_bert_config.json`` has no ``max_seq_length`` (Sentence Transformers 5+ keeps it
-    in the tokenizer): the tokenizer's ``model_max_length`` capped by the backbone's
-    ``max_position_embeddings``, as Sentence Transformers' Transformer truncates."""
+    """Without ``max_seq_length`` (Sentence Transformers 5+): the tokenizer's ``model_max_length`` capped
+    by ``max_position_embeddings``, as Sentence Transformers truncates."""
     tokenizer_file = _file(location, "tokenizer_config.json")
     declared = (_read_json(tokenizer_file) if tokenizer_file else {}).get("model_max_length")
     config_file = _file(location, "config.json")
@@ -284,9 +261,8 @@ def _tokenizer_max_length(location: str) -> int | None:
 
 
 def split_normalize(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
-    """``(modules without a trailing Normalize, whether there was one)``: a last ``Normalize`` of the
-    sentence embedding is ``EncoderConfig.normalize``, so that the training losses and heads see the
-    vectors before it (as for every unisent encoder)."""
+    """``(modules without a trailing Normalize, whether there was one)``: that ``Normalize`` becomes
+    ``EncoderConfig.normalize``, so training losses and heads see the vectors before it."""
     modules = list(spec.get("modules") or [])
     if modules and modules[-1]["type"].rsplit(".", 1)[-1] == "Normalize":
         config = modules[-1]["config"]
@@ -298,8 +274,7 @@ def split_normalize(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
 
 
 def set_lowercase(tokenizer) -> None:
-    """Make ``tokenizer`` lowercase its input, as Sentence Transformers' ``do_lower_case`` does (a
-    ``Lowercase`` normaliser in front of a fast tokenizer's own)."""
+    """Apply ``do_lower_case``: a ``Lowercase`` normaliser in front of a fast tokenizer's own."""
     from tokenizers.normalizers import Lowercase
     from tokenizers.normalizers import Sequence as NormalizerSequence
 
@@ -312,3 +287,120 @@ def set_lowercase(tokenizer) -> None:
     if any(isinstance(part, Lowercase) for part in parts):
         return
     tokenizer.backend_tokenizer.normalizer = NormalizerSequence([Lowercase(), *parts])
+
+
+def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.Module:
+    """A module built from its recorded configuration (weights come later from ``pooler.pt``); class
+    and activation go through :func:`module_classes` and :func:`activation_classes`."""
+    cls = resolve(
+        type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module"
+    )
+    if cls.__name__ not in SUPPORTED_MODULES:
+        raise SentenceTransformersModuleError(
+            f"{source}: {field}.type {type_path!r} cannot be represented by unisent (it runs "
+            f"{', '.join(SUPPORTED_MODULES)} after a Transformer)"
+        )
+    if not isinstance(config, dict):
+        raise SentenceTransformersModuleError(f"{source}: {field}.config must be a JSON object, got {config!r:.80}")
+    config = dict(config)
+    activation = config.get("activation_function")
+    if isinstance(activation, str):
+        activation_cls = resolve(
+            activation,
+            activation_classes(),
+            source=source,
+            field=f"{field}.config.activation_function",
+            what="torch activation",
+        )
+        config["activation_function"] = activation_cls()
+    accepted = set(inspect.signature(cls).parameters)
+    try:
+        return cls(**{k: v for k, v in config.items() if k in accepted})
+    except (TypeError, ValueError) as err:
+        raise SentenceTransformersModuleError(f"{source}: {field}.config: {type(err).__name__}: {err}") from None
+
+
+@register_pooler("sentence-transformers")
+class SentenceTransformersPooler(Pooler):
+    """A Sentence Transformers model's modules after the ``Transformer`` (:data:`SUPPORTED_MODULES`), as
+    Sentence Transformers' own classes: loaded by :meth:`configure`, or for a directory unisent saved,
+    built from the recorded configuration (weights from ``pooler.pt``)."""
+
+    description = "the model's own Sentence Transformers modules after the Transformer"
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__(hidden_size)
+        self.modules_ = nn.ModuleList()
+        self.types: list[str] = []
+        self.output_size = hidden_size
+        self.needs_hidden_states = False
+        self.prompt_length: int | None = None
+
+    def configure(self, declared: dict[str, Any], location: str) -> None:
+        entries = list(declared.get("modules") or [])
+        if not entries:
+            raise SentenceTransformersModuleError(
+                f"pooler 'sentence-transformers' needs the modules of a Sentence Transformers model; {location!r} "
+                "declares none (no modules.json)"
+            )
+        saved_by_unisent = Path(location, UNISENT_CONFIG).is_file()
+        source = str(Path(location, UNISENT_CONFIG)) if saved_by_unisent else f"{location}/modules.json"
+        for i, entry in enumerate(entries):
+            field = f"sentence_transformers.modules[{i}]"
+            if not isinstance(entry, dict):
+                raise SentenceTransformersModuleError(f"{source}: {field} must be a JSON object, got {entry!r:.80}")
+            if saved_by_unisent:
+                module = _instantiate(entry.get("type"), entry.get("config"), source=source, field=field)
+            else:
+                cls = resolve(
+                    entry.get("type"),
+                    module_classes(),
+                    source=source,
+                    field=f"{field}.type",
+                    what="Sentence Transformers module",
+                )
+                subfolder = entry.get("path") or ""
+                inside(location, subfolder, source=source, field=f"{field}.path")  # no path out of the directory
+                module = cls.load(location, subfolder=subfolder, local_files_only=local_files_only(location))
+            self.modules_.append(module)
+            self.types.append(entry["type"])
+        self.needs_hidden_states = any(t.endswith("WeightedLayerPooling") for t in self.types)
+        dims = [m.get_embedding_dimension() for m in self.modules_ if hasattr(m, "get_embedding_dimension")]
+        self.output_size = next((d for d in reversed(dims) if isinstance(d, int)), self.hidden_size)
+        self.description = "Sentence Transformers modules: " + " -> ".join(self._labels())
+
+    def _labels(self) -> list[str]:
+        labels = []
+        for module in self.modules_:
+            name = type(module).__name__
+            if name == "Pooling":
+                modes = module.pooling_mode if isinstance(module.pooling_mode, str) else "+".join(module.pooling_mode)
+                name += f" ({modes}{'' if module.include_prompt else ', prompt excluded'})"
+            elif name == "Dense":
+                name += f" ({module.in_features} -> {module.out_features}, {type(module.activation_function).__name__})"
+            labels.append(name)
+        return labels
+
+    def forward(self, last_hidden, attention_mask, hidden_states=None):
+        features: dict[str, Any] = {"token_embeddings": last_hidden, "attention_mask": attention_mask}
+        if hidden_states is not None:
+            features["all_layer_embeddings"] = hidden_states
+        if self.prompt_length:
+            features["prompt_length"] = self.prompt_length
+        for module in self.modules_:
+            features = module(features)
+        return features["sentence_embedding"]
+
+    def sentence_transformers_modules(self, backbone_config):
+        modules = []
+        for type_path, module in zip(self.types, self.modules_):
+            state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+            modules.append(STModule(type(module).__name__, type_path, module.get_config_dict(), state or None))
+        return modules
+
+    def huggingface_code(self, in_backbone=False):
+        from ..inference.base import NotExportableError
+
+        raise NotExportableError(
+            "a Sentence Transformers model's modules have no transformers recipe; export it as sentence-transformers"
+        )

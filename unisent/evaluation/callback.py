@@ -1,18 +1,10 @@
 """Evaluation as a Lightning callback: the dev and test tasks of ``model.evaluation``, the
 best-checkpoint metric ``val/score`` and the W&B results table.
 
-The validation and test loops run over one placeholder batch (the DataModule's); at the loop's end
-:class:`EvaluationCallback` evaluates the module's inference model with :func:`unisent.evaluation.evaluate`
-and logs the scores. With several processes, every process runs the same tasks through a
-:class:`ShardedModel`: each ``encode`` call is split across the processes (each encodes a strided
-slice of the sentences), the embeddings are all-gathered, and every process scores the full set.
-The scores equal those of one process (``tests/test_evaluation_callback.py`` checks it with two gloo
-processes); rank zero's are broadcast so that every process logs the same values.
-
-Why not torchmetrics: its metric states reduce per-batch statistics across processes, but the
-evaluation tasks (STS correlations, K-means clustering, linear probes, bitext retrieval) are computed
-on the whole embedding matrix of a task, which the tasks request sentence list by sentence list; the
-work worth sharding is the encoding, and one all-gather per ``encode`` call shards it for every task.
+Under DDP every process runs the same tasks through a :class:`ShardedModel` and scores the full set:
+the scores equal those of one process (``tests/test_evaluation_callback.py``). Not torchmetrics: the
+tasks score a task's whole embedding matrix, not per-batch statistics, so the work worth sharding is the
+encoding, and one all-gather per ``encode`` call shards it for every task.
 """
 
 from __future__ import annotations
@@ -46,17 +38,14 @@ def _dist_all_gather(tensor: Tensor) -> Tensor:
 class ShardedModel:
     """A sentence model whose ``encode`` (and ``encode_gaussian``) splits each list across processes.
 
-    Every process must call the same methods with the same sentence lists in the same order (as the
-    evaluation tasks do: they read the same files). Process ``rank`` encodes
-    ``sentences[rank::world_size]`` (strided, so that each gets a share of the long and the short
-    sentences of a length-sorted list), padded to ``ceil(n / world_size)`` rows with repeats of the
-    first sentence; the rows are all-gathered and put back in input order.
+    Every process must make the same calls with the same sentence lists, in order (as the tasks do).
+    Process ``rank`` encodes ``sentences[rank::world_size]`` (strided: a share of the long and the short
+    sentences of a length-sorted list), padded to ``ceil(n / world_size)`` rows; the rows are
+    all-gathered and put back in input order.
 
     Args:
-        model: any object with ``encode(sentences, batch_size) -> (n, d)`` (and ``encode_gaussian``).
-        rank, world_size: this process and the number of processes.
-        gather: ``tensor -> (world_size, *tensor.shape)``, the tensors of every process in rank order;
-            default: ``torch.distributed.all_gather`` on the default group.
+        gather: ``tensor -> (world_size, *tensor.shape)`` in rank order; default: torch.distributed's
+            ``all_gather`` on the default group.
         device: where the rows are gathered (NCCL needs this process's GPU); default: CPU.
     """
 
@@ -120,12 +109,8 @@ def evaluate_config(
     device: torch.device | str | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Run ``tasks`` with the settings of ``config`` (data directory, batch size, similarity); with
-    ``world_size > 1`` every process must call it, and the encoding is sharded (:class:`ShardedModel`).
-
-    Returns:
-        :func:`unisent.evaluation.evaluate`'s results, the same on every process.
-    """
+    """:func:`~unisent.evaluation.evaluate` of ``tasks`` with ``config``'s data directory, batch size and
+    similarity; with ``world_size > 1`` every process must call it (:class:`ShardedModel`)."""
     from .runner import evaluate
     from .similarities import get_similarity
 
@@ -145,21 +130,15 @@ def evaluate_config(
 class EvaluationCallback(L.Callback):
     """Runs the evaluation tasks in Lightning's validation and test loops and logs their scores.
 
-    At the end of the validation loop it evaluates the module's inference model on
-    ``config.val_tasks`` and logs ``val/<task>`` (the main score), ``val/<task>/<metric>`` (every
-    metric) and ``val/score`` (the mean main score: the metric that ``checkpoint.monitor`` keeps the
-    best of); at the end of the test loop it does the same with ``config.test_tasks`` and ``test/``.
-    With a W&B logger, the metrics are also logged as a table ``<val|test>/results`` (task, metric,
-    score). Under DDP the encoding is split across the processes (see :class:`ShardedModel`).
+    After validation it logs ``val/<task>`` (main score), ``val/<task>/<metric>`` and ``val/score`` (the
+    mean main score, what ``checkpoint.monitor`` keeps the best of) for ``config.val_tasks``; after test
+    the same for ``config.test_tasks`` under ``test/``; with a W&B logger also a table ``<prefix>/results``.
 
-    The ``unisent`` CLI adds one automatically when ``model.evaluation`` names tasks; in Python, pass
-    it to the Trainer (``L.Trainer(callbacks=[EvaluationCallback()])``) together with a
-    :class:`~unisent.data.UnisentDataModule` (whose validation and test loaders are the placeholder
-    batch that makes the loops run).
+    The CLI adds one when ``model.evaluation`` names tasks; in Python pass it to the Trainer together with
+    a :class:`~unisent.data.UnisentDataModule` (whose placeholder val/test batch makes the loops run).
 
     Args:
-        config: the tasks and settings (:class:`unisent.training_config.EvaluationConfig`); default: the
-            module's ``evaluation`` (``model.evaluation`` in YAML).
+        config: default: the module's ``evaluation`` (``model.evaluation`` in YAML).
         shard: split the encoding across processes; ``False`` evaluates on rank zero only while the
             others wait (for a model or task that cannot run the same calls on every process).
         progress: progress bars on rank zero.
@@ -181,8 +160,7 @@ class EvaluationCallback(L.Callback):
         return config
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        """Before the first step: every name of the settings that ``stage`` uses is known
-        (:func:`~unisent.evaluation.name_checks.check_evaluation_names`; a ``ModelConfigError`` in one line)."""
+        """Check the names of the settings ``stage`` uses before the first step (:mod:`.name_checks`)."""
         from .name_checks import check_evaluation_names
 
         config = self.config if self.config is not None else getattr(pl_module, "evaluation", None)
@@ -199,8 +177,8 @@ class EvaluationCallback(L.Callback):
     def run_tasks(
         self, trainer: L.Trainer, pl_module: L.LightningModule, tasks: Sequence[str]
     ) -> dict[str, Any] | None:
-        """Evaluate the module's inference model on ``tasks``: on every process with the encoding sharded,
-        or on rank zero only (``shard=False``; the other processes get ``None``)."""
+        """Evaluate the module's inference model on ``tasks``, sharded, or on rank zero only (``shard=False``:
+        the other processes get ``None``)."""
         config = self._config(pl_module)
         model = pl_module.inference_model()
         world = trainer.world_size
@@ -250,7 +228,7 @@ class EvaluationCallback(L.Callback):
 
 
 def _log_results_table(trainer: L.Trainer, prefix: str, results: dict[str, Any]) -> None:
-    """Log the evaluation as a table (task, metric, score) to Weights & Biases, as ``<prefix>/results``."""
+    """Log the results to W&B as a table (task, metric, score) ``<prefix>/results``."""
     from lightning.pytorch.loggers import WandbLogger
 
     loggers = [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]

@@ -4,20 +4,21 @@ The evaluation code only relies on this contract::
 
     model.encode(sentences: list[str], batch_size: int) -> (n, d) float tensor (or array), rows in order
     model.encode_gaussian(sentences, batch_size) -> ((n, d) mu, (n, d) var)   # Gaussian models only
+
+and passes ``precision=`` to unisent's own models (one ``encode`` signature); any other model is autocast.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..hardware import precision_scope
+from ..hardware import inference_precision
 from ..inference.base import to_tensor
 from .metrics.similarity import COSINE, Representation, Similarity
 
@@ -45,7 +46,8 @@ class Embedder:
         similarity: the pairwise similarity used by STS and NLI tasks; cosine by default.
         progress: show a progress bar while encoding large lists.
         cache_size: most sentences kept in the cache (0 disables it).
-        bf16: encode under bfloat16 autocast (on the model's device); the protocols' default is fp32.
+        precision: ``fp32`` (the protocols' default) or ``bf16`` (bfloat16 autocast on the model's device), passed
+            to the model's methods that take it; ``auto`` is resolved for the model's device.
     """
 
     def __init__(
@@ -55,7 +57,7 @@ class Embedder:
         similarity: Similarity | None = None,
         progress: bool = False,
         cache_size: int = 100_000,
-        bf16: bool = False,
+        precision: str = "fp32",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -66,7 +68,12 @@ class Embedder:
         #: the description of the encoding progress bar (the runner names the task being encoded)
         self.label = "encoding"
         self.cache_size = cache_size
-        self.bf16 = bf16
+        parameters = getattr(model, "parameters", None)
+        first = next(iter(parameters()), None) if callable(parameters) else None
+        self.device = first.device.type if first is not None else "cpu"
+        self.bf16 = inference_precision(precision, self.device)[0]
+        #: what the scores are computed in: ``fp32`` or ``bf16`` (``auto`` resolved)
+        self.precision = "bf16" if self.bf16 else "fp32"
         self.memo: dict[Any, Any] = {}
         #: sentences the model truncated at its maximum length so far (``Encoder.encode`` counts them)
         self.truncated = 0
@@ -95,29 +102,19 @@ class Embedder:
         # the tasks encode in chunks: count truncated sentences here instead of a warning per chunk;
         # Sentence Transformers' batches, so that a unisent model scores as its sentence-transformers export
         # reference batching encodes in this thread, so autocast (a per-thread mode) reaches the forward
-        # scores are computed in fp32 unless asked (bf16=True): a model's encode that names no precision
-        # would follow ``auto`` (unisent.hardware), which is bf16 on some machines
-        with (
-            torch.no_grad(),
-            collect_truncation() as truncation,
-            reference_batching(),
-            precision_scope("bf16" if self.bf16 else "fp32"),
-            self._autocast(),
-        ):
-            output = getattr(self.model, method)(chunk, batch_size=self.batch_size)
+        # scores are computed in fp32 unless asked: a model's encode that names no precision would follow
+        # ``auto`` (unisent.hardware), which is bf16 on some machines; a model without the keyword is autocast
+        call = getattr(self.model, method)
+        options = {"precision": self.precision} if _is_unisent(self.model) else {}
+        autocast = torch.autocast(self.device, torch.bfloat16, enabled=self.bf16 and not options)
+        with torch.no_grad(), collect_truncation() as truncation, reference_batching(), autocast:
+            output = call(chunk, batch_size=self.batch_size, **options)
         self.truncated += truncation.worst[0]
         if method == "encode":
             return (to_tensor(output, len(chunk)),)
         if not isinstance(output, (tuple, list)) or len(output) != 2:
             raise ValueError("model.encode_gaussian must return a (mu, var) pair")
         return tuple(to_tensor(part, len(chunk), f"model.{method}") for part in output)
-
-    def _autocast(self):
-        if not self.bf16:
-            return nullcontext()
-        parameters = getattr(self.model, "parameters", None)
-        first = next(iter(parameters()), None) if callable(parameters) else None
-        return torch.autocast(first.device.type if first is not None else "cpu", dtype=torch.bfloat16)
 
     def _encode(self, method: str, sentences: Sequence[str]) -> tuple[Tensor, ...]:
         if isinstance(sentences, str):
@@ -152,3 +149,9 @@ class Embedder:
             cache[sentence] = tuple(part.clone() for part in row)
         while len(cache) > self.cache_size:
             cache.popitem(last=False)
+
+
+def _is_unisent(model: Any) -> bool:
+    """Whether ``model`` is one of unisent's (its ``encode`` takes unisent's ``precision`` word); any other
+    model (Sentence Transformers', whose ``precision`` means output quantisation, or a user's) is autocast."""
+    return type(model).__module__.split(".")[0] == "unisent"

@@ -1,13 +1,9 @@
-"""The names of ``model.evaluation`` checked before the first training step: every task or group of
-``val_tasks`` and ``test_tasks`` is registered, every panel column (``panel``, the values of ``panel_own``,
-the keys of ``panel_targets``) is one of :data:`~unisent.evaluation.panel.PANEL_COLUMNS`, and the keys of
-``panel_own`` are the model's objectives. Each mistake is one line (:class:`~unisent.training_config.
-ModelConfigError`) naming the key and the value, with the closest valid name.
+"""Checks of the names in ``model.evaluation`` before the first training step: registered tasks and
+groups, panel columns (:data:`~unisent.evaluation.panel.PANEL_COLUMNS`), and the model's objectives as the
+keys of ``panel_own``. Each mistake is a one-line ``ModelConfigError`` with the closest valid name.
 
-Nothing is loaded: the checks read the task registry and the panel's column names only. They run where a
-run starts (``unisent fit|validate|test`` before the Trainer is built, :class:`~unisent.evaluation.
-EvaluationCallback` when the Trainer sets up), so after the plugins that register tasks are imported, and
-never where a checkpoint is loaded for inference (``UnisentModule.from_checkpoint``, ``unisent.load``).
+Nothing is loaded. The checks run where a run starts (the CLI before the Trainer is built, the
+``EvaluationCallback`` at setup), after task plugins are imported, never when a checkpoint is loaded.
 """
 
 from __future__ import annotations
@@ -43,12 +39,8 @@ def _names(value: Any) -> list[str]:
 
 
 def check_task_names(key: str, names: Iterable[str] | str) -> None:
-    """Every name of ``names`` (the setting ``key``) is a registered task or group.
-
-    Raises:
-        ModelConfigError: ``KEY: unknown task or group 'stsb-dve' (did you mean 'stsb-dev'?); ...``, with
-            how to list the tasks and how to register one.
-    """
+    """Raise ``ModelConfigError`` (``KEY: unknown task or group 'stsb-dve' (did you mean 'stsb-dev'?); ...``)
+    unless every name of the setting ``key`` is a registered task or group."""
     from .tasks.builtin_tasks import GROUPS, TASKS
 
     for name in _names(names):
@@ -60,11 +52,8 @@ def check_task_names(key: str, names: Iterable[str] | str) -> None:
 
 
 def check_panel_columns(key: str, columns: Iterable[str] | str) -> None:
-    """Every name of ``columns`` (the setting ``key``) is a panel column.
-
-    Raises:
-        ModelConfigError: ``KEY: unknown panel column 'stsb-tset' (did you mean 'stsb-test'?); valid: ...``.
-    """
+    """Raise ``ModelConfigError`` (``KEY: unknown panel column 'stsb-tset' (did you mean ...``) unless every
+    name of the setting ``key`` is a panel column."""
     from .panel import PANEL_COLUMNS
 
     for column in [columns] if isinstance(columns, str) else columns:
@@ -75,13 +64,9 @@ def check_panel_columns(key: str, columns: Iterable[str] | str) -> None:
 def check_evaluation_names(
     config: EvaluationConfig, objectives: Sequence[str] | None = None, stage: str | None = "fit"
 ) -> None:
-    """The names of ``config`` (``model.evaluation``) that ``stage`` uses: ``fit`` (or ``None``) every one,
-    ``validate`` the ``val_tasks``, ``test`` the ``test_tasks``, ``predict`` none. The keys of ``panel_own``
-    are checked against ``objectives`` (the model's objective names) when they are given.
-
-    Raises:
-        ModelConfigError: the first unknown name, in one line.
-    """
+    """Raise ``ModelConfigError`` at the first unknown name of ``config`` that ``stage`` uses: ``fit`` (or
+    ``None``) every one, ``validate`` the ``val_tasks``, ``test`` the ``test_tasks``, ``predict`` none.
+    ``panel_own``'s keys are checked against ``objectives`` (the model's objective names) when given."""
     stage = getattr(stage, "value", stage)  # Lightning's TrainerFn
     for field in _TASKS_OF_STAGE.get(stage, ()):
         check_task_names(f"model.evaluation.{field}", getattr(config, field, None) or ())

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMR_TEST",
-    "DEFAULT_ENTITY_RECORDS",
     "PANEL_COLUMNS",
     "PANEL_MAX_LENGTH",
     "amr_retrieval",
@@ -143,11 +142,9 @@ def amr_retrieval(model: Any, pairs: Sequence[dict[str, str]], batch_size: int =
     if callable(tokenizer) and max_length:
         truncated = sum(len(ids) > max_length for ids in tokenizer(graphs, add_special_tokens=True)["input_ids"])
     start = time.perf_counter()
-    from ..hardware import precision_scope
-
-    with torch.inference_mode(), precision_scope("fp32"):  # a score: fp32, not ``auto`` (unisent.hardware)
-        text_emb = F.normalize(torch.as_tensor(model.encode(texts, batch_size=batch_size)).float(), dim=-1)
-        graph_emb = F.normalize(torch.as_tensor(model.encode(graphs, batch_size=batch_size)).float(), dim=-1)
+    with torch.inference_mode():  # a score: fp32, not ``auto`` (unisent.hardware)
+        text_emb = F.normalize(torch.as_tensor(model.encode(texts, batch_size, precision="fp32")).float(), dim=-1)
+        graph_emb = F.normalize(torch.as_tensor(model.encode(graphs, batch_size, precision="fp32")).float(), dim=-1)
     seconds = time.perf_counter() - start
     similarity = text_emb @ graph_emb.T  # (texts, graphs)
     t2g, t2g_wrong = top1_correct(similarity, graphs)

@@ -34,7 +34,7 @@ def evaluate(
     progress: bool = True,
     similarity: Similarity | str | None = None,
     on_error: Literal["report", "raise"] = "report",
-    bf16: bool = False,
+    precision: Literal["fp32", "auto", "bf16"] = "fp32",
 ) -> dict[str, Any]:
     """Evaluate a model on tasks and groups of tasks.
 
@@ -63,7 +63,8 @@ def evaluate(
             ...; see :mod:`unisent.evaluation.similarities`); cosine of ``encode`` by default.
         on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
             malformed file then raises before anything is encoded).
-        bf16: encode under bfloat16 autocast (the protocols are fp32; ``config.precision`` records it).
+        precision: ``fp32`` (the protocols'), ``bf16`` (bfloat16 while encoding) or ``auto`` (resolved for the
+            model's device); ``config.precision`` records what ran (:class:`~unisent.evaluation.encoding.Embedder`).
 
     Returns:
         A JSON-serialisable dict::
@@ -90,9 +91,41 @@ def evaluate(
     data_dir = bundled if data_dir is None else Path(data_dir).expanduser()
     if not data_dir.is_dir():
         raise FileNotFoundError(f"data directory not found: {data_dir}")
-    selected = resolve_tasks(tasks)
+    present, skipped, dirs = _present_tasks(resolve_tasks(tasks), data_dir, bundled)
+    failed: dict[str, str] = {}
+
+    def fail(task: Task, error: Exception, stage: str) -> None:
+        if on_error == "raise":
+            raise error
+        failed[task.name] = _one_line(error)
+        log.error("task %s failed while %s: %s", task.name, stage, failed[task.name])
+
+    loaded, runnable = _read_data(present, dirs, fail)  # pass 1: every file read (and checked) first
+    from .encoding import Embedder
+
+    if isinstance(similarity, str):
+        from .similarities import get_similarity
+
+        similarity = get_similarity(similarity)
+    embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress, precision=precision)
+    config = {"data_dir": str(data_dir), "batch_size": batch_size, "similarity": embedder.similarity.name}
+    results: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": skipped, "failed": failed}
+    results["config"] = config | {"precision": embedder.precision}
+    fallbacks = {task.name: str(bundled) for task in present if dirs[task.name] != data_dir}
+    if fallbacks:
+        results["config"]["bundled_data"] = fallbacks
+    with use_loaded(loaded):  # pass 2: encode and score
+        _score_tasks(runnable, dirs, loaded, embedder, fail, results["tasks"], progress)
+    results["groups"] = _group_scores(results["tasks"])
+    return results
+
+
+def _present_tasks(
+    selected: list[tuple[Task, bool]], data_dir: Path, bundled: Path
+) -> tuple[list[Task], dict[str, str], dict[str, Path]]:
+    """``(tasks with their files, {skipped optional task: why}, {task: data_dir or the bundled copy})``."""
     present, skipped = [], {}
-    dirs: dict[str, Path] = {}  # each task's data directory: data_dir, or the bundled copy of its files
+    dirs: dict[str, Path] = {}
     for task, explicit in selected:
         missing = task.missing_files(data_dir)
         dirs[task.name] = data_dir
@@ -105,15 +138,11 @@ def evaluate(
             skipped[task.name] = f"missing data file {missing[0]}"
         else:
             task.check_files(data_dir)
-    failed: dict[str, str] = {}
+    return present, skipped, dirs
 
-    def fail(task: Task, error: Exception, stage: str) -> None:
-        if on_error == "raise":
-            raise error
-        failed[task.name] = _one_line(error)
-        log.error("task %s failed while %s: %s", task.name, stage, failed[task.name])
 
-    # pass 1: read (and so check) every file before anything is encoded
+def _read_data(present: list[Task], dirs: dict[str, Path], fail) -> tuple[LoadedData, list[Task]]:
+    """Pass 1: every file read once, a task whose file fails ``fail``-ed: ``(the data, the tasks that can run)``."""
     loaded: LoadedData = {}
     bad_sources: dict[Source, Exception] = {}
     runnable = []
@@ -134,59 +163,32 @@ def evaluate(
             fail(task, error, "reading its data")
             continue
         runnable.append(task)
+    return loaded, runnable
+
+
+def _score_tasks(runnable, dirs, loaded: LoadedData, embedder, fail, scores: dict[str, Any], progress: bool) -> None:
+    """Pass 2: each task encoded and scored into ``scores``; each file's data freed after the last task using it."""
     last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, dirs[task.name])}
-
-    # pass 2: encode and score
-    from .encoding import Embedder
-
-    if isinstance(similarity, str):
-        from .similarities import get_similarity
-
-        similarity = get_similarity(similarity)
-    embedder = Embedder(model, batch_size=batch_size, similarity=similarity, progress=progress, bf16=bf16)
-    results: dict[str, Any] = {
-        "tasks": {},
-        "groups": {},
-        "skipped": skipped,
-        "failed": failed,
-        "config": {
-            "data_dir": str(data_dir),
-            "batch_size": batch_size,
-            "similarity": embedder.similarity.name,
-            "precision": "bf16" if bf16 else "fp32",
-        },
-    }
-    fallbacks = {task.name: str(bundled) for task in present if dirs[task.name] != data_dir}
-    if fallbacks:
-        results["config"]["bundled_data"] = fallbacks
-    with use_loaded(loaded):
-        bar = tqdm(runnable, desc="tasks", unit="task", disable=not progress)
-        for i, task in enumerate(bar):
-            bar.set_description(f"task {task.name}")  # the bar names the task it is on
-            embedder.label = f"encoding {task.name}"
-            start = time.perf_counter()
-            try:
-                metrics = task.evaluate(embedder, dirs[task.name])
-                score = metrics[task.main_metric]
-            except Exception as error:
-                fail(task, error, "being scored")
-                continue
-            finally:
-                for key in _keys(task, dirs[task.name]):  # free each file's data after the last task using it
-                    if last_use.get(key) == i:
-                        loaded.pop(key, None)
-            seconds = time.perf_counter() - start
-            results["tasks"][task.name] = {
-                "group": task.group,
-                "main_metric": task.main_metric,
-                "score": score,
-                "metrics": metrics,
-                "seconds": round(seconds, 2),
-            }
-            if progress:
-                tqdm.write(f"{task.name}: {task.main_metric} {score:.2f} ({seconds:.1f} s)")
-    results["groups"] = _group_scores(results["tasks"])
-    return results
+    bar = tqdm(runnable, desc="tasks", unit="task", disable=not progress)
+    for i, task in enumerate(bar):
+        bar.set_description(f"task {task.name}")  # the bar names the task it is on
+        embedder.label = f"encoding {task.name}"
+        start = time.perf_counter()
+        try:
+            metrics = task.evaluate(embedder, dirs[task.name])
+            score = metrics[task.main_metric]
+        except Exception as error:
+            fail(task, error, "being scored")
+            continue
+        finally:
+            for key in _keys(task, dirs[task.name]):
+                if last_use.get(key) == i:
+                    loaded.pop(key, None)
+        seconds = time.perf_counter() - start
+        scores[task.name] = {"group": task.group, "main_metric": task.main_metric, "score": score, "metrics": metrics}
+        scores[task.name]["seconds"] = round(seconds, 2)
+        if progress:
+            tqdm.write(f"{task.name}: {task.main_metric} {score:.2f} ({seconds:.1f} s)")
 
 
 def _keys(task: Task, data_dir: Path) -> list[tuple[Source, Path]]:
@@ -280,12 +282,7 @@ def format_markdown(results: dict[str, Any]) -> str:
     for name, entry in results.get("tasks", {}).items():
         families.setdefault(entry["group"], []).append(name)
     for family, names in families.items():
-        lines += [
-            f"### {family}",
-            "",
-            "| task | metric | score | other metrics | seconds |",
-            "|---|---|---:|---|---:|",
-        ]
+        lines += [f"### {family}", "", "| task | metric | score | other metrics | seconds |", "|---|---|---:|---|---:|"]
         for name in names:
             entry = results["tasks"][name]
             main = entry["main_metric"]

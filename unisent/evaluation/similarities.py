@@ -14,11 +14,9 @@ from .metrics.similarity import (
 
 __all__ = ["SIMILARITIES", "get_similarity"]
 
-#: ``kl`` / ``kl_mean``: GaussCSE's asymmetric ``sim(a || b)``, KL summed over dimensions (the paper)
-#: or per dimension and averaged (the authors' code). ``kl_symmetric`` / ``kl_symmetric_mean``: the
-#: authors' symmetric STS score, the two KLs averaged before ``1 / (1 + KL)``, summed (as the paper's
-#: eq. 3) or per dimension (exactly their code). ``kl_avg_sim``: the mean of the two similarities
-#: (what ``kl_symmetric`` meant before).
+#: ``kl``: GaussCSE's asymmetric ``sim(a || b)``; ``kl_symmetric``: the authors' symmetric STS score (eq. 3);
+#: ``kl_avg_sim``: the mean of the two ``kl`` similarities. KL is summed over dimensions (the paper), or
+#: taken per dimension and averaged for ``*_mean`` (the authors' code).
 SIMILARITIES: dict[str, Similarity] = {
     "cosine": COSINE,
     "kl": Similarity("kl", kl_similarity, gaussian=True),

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from ..encoders.export_declarations import hf_usage_code
+from ..models.onnx_encoder import OnnxEncoder, OnnxMissingError
 from .api import ExportCheckError, ExportReport, export_model
 from .card import card_metadata, default_name, read_results, render_card
 from .exporters import (
@@ -44,7 +45,6 @@ from .file_encoding import (
 )
 from .formats import HuggingFaceExporter, SentenceTransformersExporter
 from .onnx import OnnxExporter
-from .onnx_runtime import OnnxEncoder, OnnxMissingError
 from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_export_source
 
 # The exporters per model type became one exporter per format, which asks the model (each model type

@@ -12,7 +12,6 @@ from typing import Any
 
 from torch import nn
 
-from ..hardware import precision_scope
 from ..inference.base import MODEL_RECORD, NotExportableError, share_files
 from ..io import atomic_write
 from .card import default_name, read_results, render_card
@@ -171,9 +170,9 @@ def export_model(
         truncate_dim: written as ``truncate_dim`` to ``config_sentence_transformers.json`` (the
             ``sentence-transformers`` and ``onnx`` formats), where ``SentenceTransformer(DIR)`` reads it: its
             ``encode`` then returns the first ``truncate_dim`` coordinates (a Matryoshka-trained model). The
-            check compares the full vectors before it is written; ``unisent.load(DIR)`` ignores it.
+            check compares the full vectors before it is written; ``unisent.load(DIR)`` honours it too.
 
-    The checks encode in fp32 (:func:`unisent.hardware.precision_scope`), whatever ``auto`` is here.
+    The checks encode in fp32 (``precision="fp32"``), whatever ``auto`` is here.
 
     Raises:
         FileExistsError: ``out`` is not empty (and ``overwrite`` is off or it is not an export).
@@ -206,6 +205,7 @@ def export_model(
             raise ValueError(f"quantize and force apply to the onnx format, not to {format}")
         configure(quantize=quantize, force=force)
     lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
+    truncate_dim = truncate_dim if truncate_dim is not None else src.truncate_dim
     if truncate_dim is not None:
         from ..inference.truncation import check_truncate_dim
 
@@ -217,7 +217,7 @@ def export_model(
     tmp.mkdir()
     try:
         # the probe sentences are truncated on purpose: no truncation warning while checking
-        with lengths_context as lengths, collect_truncation(), precision_scope("fp32"):
+        with lengths_context as lengths, collect_truncation():
             exporter.write(src.model, tmp)
             check = exporter.verify(src.model, tmp, PROBE_SENTENCES) if verify else (None, "skipped (--no-verify)")
             diff = check[0]

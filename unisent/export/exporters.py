@@ -1,26 +1,11 @@
-"""Exporters and their registry.
+"""Exporters and their registry (examples: docs/export.md, docs/plugins.md).
 
-The built-in formats (``sentence-transformers``, ``huggingface``) are written by the model itself:
-every :class:`~unisent.inference.InferenceModel` declares its formats (``export_formats``) and how it
-writes, describes and checks each (see :mod:`unisent.inference.base`); :mod:`unisent.export.formats`
-adapts those declarations to the :class:`Exporter` interface. So a new model type, from any package,
-exports without an edit here.
-
-A model type that is not an ``InferenceModel``, or a new format, adds an :class:`Exporter` subclass
-and registers it for its class::
-
-    @register_exporter(MyModel)
-    class MyModelOnnxExporter(Exporter):
-        format = "onnx"
-        ...
-
-A registered exporter is looked up by the model's exact class and wins over the model's own
-declarations (a subclass reuses its parent's with ``register_exporter(Subclass)(ParentExporter)``).
-
-A new format for every model (a plugin's, reachable as ``unisent export --format NAME``) is an
-:class:`Exporter` registered by its format name with :func:`register_export_format`; it is used for a
-model that has neither an exporter of its own in that format nor the format among its declarations.
-"""
+The built-in formats are written by the model itself: every :class:`~unisent.inference.InferenceModel`
+declares its ``export_formats`` and how it writes, describes and checks each; :mod:`.formats` adapts
+those declarations to :class:`Exporter`. Lookup order for a model and a format: an exporter registered
+for the model's exact class (:func:`register_exporter`; a subclass reuses its parent's with
+``register_exporter(Subclass)(ParentExporter)``), then the model's own declaration, then a format for
+any model (:func:`register_export_format`)."""
 
 from __future__ import annotations
 
@@ -67,14 +52,8 @@ class NoExporterError(TypeError):
 
 
 class Exporter(ABC):
-    """Writes one model type in one format and documents how to use the result.
-
-    Class attributes:
-        format: the format name users pass to ``unisent export --format``.
-        library_name: the library that loads the result (the model card's ``library_name``).
-        pipeline_tag: the Hugging Face Hub pipeline tag of the result.
-        tags: extra model card tags.
-    """
+    """Writes one model type in one format and documents how to use the result (``format``: the
+    ``--format`` name; ``library_name``: the library that loads it; ``tags``: extra model card tags)."""
 
     format: ClassVar[str]
     library_name: ClassVar[str]
@@ -94,11 +73,8 @@ class Exporter(ABC):
         """Markdown of the model card's usage section: how to load the files and pool the outputs."""
 
     def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """Re-load the written files the way a user would and compare with ``model.encode``.
-
-        Returns:
-            ``(max absolute difference or None when not checked, how it was checked)``.
-        """
+        """Re-load the written files as a user would and compare with ``model.encode``: ``(max absolute
+        difference or None when not checked, how it was checked)``."""
         return None, "no check available for this format"
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
@@ -126,13 +102,8 @@ def model_format(exporter_cls: E) -> E:
 
 
 def register_export_format(exporter_cls: E) -> E:
-    """Class decorator: ``exporter_cls`` writes its ``format`` for any model (``unisent export --format``
-    takes the name once the module that registers it is imported: ``--import MODULE`` or a plugin).
-
-    Raises:
-        TypeError: the class is not an :class:`Exporter` subclass.
-        ValueError: the format name is taken by another exporter of any model, or by a built-in format.
-    """
+    """Class decorator: ``exporter_cls`` writes its ``format`` for any model (``--format`` takes the name
+    once its module is imported); a ``ValueError`` when another exporter or a built-in has the name."""
     if not (isinstance(exporter_cls, type) and issubclass(exporter_cls, Exporter)):
         raise TypeError(f"{exporter_cls!r} is not an Exporter subclass")
     name = exporter_cls.format
@@ -168,8 +139,7 @@ def check_format(fmt: str) -> None:
 
 
 def registered() -> dict[str, list[str]]:
-    """``{format: [model class names]}``: the registered exporters' classes and the registered model
-    types that declare the format (for error messages and docs)."""
+    """``{format: [model class names]}`` of registered exporters and declaring model types (for messages)."""
     from ..inference import registered_models
 
     table: dict[str, set[str]] = {fmt: {cls.__name__ for cls in classes} for fmt, classes in _EXPORTERS.items()}
@@ -183,13 +153,8 @@ def registered() -> dict[str, list[str]]:
 
 
 def exporter_for(model: Any, fmt: str) -> Exporter:
-    """An exporter instance for ``model`` and the format ``fmt``: one registered for the model's exact
-    class, else the model's own declaration (an ``InferenceModel`` listing ``fmt`` in ``export_formats``).
-
-    Raises:
-        ValueError: ``fmt`` is not a known format.
-        NoExporterError: ``model`` cannot be exported in this format.
-    """
+    """An exporter instance for ``model`` and the format ``fmt``, in the module docstring's lookup order;
+    a ``ValueError`` for an unknown format, a :class:`NoExporterError` when none fits the model."""
     from ..inference import InferenceModel
 
     check_format(fmt)

@@ -28,7 +28,7 @@ import os
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -213,13 +213,12 @@ class _NpyWriter:
         pass
 
 
-class _ParquetWriter:
+class _ParquetWriter(_NpyWriter):
     """Appends ``row`` (input row, 0-based) and ``embedding`` (fixed-size float32 list) row groups."""
 
     def __init__(self, fh: IO[bytes], rows: int, metadata: dict[str, str]) -> None:
-        self.fh, self.rows, self.written, self.metadata = fh, rows, 0, metadata
-        self.writer = None
-        self.dim: int | None = None
+        super().__init__(fh, rows)
+        self.metadata, self.writer = metadata, None
 
     def write(self, block: np.ndarray) -> None:
         import pyarrow as pa
@@ -242,18 +241,12 @@ class _ParquetWriter:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        if self.written != self.rows:
-            raise RuntimeError(
-                f"wrote {self.written} rows, expected {self.rows} (did the input change while encoding?)"
-            )
+        super().close()
 
     def abort(self) -> None:
         """Release the Parquet writer (its file is the temporary one, which ``atomic_write`` removes)."""
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception:  # noqa: BLE001 - the file is discarded anyway
-                pass
+        with suppress(Exception):  # no writer yet (None), or its file is discarded anyway
+            self.writer.close()
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -283,7 +276,7 @@ def encode_file(
     batch_size: int = 64,
     chunk_size: int = 8192,
     normalize: bool = False,
-    bf16: bool | None = None,
+    precision: Literal["auto", "fp32", "bf16"] = "auto",
     on_empty: Literal["error", "zero"] = "error",
     encoding: str = "utf-8",
     device: str | None = None,
@@ -298,7 +291,7 @@ def encode_file(
 
     Args:
         model: anything ``unisent.load`` takes (preset, saved or exported directory, ``.ckpt``), or a
-            loaded model with ``encode(sentences, batch_size, normalize=..., bf16=...)`` (an
+            loaded model with ``encode(sentences, batch_size, normalize=..., precision=...)`` (an
             :class:`~unisent.export.OnnxEncoder` too).
         input_path: ``.txt`` (one sentence per line), ``.jsonl``, ``.csv``, ``.tsv`` or ``.parquet``.
         output_path: ``.npy`` (float32, shape (rows, dim); ``numpy.load(..., mmap_mode="r")`` reads
@@ -308,8 +301,8 @@ def encode_file(
         chunk_size: rows read, length-sorted and encoded at a time; memory grows with it, not with
             the file.
         normalize: L2-normalise the embeddings.
-        bf16: bfloat16 autocast (fast on GPUs and CPUs with AVX512-BF16/AMX only); None (default): the
-            model's ``encode`` decides by the one precision rule (``auto``, :mod:`unisent.hardware`).
+        precision: ``auto`` (default: bf16 on GPUs with bf16 and CPUs with AVX512-BF16/AMX, fp32 elsewhere;
+            :mod:`unisent.hardware`), ``fp32`` or ``bf16``; passed to the model's ``encode``.
         on_empty: ``error`` (default): an empty row stops the run before encoding, naming it;
             ``zero``: write a zero vector for it.
         encoding: text encoding of txt/jsonl/csv/tsv input.
@@ -337,65 +330,12 @@ def encode_file(
             ``truncate_dim`` not positive or above the model's dimension.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
-    _check_input(input_path)
-    out_suffix = output_path.suffix.lower()
-    if out_suffix not in SUPPORTED_OUTPUTS:
-        raise EncodeInputError(
-            output_path, 0, f"unsupported output format {out_suffix!r}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
-        )
-    if output_path.resolve() == input_path.resolve():
-        raise EncodeInputError(output_path, 0, "the output file is the input file")
-    if on_empty not in ("error", "zero"):
-        raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
-    if batch_size < 1 or chunk_size < 1:
-        raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
-    if max_length is not None and max_length < 1:
-        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
-    if output_path.exists() and not overwrite:
-        raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise EncodeInputError(input_path, 0, f"unknown text encoding {encoding!r}") from None
-
-    scan = scan_input(input_path, column, encoding)
-    if scan.rows == 0:
-        raise EmptyInputError(
-            input_path,
-            0,
-            "has no sentences to encode (the file is empty"
-            + (", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else "")
-            + "); nothing was written",
-        )
-    if scan.n_empty and on_empty == "error":
-        raise _empty_error(input_path, scan)
-
-    if isinstance(model, (str, os.PathLike)):
-        from .._loader import load
-
-        spec = str(model)
-        model = load(spec, device=device, backend=backend, onnx_file=onnx_file)
-    else:
-        spec = str(getattr(model, "directory", "") or type(model).__name__)
-        model.eval()
-    if truncate_dim is not None:
-        from ..inference.truncation import TruncatedModel
-
-        model = TruncatedModel(model, truncate_dim)
-
-    meta = {
-        "model": spec,
-        "input": input_path.name,
-        "column": column,
-        "normalize": normalize,
-        "bf16": bf16,
-        "on_empty": on_empty,
-        "backend": getattr(model, "backend", "torch"),
-    }
-    if max_length is not None:
-        meta["max_length"] = max_length
-    if truncate_dim is not None:
-        meta["truncate_dim"] = truncate_dim
+    _check_arguments(input_path, output_path, overwrite, encoding, on_empty, batch_size, chunk_size, max_length)
+    scan = _scan_all(input_path, column, encoding, on_empty)
+    model, spec = _model_to_run(model, device, backend, onnx_file, truncate_dim)
+    meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize}
+    meta |= {"precision": precision, "on_empty": on_empty, "backend": getattr(model, "backend", "torch")}
+    meta |= {k: v for k, v in (("max_length", max_length), ("truncate_dim", truncate_dim)) if v is not None}
     from tqdm.auto import tqdm
 
     from ..encoders.batching import TruncationWarning, collect_truncation, truncation_message
@@ -413,26 +353,16 @@ def encode_file(
         with length_context, collect_truncation() as truncation, atomic_write(output_path, "wb") as fh:
             writer: _NpyWriter | _ParquetWriter = (
                 _NpyWriter(fh, scan.rows)
-                if out_suffix == ".npy"
+                if output_path.suffix.lower() == ".npy"
                 else _ParquetWriter(fh, scan.rows, {"unisent": json.dumps(meta)})
             )
             try:
                 for chunk in _chunks(iter_texts(input_path, column, encoding), chunk_size):
-                    keep = [i for i, text in enumerate(chunk) if text.strip()]
-                    if len(keep) == len(chunk):
-                        block = _as_array(model.encode(chunk, batch_size, normalize=normalize, bf16=bf16))
-                    else:  # on_empty == "zero" (the scan stopped "error" runs)
-                        if on_empty != "zero":
-                            raise EncodeInputError(
-                                input_path, 0, "an empty row appeared after the first pass (the file changed)"
-                            )
-                        dim = writer.dim or _as_array(model.encode(["."], 1)).shape[1]
-                        block = np.zeros((len(chunk), dim), dtype=np.float32)
-                        if keep:
-                            block[keep] = _as_array(
-                                model.encode([chunk[i] for i in keep], batch_size, normalize=normalize, bf16=bf16)
-                            )
-                    writer.write(block)
+                    if on_empty != "zero" and not all(text.strip() for text in chunk):  # the scan stopped those
+                        raise EncodeInputError(
+                            input_path, 0, "an empty row appeared after the first pass (the file changed)"
+                        )
+                    writer.write(_encode_chunk(model, chunk, writer.dim, batch_size, normalize, precision))
                     bar.update(len(chunk))
                 writer.close()
             except BaseException:
@@ -442,12 +372,9 @@ def encode_file(
         bar.close()
     truncated, _, limit = truncation.worst
     if truncated:  # once for the whole file
-        warnings.warn(
-            TruncationWarning(
-                truncation_message(truncated, scan.rows - scan.n_empty, limit, "pass --max-length (max_length=...)")
-            ),
-            stacklevel=2,
-        )
+        hint = "pass --max-length (max_length=...)"
+        message = truncation_message(truncated, scan.rows - scan.n_empty, limit, hint)
+        warnings.warn(TruncationWarning(message), stacklevel=2)
     return EncodeSummary(
         output=output_path,
         rows=scan.rows,
@@ -457,3 +384,76 @@ def encode_file(
         truncated=truncated,
         max_length=limit or getattr(getattr(model, "config", None), "max_length", None),
     )
+
+
+def _check_arguments(
+    input_path: Path, output_path: Path, overwrite: bool, encoding: str, on_empty: str, *sizes: int | None
+) -> None:
+    """:func:`encode_file`'s checks before the input is read (``sizes``: batch, chunk and maximum length)."""
+    _check_input(input_path)
+    out_suffix = output_path.suffix.lower()
+    if out_suffix not in SUPPORTED_OUTPUTS:
+        raise EncodeInputError(
+            output_path, 0, f"unsupported output format {out_suffix!r}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
+        )
+    if output_path.resolve() == input_path.resolve():
+        raise EncodeInputError(output_path, 0, "the output file is the input file")
+    if on_empty not in ("error", "zero"):
+        raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
+    batch_size, chunk_size, max_length = sizes
+    if batch_size < 1 or chunk_size < 1:
+        raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
+    if output_path.exists() and not overwrite:
+        raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise EncodeInputError(input_path, 0, f"unknown text encoding {encoding!r}") from None
+
+
+def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> ScanResult:
+    """The first pass (:func:`scan_input`); no rows, or empty rows under ``on_empty="error"``, raise."""
+    scan = scan_input(input_path, column, encoding)
+    if scan.rows == 0:
+        header = ", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else ""
+        raise EmptyInputError(
+            input_path, 0, f"has no sentences to encode (the file is empty{header}); nothing was written"
+        )
+    if scan.n_empty and on_empty == "error":
+        raise _empty_error(input_path, scan)
+    return scan
+
+
+def _model_to_run(
+    model: Any, device: str | None, backend: str, onnx_file: str | None, truncate_dim: int | None
+) -> tuple[Any, str]:
+    """``(the model, its name in the output's metadata)``: loaded when named, cut to ``truncate_dim``."""
+    if isinstance(model, (str, os.PathLike)):
+        from .._loader import load
+
+        spec = str(model)
+        model = load(spec, device=device, backend=backend, onnx_file=onnx_file)
+    else:
+        spec = str(getattr(model, "directory", "") or type(model).__name__)
+        model.eval()
+    if truncate_dim is not None:
+        from ..inference.truncation import TruncatedModel
+
+        model = TruncatedModel(model, truncate_dim)
+    return model, spec
+
+
+def _encode_chunk(
+    model: Any, chunk: list[str], dim: int | None, batch_size: int, normalize: bool, precision: str
+) -> np.ndarray:
+    """The rows of ``chunk``; an empty row (``on_empty="zero"``) a zero vector."""
+    keep = [i for i, text in enumerate(chunk) if text.strip()]
+    if len(keep) == len(chunk):
+        return _as_array(model.encode(chunk, batch_size, normalize=normalize, precision=precision))
+    block = np.zeros((len(chunk), dim or _as_array(model.encode(["."], 1, precision=precision)).shape[1]), np.float32)
+    if keep:
+        texts = [chunk[i] for i in keep]
+        block[keep] = _as_array(model.encode(texts, batch_size, normalize=normalize, precision=precision))
+    return block

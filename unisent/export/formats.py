@@ -1,14 +1,6 @@
-"""The built-in formats, written by the model itself.
-
-Each exporter here only adapts what an :class:`~unisent.inference.InferenceModel` declares in its own
-class (how it writes the format, its card rows, usage and tags, how the result is checked) to the
-:class:`~unisent.export.Exporter` interface; no exporter knows a model type or a pooler.
-
-- ``sentence-transformers``: ``SentenceTransformer(DIR)`` and ``unisent.load(DIR)`` both load the
-  directory (``InferenceModel.write_sentence_transformers``);
-- ``huggingface``: a ``transformers`` directory with the pooling as runnable code in the card
-  (``write_huggingface``; the plain encoder declares it).
-"""
+"""The built-in formats, written by the model itself: each exporter here only adapts what an
+:class:`~unisent.inference.InferenceModel` declares (how it writes, its card rows, usage, tags and
+checks) to :class:`~unisent.export.Exporter`; none knows a model type or a pooler."""
 
 from __future__ import annotations
 
@@ -43,14 +35,14 @@ class SentenceTransformersExporter(Exporter):
         return model.sentence_transformers_usage()
 
     def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """``unisent.load`` and ``SentenceTransformer`` (when installed) of the directory against
-        ``model.encode``, and the model's own checks (``export_checks``)."""
+        """``unisent.load`` and (installed) ``SentenceTransformer`` of the directory against ``model.encode``,
+        and the model's own ``export_checks``."""
         checks = []
         if model.generic_export_check:
-            expected = model.encode(list(sentences))
+            expected = model.encode(list(sentences), precision="fp32")
             checks.append(
                 (
-                    max_abs_diff(_reloaded(out).encode(list(sentences)), expected),
+                    max_abs_diff(_reloaded(out).encode(list(sentences), precision="fp32"), expected),
                     f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
                 )
             )
@@ -96,7 +88,10 @@ class HuggingFaceExporter(Exporter):
         if model.generic_export_check:
             checks.append(
                 (
-                    max_abs_diff(_reloaded(out).encode(list(sentences)), model.encode(list(sentences))),
+                    max_abs_diff(
+                        _reloaded(out).encode(list(sentences), precision="fp32"),
+                        model.encode(list(sentences), precision="fp32"),
+                    ),
                     f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
                 )
             )
@@ -107,16 +102,15 @@ class HuggingFaceExporter(Exporter):
 
 
 def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
-    """The largest difference of all checks and how they were made, or (None, ...) when there was none."""
+    """The largest difference of all checks and how they were made."""
     if not checks:
         return None, "not checked: the model declares no check"
     return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)
 
 
 def write_sentence_transformers(model: nn.Module, out: Path) -> None:
-    """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the
-    model's own layout where it has one (``write_sentence_transformers_layout``), else its files
-    (``save_sentence_transformers_root``) and the modules it declares, in the usual layout."""
+    """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the model's
+    own layout where it has one, else its root files and the modules it declares."""
     if model.write_sentence_transformers_layout(out, write_sentence_transformers):
         return
     modules = model.sentence_transformers_modules()
@@ -127,10 +121,9 @@ def write_sentence_transformers(model: nn.Module, out: Path) -> None:
 def _write_modules(
     out: Path, modules: Sequence[STModule], st_config: dict[str, Any], model_config: dict[str, Any] | None = None
 ) -> None:
-    """Write ``sentence_bert_config.json``, the module folders after the ``Transformer`` (whose files are
-    already in ``out``), ``modules.json`` and ``config_sentence_transformers.json`` (``model_config``:
-    prompts, default prompt and similarity function; default: none and cosine), in the layout
-    Sentence Transformers 3 and newer load without ``trust_remote_code``."""
+    """Write the Sentence Transformers 3+ files around the ``Transformer`` already in ``out`` (module
+    folders, ``modules.json``, configs; ``model_config`` default: no prompts, cosine), loadable without
+    ``trust_remote_code``."""
     from safetensors.torch import save_file
 
     write_json(out / "sentence_bert_config.json", st_config)

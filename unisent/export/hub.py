@@ -1,40 +1,36 @@
-"""What a model card tells the Hugging Face Hub: base model, licence, language, datasets, results.
+"""What a model card tells the Hugging Face Hub (base model, licence, language, datasets, results), and
+``unisent export --push-to ORG/NAME``.
 
-Everything here is read from what is known about the backbone and the run (the preset, the backbone's
-own model card, the run's ``config.yaml``, ``unisent evaluate --output``); nothing is guessed. A fact
-that is not known is left out, except the licence, which is ``other`` until the user gives one
-(``unisent export --license``), as the Hub does for a model without a standard licence.
-
-Local paths never reach a card: :func:`display_path` shows a file relative to the working directory
-(or to the unisent package for its bundled samples), else by its name, and :func:`scrub_paths` removes
-any absolute path left in the text.
-"""
+Every fact is read from the preset, the backbone's own card, the run's ``config.yaml`` or
+``unisent evaluate --output``; nothing is guessed. An unknown fact is left out, except the licence:
+``other`` until ``--license`` gives one. Local paths never reach a card (:func:`display_path`,
+:func:`scrub_paths`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "DEFAULT_LICENSE",
-    "KNOWN_BACKBONES",
-    "KNOWN_DATASETS",
-    "TASK_TYPES",
+    "PushError",
     "backbone_metadata",
+    "check_repo_id",
     "dataset_id",
     "display_path",
     "eval_results",
     "hub_id",
     "model_index",
+    "push_to_hub",
     "scrub_paths",
 ]
 
 #: the ``license`` of a card whose backbone's licence is not known (the Hub's value for "not standard")
 DEFAULT_LICENSE = "other"
 
-#: licence and languages of the presets' hub backbones, from their model cards on the Hub (a packaged
-#: model's own README.md is read instead, see :func:`backbone_metadata`)
+#: licence and languages of the presets' hub backbones, from their Hub model cards
 KNOWN_BACKBONES: dict[str, dict[str, Any]] = {
     "bert-base-uncased": {"license": "apache-2.0", "language": ["en"]},
     "roberta-base": {"license": "mit", "language": ["en"]},
@@ -44,8 +40,7 @@ KNOWN_BACKBONES: dict[str, dict[str, Any]] = {
     "sentence-transformers/all-MiniLM-L6-v2": {"license": "apache-2.0", "language": ["en"]},
 }
 
-#: Hub dataset ids of training files by name: the files the recipes name, and the bundled samples
-#: (the repository's ``samples/`` and ``unisent/resources``; their LICENSE.md says where each comes from)
+#: Hub dataset ids of training files by name: the recipes' files, and the bundled samples
 KNOWN_DATASETS: dict[str, str] = {
     "nli_for_simcse.csv": "princeton-nlp/datasets-for-simcse",
     "wiki1m_for_simcse.txt": "princeton-nlp/datasets-for-simcse",
@@ -80,8 +75,8 @@ def _package_root() -> Path:
 
 
 def display_path(path: str | Path) -> str:
-    """``path`` as a card may show it: as written when relative, relative to the working directory
-    or the unisent checkout when under one, else its name alone."""
+    """``path`` as a card shows it: as written when relative, relative to the working directory or the
+    unisent checkout when under one, else its name."""
     text = str(path)
     candidate = Path(text).expanduser()
     if not (candidate.is_absolute() or text.startswith("~")):
@@ -113,8 +108,7 @@ def _is_bundled(path: Path) -> bool:
 
 
 def dataset_id(path: str) -> str:
-    """The Hub id of a training file where it is known (:data:`KNOWN_DATASETS`, the bundled samples),
-    else its :func:`display_path`."""
+    """The Hub id of a training file where known, else its :func:`display_path`."""
     name = Path(path).name
     if name in KNOWN_DATASETS:
         return KNOWN_DATASETS[name]
@@ -138,8 +132,7 @@ def hub_id(base_model: str | None) -> str | None:
 
 
 def _front_matter_of(readme: Path) -> dict[str, Any]:
-    """The YAML front matter of a base model's card, read as a model's file: a regular file of at most 1 MiB
-    whose YAML expands to at most 100,000 values (no alias bomb); {} when it has none or is unreadable."""
+    """The YAML front matter of a base model's card (at most 1 MiB and 100,000 values); {} if none."""
     import yaml
 
     from ..io.model_files import ModelFileError, check_nesting, read_model_bytes
@@ -165,8 +158,8 @@ def _as_list(value: Any) -> list[str]:
 
 
 def backbone_metadata(base_model: str | None) -> dict[str, Any]:
-    """``{"license": ..., "language": [...]}`` of the backbone, as far as known: its own model card
-    (README.md front matter of a local or packaged directory), else :data:`KNOWN_BACKBONES`."""
+    """``{"license": ..., "language": [...]}`` of the backbone as far as known: its local card's front
+    matter, else :data:`KNOWN_BACKBONES`."""
     from ..encoders import PRESETS
     from ..encoders.presets import resolve_preset_path
 
@@ -193,8 +186,7 @@ def backbone_metadata(base_model: str | None) -> dict[str, Any]:
 
 
 def eval_results(results: dict[str, Any]) -> list[Any]:
-    """``huggingface_hub.EvalResult`` objects of ``unisent evaluate`` (or ``--mteb``) results: one per
-    task, its main metric in percent; the card's ``model-index`` is generated from them."""
+    """``huggingface_hub.EvalResult`` objects of ``unisent evaluate`` results, one per task (percent)."""
     from huggingface_hub import EvalResult
 
     out = []
@@ -216,13 +208,8 @@ def eval_results(results: dict[str, Any]) -> list[Any]:
 
 
 def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Hub's ``model-index`` of ``unisent evaluate`` results: one entry per task, its main metric
-    (in percent, as unisent reports it).
-
-    Args:
-        name: the model's name.
-        results: output of :func:`~unisent.export.read_results`.
-    """
+    """The Hub's ``model-index`` of :func:`~unisent.export.read_results` output: one entry per task, its
+    main metric in percent."""
     entries = []
     for task, entry in results["tasks"].items():
         group = str(entry.get("group") or "")
@@ -239,3 +226,70 @@ def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return [{"name": name, "results": entries}]
+
+
+#: a Hugging Face access token as it may appear in a message
+_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+
+
+def redact_token(text: str) -> str:
+    """``text`` without the Hub token in use or anything shaped like one (a message may end in a log)."""
+    from huggingface_hub import get_token
+
+    try:
+        token = get_token()
+    except Exception:  # noqa: BLE001 - an unreadable token file: nothing to redact but the pattern
+        token = None
+    if token:
+        text = text.replace(token, "hf_***")
+    return _TOKEN.sub("hf_***", text)
+
+
+class PushError(RuntimeError):
+    """The export could not be uploaded (offline, no token, refused): one line, the export stays on disk."""
+
+
+def check_repo_id(repo_id: str) -> str:
+    """``repo_id`` if it is a valid Hub repository name ``ORG/NAME``, else a :class:`PushError`; checked
+    before anything is exported."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    shown = repr(repo_id) if len(repo_id) <= 120 else repr(repo_id[:120] + "...")
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise PushError(f"--push-to {shown}: give the repository as ORG/NAME (or USER/NAME)")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        reason = str(err).split(":")[0].rstrip(".")
+        raise PushError(f"--push-to {shown} is not a Hub repository name: {reason}") from None
+    return repo_id
+
+
+def push_to_hub(
+    folder: str | os.PathLike, repo_id: str, *, private: bool = False, commit_message: str | None = None
+) -> str:
+    """Create the model repository ``repo_id`` if needed and upload ``folder``; returns the commit URL, or
+    raises :class:`PushError` (offline, the hub unreachable or refusing)."""
+    from huggingface_hub import create_repo, upload_folder
+
+    from ..encoders.loading import _hub_reachable, _offline
+
+    folder = Path(folder)
+    later = f"the export is in {folder}; upload it later with `hf upload {repo_id} {folder}`"
+    check_repo_id(repo_id)
+    if _offline():
+        raise PushError(f"--push-to {repo_id}: HF_HUB_OFFLINE is set, nothing was uploaded; {later}")
+    if not _hub_reachable():
+        raise PushError(f"--push-to {repo_id}: the Hugging Face Hub cannot be reached, nothing was uploaded; {later}")
+    try:
+        create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        info = upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            commit_message=commit_message or f"Upload {folder.name} exported by unisent",
+        )
+    except Exception as err:  # noqa: BLE001 - auth, refusal, network: one line, the export stays
+        first = redact_token(str(err).strip().splitlines()[0]) if str(err).strip() else ""
+        raise PushError(f"--push-to {repo_id}: the upload failed ({type(err).__name__}: {first}); {later}") from None
+    return str(getattr(info, "commit_url", info))

@@ -15,7 +15,7 @@ with the ONNX files where Sentence Transformers' ONNX backend looks for them:
   sentence vectors far from fp32, docs/export.md), activations quantised per batch when it runs; 7-bit
   weights (``reduce_range``) on CPUs without VNNI. ``<arch>`` is the CPU it was made and checked on
   (:func:`unisent.hardware.int8_arch`).
-- ``onnx/unisent_onnx.json``: what unisent's runner (:class:`~unisent.export.onnx_runtime.OnnxEncoder`,
+- ``onnx/unisent_onnx.json``: what unisent's runner (:class:`~unisent.models.onnx_encoder.OnnxEncoder`,
   ``unisent.load(DIR, backend="onnx")``) needs, and the checks' numbers.
 
 The export checks itself, like every export, before anything is moved to ``--out``:
@@ -49,10 +49,10 @@ import torch
 from torch import nn
 
 from ..inference.base import ONNX, OnnxGraph, max_abs_diff, write_json
+from ..models.onnx_encoder import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 from .api import ExportCheckError
 from .exporters import Exporter, model_format
 from .formats import SentenceTransformersExporter
-from .onnx_runtime import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 
 __all__ = [
     "INT8_MAX_STSB_DROP",
@@ -326,10 +326,11 @@ class OnnxExporter(Exporter):
         diff, how = self.st.verify(model, out, sentences)
         runner = OnnxEncoder(out, "fp32")
         sentences = list(sentences)
-        onnx_diff = max_abs_diff(runner.encode(sentences), model.encode(sentences))
+        onnx_diff = max_abs_diff(runner.encode(sentences), model.encode(sentences, precision="fp32"))
         checked = "`unisent.load(DIR, backend='onnx')` (fp32 file)"
         if runner.gaussian and callable(getattr(model, "encode_gaussian", None)):
-            (mu, var), (mu2, var2) = model.encode_gaussian(sentences), runner.encode_gaussian(sentences)
+            mu, var = model.encode_gaussian(sentences, precision="fp32")
+            mu2, var2 = runner.encode_gaussian(sentences)
             relative = float(((var2 - var).abs() / var.abs().clamp(min=1.0)).max())
             onnx_diff = max(onnx_diff, max_abs_diff(mu2, mu), relative)
             checked += " with its means and variances (relative)"

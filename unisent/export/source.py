@@ -1,10 +1,5 @@
-"""What is being exported: the inference model and what is known about how it was trained.
-
-The record comes from the checkpoint (``UnisentModule.run_config()``, stored under ``"unisent"``,
-plus Lightning's step counter) and, when present, from the ``config.yaml`` that ``unisent fit``
-(LightningCLI) writes next to its ``checkpoints/`` and ``encoder/`` folders: the training data, batch
-size, optimiser and trainer settings.
-"""
+"""What is being exported: the inference model and what is known about how it was trained (from the
+checkpoint's record and step counter, and the ``config.yaml`` that ``unisent fit`` writes beside it)."""
 
 from __future__ import annotations
 
@@ -26,16 +21,8 @@ RUN_CONFIG = "config.yaml"
 
 @dataclass
 class ObjectiveRecord:
-    """One training objective as the model card lists it.
-
-    Attributes:
-        name: the objective's name (its key in ``data.train`` and the logs).
-        class_path: importable class of the objective.
-        init_args: every constructor argument, defaults included.
-        weight: the objective's weight in the total loss.
-        citation: the papers, one per line (the objective's ``citations``: a wrapper's and the wrapped one's; empty
-            if unknown).
-    """
+    """One training objective as the model card lists it (``init_args``: defaults included;
+    ``citation``: the papers, one per line, a wrapper's and the wrapped one's)."""
 
     name: str
     class_path: str
@@ -46,17 +33,9 @@ class ObjectiveRecord:
 
 @dataclass
 class TrainingRecord:
-    """What is known about how a model was trained (everything optional).
-
-    Attributes:
-        base_model: the backbone the run started from (a preset name, hub id or directory).
-        objectives: the training objectives.
-        data: human-readable lines about the training data.
-        settings: ``(label, value)`` rows: batch size, optimiser, schedule, steps, precision, seed.
-        run_config_file: the ``config.yaml`` the record was read from, if any.
-        datasets: the training files as the card's ``datasets`` lists them: Hub ids where known,
-            else their names (:func:`unisent.export.hub.dataset_id`).
-    """
+    """What is known about how a model was trained (everything optional): the ``base_model`` (a preset,
+    hub id or directory), ``data`` lines, ``settings`` rows (batch size, optimiser, schedule, ...) and the
+    training files as the card's ``datasets`` (:func:`unisent.export.hub.dataset_id`)."""
 
     base_model: str | None = None
     objectives: list[ObjectiveRecord] = field(default_factory=list)
@@ -68,23 +47,17 @@ class TrainingRecord:
 
 @dataclass
 class ExportSource:
-    """A model ready to export.
-
-    Attributes:
-        model: the inference model (what ``unisent.load`` returns: an ``Encoder`` or a model type's
-            own wrapper).
-        kind: ``checkpoint``, ``encoder directory`` or ``preset or model id``.
-        name: the source's file or directory name (or the preset / hub id).
-        record: the training record.
-    """
+    """A model ready to export: the inference model (what ``unisent.load`` returns), its ``kind``
+    (``checkpoint``, ``encoder directory`` or ``preset or model id``), name and training record;
+    ``truncate_dim``: what the source directory records (an export written with ``--truncate-dim``)."""
 
     model: nn.Module
     kind: str
     name: str
     record: TrainingRecord
+    truncate_dim: int | None = None
 
 
-# ------------------------------------------------------------------------------------------ helpers
 def _short(value: Any) -> str:
     return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
 
@@ -96,14 +69,12 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
         class_path=spec["class_path"],
         init_args=dict(spec.get("init_args", {})),
         weight=float(getattr(objective, "weight", 1.0)),
-        # a wrapper's (Matryoshka) and the wrapped objective's papers, one per line
         citation="\n".join(getattr(objective, "citations", None) or [str(getattr(objective, "citation", "") or "")]),
     )
 
 
 def _objective_from_spec(spec: dict[str, Any], *, source: str, field: str) -> ObjectiveRecord:
-    """From ``{"class_path", "init_args"}`` of a run's ``config.yaml``: built through the registry of objectives
-    (its own constructor only: name and citation), refused in one line when the class is not registered."""
+    """From a run's ``{"class_path", "init_args"}``, built through the objectives' registry only."""
     return _objective_from_instance(objective_from_record(spec, source=source, field=field))
 
 
@@ -120,7 +91,7 @@ def _read_run_config(path: Path) -> dict[str, Any]:
 
     from ..io.model_files import ModelFileError, check_nesting, read_model_bytes
 
-    try:  # a regular file of at most 1 MiB, expanding to at most 100,000 values (no alias bomb), 64 levels deep
+    try:  # at most 1 MiB, 100,000 values (no alias bomb), 64 levels deep
         config = yaml.safe_load(read_model_bytes(path, 2**20, "a run's config.yaml"))
         check_nesting(config, str(path), max_values=100_000)
     except (OSError, yaml.YAMLError, ModelFileError, RecursionError) as err:
@@ -151,7 +122,7 @@ def _train_paths(train: Any) -> list[str]:
 
 
 def _data_lines(train: Any) -> list[str]:
-    """``data.train`` of a run config -> one line per objective (paths as :func:`display_path` shows them)."""
+    """``data.train`` of a run config -> one line per objective."""
     if not isinstance(train, dict):
         return []
     lines = []
@@ -228,13 +199,12 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
         ]
 
 
-# ------------------------------------------------------------------------------------------ loading
 def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
-    """Lightning's step and epoch counters, read lazily (``mmap``: no tensor is loaded)."""
+    """Lightning's step and epoch counters (memory-mapped: no tensor is loaded)."""
     from ..io import load_checkpoint
 
     try:
-        ckpt = load_checkpoint(path, mmap=True)  # as data (the model itself was read the same way)
+        ckpt = load_checkpoint(path, mmap=True)
     except Exception:  # noqa: BLE001 - the counters are optional
         return []
     rows = []
@@ -248,16 +218,9 @@ def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
 def load_export_source(spec: str | Path, training_data: list[str] | None = None) -> ExportSource:
     """Load what ``spec`` names for export (as ``unisent.load`` does), with its training record.
 
-    Args:
-        spec: a ``.ckpt`` from ``unisent fit``, a directory saved by ``save_pretrained`` (e.g.
-            ``<run>/encoder``), a preset name or a model directory / hub id.
-        training_data: lines describing the training data; they come first in the card, before
-            the files found in the run's ``config.yaml``.
-
-    Raises:
-        FileNotFoundError: the checkpoint or directory does not exist.
-        ValueError: the file is not a unisent checkpoint.
-    """
+    ``spec``: a ``.ckpt`` from ``unisent fit``, a ``save_pretrained`` directory (``<run>/encoder``), a
+    preset name or a model directory / hub id; ``training_data``: lines listed before those found in
+    ``config.yaml``. A ``FileNotFoundError`` or ``ValueError`` (not a unisent checkpoint) otherwise."""
     from .._loader import load
 
     path = Path(spec).expanduser()
@@ -283,7 +246,12 @@ def load_export_source(spec: str | Path, training_data: list[str] | None = None)
         model = load(str(spec))
         record.base_model = str(spec)
         kind = "preset or model id"
+    from ..inference.truncation import TruncatedModel
+
+    truncate_dim = None
+    if isinstance(model, TruncatedModel):  # re-exported whole; the recorded dim is written again
+        model, truncate_dim = model.model, model.truncate_dim
     model.eval()
     if training_data:
         record.data = list(training_data) + record.data
-    return ExportSource(model=model, kind=kind, name=path.name or str(spec), record=record)
+    return ExportSource(model=model, kind=kind, name=path.name or str(spec), record=record, truncate_dim=truncate_dim)

@@ -159,7 +159,7 @@ def max_abs_diff(a: Any, b: Any) -> float:
 class InferenceModel(nn.Module):
     """Base class of every inference model: ``encode``, save/load, and its own export declarations.
 
-    A subclass implements ``encode``, :meth:`save_pretrained` (ending with
+    A subclass implements :meth:`encode` (its signature), :meth:`save_pretrained` (ending with
     :meth:`write_model_record`), :meth:`from_pretrained` and :meth:`card_facts`; to export to Sentence
     Transformers it lists its modules in :meth:`sentence_transformers_modules` (or overrides
     :meth:`write_sentence_transformers_layout` for another layout). Registering it with
@@ -178,6 +178,25 @@ class InferenceModel(nn.Module):
     generic_export_check: ClassVar[bool] = True
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS,)
     card_tags: ClassVar[tuple[str, ...]] = ()
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        *,
+        normalize: bool = False,
+        precision: str = "auto",
+        show_progress_bar: bool = False,
+    ) -> Tensor:
+        """The one signature of every model type's ``encode`` (a type may add keywords): float32 (n, d) on the CPU,
+        rows in input order; ``precision``: ``auto``, ``fp32`` or ``bf16`` (:mod:`unisent.hardware`). By default
+        :meth:`embed`'s vectors, L2-normalised with ``normalize``."""
+        out = self.embed(sentences, batch_size, precision, show_progress_bar)
+        return nn.functional.normalize(out, dim=-1) if normalize else out
+
+    def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> Tensor:
+        """The vectors :meth:`encode` returns before ``normalize`` (a type that overrides ``encode`` needs none)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither encode nor embed")
 
     # ------------------------------------------------------------------------------ save / load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:  # pragma: no cover - abstract

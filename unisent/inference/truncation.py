@@ -1,23 +1,29 @@
-"""Embeddings cut to their first ``dim`` coordinates at inference (``--truncate-dim``), as Sentence
-Transformers' ``truncate_dim``: for models trained with :class:`unisent.objectives.Matryoshka`.
+"""Embeddings cut to their first ``dim`` coordinates at inference (``--truncate-dim``), as Sentence Transformers'
+``truncate_dim`` (models trained with :class:`unisent.objectives.Matryoshka`).
 
-:class:`TruncatedModel` wraps any model with ``encode(sentences, batch_size, normalize=..., ...)``: it
-encodes the full vectors (the model's own normalisation, if it has one, included), keeps the first
-``dim`` coordinates and L2-normalises *after* the cut when ``normalize=True``. Everything else (``eval``,
-``parameters``, ``export_max_length``, ``config`` ...) is the wrapped model's. A Gaussian model
-(``encode_gaussian``: GaussCSE, trained with ``Matryoshka`` on its means and variances together) gets its
-mean and variance cut together: the first ``dim`` coordinates of a diagonal Gaussian are its marginal.
+:class:`TruncatedModel` (an :class:`~unisent.inference.InferenceModel` holding ``model``) encodes the full vectors
+(the model's own normalisation included), keeps the first ``dim`` coordinates and L2-normalises *after* the cut
+when ``normalize=True``; ``config``, ``backend``, ``similarity_fn_name`` and ``export_max_length`` are the wrapped
+model's. A Gaussian model (GaussCSE) gets ``encode_gaussian`` too, mean and variance cut together (the first ``dim``
+coordinates of a diagonal Gaussian are its marginal). ``unisent.load`` cuts a directory
+that records ``truncate_dim`` (:func:`truncated_as_recorded`), as ``SentenceTransformer(DIR)`` does.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["TruncatedModel", "check_truncate_dim", "embedding_dim"]
+from ..io.model_files import ModelFileError, read_model_json
+from .base import InferenceModel
+
+__all__ = ["TruncatedModel", "check_truncate_dim", "embedding_dim", "truncated_as_recorded"]
 
 
 def embedding_dim(model: Any) -> int:
@@ -39,18 +45,39 @@ def check_truncate_dim(model: Any, dim: int, option: str = "--truncate-dim") -> 
     return full
 
 
-class TruncatedModel:
-    """``model`` whose ``encode`` returns the first ``dim`` coordinates (normalised after the cut)."""
+def truncated_as_recorded(model: Any, directory: str | os.PathLike) -> Any:
+    """``model`` cut at the ``truncate_dim`` that ``directory``'s ``config_sentence_transformers.json`` records
+    (``unisent export --truncate-dim``), in eval mode; ``model`` itself where none is recorded.
+
+    Raises:
+        ValueError: the file is malformed, or its ``truncate_dim`` is no positive integer or above the model's
+            dimension (one line naming the file).
+    """
+    path = Path(directory).expanduser() / "config_sentence_transformers.json"
+    dim = read_model_json(path, dict).get("truncate_dim") if path.is_file() else None
+    if dim is None:
+        return model
+    if type(dim) is not int or dim <= 0:
+        raise ModelFileError(f"{path}: truncate_dim must be a positive number of dimensions, got {dim!r:.40}")
+    return TruncatedModel(model, dim, f"{path}: truncate_dim").eval()
+
+
+class TruncatedModel(InferenceModel):
+    """``model`` whose ``encode`` returns the first ``dim`` coordinates; ``dim`` not positive or above the model's
+    dimension: a :class:`ValueError` naming ``option``."""
 
     def __init__(self, model: Any, dim: int, option: str = "--truncate-dim") -> None:
+        super().__init__()
         self.full_dim = check_truncate_dim(model, dim, option)
         self.model = model
         self.truncate_dim = dim
+        if callable(getattr(model, "encode_gaussian", None)):  # only where the wrapped model is Gaussian
+            self.encode_gaussian = self._encode_gaussian
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *args: Any, **kwargs: Any) -> Any:
-        normalize = bool(kwargs.pop("normalize", False))
-        vectors = self.model.encode(sentences, batch_size, *args, normalize=False, **kwargs)
-        cut = vectors[..., : self.truncate_dim]
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **options: Any) -> Any:
+        """The wrapped model's ``encode`` (``options`` as given: ``precision``, ``show_progress_bar``, its own
+        keywords) cut to ``truncate_dim`` coordinates, L2-normalised after the cut with ``normalize``."""
+        cut = self.model.encode(sentences, batch_size, normalize=False, **options)[..., : self.truncate_dim]
         if isinstance(cut, torch.Tensor):
             cut = cut.contiguous()
             return torch.nn.functional.normalize(cut, dim=-1) if normalize else cut
@@ -59,18 +86,27 @@ class TruncatedModel:
             cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
         return cut
 
-    def _encode_gaussian(self, sentences: Sequence[str], batch_size: int = 64, *args: Any, **kwargs: Any):
-        """The wrapped Gaussian model's means and variances, both cut to the first ``dim`` coordinates."""
-        mu, var = self.model.encode_gaussian(sentences, batch_size, *args, **kwargs)
-        return mu[..., : self.truncate_dim].contiguous(), var[..., : self.truncate_dim].contiguous()
+    @property
+    def config(self) -> Any:
+        return self.model.config
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "model" or name.startswith("__"):
-            raise AttributeError(name)
-        if name == "encode_gaussian":  # only where the wrapped model is Gaussian (tasks test for the method)
-            getattr(self.model, name)
-            return self._encode_gaussian
-        return getattr(self.model, name)
+    @property
+    def backend(self) -> str:
+        return getattr(self.model, "backend", "torch")
+
+    @property
+    def similarity_fn_name(self) -> str:
+        return getattr(self.model, "similarity_fn_name", "cosine")
+
+    def export_max_length(self, max_length: int | None = None, base_model: str | None = None) -> AbstractContextManager:
+        """The wrapped model's (its maximum length while encoding; see :meth:`InferenceModel.export_max_length`)."""
+        inner = getattr(self.model, "export_max_length", None)
+        return (inner or super().export_max_length)(max_length, base_model)
+
+    def _encode_gaussian(self, sentences: Sequence[str], batch_size: int = 64, **options: Any):
+        """The wrapped model's means and variances, both cut to the first ``truncate_dim`` coordinates."""
+        mu, var = self.model.encode_gaussian(sentences, batch_size, **options)
+        return mu[..., : self.truncate_dim].contiguous(), var[..., : self.truncate_dim].contiguous()
 
     def __repr__(self) -> str:
         return f"TruncatedModel({self.model!r}, dim={self.truncate_dim})"

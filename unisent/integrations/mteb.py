@@ -26,8 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..hardware import precision_scope
-
 __all__ = ["MTEBDataError", "MTEBEncoder", "run_tasks", "write_sts_dataset"]
 
 #: similarities on (n, d) embeddings, as Sentence Transformers defines them (distances negated)
@@ -125,11 +123,11 @@ class MTEBEncoder(_encoder_base()):
         if prompt_name is not None:
             options["prompt_name"] = prompt_name
         # Sentence Transformers' batches, in fp32 (not ``auto``): the vectors unisent evaluate scores
-        with reference_batching(), precision_scope("fp32"):
+        with reference_batching():
             if self.gaussian:
-                mu, var = self.model.encode_gaussian(texts, batch_size)
+                mu, var = self.model.encode_gaussian(texts, batch_size, precision="fp32")
                 return torch.cat([mu, var], dim=-1).float().numpy()
-            return torch.as_tensor(self.model.encode(texts, batch_size, **options)).float().numpy()
+            return torch.as_tensor(self.model.encode(texts, batch_size, precision="fp32", **options)).float().numpy()
 
     # ---------------------------------------------------------------------------------- similarity
     def _split(self, embeddings) -> tuple[torch.Tensor, torch.Tensor]:

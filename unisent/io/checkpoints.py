@@ -1,15 +1,10 @@
-"""Checkpoint files checked before anything loads them, so that a truncated or foreign file is one
-line, not a ``PytorchStreamReader`` traceback, and read as data, never as code.
+"""Checkpoint files checked before anything loads them (a truncated or foreign file is one line, not a
+``PytorchStreamReader`` traceback) and read as data, never as code.
 
-A checkpoint is a pickle, and unpickling may call any function the file names (``os.system`` among
-them). :func:`load_checkpoint` is the one place unisent reads a checkpoint: ``torch.load(...,
-weights_only=True)``, PyTorch's restricted unpickler, which builds tensors and plain containers (and the
-few dataclasses registered with ``torch.serialization.add_safe_globals``) and refuses every other global
-*before* calling anything. A refused file is one :class:`UnsafeCheckpointError` that names the globals
-it asks for (read by ``torch.serialization.get_unsafe_globals_in_checkpoint``, which only scans the
-pickle) and the command that converts it, ``unisent convert-checkpoint FILE --trust``, for a file the
-user trusts.
-"""
+A checkpoint is a pickle, and unpickling may call any function the file names. :func:`load_checkpoint`,
+the one place unisent reads one, uses ``torch.load(weights_only=True)``, which refuses every global but
+tensors, plain containers and registered safe types *before* calling anything; a refused file is one
+:class:`UnsafeCheckpointError` naming the globals and ``unisent convert-checkpoint FILE --trust``."""
 
 from __future__ import annotations
 
@@ -37,14 +32,8 @@ class UnsafeCheckpointError(CheckpointError):
 
 
 def check_checkpoint(path: str | os.PathLike) -> Path:
-    """Check that ``path`` is a complete PyTorch checkpoint file (a zip archive with its central
-    directory, as ``torch.save`` writes it) before anything loads it, so that a truncated copy is
-    reported in one line instead of a ``PytorchStreamReader`` traceback.
-
-    Raises:
-        FileNotFoundError: no such file.
-        CheckpointError: the file is truncated or not a checkpoint.
-    """
+    """Check that ``path`` is a complete PyTorch checkpoint (a zip archive with its central directory)
+    before anything loads it: a ``FileNotFoundError``, or a :class:`CheckpointError` when truncated."""
     import zipfile
 
     path = Path(path).expanduser()
@@ -56,7 +45,7 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
         )
     size = path.stat().st_size
     if not zipfile.is_zipfile(path):
-        # (names files, not an option: export, evaluate, load and fit each take the file their own way)
+        # names files, not an option: each command takes the file its own way
         others = sorted(p.name for p in path.parent.glob("*.ckpt") if p.name != path.name and p.is_file())
         another = f"another file of {path.parent}: {', '.join(others[:5])}" if others else "an earlier checkpoint"
         raise CheckpointError(
@@ -67,9 +56,8 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
 
 
 def unsafe_globals(path: str | os.PathLike) -> list[str]:
-    """The Python globals (``module.name``) that checkpoint ``path`` asks the unpickler for beyond
-    tensors, plain containers and the registered safe types; read from the pickle's opcodes, nothing is
-    called. Empty when there are none (or the file cannot be scanned)."""
+    """The globals (``module.name``) checkpoint ``path`` asks for beyond plain data and the registered safe
+    types, scanned from the pickle's opcodes; empty when none (or the scan fails)."""
     import torch
 
     try:
@@ -79,20 +67,9 @@ def unsafe_globals(path: str | os.PathLike) -> list[str]:
 
 
 def load_checkpoint(path: str | os.PathLike, *, map_location: str = "cpu", mmap: bool = False) -> dict:
-    """Read checkpoint ``path`` as data: :func:`check_checkpoint`, then ``torch.load(weights_only=True)``.
-
-    Args:
-        path: the ``.ckpt`` (or any ``torch.save`` file).
-        map_location: where tensors go.
-        mmap: map the file instead of reading it (for the step counters without the weights).
-
-    Raises:
-        FileNotFoundError: no such file.
-        UnsafeCheckpointError: the file names a Python global other than plain data (it would run code):
-            refused before anything in it is called; the message names the globals and the command that
-            converts a trusted file.
-        CheckpointError: truncated, not a PyTorch checkpoint, or unreadable.
-    """
+    """Read checkpoint ``path`` as data: :func:`check_checkpoint`, then ``torch.load(weights_only=True)``
+    (``mmap``: the step counters without the weights). An :class:`UnsafeCheckpointError` when the file
+    names a global other than plain data (nothing in it was called), else a :class:`CheckpointError`."""
     import pickle
 
     import torch
@@ -120,9 +97,8 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str = "cpu", mmap:
 
 
 def _plain(value: object, where: str) -> object:
-    """``value`` as tensors and plain containers: dataclasses and namespaces as dicts, paths as strings,
-    NumPy arrays as tensors and NumPy scalars as numbers; anything else is a ``ValueError`` naming
-    ``where`` (the key path in the checkpoint)."""
+    """``value`` as tensors and plain containers (dataclasses and namespaces as dicts, NumPy as tensors and
+    numbers); anything else is a ``ValueError`` naming ``where``, its key path."""
     import dataclasses
     import enum
     from collections import OrderedDict
@@ -160,8 +136,7 @@ def _plain(value: object, where: str) -> object:
 
 
 def numpy_safe_globals() -> list:
-    """The NumPy globals an array or scalar pickles through (its reconstructor, ``ndarray``, the dtype
-    classes): allowed by name where a file may hold NumPy values, as tensors' are by default."""
+    """The NumPy globals an array or scalar pickles through, to allow by name where a file may hold them."""
     import numpy as np
 
     core = getattr(np, "_core", None) or np.core
@@ -170,9 +145,8 @@ def numpy_safe_globals() -> list:
 
 
 def _allowed_for_conversion(path: Path, names: list[str]) -> list:
-    """What the converter lets the unpickler build: the classes the file names (a class is built from its
-    own pickled state) and NumPy's reconstructors; a function (``posix.system``, ``builtins.eval``) is
-    refused even for a trusted file, because calling it is all the pickle would do with it."""
+    """The classes the file names and NumPy's reconstructors; a function (``posix.system``) is refused even
+    for a trusted file: calling it is all the pickle would do with it."""
     from .imports import import_object
 
     numpy_names = {f"{o.__module__}.{o.__qualname__}": o for o in numpy_safe_globals()}
@@ -197,16 +171,9 @@ def _allowed_for_conversion(path: Path, names: list[str]) -> list:
 def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Rewrite a checkpoint the user trusts as plain data, so that :func:`load_checkpoint` reads it.
 
-    The file is read with ``weights_only=True`` and, allowed by name, the classes it names (and NumPy's
-    reconstructors); a function it names is refused (:func:`_allowed_for_conversion`). Building those
-    classes runs their own code (constructors, ``__setstate__``): call it only for a file you trust. The
-    result holds tensors and plain containers only (see :func:`_plain`) and is checked by loading it
-    with ``weights_only=True`` before it replaces ``out``.
-
-    Raises:
-        FileNotFoundError, CheckpointError: as :func:`check_checkpoint`.
-        UnsafeCheckpointError: the file names a function.
-        ValueError: an object without a plain-data form (named by its key path).
+    The classes the file names are allowed by name (a function is an :class:`UnsafeCheckpointError`);
+    building them runs their own code, so call it only for a file you trust. An object without a
+    plain-data form is a ``ValueError`` naming its key path. The result is checked before it replaces ``out``.
     """
     import io
 
@@ -221,7 +188,7 @@ def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Pat
     buffer = io.BytesIO()
     torch.save(plain, buffer)
     buffer.seek(0)
-    torch.load(buffer, map_location="cpu", weights_only=True)  # what every reader of unisent does
+    torch.load(buffer, map_location="cpu", weights_only=True)
     target = Path(out).expanduser()
     with atomic_write(target, "wb", encoding=None, durable=True) as handle:
         handle.write(buffer.getvalue())

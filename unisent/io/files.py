@@ -1,10 +1,5 @@
-"""Atomic writes: a file is either the old one or the complete new one, never half-written.
-
-:func:`atomic_write` writes a temporary sibling ``.<name>.<random>.<pid>@<host>.tmp`` and renames it
-over the target when complete (optionally fsynced); :func:`remove_stale_temporaries` deletes the ones
-that killed writers left behind. Why not a library: this is a ``tempfile`` + ``os.replace`` idiom for
-which no maintained package adds anything but a dependency.
-"""
+"""Atomic writes: a file is either the old one or the complete new one, never half-written. (A
+``tempfile`` + ``os.replace`` idiom: no package would add anything but a dependency.)"""
 
 from __future__ import annotations
 
@@ -24,9 +19,8 @@ _TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")
 
 
 def temporary_name(target: str | os.PathLike) -> Path:
-    """Create a unique hidden sibling of ``target`` (same directory, so ``os.replace`` is atomic):
-    ``.<name>.<random>.<pid>@<host>.tmp``. The writer's process id and host let
-    :func:`remove_stale_temporaries` tell a killed writer's leftovers from a running writer's file."""
+    """Create a hidden sibling ``.<name>.<random>.<pid>@<host>.tmp`` of ``target`` (same directory: the
+    rename is atomic; pid and host tell a killed writer's leftovers from a running writer's file)."""
     target = Path(target)
     fd, name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=f".{os.getpid()}@{socket.gethostname()}.tmp", dir=target.parent
@@ -46,9 +40,8 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
-    """Delete the temporary files of :func:`atomic_write` in ``directory`` whose writer was a process
-    of this host that no longer runs; returns them. Files of running writers and of other hosts (a
-    shared disk) are kept."""
+    """Delete (and return) the temporary files in ``directory`` of this host's writers that no longer run;
+    other hosts' files (a shared disk) are kept."""
     removed = []
     host = socket.gethostname()
     for tmp in sorted(Path(directory).glob(".*.tmp")):
@@ -78,16 +71,9 @@ def fsync_directory(directory: str | os.PathLike) -> None:
 def atomic_write(
     path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", durable: bool = False, **open_kwargs
 ) -> Iterator[IO]:
-    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path`` in one step,
-    on an exception it is removed and ``path`` is untouched. The file gets the usual permissions
-    (``0o666`` minus the umask), not ``mkstemp``'s ``0o600``.
-
-    Args:
-        path: the file to (re)write; its directory is created.
-        mode: ``"w"`` or ``"wb"``.
-        encoding: for text mode.
-        durable: fsync the file and its directory (checkpoints).
-    """
+    """Open a temporary sibling of ``path`` for writing; on success it replaces ``path`` in one step, on an
+    exception it is removed. Its directory is created; the file gets ``0o666`` minus the umask (not
+    ``mkstemp``'s ``0o600``); ``durable``: fsync the file and its directory (checkpoints)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_name(target)

@@ -1,18 +1,15 @@
-"""Dotted-path imports for what a user's recipe names (code by design: layer classes of a strategy, the
-objectives of a recipe that ``unisent ablate`` plans): ``"pkg.mod.Name"`` -> the object, one clear error
-naming the path. A name read from a model's files, a run's ``config.yaml`` read by export, or a
-checkpoint is never given to it: those go through :mod:`unisent.io.registry`, which imports nothing.
-
-Why not a library: Lightning's ``instantiate_class`` builds an object from ``{"class_path",
-"init_args"}`` but does not resolve a bare class; :func:`import_object` is its four lines.
-"""
+"""Dotted-path imports for what a user's recipe names (code by design). A name read from a model's files,
+an exported run's ``config.yaml`` or a checkpoint never comes here: :mod:`unisent.io.registry` resolves
+those and imports nothing. :func:`lazy_exports`: the PEP 562 hooks of packages that import on first use."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-__all__ = ["import_object"]
+__all__ = ["import_object", "lazy_exports"]
 
 
 def import_object(path: str, what: str = "class") -> Any:
@@ -24,3 +21,17 @@ def import_object(path: str, what: str = "class") -> Any:
         return getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as err:
         raise ValueError(f"{what} {path!r} cannot be imported: {err}") from err
+
+
+def lazy_exports(namespace: dict[str, Any], table: dict[str, str], load: Callable[[str], ModuleType]) -> tuple:
+    """A package's ``__getattr__, __dir__`` (PEP 562): a name of ``table`` (name -> submodule) is taken from
+    ``load(submodule)`` on first use and kept in ``namespace``. ``load`` is the package's own
+    ``import_module``, so the layer checks find the import beside the table."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in table:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        namespace[name] = value = getattr(load(table[name]), name)
+        return value
+
+    return __getattr__, lambda: sorted({*namespace, *table})

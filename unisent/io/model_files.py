@@ -1,26 +1,17 @@
 """A model directory read as data: its paths stay inside it, only regular files are opened, the sizes its
-configs declare are checked against the weights present before anything is allocated, and a malformed
-file is one line naming it.
+configs declare are checked against the weights before anything is allocated, and a malformed file is
+one line naming it.
 
-- :func:`check_model_directory` walks a model directory (bounded) before transformers, Sentence
-  Transformers or onnxruntime get it: a FIFO, socket or device, a broken link or a link whose target
-  leaves the directory is refused without being opened; every ``*.json`` is parsed with a size and depth
-  limit (:func:`read_model_json`) and every ``*.safetensors`` header is checked (:func:`safetensors_shapes`).
-  unisent's loaders call it where a directory enters them (``load_saved``, ``resolve_model_location``,
-  the ONNX runner), so that every entry point is covered by the same walk.
-- :func:`inside`: a path read from a model's file (``modules.json``'s ``path``, ``retrofit.json``'s
-  folders, an ONNX record's file names) names something inside the directory: no ``..``, no absolute
-  path, no link out of it.
-- :func:`check_fits`: a module built from a config on the ``meta`` device (no memory) against the
-  weights' shapes, so that ``"vocab_size": 900000000`` is one line naming the field and what the weights
-  hold, not gigabytes allocated; :func:`load_state` loads a state dict whose tensors must fit.
+- :func:`check_model_directory`: the bounded walk every loader runs where a directory enters it
+  (``load_saved``, ``resolve_model_location``, the ONNX runner).
+- :func:`inside`: a path read from a model's file names something inside the directory.
+- :func:`check_fits`: a config built on the ``meta`` device against the weights' shapes, so that
+  ``"vocab_size": 900000000`` is one line, not gigabytes allocated.
 
-Why hand-written: the libraries that read these directories (transformers, Sentence Transformers,
-tokenizers, onnxruntime) follow links, open FIFOs, trust a config's sizes and report a malformed file
-as a traceback of their own internals; no library checks a directory as a whole before them. The
-safetensors header is read here (8 bytes of length, then that much JSON, both bounded) because
-``safetensors.safe_open`` maps the whole file and names neither the file nor the tensor when it fails.
-"""
+Why hand-written: transformers, Sentence Transformers, tokenizers and onnxruntime follow links, open
+FIFOs, trust a config's sizes and report a malformed file as a traceback of their internals. The
+safetensors header is read here (bounded) because ``safetensors.safe_open`` maps the whole file and
+names neither the file nor the tensor when it fails."""
 
 from __future__ import annotations
 
@@ -68,8 +59,8 @@ _DTYPE_BYTES |= {"F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U
 
 
 class ModelFileError(ValueError):
-    """A file of a model directory is malformed, of the wrong kind, leads outside the directory or declares
-    sizes its weights do not have (one line: the file, the field, what is wrong). Nothing of it was run."""
+    """A model's file is malformed, of the wrong kind, leads outside its directory or declares sizes its
+    weights lack (one line: file, field, what is wrong). Nothing of it was run."""
 
 
 def file_kind(mode: int) -> str:
@@ -79,14 +70,12 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
-# ------------------------------------------------------------------------------------ paths
 def _within(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def _roots(directory: str | os.PathLike) -> list[str]:
-    """Where a model directory's links may lead: the directory itself, and for a Hugging Face cache
-    snapshot (``models--ORG--NAME/snapshots/REV``, whose files are links to ``../../blobs/``) its blobs."""
+    """Where a model directory's links may lead: itself, and a Hugging Face cache snapshot's ``blobs``."""
     real = os.path.realpath(directory)
     parent = os.path.dirname(real)
     if os.path.basename(parent) == "snapshots" and os.path.basename(os.path.dirname(parent)).startswith("models--"):
@@ -95,12 +84,8 @@ def _roots(directory: str | os.PathLike) -> list[str]:
 
 
 def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.PathLike, field: str) -> Path:
-    """``directory / relative`` for a path read from the model's file ``source`` (its ``field``), refused in
-    one line when it is no relative path, climbs out with ``..``, or is (or passes) a link leading out.
-
-    Raises:
-        ModelFileError: naming ``source``, ``field`` and the value.
-    """
+    """``directory / relative`` for a path read from ``source`` at ``field``; a :class:`ModelFileError`
+    when it is no relative path, climbs out with ``..``, or is (or passes) a link leading out."""
     where = f"{source}: {field}"
     if not isinstance(relative, (str, os.PathLike)):
         raise ModelFileError(f"{where} must be a path inside the model's directory, got {relative!r:.80}")
@@ -125,8 +110,7 @@ def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.Path
 
 
 def _open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
-    """A descriptor of ``path`` opened without blocking, and its ``fstat``; a FIFO, socket, device or folder
-    is refused after ``fstat``, never read."""
+    """``path`` opened without blocking, and its ``fstat``; anything but a regular file is refused unread."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
@@ -139,7 +123,6 @@ def _open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
 
 
 def _read_bytes(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes (:func:`_open_regular`)."""
     fd, info = _open_regular(path, what)
     with os.fdopen(fd, "rb") as fh:
         if info.st_size > limit:
@@ -150,24 +133,14 @@ def _read_bytes(path: Path, limit: int, what: str) -> bytes:
     return data
 
 
-# ------------------------------------------------------------------------------------ JSON
 def read_model_bytes(path: str | os.PathLike, max_bytes: int, what: str = "a model's file") -> bytes:
-    """The bytes of a model's file: a regular file (a FIFO is refused unread) of at most ``max_bytes``.
-
-    Raises:
-        ModelFileError: naming the file.
-    """
+    """The bytes of a model's file: a regular file of at most ``max_bytes``, else a :class:`ModelFileError`."""
     return _read_bytes(Path(path), max_bytes, what)
 
 
 def check_nesting(value: Any, where: str, *, max_depth: int = MODEL_JSON_DEPTH, max_values: int | None = None) -> None:
-    """Refuse a parsed document nested deeper than ``max_depth`` or (``max_values``) that expands to more
-    values than that: each use of a shared value counts, so a YAML alias bomb or a self-referring alias
-    stops the walk at the limit instead of running it for minutes.
-
-    Raises:
-        ModelFileError: naming ``where`` and the limit.
-    """
+    """Raise :class:`ModelFileError` for a parsed document nested deeper than ``max_depth`` or expanding to
+    more than ``max_values`` values (each use of a shared value counts: a YAML alias bomb stops here)."""
     stack, seen = [(value, 1)], 0
     while stack:
         node, depth = stack.pop()
@@ -201,12 +174,8 @@ def read_model_json(
     max_bytes: int = MODEL_JSON_BYTES,
     max_depth: int = MODEL_JSON_DEPTH,
 ) -> Any:
-    """A JSON file of a model (a record, a config, a tokenizer file), read with a size and depth limit,
-    from a regular file only; ``expect``: the type the top level must have (``dict``, ``list``).
-
-    Raises:
-        ModelFileError: not a regular file, too large, not JSON, nested too deeply, or not ``expect``.
-    """
+    """A model's JSON file, from a regular file only, with a size and depth limit; ``expect``: the type the
+    top level must have. A :class:`ModelFileError` for anything else."""
     path = Path(path)
     value = _parse_json(_read_bytes(path, max_bytes, "a model's JSON file"), str(path), max_depth)
     if expect is not None and not isinstance(value, expect):
@@ -216,14 +185,9 @@ def read_model_json(
     return value
 
 
-# ------------------------------------------------------------------------------------ weights
 def safetensors_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
-    """``{tensor name: shape}`` from a ``.safetensors`` header, every entry checked against the file
-    (dtype, shape, offsets inside the data, bytes = elements x dtype size); no tensor data is read.
-
-    Raises:
-        ModelFileError: naming the file (and the tensor) when the header is truncated or malformed.
-    """
+    """``{tensor name: shape}`` from a ``.safetensors`` header, each entry checked against the file (offsets
+    inside the data, bytes = elements x dtype size); no tensor data is read."""
     path = Path(path)
     fd, info = _open_regular(path, "a safetensors file")
     with os.fdopen(fd, "rb") as fh:
@@ -271,12 +235,8 @@ def safetensors_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 
 
 def read_state(path: str | os.PathLike, *, mmap: bool = False) -> Mapping[str, Any]:
-    """A torch weights file (``.pt``, ``.bin``: a state dict) read as data (``weights_only``: tensors and
-    plain containers, nothing called); ``mmap``: memory-mapped, no tensor read into memory.
-
-    Raises:
-        ModelFileError: the file is missing, not a regular file, malformed or not a state dict.
-    """
+    """A torch state dict file (``.pt``, ``.bin``) read as data (``weights_only``); ``mmap``: memory-mapped.
+    A :class:`ModelFileError` when it is missing, not a regular file, malformed or not a state dict."""
     import torch
 
     path = Path(path)
@@ -298,12 +258,7 @@ def read_state(path: str | os.PathLike, *, mmap: bool = False) -> Mapping[str, A
 
 
 def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
-    """``{name: shape}`` of a weights file: a ``.safetensors`` header (:func:`safetensors_shapes`), or a
-    torch file read as data and memory-mapped (:func:`read_state`), so no tensor is read into memory.
-
-    Raises:
-        ModelFileError: the file is malformed, not a state dict, or not a regular file.
-    """
+    """``{name: shape}`` of a ``.safetensors`` or torch weights file; no tensor is read into memory."""
     path = Path(path)
     if path.suffix == ".safetensors":
         return safetensors_shapes(path)
@@ -311,9 +266,8 @@ def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 
 
 def directory_weight_shapes(directory: str | os.PathLike) -> tuple[Path, dict[str, tuple[int, ...]]] | None:
-    """``(weights file, {name: shape})`` of a Hugging Face model directory: ``model.safetensors``, the
-    shards of ``model.safetensors.index.json`` (each inside the directory), or ``pytorch_model.bin``;
-    None when it has none of them."""
+    """``(weights file, {name: shape})`` of a Hugging Face model directory (single, sharded or
+    ``pytorch_model.bin`` weights); None when it has none."""
     directory = Path(directory)
     single, index = directory / "model.safetensors", directory / "model.safetensors.index.json"
     if single.exists():
@@ -331,7 +285,6 @@ def directory_weight_shapes(directory: str | os.PathLike) -> tuple[Path, dict[st
     return None
 
 
-# ------------------------------------------------------------------------------------ sizes
 def _size_fields(settings: Mapping[str, Any], dims: Iterable[int], absent: Iterable[int]) -> list[str]:
     """``name=value`` of the integer settings whose value is among ``dims`` and not among ``absent``."""
     dims, absent = set(dims), set(absent)
@@ -346,18 +299,13 @@ def check_fits(
     settings: Mapping[str, Any],
     weights_file: str | os.PathLike,
 ) -> None:
-    """Check, before the module is built for real, that what ``config_file`` describes fits the weights
-    present: ``build()`` runs on the ``meta`` device (no memory); each tensor of its state dict must have
-    the shape of the weights' tensor of that name (or whose name ends with it: a checkpoint of a model with
-    a head), and all of it at most twice the weights' elements plus :data:`SLACK_ELEMENTS`. First, a layer
-    count (``num_hidden_layers``) beyond the layers the weights hold and :data:`MAX_LAYERS` is refused
-    (building it on meta takes time too). A ``build`` that fails on ``meta`` is not checked here (the real
-    build reports its own error).
+    """Check that what ``config_file`` describes fits the weights before the module is built for real.
 
-    Raises:
-        ModelFileError: naming ``config_file``, the fields (``vocab_size=900000000``) and what the
-            weights hold.
-    """
+    ``build()`` runs on the ``meta`` device: each tensor must have the shape of the weights' tensor of that
+    name (or whose name ends with it: a checkpoint with a head), and all of it at most twice the weights'
+    elements plus :data:`SLACK_ELEMENTS`; a layer count beyond the weights' and :data:`MAX_LAYERS` is
+    refused before building. A :class:`ModelFileError` names ``config_file``, the fields
+    (``vocab_size=900000000``) and the weights; a ``build`` that fails on ``meta`` is left to the real one."""
     import torch
 
     layers = len({p for name in weights for p in name.split(".") if p.isdigit()}) or 1  # ``layer.0.`` ... ``layer.11.``
@@ -399,13 +347,8 @@ def check_fits(
 def load_state(
     module: Any, state: Mapping, strict: bool = True, assign: bool = False, *, source: str | os.PathLike | None
 ) -> Any:
-    """``module.load_state_dict(state)`` (``module`` may be a ``super()``), with a mismatch (a shape, a missing
-    or unexpected tensor) one line naming ``source`` and the first tensor instead of PyTorch's multi-line
-    report; ``source`` None: PyTorch's own error, unchanged.
-
-    Raises:
-        ModelFileError: the tensors of ``source`` do not fit ``module``.
-    """
+    """``module.load_state_dict(state)`` (``module`` may be a ``super()``), a mismatch reported as one
+    :class:`ModelFileError` line naming ``source`` and the first tensor (``source`` None: PyTorch's error)."""
     try:
         return module.load_state_dict(state, strict=strict, assign=assign)
     except RuntimeError as err:
@@ -421,8 +364,7 @@ def state_error_line(err: BaseException) -> str:
     return (detail.replace("torch.Size(", "(") + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""))[:400]
 
 
-# ------------------------------------------------------------------------------------ directories
-#: files checked once per (path, size, mtime): a directory is checked at every entry point that reads it
+#: files checked once per (path, size, mtime): every entry point checks the directory it reads
 _CHECKED: dict[tuple[str, int, int], None] = {}
 
 
@@ -440,15 +382,12 @@ def _check_file(path: Path, info: os.stat_result) -> None:
 
 
 def check_model_directory(directory: str | os.PathLike) -> Path:
-    """Check a model directory before anything reads it: every entry (at most :data:`MAX_ENTRIES`, at most
-    :data:`MAX_LEVELS` folders deep; ``.git`` is skipped) is a regular file, a folder or a link to one of
-    them inside the directory (or, in a Hugging Face cache snapshot, in its ``blobs``); every ``*.json`` is
-    read with :func:`read_model_json`'s limits and every ``*.safetensors`` header is checked. Nothing else
-    is opened. Returns ``directory`` as a :class:`Path`.
+    """Check a model directory before anything reads it; returns it as a :class:`Path`.
 
-    Raises:
-        ModelFileError: the first entry that is refused, in one line naming it.
-    """
+    Every entry (at most :data:`MAX_ENTRIES`, :data:`MAX_LEVELS` folders deep; ``.git`` skipped) must be a
+    regular file, a folder or a link to one inside the directory (or a cache snapshot's ``blobs``); every
+    ``*.json`` is read with :func:`read_model_json`'s limits and every ``*.safetensors`` header checked.
+    Nothing else is opened. Raises :class:`ModelFileError` naming the first entry refused."""
     directory = Path(directory).expanduser()
     roots = _roots(directory)
     stack, seen = [(directory, 0)], 0

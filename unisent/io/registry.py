@@ -1,20 +1,12 @@
-"""The one resolver of names read from files: a class or function name that a model's files, a run's
-``config.yaml`` (read by a command other than ``fit``/``validate``/``test``/``predict``) or a checkpoint's
-record hold becomes a class only through :func:`resolve`, and only when a closed registry holds it.
+"""The one resolver of names read from files: a class name in a model's files, a run's ``config.yaml``
+(outside ``fit``/``validate``/``test``/``predict``) or a checkpoint's record becomes a class only through
+:func:`resolve`, and only when a closed registry holds it.
 
-The registry is never the import system. A name is looked up in a table built from classes that are
-already defined in this process (:func:`subclasses`: unisent's own, registered when unisent's packages
-are imported; those of the ``unisent.plugins`` entry points and of the modules given with ``--import``,
-imported before a command runs; those of any module the user's own program imported) or in a fixed
-table of a library's classes (:func:`fixed_names`: Sentence Transformers' module classes, torch's
-activations). A name outside the table is refused in one line naming the file and the field **before
-anything is imported**: a module named by a file is never imported to look at it, not even one in the
-current directory. What a resolved class is then called with (its own constructor, with arguments from
-the file) is the caller's one use of it.
-
-Why not a library: ``jsonargparse``/Lightning's ``instantiate_class`` and Sentence Transformers'
-``import_from_string`` import whatever module the string names, which is the bug this module closes.
-"""
+A registry is a table of classes already defined in this process (:func:`subclasses`: unisent's, the
+plugins' and ``--import`` modules', the user program's) or a fixed table of a library's classes
+(:func:`fixed_names`). Any other name is refused in one line **before anything is imported**.
+Why not a library: ``instantiate_class`` and Sentence Transformers' ``import_from_string`` import
+whatever module the string names, which is the bug this module closes."""
 
 from __future__ import annotations
 
@@ -51,9 +43,8 @@ def _with_package_aliases(table: dict[str, Any], name: str, value: Any) -> None:
 
 
 def subclasses(base: type | tuple[type, ...], *, include_base: bool = False) -> dict[str, type]:
-    """Every subclass of ``base`` defined in this process (recursively), by qualified name and by the name
-    of each package above its module (``unisent.objectives.simcse.SimCSE`` is also
-    ``unisent.objectives.SimCSE``). The exact qualified names win over package aliases."""
+    """Every subclass of ``base`` defined in this process, by qualified name and by each package above its
+    module (``unisent.objectives.SimCSE`` too); exact qualified names win over package aliases."""
     bases = base if isinstance(base, tuple) else (base,)
     found: list[type] = []
     seen: set[type] = set()
@@ -74,10 +65,8 @@ def subclasses(base: type | tuple[type, ...], *, include_base: bool = False) -> 
 
 
 def fixed_names(prefix: str, classes: Iterable[type]) -> Mapping[str, type]:
-    """A fixed table of a library's classes, keyed by their short names: a name read from a file matches
-    when it is a dotted name under ``prefix`` that ends in one of them (``sentence_transformers.models.Pooling``
-    and ``sentence_transformers.sentence_transformer.modules.pooling.Pooling`` are both ``Pooling``: the
-    library has moved its classes between releases). The name's module part is checked, never imported."""
+    """A fixed table of a library's classes: a dotted name under ``prefix`` matches by its last part (the
+    library moves classes between releases); the module part is checked, never imported."""
     return _PrefixTable(prefix, {cls.__name__: cls for cls in classes})
 
 
@@ -99,19 +88,9 @@ class _PrefixTable(Mapping[str, type]):
 
 
 def resolve(name: Any, table: Mapping[str, T], *, source: str, field: str, what: str) -> T:
-    """The entry of ``table`` that ``name`` (read from ``source``, at ``field``) names.
-
-    Args:
-        name: the name as the file holds it (anything: a file may hold a number or a list there).
-        table: the closed registry of this kind (:func:`subclasses`, :func:`fixed_names`, a dict of
-            registered names), built before the file was read.
-        source: the file (or record) the name was read from, as the user knows it.
-        field: where in the file (``modules[2].type``, ``model.objectives[0].class_path``).
-        what: the kind, for the message (``"objective"``, ``"Sentence Transformers module"``).
-
-    Raises:
-        RegistryError: ``name`` is not a string in ``table``; nothing was imported or called.
-    """
+    """The entry of ``table`` (the closed registry of this kind, built before the file was read) that
+    ``name`` names, as read from ``source`` at ``field`` (``modules[2].type``); ``what``: the kind, for
+    the message. A :class:`RegistryError` when it is not a string in ``table``: nothing is imported."""
     if isinstance(name, str):
         try:
             return table[name]

@@ -1,8 +1,4 @@
-"""The "did you mean" of every one-line error about a name (a task, a panel column, an objective, a pooling
-mode, an aggregator): the closest valid names, by :func:`difflib.get_close_matches`, and the two shapes
-of those errors: ``KEY: unknown WHAT 'NAME' (did you mean 'X'?); valid: ...`` (:func:`unknown_name`) and,
-for a setting keyed by objective, ``KEY names 'NAME' (did you mean 'X'?), but the model's objectives are:
-...`` (:func:`unknown_objectives`)."""
+"""The "did you mean" of every one-line error about a name (:func:`difflib.get_close_matches`)."""
 
 from __future__ import annotations
 
@@ -28,9 +24,8 @@ def unknown_name(key: str, what: str, name: object, choices: Iterable[str], list
 
 
 def unknown_objectives(key: str, names: Iterable[object], objectives: Iterable[str]) -> str:
-    """One line for a setting keyed by objective name (``data.train``, ``model.weight_schedule``, ...) that
-    names objectives the model does not have: ``KEY names 'simcs' (did you mean 'simcse'?), but the model's
-    objectives are: simcse, ease``."""
+    """One line for a setting keyed by objective name that names objectives the model lacks: ``KEY names
+    'simcs' (did you mean 'simcse'?), but the model's objectives are: simcse, ease``."""
     objectives = list(objectives)
     named = ", ".join(f"{str(name)!r}{closest_hint(name, objectives)}" for name in names)
     return f"{key} names {named}, but the model's objectives are: {', '.join(objectives)}"

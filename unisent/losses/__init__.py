@@ -1,6 +1,6 @@
 """Losses on tensors only: they never take the model as an argument."""
 
-from .distributed import gather_no_grad, gather_with_grad, label_offset, rank_and_world
+from .distributed import gather_no_grad, gather_with_grad, rank_and_world
 from .gaussian_kl import (
     gauss_cse_loss,
     gaussian_similarity_matrix,
@@ -8,12 +8,11 @@ from .gaussian_kl import (
     kl_matrix,
     symmetric_gaussian_similarity,
 )
-from .info_nce import cosine_logits, info_nce
-from .margin import additive_margin_softmax, margin_logits
+from .info_nce import info_nce
+from .margin import additive_margin_softmax
 
 __all__ = [
     "additive_margin_softmax",
-    "cosine_logits",
     "gather_no_grad",
     "gather_with_grad",
     "gauss_cse_loss",
@@ -21,8 +20,6 @@ __all__ = [
     "info_nce",
     "kl_diagonal",
     "kl_matrix",
-    "label_offset",
-    "margin_logits",
     "rank_and_world",
     "symmetric_gaussian_similarity",
 ]

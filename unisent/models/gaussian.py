@@ -144,14 +144,13 @@ class GaussianEncoder(EncoderWrapper):
         sentences: Sequence[str],
         batch_size: int = 64,
         *,
-        bf16: bool | None = None,
+        precision: str = "auto",
         show_progress_bar: bool = False,
-        precision: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order. The
-        encoder runs at ``precision`` / ``bf16`` as in ``Encoder.encode`` (default ``auto``); the head in fp32."""
+        encoder runs at ``precision`` as in ``Encoder.encode``; the head in fp32."""
         pooled = self.encoder.encode_pooled(
-            sentences, batch_size, bf16=bf16, show_progress_bar=show_progress_bar, precision=precision
+            sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar
         )
         if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
@@ -164,13 +163,13 @@ class GaussianEncoder(EncoderWrapper):
             mu, var = zip(*self.map_head(self.head, pooled, self.head))
         return torch.cat(mu).cpu(), torch.cat(var).cpu()
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
+    def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> torch.Tensor:
         """The point embeddings (e.g. for cosine STS): the means, or with ``point="pooled"`` the
         encoder's own ``encode`` (its pooled vectors, normalised if the encoder normalises)."""
+        options = {"precision": precision, "show_progress_bar": show_progress_bar}
         if self.point == "pooled":
-            return self.encoder.encode(sentences, batch_size, normalize=normalize, **kw)
-        mu, _ = self.encode_gaussian(sentences, batch_size, **kw)
-        return F.normalize(mu, dim=-1) if normalize else mu
+            return self.encoder.encode(sentences, batch_size, **options)
+        return self.encode_gaussian(sentences, batch_size, **options)[0]
 
     def similarity(self, a: Sequence[str], b: Sequence[str], reduction: Literal["sum", "mean"] = "sum") -> torch.Tensor:
         """``sim(a_i || b_j)`` for all pairs: (len(a), len(b)). ``b_j`` entails ``a_i`` when this is
@@ -258,8 +257,8 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         through ``unisent.load(DIR).encode_gaussian`` (a Sentence Transformers export keeps them for unisent)."""
         if format != SENTENCE_TRANSFORMERS:
             return []
-        _, var = self.encode_gaussian(list(sentences))
-        _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences))
+        _, var = self.encode_gaussian(list(sentences), precision="fp32")
+        _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences), precision="fp32")
         return [(max_abs_diff(var2, var), "`unisent.load(DIR).encode_gaussian` (variances)")]
 
 

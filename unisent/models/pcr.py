@@ -83,13 +83,15 @@ class PCREncoder(EncoderWrapper):
         sentences: Sequence[str],
         batch_size: int = 64,
         *,
-        language: str | Sequence[str] | None = None,
         normalize: bool = False,
-        **kw,
+        precision: str = "auto",
+        show_progress_bar: bool = False,
+        language: str | Sequence[str] | None = None,
     ) -> torch.Tensor:
         """Embed, remove the language's components, then (optionally) L2-normalise: float32 (n, dim)."""
         language = self._language(language)
-        out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **kw), language)
+        options = {"precision": precision, "show_progress_bar": show_progress_bar}
+        out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **options), language)
         return F.normalize(out, dim=-1) if normalize else out
 
     # ------------------------------------------------------------------------------ save / load

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..inference.model_types import register_model
@@ -100,11 +99,12 @@ class ProjectionEncoder(EncoderWrapper):
         return self.projection(self.encoder(input_ids, attention_mask)).mean(dim=1)
 
     @torch.inference_mode()
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, *, normalize: bool = False, **kw) -> torch.Tensor:
-        """Float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
-        pooled = self.encoder.encode_pooled(sentences, batch_size, **kw)
-        out = torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
-        return F.normalize(out, dim=-1) if normalize else out
+    def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> torch.Tensor:
+        """The mean of the projections, float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
+        pooled = self.encoder.encode_pooled(
+            sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar
+        )
+        return torch.cat(self.map_head(self.projection, pooled, lambda c: self.projection(c).mean(dim=1).float().cpu()))
 
     def head_facts(self) -> list[tuple[str, str]]:
         s = self.projection.settings

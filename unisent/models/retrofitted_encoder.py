@@ -42,7 +42,8 @@ import torch
 import torch.nn.functional as F
 
 from ..amr.parsing import AmrlibParser, parser_classes
-from ..inference.base import InferenceModel, NotExportableError, max_abs_diff
+from ..hardware import inference_precision
+from ..inference.base import InferenceModel, NotExportableError, max_abs_diff, to_tensor
 from ..inference.model_types import register_model
 from ..io import atomic_write
 from ..io.model_files import ModelFileError, inside, read_model_json
@@ -85,6 +86,18 @@ def _folder(directory: Path, config: dict, key: str, default: str) -> Path:
     if not isinstance(entry, dict):
         raise ModelFileError(f"{directory / CONFIG_FILE}: {key} must be a JSON object with a path, got {entry!r:.80}")
     return inside(directory, entry.get("path", default), source=directory / CONFIG_FILE, field=f"{key}.path")
+
+
+def _encode_with(model: Any, texts: list[str], batch_size: int, what: str, **options: Any) -> torch.Tensor:
+    """``model``'s vectors, float32 (n, d) on the CPU; ``options``: ``precision`` and ``show_progress_bar``. A
+    ``SentenceTransformer`` (or another object with ``encode``) runs under bf16 autocast where ``precision`` is bf16."""
+    if isinstance(model, InferenceModel):
+        return to_tensor(model.encode(texts, batch_size, **options), len(texts), what)
+    kwargs = {"show_progress_bar": True} if options["show_progress_bar"] else {}
+    kwargs |= {"convert_to_numpy": True} if is_sentence_transformer(model) else {}
+    device = torch.device(getattr(model, "device", "cpu"))
+    with torch.autocast(device.type, torch.bfloat16, enabled=inference_precision(options["precision"], device.type)[0]):
+        return to_tensor(model.encode(texts, batch_size=batch_size, **kwargs), len(texts), what)
 
 
 @register_model("retrofitted")
@@ -195,32 +208,6 @@ class RetrofittedEncoder(InferenceModel):
         return [self.linearize(g) for g in given]
 
     # ------------------------------------------------------------------------------------ encoding
-    def encode_text(
-        self, sentences: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False
-    ) -> torch.Tensor:
-        """The text encoder's embeddings ``s``, float32 (n, d_s) on the CPU."""
-        from ..inference.base import to_tensor
-
-        if is_sentence_transformer(self.text_encoder):
-            out = self.text_encoder.encode(
-                list(sentences), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=show_progress_bar
-            )
-        else:
-            kwargs = {"show_progress_bar": True} if show_progress_bar else {}
-            out = self.text_encoder.encode(list(sentences), batch_size=batch_size, **kwargs)
-        return to_tensor(out, len(sentences), "the text encoder's encode")
-
-    def encode_graphs(
-        self, graphs: Sequence[str], batch_size: int = 64, *, show_progress_bar: bool = False
-    ) -> torch.Tensor:
-        """The AMR encoder's embeddings ``h`` of graphs (PENMAN or linearised), float32 (n, d_h) on the CPU."""
-        from ..inference.base import to_tensor
-
-        linearised = [self.linearize(g) for g in graphs]
-        kwargs = {"show_progress_bar": True} if show_progress_bar else {}
-        out = self.amr_encoder.encode(linearised, batch_size=batch_size, **kwargs)
-        return to_tensor(out, len(linearised), "the AMR encoder's encode")
-
     @torch.inference_mode()
     def encode(
         self,
@@ -230,6 +217,7 @@ class RetrofittedEncoder(InferenceModel):
         graphs: Sequence[str | None] | None = None,
         lang: str | None = None,
         normalize: bool = False,
+        precision: str = "auto",
         show_progress_bar: bool = False,
     ) -> torch.Tensor:
         """Embed ``sentences``: ``combine(text_encoder(x), amr_encoder(linearize(graph of x)))``.
@@ -241,6 +229,7 @@ class RetrofittedEncoder(InferenceModel):
                 are parsed with the configured parser.
             lang: the sentences' language for the parser (default: ``language``).
             normalize: L2-normalise the combined embeddings.
+            precision: ``auto``, ``fp32`` or ``bf16``, of both encoders (:func:`_encode_with`).
             show_progress_bar: progress bars of both encoders.
 
         Returns:
@@ -257,8 +246,9 @@ class RetrofittedEncoder(InferenceModel):
             graphs, batch_size = batch_size, 64
         sentences = list(sentences)
         linearised = self.graphs_for(sentences, graphs, lang)
-        s = self.encode_text(sentences, batch_size, show_progress_bar=show_progress_bar)
-        h = self.encode_graphs(linearised, batch_size, show_progress_bar=show_progress_bar)
+        options = {"precision": precision, "show_progress_bar": show_progress_bar}
+        s = _encode_with(self.text_encoder, sentences, batch_size, "the text encoder's encode", **options)
+        h = _encode_with(self.amr_encoder, linearised, batch_size, "the AMR encoder's encode", **options)
         self._check_sizes(s.shape[-1], h.shape[-1])
         out = combine(s, h, self.combination)
         return F.normalize(out, dim=-1) if normalize else out
@@ -404,10 +394,7 @@ class RetrofittedEncoder(InferenceModel):
         else:
             amr_text = f"{type(amr).__name__}, dimension {self.amr_dimension or '?'}"
         return [
-            (
-                "combination",
-                f"`{self.combination}`: {FORMULA[self.combination]} (s: text embedding, h: AMR embedding)",
-            ),
+            ("combination", f"`{self.combination}`: {FORMULA[self.combination]} (s: text embedding, h: AMR embedding)"),
             ("embedding dimension", str(self.dimension or "?")),
             ("text encoder (`text/`)", f"{text_kind}, dimension {self.text_dimension or '?'}"),
             ("AMR encoder (`amr/`)", amr_text),
@@ -482,9 +469,9 @@ AMR encoder over **linearised** graphs (`unisent.amr.linearize(penman)`: depth-f
         combined by hand)."""
         probe_sentences = [s for s, _ in PROBE_GRAPHS]
         graphs = [g for _, g in PROBE_GRAPHS]
-        expected = self.encode(probe_sentences, graphs=graphs)
+        expected = self.encode(probe_sentences, graphs=graphs, precision="fp32")
         reloaded = type(self).from_pretrained(out, parser=self.parser).eval()
-        diff = max_abs_diff(reloaded.encode(probe_sentences, graphs=graphs), expected)
+        diff = max_abs_diff(reloaded.encode(probe_sentences, graphs=graphs, precision="fp32"), expected)
         how = f"`unisent.load(DIR).encode(sentences, graphs=...)` on {len(graphs)} sentences with graphs"
         try:
             from sentence_transformers import SentenceTransformer

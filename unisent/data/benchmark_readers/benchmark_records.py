@@ -1,9 +1,6 @@
-"""Record types and the file dialects shared by the benchmark readers.
-
-Every reader returns plain Python lists inside a small dataclass, raises :class:`FileNotFoundError`
-naming the missing path, and raises :class:`DataFormatError` naming the file, the line and the field of a
-malformed record. The files are read by :func:`unisent.data.records.iter_records`; this module only names the
-benchmark layouts (one text per line; tab-separated fields without a header, quotes taken literally).
+"""Record types (plain lists in small dataclasses) and the file dialects shared by the benchmark
+readers: one text per line, or tab-separated fields without a header, quotes taken literally. Files are
+read by :func:`unisent.data.records.iter_records`.
 """
 
 from __future__ import annotations
@@ -37,15 +34,8 @@ DataFormatError = RecordError
 
 @dataclass
 class ScoredPairs:
-    """Sentence pairs with a graded similarity score (STS).
-
-    Attributes:
-        sentences1: first sentence of each pair.
-        sentences2: second sentence of each pair.
-        scores: gold similarity of each pair.
-        unscored: rows of the file that have no gold score and were skipped (STS16's and STS17
-            tr-en's unannotated pairs), as the benchmarks' own loaders skip them.
-    """
+    """Sentence pairs with a graded gold similarity score (STS); ``unscored`` counts the rows without a
+    gold score that were skipped (STS16's and STS17 tr-en's), as the benchmarks' own loaders skip them."""
 
     sentences1: list[str] = field(default_factory=list)
     sentences2: list[str] = field(default_factory=list)
@@ -58,13 +48,8 @@ class ScoredPairs:
 
 @dataclass
 class LabeledPairs:
-    """Sentence pairs with a class label (NLI, paraphrase identification).
-
-    Attributes:
-        sentences1: first sentence (premise) of each pair.
-        sentences2: second sentence (hypothesis) of each pair.
-        labels: gold label of each pair, as written in the file.
-    """
+    """Sentence pairs (premise, hypothesis) with a gold class label as written in the file (NLI,
+    paraphrase identification)."""
 
     sentences1: list[str] = field(default_factory=list)
     sentences2: list[str] = field(default_factory=list)
@@ -76,12 +61,8 @@ class LabeledPairs:
 
 @dataclass
 class LabeledTexts:
-    """Single texts with a class label (clustering, SentEval single-sentence tasks).
-
-    Attributes:
-        texts: the texts.
-        labels: gold label of each text, as written in the file.
-    """
+    """Single texts with a gold class label as written in the file (clustering, SentEval
+    single-sentence tasks)."""
 
     texts: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
@@ -103,15 +84,8 @@ class ParallelSentences:
 
 @dataclass
 class BuccCorpus:
-    """A BUCC 2018 mining corpus: two monolingual corpora with ids and the gold translation pairs.
-
-    Attributes:
-        source_ids: id of each source-language sentence.
-        source: source-language sentences.
-        target_ids: id of each English sentence.
-        target: English sentences.
-        gold: ``(source_id, target_id)`` pairs that are translations of each other.
-    """
+    """A BUCC 2018 mining corpus: source-language and English (``target``) sentences with their ids, and
+    the gold ``(source_id, target_id)`` translation pairs."""
 
     source_ids: list[str] = field(default_factory=list)
     source: list[str] = field(default_factory=list)
@@ -121,35 +95,16 @@ class BuccCorpus:
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8-sig") -> list[str]:
-    """Read a text file into lines without their line terminators.
-
-    Lines are split on ``\\n`` only (``\\r\\n`` is handled), never on the Unicode separators that
-    :meth:`str.splitlines` also honours: some Latin-1 SentEval files contain byte ``0x85`` inside a line.
-    A final newline adds no empty line; blank lines inside the file are kept so that line-aligned files
-    stay aligned.
-
-    Args:
-        path: the file.
-        encoding: text encoding; a UTF-8 byte-order mark is dropped.
-
-    Returns:
-        The lines of the file.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        DataFormatError: a line cannot be decoded (named).
-    """
+    """The lines of a text file without their terminators (a UTF-8 byte-order mark dropped), split on
+    ``\\n`` only (``\\r\\n`` is handled), never on the Unicode separators :meth:`str.splitlines` honours:
+    some Latin-1 SentEval files hold byte ``0x85`` inside a line. A final newline adds no empty line; blank
+    lines are kept so that line-aligned files stay aligned. An undecodable line is a :class:`DataFormatError`."""
     return [record.data["text"] for record in iter_records(path, "txt", encoding=encoding)]
 
 
 def iter_tsv_rows(path: str | Path, encoding: str = "utf-8-sig") -> Iterator[tuple[int, list[str]]]:
     """Yield ``(line_number, fields)`` for each line of a tab-separated file without a header, quotes
-    taken literally (so that a ``"`` inside a sentence is kept as text); a blank line gives ``[]``.
-
-    Args:
-        path: the file.
-        encoding: text encoding.
-    """
+    taken literally (so that a ``"`` inside a sentence is kept as text); a blank line gives ``[]``."""
     for record in iter_records(path, "tsv", header=False, quoting=False, blank_lines="keep", encoding=encoding):
         yield record.line, record.data or []
 

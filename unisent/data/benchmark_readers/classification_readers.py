@@ -1,8 +1,6 @@
-"""Readers for the SentEval transfer tasks: MR, CR, SUBJ, MPQA, SST-2, TREC and MRPC.
-
-SICK-E is read by :func:`unisent.data.benchmark_readers.sts_readers.read_sick_entailment`. The raw MR, SUBJ and
-TREC files are Latin-1 (SentEval reads them so); the others are UTF-8.
-"""
+"""Readers for the SentEval transfer tasks: MR, CR, SUBJ, MPQA, SST-2, TREC and MRPC (SICK-E:
+:func:`~unisent.data.benchmark_readers.sts_readers.read_sick_entailment`). The raw MR, SUBJ and TREC files
+are Latin-1, as SentEval reads them; the others are UTF-8."""
 
 from __future__ import annotations
 
@@ -16,19 +14,9 @@ __all__ = ["read_binary_files", "read_mrpc", "read_sst", "read_trec"]
 def read_binary_files(
     positive_path: str | Path, negative_path: str | Path, encoding: str = "utf-8-sig"
 ) -> LabeledTexts:
-    """Read a two-file binary task (``rt-polarity.pos/neg``, ``custrev.pos/neg``, ``subj.*``, ``mpqa.*``).
-
-    One text per line; blank lines are skipped. Labels are ``"1"`` for the first file, ``"0"`` for the
-    second.
-
-    Args:
-        positive_path: texts of class 1.
-        negative_path: texts of class 0.
-        encoding: text encoding of both files (``latin-1`` for MR and SUBJ).
-
-    Returns:
-        The texts of both files, class 1 first.
-    """
+    """Read a two-file binary task (``rt-polarity.pos/neg``, ``custrev.pos/neg``, ``subj.*``, ``mpqa.*``): one
+    text per line, blank lines skipped; the texts of ``positive_path`` (label ``"1"``) come first, then
+    those of ``negative_path`` (``"0"``). ``encoding``: ``latin-1`` for MR and SUBJ."""
     data = LabeledTexts()
     for path, label in ((positive_path, "1"), (negative_path, "0")):
         for text in read_lines(path, encoding):
@@ -39,14 +27,8 @@ def read_binary_files(
 
 
 def read_sst(path: str | Path) -> LabeledTexts:
-    """Read SentEval's SST-2 files (``sentiment-{train,dev,test}``): ``text<TAB>label`` per line.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The texts and their ``"0"``/``"1"`` labels.
-    """
+    """Read SentEval's SST-2 files (``sentiment-{train,dev,test}``): ``text<TAB>label`` per line, label
+    ``0`` or ``1``."""
     data = LabeledTexts()
     for line, row in iter_tsv_rows(path):
         if not row:
@@ -59,16 +41,8 @@ def read_sst(path: str | Path) -> LabeledTexts:
 
 
 def read_trec(path: str | Path, encoding: str = "latin-1", fine: bool = False) -> LabeledTexts:
-    """Read TREC question classification (``TREC.train``, ``TREC.test``): ``COARSE:fine question`` lines.
-
-    Args:
-        path: the file.
-        encoding: text encoding (the training file is Latin-1).
-        fine: use the 50 fine labels (``NUM:dist``) instead of the 6 coarse ones (``NUM``).
-
-    Returns:
-        The questions and their labels.
-    """
+    """Read TREC question classification (``TREC.train``, ``TREC.test``): ``COARSE:fine question`` lines;
+    ``fine``: label by the 50 fine classes (``NUM:dist``) instead of the 6 coarse ones (``NUM``)."""
     data = LabeledTexts()
     for line, text in enumerate(read_lines(path, encoding), start=1):
         if not text.strip():
@@ -83,16 +57,8 @@ def read_trec(path: str | Path, encoding: str = "latin-1", fine: bool = False) -
 
 
 def read_mrpc(path: str | Path) -> LabeledPairs:
-    """Read the MSR paraphrase corpus (``msr_paraphrase_{train,test}.txt``).
-
-    Tab-separated with a header: Quality, #1 ID, #2 ID, #1 String, #2 String. Quotes are literal.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The sentence pairs with labels ``"1"`` (paraphrase) or ``"0"``.
-    """
+    """Read the MSR paraphrase corpus (``msr_paraphrase_{train,test}.txt``), labels ``"1"`` (paraphrase) or
+    ``"0"``: tab-separated with a header Quality, #1 ID, #2 ID, #1 String, #2 String; quotes are literal."""
     data = LabeledPairs()
     for line, row in iter_tsv_rows(path):
         if line == 1 and row and row[0] == "Quality":

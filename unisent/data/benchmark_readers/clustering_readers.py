@@ -11,14 +11,7 @@ __all__ = ["read_labeled_jsonl", "read_labeled_tsv", "read_mewsc16", "read_text_
 
 
 def read_labeled_tsv(path: str | Path) -> LabeledTexts:
-    """Read ``label<TAB>text`` lines (AgNews in the EASE layout).
-
-    Args:
-        path: the file.
-
-    Returns:
-        The texts and their labels.
-    """
+    """Read ``label<TAB>text`` lines (AgNews in the EASE layout)."""
     data = LabeledTexts()
     for line, text in enumerate(read_lines(path), start=1):
         label, sep, sentence = text.partition("\t")
@@ -30,16 +23,8 @@ def read_labeled_tsv(path: str | Path) -> LabeledTexts:
 
 
 def read_text_and_labels(text_path: str | Path, label_path: str | Path, drop_empty: bool = False) -> LabeledTexts:
-    """Read a text file and its line-aligned label file (``biomedical.txt`` + ``biomedical_label.txt``).
-
-    Args:
-        text_path: one text per line.
-        label_path: one label per line, aligned with ``text_path``.
-        drop_empty: drop empty texts together with their labels.
-
-    Returns:
-        The texts and their labels.
-    """
+    """Read a text file and its line-aligned label file (``biomedical.txt`` + ``biomedical_label.txt``);
+    ``drop_empty``: drop empty texts together with their labels."""
     texts = read_lines(text_path)
     labels = read_lines(label_path)
     if len(texts) != len(labels):
@@ -58,16 +43,8 @@ def read_text_and_labels(text_path: str | Path, label_path: str | Path, drop_emp
 
 
 def read_labeled_jsonl(path: str | Path, text_key: str = "text", label_key: str = "cluster") -> LabeledTexts:
-    """Read one JSON object per line with a text and a label field (Tweet in the EASE layout).
-
-    Args:
-        path: the file.
-        text_key: name of the text field.
-        label_key: name of the label field.
-
-    Returns:
-        The texts and their labels (labels converted to strings).
-    """
+    """Read one JSON object per line with a text and a label field (Tweet in the EASE layout); labels
+    are converted to strings."""
     data = LabeledTexts()
     for record in iter_records(path, "jsonl", fields=[text_key, label_key], blank_lines="skip", encoding="utf-8-sig"):
         data.texts.append(str(record.data[text_key]).strip())
@@ -76,18 +53,9 @@ def read_labeled_jsonl(path: str | Path, text_key: str = "text", label_key: str 
 
 
 def read_mewsc16(directory: str | Path, lang: str) -> LabeledTexts:
-    """Read MewsC-16 for one language: ``{lang}_sentences.txt`` and ``{lang}_categories.txt``.
-
-    Empty sentences (a sentence-splitter artefact of the release) are dropped with their category, as
-    the EASE evaluation code does.
-
-    Args:
-        directory: the ``mewsc16`` folder.
-        lang: ISO 639-1 code (``en``, ``ja``, ...).
-
-    Returns:
-        The sentences and their Wikinews categories.
-    """
+    """Read MewsC-16 for one language (ISO 639-1: ``en``, ``ja``, ...): the sentences and their Wikinews
+    categories from ``{lang}_sentences.txt`` and ``{lang}_categories.txt`` in the ``mewsc16`` folder. Empty
+    sentences (a sentence-splitter artefact) are dropped with their category, as the EASE code does."""
     directory = Path(directory)
     return read_text_and_labels(
         directory / f"{lang}_sentences.txt", directory / f"{lang}_categories.txt", drop_empty=True

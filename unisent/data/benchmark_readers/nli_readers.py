@@ -14,30 +14,15 @@ PAWSX_LABELS = ("0", "1")
 
 
 def read_snli(directory: str | Path, split: str) -> LabeledPairs:
-    """Read SNLI as line-aligned ``s1.{split}``, ``s2.{split}`` and ``labels.{split}`` files (e-SNLI layout).
-
-    Args:
-        directory: the folder holding the three files.
-        split: ``dev`` or ``test`` (or ``train`` if you hold it).
-
-    Returns:
-        Premises, hypotheses and labels (``entailment``, ``neutral``, ``contradiction``).
-    """
+    """Read SNLI as line-aligned ``s1.{split}``, ``s2.{split}`` and ``labels.{split}`` files (e-SNLI layout);
+    ``split``: ``dev`` or ``test`` (or ``train`` if you hold it)."""
     directory = Path(directory)
     return read_aligned_nli(*(directory / f"{name}.{split}" for name in ("s1", "s2", "labels")))
 
 
 def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, label_path: str | Path) -> LabeledPairs:
-    """Read NLI pairs from three line-aligned files: premises, hypotheses and labels.
-
-    Args:
-        premise_path: one premise per line.
-        hypothesis_path: one hypothesis per line.
-        label_path: one of ``entailment``, ``neutral``, ``contradiction`` per line.
-
-    Returns:
-        The labelled pairs.
-    """
+    """Read NLI pairs from three line-aligned files: premises, hypotheses and labels (one of
+    :data:`NLI_LABELS` per line)."""
     paths = [Path(premise_path), Path(hypothesis_path), Path(label_path)]
     premises, hypotheses, labels = (read_lines(path) for path in paths)
     if not len(premises) == len(hypotheses) == len(labels):
@@ -58,15 +43,8 @@ def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, labe
 
 
 def read_pair_tsv(path: str | Path, labels: Collection[str] | None = None) -> LabeledPairs:
-    """Read ``sentence1<TAB>sentence2<TAB>label`` lines (XNLI and PAWS-X in the SentEval ml_transfer layout).
-
-    Args:
-        path: the file (``dev-de.tsv``, ``test-zh.tsv``, ...).
-        labels: the allowed label strings; anything else raises :class:`DataFormatError`.
-
-    Returns:
-        The pairs and their labels.
-    """
+    """Read ``sentence1<TAB>sentence2<TAB>label`` lines (XNLI and PAWS-X in the SentEval ml_transfer layout:
+    ``dev-de.tsv``, ``test-zh.tsv``, ...); a label outside ``labels`` (when given) is a :class:`DataFormatError`."""
     data = LabeledPairs()
     for line, row in iter_tsv_rows(path):
         if not row:

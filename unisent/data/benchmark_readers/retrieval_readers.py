@@ -10,29 +10,14 @@ __all__ = ["read_bucc", "read_bucc_files", "read_parallel", "read_tatoeba"]
 
 
 def read_tatoeba(directory: str | Path, lang: str) -> ParallelSentences:
-    """Read one Tatoeba test set: ``tatoeba.{lang}-eng.{lang}`` and ``tatoeba.{lang}-eng.eng``.
-
-    Args:
-        directory: the folder holding the LASER ``tatoeba.*`` files.
-        lang: ISO 639-3 code as in the file names (``deu``, ``cmn``, ...).
-
-    Returns:
-        ``source`` in ``lang``, ``target`` in English, line-aligned.
-    """
+    """Read one Tatoeba test set from the LASER files ``tatoeba.{lang}-eng.{lang}`` (``source``) and
+    ``tatoeba.{lang}-eng.eng`` (``target``); ``lang``: ISO 639-3 as in the file names (``deu``, ``cmn``)."""
     directory = Path(directory)
     return read_parallel(directory / f"tatoeba.{lang}-eng.{lang}", directory / f"tatoeba.{lang}-eng.eng")
 
 
 def read_parallel(source_path: str | Path, target_path: str | Path) -> ParallelSentences:
-    """Read two line-aligned files of translations (one sentence per line).
-
-    Args:
-        source_path: sentences in the source language.
-        target_path: their translations, same line order.
-
-    Returns:
-        The aligned sentences.
-    """
+    """Read two line-aligned files of translations (one sentence per line)."""
     source = read_lines(source_path)
     target = read_lines(target_path)
     if len(source) != len(target):
@@ -55,19 +40,9 @@ def _read_id_sentences(path: Path) -> tuple[list[str], list[str]]:
 
 
 def read_bucc(directory: str | Path, lang: str, split: str = "training") -> BuccCorpus:
-    """Read a BUCC 2018 corpus: ``{lang}-en.{split}.{lang}``, ``{lang}-en.{split}.en``, ``.gold``.
-
-    The two corpus files have ``id<TAB>sentence`` lines; the gold file has ``source_id<TAB>english_id``
-    lines. Gold pairs are public for the ``sample`` and ``training`` splits only.
-
-    Args:
-        directory: the ``{lang}-en`` folder of the release.
-        lang: ``de``, ``fr``, ``ru`` or ``zh``.
-        split: ``sample`` or ``training`` (or ``test`` if you hold its gold file).
-
-    Returns:
-        Both corpora with their ids and the gold pairs.
-    """
+    """Read a BUCC 2018 corpus (``lang``: ``de``, ``fr``, ``ru`` or ``zh``) from the ``{lang}-en`` folder of
+    the release: ``{lang}-en.{split}.{lang}`` and ``{lang}-en.{split}.en`` (``id<TAB>sentence`` lines) and
+    ``.gold`` (``source_id<TAB>english_id``, public for the ``sample`` and ``training`` splits only)."""
     directory = Path(directory)
     stem = f"{lang}-en.{split}"
     return read_bucc_files(directory / f"{stem}.{lang}", directory / f"{stem}.en", directory / f"{stem}.gold")

@@ -26,17 +26,9 @@ __all__ = [
 
 
 def read_stsbenchmark(path: str | Path) -> ScoredPairs:
-    """Read an STS Benchmark file in the SentEval layout (``sts-{train,dev,test}.csv``).
-
-    Each line has at least 7 tab-separated fields: genre, source, year, id, score, sentence 1, sentence 2.
-    Quotes are literal text; fields after the seventh (source notes in some releases) are ignored.
-
-    Args:
-        path: the csv file.
-
-    Returns:
-        The pairs with their 0-5 gold scores.
-    """
+    """Read an STS Benchmark file in the SentEval layout (``sts-{train,dev,test}.csv``; scores 0-5): at least 7
+    tab-separated fields per line (genre, source, year, id, score, sentence 1, sentence 2), quotes literal;
+    fields after the seventh (source notes in some releases) are ignored."""
     data = ScoredPairs()
     for line, row in iter_tsv_rows(path):
         if len(row) < 7:
@@ -48,18 +40,9 @@ def read_stsbenchmark(path: str | Path) -> ScoredPairs:
 
 
 def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPairs:
-    """Read one STS12-16 (or original STS17) subset: ``STS.input.<name>.txt`` and ``STS.gs.<name>.txt``.
-
-    The input file has one tab-separated sentence pair per line, the gold file one score per line. A pair
-    whose gold line is blank has no score and is skipped, as SentEval does (counted in ``unscored``).
-
-    Args:
-        input_path: the ``STS.input.*`` file.
-        gold_path: the line-aligned ``STS.gs.*`` file.
-
-    Returns:
-        The scored pairs.
-    """
+    """Read one STS12-16 (or original STS17) subset: ``STS.input.<name>.txt`` (a tab-separated pair per
+    line) and the line-aligned ``STS.gs.<name>.txt`` (a score per line). A pair whose gold line is blank is
+    skipped, as SentEval does, and counted in ``unscored``."""
     inputs = list(iter_tsv_rows(input_path))
     gold = read_lines(gold_path)
     if len(inputs) != len(gold):
@@ -80,26 +63,14 @@ def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPa
 
 
 def read_sts17(path: str | Path) -> ScoredPairs:
-    """Read an STS17 file: ``sentence1<TAB>sentence2<TAB>score`` per line.
+    """Read an STS17 ``STS.input.*`` file: ``sentence1<TAB>sentence2<TAB>score`` per line (the extended
+    release: ``STS.input.extended.de-en.txt``, ``STS.input.track5.en-en.txt``). A two-column original
+    SemEval file is read with its ``STS.gs.*`` twin in the same folder.
 
-    This is the layout of the extended STS17 release (``STS.input.extended.de-en.txt``,
-    ``STS.input.track5.en-en.txt`` with the score in a third column). A two-column original SemEval
-    file is read with its ``STS.gs.*`` twin in the same folder.
-
-    A row whose score field is empty (or absent) has no gold score: it is skipped and counted in
-    ``unscored``, as SentEval's STS loader and MTEB's STS17 do. The public ``track6.tr-en`` file has 500
-    rows of which the last 250 are such rows, so tr-en is scored on its 250 annotated pairs. Every other
-    row must have two sentences and a number, or the file is an error naming the line.
-
-    Args:
-        path: the ``STS.input.*`` file.
-
-    Returns:
-        The scored pairs.
-
-    Raises:
-        DataFormatError: a row with fewer than two sentences, a score that is not a number, or a file
-            without a single scored row.
+    A row whose score field is empty (or absent) is skipped and counted in ``unscored``, as SentEval's
+    STS loader and MTEB's STS17 do: the public ``track6.tr-en`` file has 500 rows of which the last 250
+    are such rows, so tr-en is scored on its 250 annotated pairs. A row with fewer than two sentences, a
+    score that is not a number, or a file without a scored row is a :class:`DataFormatError`.
     """
     path = require_file(path)
     rows = list(iter_tsv_rows(path))
@@ -124,14 +95,8 @@ def read_sts17(path: str | Path) -> ScoredPairs:
 
 
 def read_stsb_multi(path: str | Path) -> ScoredPairs:
-    """Read a stsb-multi-mt file (``stsb-<lang>-<split>.csv``): comma-separated, quoted, no header.
-
-    Args:
-        path: the csv file with ``sentence1,sentence2,score`` rows.
-
-    Returns:
-        The pairs with their 0-5 gold scores.
-    """
+    """Read a stsb-multi-mt file (``stsb-<lang>-<split>.csv``): ``sentence1,sentence2,score`` rows,
+    comma-separated, quoted, no header; scores 0-5."""
     data = ScoredPairs()
     for record in iter_records(path, "csv", header=False, blank_lines="keep", encoding="utf-8-sig"):
         line, row = record.line, record.data or []
@@ -159,16 +124,8 @@ def _sick_rows(path: str | Path) -> list[tuple[int, list[str]]]:
 
 
 def read_sick_relatedness(path: str | Path) -> ScoredPairs:
-    """Read SICK relatedness scores (``SICK_train.txt``, ``SICK_trial.txt``, ``SICK_test_annotated.txt``).
-
-    Tab-separated with a header: pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment.
-
-    Args:
-        path: the SICK file.
-
-    Returns:
-        The pairs with their 1-5 relatedness scores.
-    """
+    """Read SICK's 1-5 relatedness scores (``SICK_train.txt``, ``SICK_trial.txt``, ``SICK_test_annotated.txt``):
+    tab-separated with a header pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
     data = ScoredPairs()
     for line, row in _sick_rows(path):
         data.scores.append(parse_float(row[3], path, line, "relatedness_score"))
@@ -181,14 +138,8 @@ SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 
 
 def read_sick_entailment(path: str | Path) -> LabeledPairs:
-    """Read SICK entailment labels (the SICK-E task) from the same files as :func:`read_sick_relatedness`.
-
-    Args:
-        path: the SICK file.
-
-    Returns:
-        The pairs with labels ``ENTAILMENT``, ``NEUTRAL`` or ``CONTRADICTION``.
-    """
+    """Read SICK entailment labels (the SICK-E task: ``ENTAILMENT``, ``NEUTRAL`` or ``CONTRADICTION``)
+    from the same files as :func:`read_sick_relatedness`."""
     data = LabeledPairs()
     for line, row in _sick_rows(path):
         label = row[4].strip()

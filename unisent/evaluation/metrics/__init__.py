@@ -1,15 +1,15 @@
 """Metrics on embeddings: STS correlation, clustering, retrieval and mining, linear probes, NLI, analysis.
 
-The names are imported on first use (PEP 562): the task registry (``unisent evaluate --list``) needs
-only :class:`ProbeConfig`, and the metrics import torch, SciPy and scikit-learn.
+Imported on first use (PEP 562): the task registry needs only :class:`ProbeConfig`, not torch or SciPy.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-#: name -> submodule that defines it
+from ...io.imports import lazy_exports
+
 _LAZY: dict[str, str] = {
     "hungarian_accuracy": "clustering",
     "kmeans_clustering": "clustering",
@@ -24,18 +24,12 @@ _LAZY: dict[str, str] = {
     "pair_features": "probes",
     "probe_scores": "probes",
     "bucc_f1": "retrieval",
-    "cosine_knn": "retrieval",
     "margin_candidates": "retrieval",
-    "nearest_neighbor_accuracy": "retrieval",
     "tatoeba_accuracy": "retrieval",
-    "COSINE": "similarity",
-    "Representation": "similarity",
     "Similarity": "similarity",
-    "SimilarityFn": "similarity",
     "alignment": "similarity",
     "averaged_kl_similarity": "similarity",
     "cosine_similarity": "similarity",
-    "dot_similarity": "similarity",
     "kl_similarity": "similarity",
     "sts_correlation": "similarity",
     "sts_spearman": "similarity",
@@ -54,16 +48,12 @@ if TYPE_CHECKING:
     )
     from .probe_config import ProbeConfig
     from .probes import cross_validated_accuracy, fit_probe, pair_features, probe_scores
-    from .retrieval import bucc_f1, cosine_knn, margin_candidates, nearest_neighbor_accuracy, tatoeba_accuracy
+    from .retrieval import bucc_f1, margin_candidates, tatoeba_accuracy
     from .similarity import (
-        COSINE,
-        Representation,
         Similarity,
-        SimilarityFn,
         alignment,
         averaged_kl_similarity,
         cosine_similarity,
-        dot_similarity,
         kl_similarity,
         sts_correlation,
         sts_spearman,
@@ -71,41 +61,25 @@ if TYPE_CHECKING:
         uniformity,
     )
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda sub: import_module(f".{sub}", __name__))
 
 
 __all__ = [
-    "COSINE",
     "ProbeConfig",
-    "Representation",
     "Similarity",
-    "SimilarityFn",
     "alignment",
     "averaged_kl_similarity",
     "best_threshold",
     "bucc_f1",
-    "cosine_knn",
     "cosine_similarity",
     "cross_validated_accuracy",
     "direction_accuracy_by_similarity",
     "direction_accuracy_by_variance",
-    "dot_similarity",
     "fit_probe",
     "hungarian_accuracy",
     "kl_similarity",
     "kmeans_clustering",
     "margin_candidates",
-    "nearest_neighbor_accuracy",
     "pair_features",
     "pr_auc",
     "probe_scores",

@@ -16,14 +16,9 @@ __all__ = ["hungarian_accuracy", "kmeans_clustering"]
 
 
 def hungarian_accuracy(labels_true: Sequence, labels_pred: Sequence) -> float:
-    """Clustering accuracy: the best one-to-one mapping of clusters to classes, found by the Hungarian method.
+    """Clustering accuracy in [0, 1] under the best one-to-one cluster-to-class mapping (Hungarian method).
 
-    Args:
-        labels_true: (n,) gold class of each item (any hashable labels).
-        labels_pred: (n,) cluster id of each item.
-
-    Returns:
-        Fraction of items whose mapped cluster equals their class, in [0, 1].
+    ``labels_true`` may be any hashable labels, ``labels_pred`` cluster ids.
     """
     if len(labels_true) != len(labels_pred):
         raise ValueError(f"got {len(labels_true)} gold labels and {len(labels_pred)} predictions")
@@ -38,17 +33,10 @@ def kmeans_clustering(
     seeds: Sequence[int] = (0, 1, 2),
     n_init: int = 10,
 ) -> dict[str, float]:
-    """Cluster embeddings with K-means (K = number of gold classes) once per seed and score each run.
+    """K-means (K = number of gold classes) on the raw ``embeddings``, once per seed, averaged.
 
-    Args:
-        embeddings: (n, d) sentence embeddings, clustered as they are (no normalisation).
-        labels: (n,) gold labels.
-        seeds: one K-means run per seed; results are averaged.
-        n_init: K-means restarts per run (10, scikit-learn's former default that EASE's code ran with).
-
-    Returns:
-        ``accuracy`` (mean x100), ``accuracy_std``, ``nmi`` (mean normalised mutual information x100),
-        ``n_texts`` and ``n_classes``.
+    ``n_init``: restarts per run (10, scikit-learn's former default that EASE's code ran with). Returns
+    ``accuracy`` (mean x100), ``accuracy_std``, ``nmi`` (mean x100), ``n_texts`` and ``n_classes``.
     """
     features = np.asarray(torch.as_tensor(embeddings).detach().cpu().float())
     n_classes = len(set(labels))

@@ -28,16 +28,7 @@ def _scores(x: Sequence[float] | np.ndarray | Tensor) -> np.ndarray:
 
 
 def threshold_accuracy(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int], threshold: float) -> float:
-    """Accuracy of predicting positive (entailment) when ``score >= threshold``.
-
-    Args:
-        scores: (n,) similarity scores.
-        labels: (n,) 1 for entailment, 0 otherwise.
-        threshold: decision threshold.
-
-    Returns:
-        Accuracy in [0, 1].
-    """
+    """Accuracy in [0, 1] of predicting entailment (label 1; 0 otherwise) when ``score >= threshold``."""
     return float(accuracy_score(np.asarray(labels), (_scores(scores) >= threshold).astype(int)))
 
 
@@ -46,18 +37,8 @@ def best_threshold(
     labels: Sequence[int],
     thresholds: Sequence[float] | np.ndarray = DEFAULT_THRESHOLDS,
 ) -> tuple[float, float]:
-    """The threshold of a grid with the highest accuracy (GaussCSE: 0 to 1 in steps of 0.001).
-
-    Ties go to the smallest threshold.
-
-    Args:
-        scores: (n,) similarity scores (of the dev set).
-        labels: (n,) 1 for entailment, 0 otherwise.
-        thresholds: candidate thresholds.
-
-    Returns:
-        ``(accuracy, threshold)``.
-    """
+    """``(accuracy, threshold)``: the grid threshold with the best accuracy (GaussCSE's grid: 0 to 1 in steps
+    of 0.001); ties go to the smallest. ``labels``: 1 for entailment, 0 otherwise."""
     values = _scores(scores)
     gold = np.asarray(labels).astype(bool)
     grid = np.asarray(thresholds, dtype=np.float64)
@@ -68,16 +49,10 @@ def best_threshold(
 
 
 def pr_auc(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int]) -> dict[str, float]:
-    """Area under the precision-recall curve of entailment detection.
+    """Areas in [0, 1] under the precision-recall curve of entailment detection (``labels``: 1 or 0).
 
-    Args:
-        scores: (n,) similarity scores.
-        labels: (n,) 1 for entailment, 0 otherwise.
-
-    Returns:
-        ``pr_auc``: ``sklearn.metrics.auc(recall, precision)`` over ``precision_recall_curve`` (trapezoidal,
-        as GaussCSE's code computes it), and ``average_precision``: ``average_precision_score`` (step-wise).
-        Both in [0, 1].
+    ``pr_auc``: ``sklearn.metrics.auc(recall, precision)`` over ``precision_recall_curve`` (trapezoidal, as
+    GaussCSE's code computes it); ``average_precision``: ``average_precision_score`` (step-wise).
     """
     values, gold = _scores(scores), np.asarray(labels)
     precision, recall, _ = precision_recall_curve(gold, values)
@@ -90,21 +65,9 @@ def pr_auc(scores: Sequence[float] | np.ndarray | Tensor, labels: Sequence[int])
 def direction_accuracy_by_similarity(
     premise: Representation, hypothesis: Representation, similarity: SimilarityFn, *, per_pair: bool = False
 ) -> float | Tensor:
-    """Fraction of entailment pairs where ``sim(hyp || pre) > sim(pre || hyp)``.
-
-    The premise is predicted as the entailing sentence when the hypothesis is better covered by the
-    premise than the reverse. Ties (always the case for a symmetric similarity) count as errors.
-
-    Args:
-        premise: representations of the premises (n rows).
-        hypothesis: representations of the hypotheses (n rows).
-        similarity: asymmetric similarity, ``similarity(a, b) = sim(a || b)``.
-
-        per_pair: return the (n,) booleans (right or not) instead of their mean.
-
-    Returns:
-        Accuracy in [0, 1].
-    """
+    """Fraction of entailment pairs where ``sim(hyp || pre) > sim(pre || hyp)``, with ``similarity(a, b) =
+    sim(a || b)``. Ties (always, for a symmetric similarity) count as errors. ``per_pair``: return the (n,)
+    booleans instead of their mean."""
     forward = similarity(hypothesis, premise)
     backward = similarity(premise, hypothesis)
     right = torch.as_tensor(forward > backward)
@@ -114,16 +77,8 @@ def direction_accuracy_by_similarity(
 def direction_accuracy_by_variance(
     premise_var: Tensor, hypothesis_var: Tensor, *, per_pair: bool = False
 ) -> float | Tensor:
-    """Fraction of entailment pairs whose premise has the larger variance (sum of log-variances).
-
-    Args:
-        premise_var: (n, d) diagonal variances of the premises.
-        hypothesis_var: (n, d) diagonal variances of the hypotheses.
-        per_pair: return the (n,) booleans (right or not) instead of their mean.
-
-    Returns:
-        Accuracy in [0, 1].
-    """
+    """Fraction of entailment pairs whose premise has the larger variance (sum of log-variances of the
+    (n, d) diagonal variances). ``per_pair``: return the (n,) booleans instead of their mean."""
     premise_spread = torch.log(premise_var.double()).sum(dim=-1)
     hypothesis_spread = torch.log(hypothesis_var.double()).sum(dim=-1)
     right = premise_spread > hypothesis_spread
@@ -131,21 +86,12 @@ def direction_accuracy_by_variance(
 
 
 def direction_by_length(correct: Tensor, premise_length: Tensor, hypothesis_length: Tensor, name: str) -> dict:
-    """A direction accuracy split by how the pair's lengths relate, and the share of pairs in each relation.
+    """A direction accuracy split by the pairs' length relation: "the longer sentence is the premise" alone
+    scores high on SNLI, so the accuracy says most where length does not give the answer.
 
-    "The longer sentence is the premise" alone scores high on SNLI (most premises are longer), so a
-    direction accuracy says little until it is read where length does not give the answer: pairs of equal
-    length, and pairs whose hypothesis is longer (where the length rule scores 0).
-
-    Args:
-        correct: (n,) booleans, the pairs the model got right.
-        premise_length, hypothesis_length: (n,) token counts.
-        name: the metric's name (``direction_sim``), the prefix of the keys.
-
-    Returns:
-        ``{name}_{relation}``: accuracy x100 within the relation (absent when no pair is in it), and
-        ``share_{relation}``: the relation's share of the pairs x100, for ``premise_longer``,
-        ``equal_length``, ``hypothesis_longer`` and ``hypothesis_not_shorter`` (the last two together).
+    Returns ``{name}_{relation}``: accuracy x100 of ``correct`` within the relation (absent when no pair is
+    in it), and ``share_{relation}``: its share of the pairs x100, for ``premise_longer``, ``equal_length``,
+    ``hypothesis_longer`` and ``hypothesis_not_shorter`` (the last two together).
     """
     premise_length, hypothesis_length = premise_length.long(), hypothesis_length.long()
     masks = {

@@ -1,18 +1,7 @@
 """SentEval-style linear probes on frozen embeddings, with scikit-learn logistic regression.
 
-Protocols:
-
-* no split (MR, CR, SUBJ, MPQA): stratified k-fold cross-validation (10 folds); inside each training
-  fold the inverse regularisation ``C`` is chosen by an inner k-fold cross-validation (3 folds,
-  ``LogisticRegressionCV``; the standardisation is fitted on the whole training fold).
-* train/test (TREC, MRPC, zero-shot transfer without a dev set): ``C`` chosen by k-fold cross-validation
-  on the training set, then one fit on all of it.
-* train/dev/test (SST-2, SICK-E, zero-shot transfer with an English dev set): one fit per ``C`` on
-  train, the best on dev is scored on test, as SentEval's SplitClassifier does.
-
-Features are standardised (fitted on the training data) before the regression so that the same ``C``
-grid suits models whose embeddings have different scales; SentEval itself feeds raw features.
-Sentence pairs use ``[u, v, |u - v|, u * v]`` (``pair_features``).
+The protocols (k-fold CV, ``C`` by inner CV or on dev) are in docs/evaluation.md. Features are
+standardised on the training data, unlike SentEval, so that one ``C`` grid suits every embedding scale.
 """
 
 from __future__ import annotations
@@ -32,13 +21,7 @@ from torch import Tensor
 
 from .probe_config import ProbeConfig
 
-__all__ = [
-    "ProbeConfig",
-    "cross_validated_accuracy",
-    "fit_probe",
-    "pair_features",
-    "probe_scores",
-]
+__all__ = ["cross_validated_accuracy", "fit_probe", "pair_features", "probe_scores"]
 
 
 def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
@@ -46,17 +29,8 @@ def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
 
 
 def pair_features(u: Tensor | np.ndarray, v: Tensor | np.ndarray, kind: str = "full") -> np.ndarray:
-    """Features of sentence pairs for a classifier on frozen embeddings.
-
-    Args:
-        u: (n, d) embeddings of the first sentences.
-        v: (n, d) embeddings of the second sentences.
-        kind: ``"full"`` for ``[u, v, |u - v|, u * v]`` (n, 4d); ``"senteval"`` for SentEval's
-            ``[|u - v|, u * v]`` (n, 2d).
-
-    Returns:
-        The feature matrix.
-    """
+    """Features of sentence pairs: ``kind="full"`` ``[u, v, |u - v|, u * v]`` (n, 4d), ``"senteval"``
+    SentEval's ``[|u - v|, u * v]`` (n, 2d)."""
     u, v = _numpy(u), _numpy(v)
     if kind == "full":
         return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
@@ -97,16 +71,9 @@ def fit_probe(
     config: ProbeConfig | None = None,
     dev: tuple[np.ndarray, Sequence] | None = None,
 ) -> tuple[ClassifierMixin, dict[str, float]]:
-    """Fit a logistic-regression probe, choosing ``C`` on ``dev`` or by inner cross-validation.
+    """Fit a logistic-regression probe, choosing ``C`` on ``dev`` (``(features, labels)``) or by inner CV.
 
-    Args:
-        features: (n, f) training features.
-        labels: (n,) training labels.
-        config: probe settings.
-        dev: optional ``(features, labels)`` of a development set.
-
-    Returns:
-        The fitted classifier and ``{"C": ..., "dev_accuracy": ...}`` (dev accuracy x100, only with ``dev``).
+    Returns the classifier and ``{"C": ..., "dev_accuracy": ...}`` (x100, only with ``dev``).
     """
     config = config or ProbeConfig()
     labels = np.asarray(labels)
@@ -140,16 +107,8 @@ def probe_scores(
 def cross_validated_accuracy(
     features: np.ndarray, labels: Sequence, config: ProbeConfig | None = None
 ) -> dict[str, float]:
-    """Stratified k-fold accuracy of the probe, ``C`` chosen by inner cross-validation in each fold.
-
-    Args:
-        features: (n, f) features.
-        labels: (n,) labels.
-        config: probe settings.
-
-    Returns:
-        ``accuracy`` (mean over folds, x100) and ``accuracy_std``.
-    """
+    """Stratified k-fold ``accuracy`` (mean x100) and ``accuracy_std`` of the probe, ``C`` chosen by inner
+    cross-validation in each fold."""
     config = config or ProbeConfig()
     labels = np.asarray(labels)
     folds = StratifiedKFold(config.kfold, shuffle=True, random_state=config.seed)

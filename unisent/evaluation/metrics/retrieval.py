@@ -10,26 +10,13 @@ import torch.nn.functional as F
 from sklearn.metrics import precision_recall_curve
 from torch import Tensor
 
-__all__ = [
-    "bucc_f1",
-    "cosine_knn",
-    "margin_candidates",
-    "nearest_neighbor_accuracy",
-    "tatoeba_accuracy",
-]
+__all__ = ["bucc_f1", "margin_candidates", "tatoeba_accuracy"]
 
 
 def cosine_knn(queries: Tensor, keys: Tensor, k: int, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
-    """The k nearest keys of each query by cosine similarity, computed in chunks of queries.
+    """``(similarities, indices)``, each (n, k), nearest first: the k nearest keys of each query by cosine.
 
-    Args:
-        queries: (n, d) embeddings.
-        keys: (m, d) embeddings, m >= k.
-        k: neighbours per query.
-        chunk_size: queries per matrix product (bounds memory to chunk_size x m).
-
-    Returns:
-        ``(similarities, indices)``, each (n, k), nearest first.
+    ``chunk_size``: queries per matrix product (bounds memory to chunk_size x m).
     """
     if k > len(keys):
         raise ValueError(f"k={k} neighbours requested but there are only {len(keys)} keys")
@@ -44,15 +31,7 @@ def cosine_knn(queries: Tensor, keys: Tensor, k: int, chunk_size: int = 4096) ->
 
 
 def nearest_neighbor_accuracy(queries: Tensor, keys: Tensor) -> float:
-    """Fraction of queries whose nearest key by cosine has the query's own row index.
-
-    Args:
-        queries: (n, d) embeddings.
-        keys: (n, d) embeddings, ``keys[i]`` the gold match of ``queries[i]``.
-
-    Returns:
-        Accuracy in [0, 1].
-    """
+    """Fraction of queries whose nearest key by cosine is their gold match, ``keys[i]`` for ``queries[i]``."""
     if len(queries) != len(keys):
         raise ValueError(f"got {len(queries)} queries and {len(keys)} keys; they must be aligned")
     _, idx = cosine_knn(queries, keys, k=1)
@@ -60,15 +39,8 @@ def nearest_neighbor_accuracy(queries: Tensor, keys: Tensor) -> float:
 
 
 def tatoeba_accuracy(source: Tensor, target: Tensor) -> dict[str, float]:
-    """Tatoeba bitext retrieval: nearest neighbour by cosine in both directions.
-
-    Args:
-        source: (n, d) embeddings of the non-English sentences.
-        target: (n, d) embeddings of their English translations, row-aligned.
-
-    Returns:
-        ``accuracy`` (mean of both directions, x100), ``accuracy_to_eng``, ``accuracy_from_eng``.
-    """
+    """Tatoeba retrieval of row-aligned ``source`` (non-English) and ``target`` (English) by cosine:
+    ``accuracy`` (mean of both directions, x100), ``accuracy_to_eng``, ``accuracy_from_eng``."""
     to_eng = 100.0 * nearest_neighbor_accuracy(source, target)
     from_eng = 100.0 * nearest_neighbor_accuracy(target, source)
     return {"accuracy": (to_eng + from_eng) / 2, "accuracy_to_eng": to_eng, "accuracy_from_eng": from_eng}
@@ -80,18 +52,9 @@ def margin_candidates(
     """Mine candidate translation pairs with the ratio margin of Artetxe & Schwenk (2019).
 
     ``margin(x, y) = cos(x, y) / (mean_{z in NN_k(x)} cos(x, z) / 2 + mean_{z in NN_k(y)} cos(y, z) / 2)``.
-    Each source sentence proposes its best target among its k nearest neighbours by margin, and each
-    target its best source ("max" retrieval in both directions); the union of both lists is returned,
-    a pair proposed twice keeping its (identical) score once.
-
-    Args:
-        source: (n, d) embeddings of the source corpus.
-        target: (m, d) embeddings of the target corpus.
-        k: neighbourhood size (4 in LASER's BUCC setup).
-        chunk_size: rows per matrix product.
-
-    Returns:
-        ``(source_index, target_index, score)`` arrays of equal length, sorted by decreasing score.
+    Each sentence of either side proposes its best partner among its k nearest neighbours by margin ("max"
+    retrieval); the union is returned as ``(source_index, target_index, score)`` arrays sorted by
+    decreasing score. ``k``: 4 in LASER's BUCC setup.
     """
     s2t_sim, s2t_idx = cosine_knn(source, target, k, chunk_size)
     t2s_sim, t2s_idx = cosine_knn(target, source, k, chunk_size)
@@ -122,18 +85,9 @@ def bucc_f1(
 ) -> dict[str, float]:
     """F1 of mined pairs against the gold pairs, at a given or at the best score threshold.
 
-    Recall is measured against all gold pairs (not only those among the candidates). With
-    ``threshold=None`` the threshold maximising F1 is chosen (the usual protocol on the BUCC sample and
-    training sets, where the gold pairs are public); pass the threshold found there to score another split.
-
-    Args:
-        candidates: ``(source_id, target_id)`` of each mined pair.
-        scores: (c,) margin score of each candidate.
-        gold: the gold ``(source_id, target_id)`` pairs.
-        threshold: keep candidates with ``score >= threshold``; ``None`` to optimise it.
-
-    Returns:
-        ``f1``, ``precision``, ``recall`` (x100) and ``threshold``.
+    Returns ``f1``, ``precision``, ``recall`` (x100) and ``threshold``. Recall counts all gold pairs, not
+    only those among the candidates. ``threshold=None`` chooses the F1-maximising one (the usual protocol
+    on the BUCC sample and training sets, whose gold is public); pass it to score another split.
     """
     gold_set = set(gold)
     if not gold_set:

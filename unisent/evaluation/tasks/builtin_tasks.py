@@ -1,8 +1,6 @@
-"""The built-in tasks, their groups, and lookup by name.
+"""The built-in tasks, their groups, and lookup by name; built once, at import, from the tables below.
 
-Paths are relative to a data directory laid out like the project's ``shared/data`` (documented in
-docs/evaluation.md). The tables below are data: the benchmark files and languages of each public
-release; the task objects are built from them once, at import.
+Paths are relative to a data directory laid out like the project's ``shared/data`` (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -66,11 +64,9 @@ STS17_FILES: dict[str, str] = {
     "nl-en": "STS.input.extended.nl-en.txt",
 }
 STSB_MULTI_LANGS = ("de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
-# The eight short-text clustering sets of the EASE paper, in the layout of EASE's
-# downstreams/text-clustering/data/monolingual_benchmark/ (its dataset_loader.py reads each file the same
-# way): name -> (reader, files under clustering/stc/, optional). GoogleNews-S/-T/-TS (snippet, title,
-# title + snippet) are `label<TAB>text` lines like AgNews; they are optional because the shared data
-# bundle does not carry them.
+# The eight short-text clustering sets of the EASE paper, laid out and read as in EASE's
+# downstreams/text-clustering/data/monolingual_benchmark/: name -> (reader, files under clustering/stc/,
+# optional). GoogleNews-* are optional: the shared data bundle does not carry them.
 STC_SETS = {
     "agnews": (read_labeled_tsv, ("agnews.txt",), False),
     "searchsnippets": (read_text_and_labels, ("searchsnippets.txt", "searchsnippets_label.txt"), False),
@@ -86,24 +82,7 @@ STC_TITLES = {
     "googlenews-t": "GoogleNews-T (title)",
     "googlenews-ts": "GoogleNews-TS (title and snippet)",
 }
-MEWSC16_LANGS = (
-    "ar",
-    "ca",
-    "cs",
-    "de",
-    "en",
-    "eo",
-    "es",
-    "fa",
-    "fr",
-    "ja",
-    "ko",
-    "pl",
-    "pt",
-    "ru",
-    "sv",
-    "tr",
-)
+MEWSC16_LANGS = ("ar", "ca", "cs", "de", "en", "eo", "es", "fa", "fr", "ja", "ko", "pl", "pt", "ru", "sv", "tr")
 # The 112 languages of the LASER Tatoeba test sets (ISO 639-3, as in the file names).
 TATOEBA_LANGS = tuple(
     """afr amh ang ara arq arz ast awa aze bel ben ber bos bre bul cat cbk ceb ces cha cmn cor csb cym dan
@@ -121,12 +100,7 @@ GROUPS: dict[str, tuple[str, ...]] = {}
 
 
 def register_task(task: Task, groups: tuple[str, ...] | None = None) -> Task:
-    """Add a task to the registry under ``task.name`` and to the named groups.
-
-    Args:
-        task: the task.
-        groups: groups that run it; ``None`` for its own ``task.group`` only. Every task also belongs to
-            the group ``all``.
+    """Add a task to the registry under ``task.name``, to ``groups`` (default: ``(task.group,)``) and to ``all``.
 
     Raises:
         ValueError: the name is taken by another task or a group, or a group name is a task name.
@@ -356,9 +330,8 @@ def _nli_tasks() -> None:
                 source=source,
             )
         )
-    # 1,000 SNLI test entailment pairs bundled in unisent/resources (the default --data-dir; see its
-    # LICENSE.md): the quickstart's held-out test. In no group but `all`, and optional there (a --data-dir
-    # without the file skips it).
+    # The quickstart's held-out test, bundled in unisent/resources (the default --data-dir; LICENSE.md
+    # there): in no group but `all`, and optional there.
     register_task(
         EntailmentDirectionTask(
             name="snli-direction-sample",
@@ -395,11 +368,7 @@ _nli_tasks()
 
 
 def get_task(name: str) -> Task:
-    """The registered task called ``name``.
-
-    Raises:
-        ValueError: unknown name; the message lists the valid tasks and groups.
-    """
+    """The registered task called ``name``; ``ValueError`` listing the valid names if there is none."""
     if name not in TASKS:
         raise ValueError(_unknown(name))
     return TASKS[name]
@@ -424,13 +393,8 @@ def _unknown(name: str) -> str:
 
 
 def resolve_tasks(names: list[str] | tuple[str, ...] | str) -> list[tuple[Task, bool]]:
-    """Expand task and group names into tasks, in order, without duplicates.
-
-    Args:
-        names: task or group names (a comma-separated string is accepted too).
-
-    Returns:
-        ``(task, named_explicitly)`` pairs; a task reached only through a group has ``False``.
+    """Expand task and group names (or a comma-separated string) into ``(task, named_explicitly)`` pairs,
+    in order, without duplicates; a task reached only through a group has ``False``.
 
     Raises:
         ValueError: an unknown name (the message lists the valid tasks and groups) or no name at all.

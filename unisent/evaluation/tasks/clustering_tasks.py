@@ -17,13 +17,8 @@ __all__ = ["BuccTask", "ClusteringTask", "TatoebaTask"]
 
 @dataclass(frozen=True, kw_only=True)
 class ClusteringTask(Task):
-    """K-means with K = number of gold classes, accuracy after Hungarian matching, mean of several seeds.
-
-    Attributes:
-        source: reads a :class:`LabeledTexts`.
-        seeds: one K-means run per seed (3 runs, as in EASE).
-        n_init: K-means restarts per run.
-    """
+    """K-means with K = number of gold classes, accuracy after Hungarian matching, mean over ``seeds``
+    (3 runs, as in EASE). ``source`` reads a :class:`LabeledTexts`."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
@@ -44,10 +39,7 @@ class ClusteringTask(Task):
 @dataclass(frozen=True, kw_only=True)
 class TatoebaTask(Task):
     """Tatoeba: nearest neighbour by cosine in both directions, accuracy x100 averaged over the two.
-
-    Attributes:
-        source: reads a :class:`ParallelSentences` (non-English first).
-    """
+    ``source`` reads a :class:`ParallelSentences` (non-English first)."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
@@ -66,12 +58,8 @@ class TatoebaTask(Task):
 
 @dataclass(frozen=True, kw_only=True)
 class BuccTask(Task):
-    """BUCC 2018 parallel sentence mining: margin-scored candidates, F1 x100 at the best threshold.
-
-    Attributes:
-        source: reads a :class:`BuccCorpus`.
-        k: neighbourhood size of the ratio margin.
-    """
+    """BUCC 2018 parallel sentence mining: ratio-margin candidates (``k`` neighbours), F1 x100 at the best
+    threshold. ``source`` reads a :class:`BuccCorpus`."""
 
     main_metric: ClassVar[str] = "f1"
     source: Source

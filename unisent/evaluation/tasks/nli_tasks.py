@@ -26,14 +26,9 @@ def _is_entailment(labels: list[str], positive_label: str) -> list[int]:
 class NLIThresholdTask(Task):
     """NLI as 2-way classification (entailment vs. the rest) by thresholding ``sim(hyp || pre)``.
 
-    The threshold with the best dev accuracy on a 0..1 grid of step 0.001 is applied to test.
-    ``accuracy`` and ``dev_accuracy`` are x100; ``pr_auc`` (main AUC, trapezoidal area under
-    sklearn's precision-recall curve) and ``average_precision`` are x100 too.
-
-    Attributes:
-        dev: pairs used to choose the threshold.
-        test: pairs scored with it.
-        positive_label: the label counted as positive (case-insensitive).
+    The threshold with the best accuracy on ``dev`` (grid 0..1, step 0.001) is applied to ``test``.
+    ``accuracy``, ``dev_accuracy``, ``pr_auc`` (trapezoidal) and ``average_precision`` are x100.
+    ``positive_label`` is compared case-insensitively.
     """
 
     main_metric: ClassVar[str] = "accuracy"
@@ -45,7 +40,7 @@ class NLIThresholdTask(Task):
         return (self.dev, self.test)
 
     def _scores(self, embedder: Embedder, data: LabeledPairs):
-        # NLI scores sim(hypothesis || premise): the similarity's first argument is the hypothesis.
+        # sim(hypothesis || premise): the hypothesis is the similarity's first argument
         return score_pairs(embedder, data.sentences2, data.sentences1)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
@@ -73,16 +68,11 @@ class NLIThresholdTask(Task):
 class EntailmentDirectionTask(Task):
     """Which sentence of an entailment pair entails the other (pairs labelled entailment only).
 
-    ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` with the run's similarity
-    (a symmetric similarity such as cosine ties on every pair and scores 0). ``direction_var``: accuracy
-    x100 of "the premise has the larger variance", reported for Gaussian similarities only. Each also by
-    the pair's length relation (:func:`~unisent.evaluation.metrics.nli.direction_by_length`, lengths in the
-    model's tokens): ``direction_sim_premise_longer``, ``_equal_length``, ``_hypothesis_longer``,
-    ``_hypothesis_not_shorter``, and ``share_<relation>``, the share of the pairs in each.
-
-    Attributes:
-        source: labelled pairs (premise first).
-        positive_label: the entailment label (case-insensitive).
+    ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` (a symmetric similarity
+    such as cosine scores 0); ``direction_var``: of "the premise has the larger variance", for Gaussian
+    similarities only. Each also by length relation in the model's tokens
+    (:func:`~unisent.evaluation.metrics.nli.direction_by_length`). ``source``: labelled pairs, premise
+    first; ``positive_label`` is compared case-insensitively.
     """
 
     main_metric: ClassVar[str] = "direction_sim"

@@ -30,16 +30,7 @@ def _unscored(count: int) -> dict[str, float]:
 
 
 def score_pairs(embedder: Embedder, sentences1: list[str], sentences2: list[str]) -> torch.Tensor:
-    """Similarity of each pair with the embedder's similarity, encoding both sides in one call.
-
-    Args:
-        embedder: the shared embedder (its ``similarity`` decides the representation and function).
-        sentences1: first sentences, n of them.
-        sentences2: second sentences, n of them.
-
-    Returns:
-        (n,) scores ``similarity(rep(sentences1), rep(sentences2))``.
-    """
+    """(n,) scores ``embedder.similarity(rep(sentences1), rep(sentences2))``, both sides encoded in one call."""
     n = len(sentences1)
     rep = embedder.represent(sentences1 + sentences2)
     return embedder.similarity(_rows(rep, 0, n), _rows(rep, n, 2 * n))
@@ -49,11 +40,8 @@ def score_pairs(embedder: Embedder, sentences1: list[str], sentences2: list[str]
 class STSTask(Task):
     """One STS file: Spearman and Pearson x100 between pair similarities and gold scores.
 
-    ``n_pairs`` counts the scored pairs; ``n_unscored`` (present when non-zero) the rows of the file
-    without a gold score, which the reader skipped (STS17 tr-en: 250 of its 500 rows).
-
-    Attributes:
-        source: reads a :class:`ScoredPairs`.
+    ``n_pairs`` counts the scored pairs; ``n_unscored`` (when non-zero) the rows without a gold score,
+    which the reader skipped (STS17 tr-en: 250 of its 500 rows). ``source`` reads a :class:`ScoredPairs`.
     """
 
     main_metric: ClassVar[str] = "spearman"
@@ -77,9 +65,6 @@ class STSSubsetsTask(Task):
     ``spearman`` is computed over all subsets concatenated (SimCSE's "all" setting, the number its
     papers report); ``spearman_mean`` and ``spearman_wmean`` are SentEval's plain and size-weighted means
     of the per-subset correlations, which are reported as ``spearman_<subset>``.
-
-    Attributes:
-        subsets: ``(subset name, source)`` pairs.
     """
 
     main_metric: ClassVar[str] = "spearman"
@@ -115,12 +100,8 @@ class STSSubsetsTask(Task):
 class AlignUniformTask(Task):
     """Alignment and uniformity (Wang & Isola 2020) of the embeddings on an STS set, as in SimCSE.
 
-    Positive pairs for alignment are the pairs whose gold score is at least ``positive_threshold``;
-    uniformity is computed over every distinct sentence of the set. Both are losses: lower is better.
-
-    Attributes:
-        source: reads a :class:`ScoredPairs`.
-        positive_threshold: minimum gold score of a positive pair.
+    Alignment is over the pairs whose gold score is at least ``positive_threshold``, uniformity over every
+    distinct sentence of the set. Both are losses: lower is better.
     """
 
     main_metric: ClassVar[str] = "alignment"

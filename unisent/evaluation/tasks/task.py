@@ -24,14 +24,10 @@ _LOADED: ContextVar[LoadedData | None] = ContextVar("unisent_evaluation_loaded",
 
 @contextmanager
 def use_loaded(loaded: LoadedData) -> Iterator[LoadedData]:
-    """Make :meth:`Source.load` return already-read data: ``loaded[(source, data_dir)]``.
+    """Make :meth:`Source.load` return ``loaded[(source, data_dir)]``, data already read (and checked).
 
-    The runner reads (and so checks) every file of every selected task before it encodes anything,
-    and then runs the tasks inside this context, so that each file is read once per run and a task's
-    ``evaluate`` finds its data already parsed. Tasks must not modify the data they are given.
-
-    Args:
-        loaded: ``{(source, data_dir): data}`` as returned by :meth:`Source.read`.
+    The runner reads every file of the selected tasks before encoding anything, then runs them in this
+    context, so each file is read once per run. Tasks must not modify the data they are given.
     """
     token = _LOADED.set(loaded)
     try:
@@ -46,9 +42,8 @@ class Source:
 
     Attributes:
         files: paths relative to the data directory, passed in this order to ``reader``.
-        reader: a function of the absolute paths returning a record object (the benchmark readers of
-            :mod:`unisent.data.benchmark_readers`); it raises :class:`FileNotFoundError` naming a missing
-            path and :class:`DataFormatError` naming the file, line and field of a malformed record.
+        reader: absolute paths -> a record object (:mod:`unisent.data.benchmark_readers`); raises
+            :class:`FileNotFoundError` or :class:`DataFormatError` (file, line and field).
     """
 
     files: tuple[str, ...]
@@ -71,17 +66,14 @@ class Source:
 
 @dataclass(frozen=True, kw_only=True)
 class Task(ABC):
-    """A benchmark task.
-
-    Subclasses set ``main_metric`` (the key of the headline number in the result dict) and implement
-    :meth:`sources` and :meth:`evaluate`.
+    """A benchmark task. Subclasses set ``main_metric`` (the headline key of the result dict) and
+    implement :meth:`sources` and :meth:`evaluate`.
 
     Attributes:
-        name: registry name (``stsb-test``).
         group: the family shown as one table (``sts``, ``stc``, ``transfer``, ``xnli``...).
         description: one line for ``list_tasks``.
-        optional: when reached through a group, skip the task if its files are absent (tasks whose data
-            is not redistributed with the others, such as STS12-16); named explicitly it still raises.
+        optional: when reached through a group, skip the task if its files are absent (data not
+            redistributed with the rest, such as STS12-16); named explicitly it still raises.
     """
 
     main_metric: ClassVar[str] = "score"
@@ -97,12 +89,8 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
-        """Score the embedder's model; ``data_dir`` is already checked to hold every file.
-
-        Read the data with ``source.load(data_dir)`` for each of :meth:`sources`: in a run of
-        :func:`unisent.evaluation.evaluate` it returns the data that was read (and checked) before
-        anything was encoded.
-        """
+        """Score the embedder's model; ``data_dir`` is already checked to hold every file. Read the data
+        with ``source.load(data_dir)``: in a run it returns what was read before anything was encoded."""
 
     def files(self) -> tuple[str, ...]:
         """Every file the task reads, relative to the data directory."""
@@ -112,8 +100,8 @@ class Task(ABC):
         """The absolute paths of the task's files that do not exist under ``data_dir``.
 
         Raises:
-            OSError: a file that exists but is no regular file (a FIFO, a device, a broken link): refused
-                unread, in one line naming it, not taken for missing (and replaced by a bundled copy).
+            OSError: a file that exists but is no regular file (a FIFO, a device, a broken link), not
+                taken for missing (and replaced by a bundled copy).
         """
         from ...data.file_checks import not_a_regular_file
 
@@ -132,15 +120,8 @@ class Task(ABC):
             raise FileNotFoundError(f"task {self.name!r}: missing data file {missing[0]}{more}")
 
     def read_sources(self, data_dir: str | Path, loaded: LoadedData | None = None) -> LoadedData:
-        """Read every source of the task (every row of every file is checked; nothing is encoded).
-
-        Args:
-            data_dir: root of the data layout.
-            loaded: data read before (sources shared with other tasks are not read again); the new
-                data is added to it.
-
-        Returns:
-            ``loaded`` (or a new dict) with ``(source, data_dir) -> data`` for each source of the task.
+        """Read (and so check) every source of the task into ``loaded`` (or a new dict), as
+        ``(source, data_dir) -> data``, skipping those already there; returns it.
 
         Raises:
             FileNotFoundError, DataFormatError: the first missing or malformed file.
@@ -161,17 +142,9 @@ class Task(ABC):
         *,
         embedder: Embedder | None = None,
     ) -> dict[str, float]:
-        """Evaluate ``model`` on this task.
-
-        Args:
-            model: object with ``encode(sentences, batch_size)``.
-            data_dir: root of the data layout (see docs/evaluation.md).
-            batch_size: encoding batch size.
-            embedder: a shared :class:`Embedder` (its model and batch size are used instead).
-
-        Returns:
-            Metric name -> value; ``main_metric`` is always present.
-        """
+        """Evaluate ``model`` (``encode(sentences, batch_size)``) on this task: metric name -> value, with
+        ``main_metric`` always present. ``embedder``: a shared :class:`Embedder`, used instead of ``model``
+        and ``batch_size``."""
         data_dir = Path(data_dir)
         self.check_files(data_dir)
         loaded = self.read_sources(data_dir)  # every row checked before anything is encoded

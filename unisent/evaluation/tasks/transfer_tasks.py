@@ -19,16 +19,8 @@ __all__ = ["CrossValidatedProbeTask", "SplitProbeTask", "ZeroShotProbeTask", "fe
 
 
 def features_of(embedder: Embedder, data: LabeledTexts | LabeledPairs, pair_kind: str = "full") -> np.ndarray:
-    """Probe features of a dataset: embeddings of single texts, or pair features of sentence pairs.
-
-    Args:
-        embedder: the shared embedder.
-        data: single texts or sentence pairs.
-        pair_kind: ``full`` (``[u, v, |u-v|, u*v]``) or ``senteval`` (``[|u-v|, u*v]``), pairs only.
-
-    Returns:
-        (n, f) features.
-    """
+    """(n, f) probe features: embeddings of single texts, or for sentence pairs
+    :func:`~unisent.evaluation.metrics.probes.pair_features` of kind ``pair_kind``."""
     if isinstance(data, LabeledPairs):
         from ..metrics.probes import pair_features
 
@@ -38,14 +30,21 @@ def features_of(embedder: Embedder, data: LabeledTexts | LabeledPairs, pair_kind
     return np.asarray(embedder.encode(data.texts))
 
 
+def fit_with_dev(embedder: Embedder, data_dir: Path, train: Source, dev: Source | None, probe: ProbeConfig):
+    """The probe fitted on ``train``, ``C`` chosen on ``dev`` (else by cross-validation); info has ``n_train``."""
+    from ..metrics.probes import fit_probe
+
+    data = train.load(data_dir)
+    dev_data = dev.load(data_dir) if dev is not None else None
+    dev_set = None if dev_data is None else (features_of(embedder, dev_data), dev_data.labels)
+    model, info = fit_probe(features_of(embedder, data), data.labels, probe, dev=dev_set)
+    return model, {**info, "n_train": float(len(data))}
+
+
 @dataclass(frozen=True, kw_only=True)
 class CrossValidatedProbeTask(Task):
     """A SentEval task without a split (MR, CR, SUBJ, MPQA): k-fold cross-validated accuracy x100.
-
-    Attributes:
-        source: reads a :class:`LabeledTexts` or :class:`LabeledPairs`.
-        probe: probe settings.
-    """
+    ``source`` reads a :class:`LabeledTexts` or :class:`LabeledPairs`."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
@@ -66,15 +65,8 @@ class CrossValidatedProbeTask(Task):
 class SplitProbeTask(Task):
     """A SentEval task with a train/test split (TREC, MRPC) or train/dev/test split (SST-2, SICK-E).
 
-    ``C`` is chosen on dev when there is one, otherwise by cross-validation on train; ``accuracy`` is on
-    test.
-
-    Attributes:
-        train: training data.
-        test: test data.
-        dev: development data, or ``None``.
-        positive_label: also report binary F1 of this label (MRPC).
-        probe: probe settings.
+    ``C`` is chosen on ``dev`` when given, else by cross-validation on train; ``accuracy`` is on test.
+    ``positive_label``: also report binary F1 of this label (MRPC).
     """
 
     main_metric: ClassVar[str] = "accuracy"
@@ -88,31 +80,20 @@ class SplitProbeTask(Task):
         return tuple(s for s in (self.train, self.dev, self.test) if s is not None)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
-        from ..metrics.probes import fit_probe, probe_scores
+        from ..metrics.probes import probe_scores
 
-        train = self.train.load(data_dir)
-        dev_set = None
-        if self.dev is not None:
-            dev = self.dev.load(data_dir)
-            dev_set = (features_of(embedder, dev), dev.labels)
-        model, info = fit_probe(features_of(embedder, train), train.labels, self.probe, dev=dev_set)
+        model, info = fit_with_dev(embedder, data_dir, self.train, self.dev, self.probe)
         test = self.test.load(data_dir)
         scores = probe_scores(model, features_of(embedder, test), test.labels, self.positive_label)
-        return {**scores, **info, "n_train": float(len(train)), "n_test": float(len(test))}
+        return {**scores, **info, "n_test": float(len(test))}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotProbeTask(Task):
     """Zero-shot cross-lingual transfer: a pair classifier trained on English, tested in one language.
 
-    The probe on ``[u, v, |u-v|, u*v]`` is trained once per model and run (kept in the embedder's memo)
-    and reused by every language of the family.
-
-    Attributes:
-        train: English training pairs.
-        test: test pairs in the target language.
-        dev: English development pairs to choose ``C``, or ``None`` to choose it by cross-validation.
-        probe: probe settings.
+    The probe on ``[u, v, |u-v|, u*v]`` is trained once per model and run (in the embedder's memo) and
+    reused by every language of the family. ``dev``: English pairs to choose ``C``, else cross-validation.
     """
 
     main_metric: ClassVar[str] = "accuracy"
@@ -127,15 +108,7 @@ class ZeroShotProbeTask(Task):
     def _english_probe(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
         key = ("zero-shot-probe", data_dir, self.train, self.dev, self.probe)
         if key not in embedder.memo:
-            from ..metrics.probes import fit_probe
-
-            train = self.train.load(data_dir)
-            dev_set = None
-            if self.dev is not None:
-                dev = self.dev.load(data_dir)
-                dev_set = (features_of(embedder, dev), dev.labels)
-            model, info = fit_probe(features_of(embedder, train), train.labels, self.probe, dev=dev_set)
-            embedder.memo[key] = (model, {**info, "n_train": float(len(train))})
+            embedder.memo[key] = fit_with_dev(embedder, data_dir, self.train, self.dev, self.probe)
         return embedder.memo[key]
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:

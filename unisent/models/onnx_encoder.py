@@ -25,15 +25,7 @@ import torch
 
 from ..io.model_files import ModelFileError, check_model_directory, inside, read_model_json
 
-__all__ = [
-    "ONNX_DIR",
-    "ONNX_FP32",
-    "ONNX_RECORD",
-    "OnnxEncoder",
-    "OnnxMissingError",
-    "int8_file_name",
-    "require_onnx",
-]
+__all__ = ["ONNX_DIR", "ONNX_FP32", "ONNX_RECORD", "OnnxEncoder", "OnnxMissingError", "int8_file_name", "require_onnx"]
 
 #: where the ONNX files are, inside the export directory (as Sentence Transformers' ONNX backend reads them)
 ONNX_DIR = "onnx"
@@ -265,19 +257,17 @@ class OnnxEncoder:
         batch_size: int = 64,
         *,
         normalize: bool = False,
+        precision: str = "auto",
         show_progress_bar: bool = False,
         workers: int | None = None,
-        bf16: bool | None = None,
-        precision: str | None = None,
-        **unused: Any,
     ) -> torch.Tensor:
         """Embed ``sentences``: a float32 tensor (n, dim) on the CPU, rows in input order, as the torch
         model's ``encode`` (its normalisation is in the graph; ``normalize=True`` normalises in any case).
 
-        ``bf16``/``precision`` are the torch backend's: the file's own precision (fp32 or int8) is what
-        runs, chosen when loading (``file``); an explicit ``bf16=True`` or ``precision="bf16"`` is refused.
+        ``precision``: the file's own (fp32 or int8, chosen when loading: ``file``) is what runs; ``auto`` and
+        ``fp32`` run it, ``bf16`` (the torch backend's) is refused.
         """
-        self._check_precision(bf16, precision)
+        self._check_precision(precision)
         if not sentences:
             return torch.empty((0, 0), dtype=torch.float32)
         (out,) = self._run(["sentence_embedding"], sentences, batch_size, workers, show_progress_bar)
@@ -288,14 +278,13 @@ class OnnxEncoder:
         sentences: Sequence[str],
         batch_size: int = 64,
         *,
+        precision: str = "auto",
         show_progress_bar: bool = False,
-        bf16: bool | None = None,
-        precision: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Means and variances of a GaussCSE export (its ``mean`` and ``variance`` outputs)."""
         if not self.gaussian:
             raise TypeError(f"{self.path.name} has no mean and variance outputs: not a Gaussian (GaussCSE) model")
-        self._check_precision(bf16, precision)
+        self._check_precision(precision)
         mu, var = self._run(["mean", "variance"], sentences, batch_size, None, show_progress_bar)
         return mu, var
 
@@ -306,11 +295,11 @@ class OnnxEncoder:
         (mu_a, var_a), (mu_b, var_b) = self.encode_gaussian(a), self.encode_gaussian(b)
         return gaussian_similarity_matrix(mu_a, var_a, mu_b, var_b, reduction)
 
-    def _check_precision(self, bf16: bool | None, precision: str | None) -> None:
-        if bf16 or (precision is not None and str(precision).lower() == "bf16"):
+    def _check_precision(self, precision: str) -> None:
+        if precision not in ("auto", "fp32"):
             raise ValueError(
-                f"the onnx backend runs {self.path.name} ({self.precision}); bf16 is the torch backend's "
-                "(choose the ONNX file instead: fp32 or int8)"
+                f"the onnx backend runs {self.path.name} ({self.precision}), not precision={precision!r}; bf16 is the "
+                "torch backend's (choose the ONNX file instead: fp32 or int8)"
             )
 
     def __repr__(self) -> str:

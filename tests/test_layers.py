@@ -187,6 +187,73 @@ def _is_sys_modules(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "modules" and ast.unparse(node.value) == "sys"
 
 
+def _not_imports(tree: ast.AST) -> tuple[set[int], set[int]]:
+    """The string constants that name no import: docstrings (not even a finding), and a subprocess's program
+    (``[sys.executable, "-m", "unisent.cli", ...]``: a finding, not an edge)."""
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    programs = {
+        id(b)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.List, ast.Tuple))
+        for a, b in zip(n.elts, n.elts[1:])
+        if isinstance(a, ast.Constant) and a.value == "-m"
+    }
+    return docstrings, programs
+
+
+def _import_names(node: ast.AST, kind: str, package: str, modules: dict[str, Path]) -> list[tuple[str, int, str]]:
+    """The modules an ``import`` / ``from ... import`` statement names."""
+    if isinstance(node, ast.Import):
+        return [(alias.name, node.lineno, kind) for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    # `from pkg import sub` imports the submodule; `from pkg import name`, pkg itself
+    return [(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base, node.lineno, kind) for a in node.names]
+
+
+def _other_names(node: ast.AST, file: str, package: str, skip: tuple[set[int], set[int]]) -> tuple[list, list[Finding]]:
+    """Names and findings of a node that is not an import statement: ``import_module``, ``_LAZY``, dotted strings."""
+    names: list[tuple[str, int, str]] = []
+    findings: list[Finding] = []
+    if isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__") and node.args:
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            names.append((first.value, node.lineno, "import_module"))
+        else:
+            findings.append(Finding(file, node.lineno, f"dynamic import: {ast.unparse(node)[:80]}"))
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        if isinstance(target, ast.Name) and target.id == "_LAZY":
+            table = ast.literal_eval(node.value)  # a lazy table must be a literal: the test reads it
+            names += [(f"{package}.{sub}", node.lineno, "lazy") for sub in table.values()]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip[0]:
+        if DOTTED.fullmatch(node.value):
+            findings.append(Finding(file, node.lineno, f"string {node.value}"))
+            if id(node) not in skip[1]:
+                names.append((node.value, node.lineno, "string"))
+    return names, findings
+
+
+def _sys_modules_findings(node: ast.AST, file: str) -> list[Finding]:
+    if isinstance(node, ast.Subscript) and _is_sys_modules(node.value):
+        return [Finding(file, node.lineno, f"sys.modules lookup: {ast.unparse(node)[:80]}")]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_modules(node.func.value):
+        key = node.args[0] if node.args else None
+        third_party = isinstance(key, ast.Constant) and isinstance(key.value, str)
+        if not third_party or key.value.split(".")[0] == "unisent":
+            return [Finding(file, node.lineno, f"sys.modules lookup: {ast.unparse(node)[:80]}")]
+    return []
+
+
 def scan(
     module: str, path: Path, modules: dict[str, Path], root: Path = PACKAGE.parent
 ) -> tuple[list[Import], list[Finding]]:
@@ -197,59 +264,16 @@ def scan(
     typed = _type_checking_nodes(tree)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     file = str(path.relative_to(root))
+    skip = _not_imports(tree)
     names: list[tuple[str, int, str]] = []
     findings: list[Finding] = []
-    docstrings = {
-        id(n.body[0].value)
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        and n.body
-        and isinstance(n.body[0], ast.Expr)
-        and isinstance(n.body[0].value, ast.Constant)
-    }
-    programs = {  # `[sys.executable, "-m", "unisent.cli", ...]`: a subprocess's program, not an import
-        id(b)
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.List, ast.Tuple))
-        for a, b in zip(n.elts, n.elts[1:])
-        if isinstance(a, ast.Constant) and a.value == "-m"
-    }
     for node in ast.walk(tree):
-        kind = "type" if id(node) in typed else "import"
-        if isinstance(node, ast.Import):
-            names += [(alias.name, node.lineno, kind) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            for alias in node.names:
-                # `from pkg import sub` imports the submodule; `from pkg import name`, pkg itself
-                full = f"{base}.{alias.name}"
-                names.append((full if full in modules else base, node.lineno, kind))
-        elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__") and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                names.append((first.value, node.lineno, "import_module"))
-            else:
-                findings.append(Finding(file, node.lineno, f"dynamic import: {ast.unparse(node)[:80]}"))
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if isinstance(target, ast.Name) and target.id == "_LAZY":
-                table = ast.literal_eval(node.value)  # a lazy table must be a literal: the test reads it
-                names += [(f"{package}.{sub}", node.lineno, "lazy") for sub in table.values()]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            if DOTTED.fullmatch(node.value):
-                findings.append(Finding(file, node.lineno, f"string {node.value}"))
-                if id(node) not in programs:
-                    names.append((node.value, node.lineno, "string"))
-        if isinstance(node, ast.Subscript) and _is_sys_modules(node.value):
-            findings.append(Finding(file, node.lineno, f"sys.modules lookup: {ast.unparse(node)[:80]}"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_modules(node.func.value):
-            key = node.args[0] if node.args else None
-            third_party = isinstance(key, ast.Constant) and isinstance(key.value, str)
-            if not third_party or key.value.split(".")[0] == "unisent":
-                findings.append(Finding(file, node.lineno, f"sys.modules lookup: {ast.unparse(node)[:80]}"))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += _import_names(node, "type" if id(node) in typed else "import", package, modules)
+        else:
+            more, found = _other_names(node, file, package, skip)
+            names, findings = names + more, findings + found
+        findings += _sys_modules_findings(node, file)
     found = []
     for name, line, kind in names:
         if name != "unisent" and not name.startswith("unisent."):

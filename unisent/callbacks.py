@@ -12,23 +12,15 @@ __all__ = ["FreezeEncoder"]
 class FreezeEncoder(BaseFinetuning):
     """Keep the encoder exactly as loaded: only the objectives' own parameters (their heads) train.
 
-    The encoder's parameters get ``requires_grad=False`` before the optimiser is built (so the
-    optimiser never holds them and no gradient flows into the backbone) and the encoder runs in eval
-    mode (no dropout), as at inference. Everything the encoder alone gives (its pooled vectors:
-    STS, retrieval, a sentence-transformers export) stays the base model's, while a head learns on
-    top, e.g. GaussCSE's Gaussian head learning entailment direction (``recipes/gausscse/quickstart.yaml``).
-
-    In YAML::
-
-        trainer:
-          callbacks:
-            - class_path: unisent.callbacks.FreezeEncoder
+    The encoder's parameters get ``requires_grad=False`` before the optimiser is built and it runs in
+    eval mode, so its pooled vectors stay the base model's while a head learns on top (e.g. GaussCSE's,
+    ``recipes/gausscse/quickstart.yaml``).
     """
 
     def freeze_before_training(self, pl_module) -> None:
         self.freeze(pl_module.encoder, train_bn=False)
         pl_module.encoder.eval()
-        # the eval-mode encoder is the point: Lightning's "modules in eval mode at the start of training" notice
+        # the eval-mode encoder is the point: silence Lightning's notice about it
         warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
 
     def finetune_function(self, pl_module, current_epoch: int, optimizer) -> None:

@@ -1,7 +1,5 @@
-"""What a checkpoint of ``unisent fit`` holds besides Lightning's own keys, and its check before anything
-loads it: the ``unisent`` record (:data:`CHECKPOINT_KEY`: the encoder's settings, every objective's
-``class_path`` and arguments, the balancer), written by :class:`~unisent.lightning_module.UnisentModule`, and the
-config classes that checkpoints of earlier releases hold as objects, registered as safe to unpickle."""
+"""The ``unisent`` record of a ``unisent fit`` checkpoint (:data:`CHECKPOINT_KEY`: encoder settings, every
+objective's ``class_path`` and arguments, the balancer), its check, and rebuilding a module from it."""
 
 from __future__ import annotations
 
@@ -30,9 +28,7 @@ __all__ = [
 #: the key of the record in the checkpoint's top-level dict
 CHECKPOINT_KEY = "unisent"
 
-# checkpoints store the module's hyperparameters as plain dicts (on_save_checkpoint); those written before
-# held these config dataclasses: plain fields, no code, so they still load with weights_only=True (each
-# also under the module it lived in then)
+# older checkpoints hold these dataclasses (plain fields: safe to unpickle), also under old module paths
 torch.serialization.add_safe_globals(
     [
         EncoderConfig,
@@ -44,11 +40,9 @@ torch.serialization.add_safe_globals(
 
 
 def check_unisent_checkpoint(path: str | Path) -> None:
-    """Check that ``path`` is a complete checkpoint written by ``unisent fit`` before anything loads it:
-    every problem is one :class:`~unisent.io.CheckpointError` naming the file (a truncated copy, a file
-    that is not a PyTorch checkpoint, one that holds code (:class:`~unisent.io.UnsafeCheckpointError`),
-    one of another program, without the ``unisent`` record). Reads the file as data
-    (:func:`unisent.io.load_checkpoint`) and memory-mapped: no tensor is loaded.
+    """Check that ``path`` is a complete checkpoint of ``unisent fit`` before anything loads it (read as
+    data, memory-mapped: no tensor is loaded); every problem is one line naming the file (truncated, not
+    PyTorch, holding code: :class:`~unisent.io.UnsafeCheckpointError`, another program's).
 
     Raises:
         FileNotFoundError: no such file.
@@ -90,11 +84,9 @@ class Placeholder(Objective):
 def inference_objectives(
     specs: list[dict[str, Any]], source: str = "checkpoint"
 ) -> tuple[dict[int, Objective], dict[int, str]]:
-    """The objectives of a checkpoint's record that can be built, by position, and the class paths of those
-    that are not in the registry of objectives (:func:`~unisent.objectives.objective_class`: an objective of
-    the user's own package whose module was not imported here, or any other name: inference needs the
-    encoder and any inference head, not the objectives). A name outside the registry is never imported or
-    called; a registered class is built with its own constructor only."""
+    """The record's objectives that are registered (:func:`~unisent.objectives.objective_class`), built, by
+    position, and the class paths of the others (inference does not need them); an unregistered name is
+    never imported or called."""
     built: dict[int, Objective] = {}
     skipped: dict[int, str] = {}
     for i, spec in enumerate(specs):
@@ -110,9 +102,8 @@ def inference_objectives(
 
 
 def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, str]) -> dict[str, Any]:
-    """A checkpoint's weights for a module holding only the ``kept`` objectives: the balancer's state
-    (training-only: Uncertainty's log-variances, DWA's loss means) and the skipped objectives' weights
-    dropped, the others' ``objectives.<i>.`` renumbered to their new positions."""
+    """A checkpoint's weights for a module of only the ``kept`` objectives: the balancer's (training-only)
+    and the skipped objectives' state dropped, ``objectives.<i>.`` renumbered."""
     new_index = {old: new for new, old in enumerate(kept)}
     out: dict[str, Any] = {}
     for key, value in state.items():
@@ -128,9 +119,8 @@ def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, 
 
 
 def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu"):
-    """``cls`` (:class:`~unisent.lightning_module.UnisentModule`) rebuilt from a checkpoint of ``unisent fit``:
-    the record's encoder and objectives, the weights loaded. Objectives whose classes are not registered are
-    skipped with one line naming them (inference does not need them), unless the encoder does not load
+    """``cls`` (:class:`~unisent.lightning_module.UnisentModule`) rebuilt from a checkpoint of ``unisent fit``,
+    weights loaded. Unregistered objectives are skipped with one line, unless the encoder does not load
     without them (:class:`~unisent.io.CheckpointError`)."""
     check_unisent_checkpoint(path)
     ckpt = load_checkpoint(path, map_location=map_location)

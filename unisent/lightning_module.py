@@ -35,8 +35,7 @@ def _clock(device: torch.device) -> float:
 
 
 def _batch_len(batch: Any) -> int:
-    """Records in a collated batch: the first dimension of its first tensor (text fields are dicts of
-    ``input_ids``/``attention_mask``)."""
+    """Records in a collated batch: the first dimension of its first tensor."""
     for value in batch.values() if isinstance(batch, dict) else ():
         if torch.is_tensor(value):
             return int(value.shape[0])
@@ -49,13 +48,10 @@ def parameter_groups(
     named_parameters, objectives, head_lr: float | None = None, encoder: torch.nn.Module | None = None
 ) -> list[dict[str, Any]]:
     """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
-    the same split again, with ``lr`` set, for the parameters of each objective whose
-    :attr:`~unisent.objectives.Objective.param_lr` is set (GaussCSE's ``head_lr``), or, when ``head_lr``
-    is given, of every other objective (one rate for all objectives' own parameters; not for a
-    balancer's). Without either, the two groups of before (checkpoints resume unchanged).
-    With ``encoder``, its parameters (those not in an objective's own group) are split into groups of
-    their own, marked ``"encoder": True`` (for a schedule of their own: ``head_only_steps``).
-    The schedule multiplies every group's own learning rate."""
+    again, with ``lr`` set, for the own parameters of each objective with a
+    :attr:`~unisent.objectives.Objective.param_lr` or, given ``head_lr``, of every other objective (not
+    a balancer's). Without either, the same two groups as ever, so checkpoints resume. With ``encoder``,
+    its parameters get groups of their own marked ``"encoder": True`` (for ``head_only_steps``)."""
     own: dict[int, float] = {}
     for objective in objectives:
         lr = objective.param_lr
@@ -81,65 +77,33 @@ def parameter_groups(
 class UnisentModule(L.LightningModule):
     """Trains one shared encoder with a weighted sum of objectives.
 
-    Each training step receives ``{objective name: batch}`` from :class:`~unisent.data.UnisentDataModule`,
-    asks every objective for its named loss terms (and metrics), logs each as
-    ``train/<objective>/<term>`` and optimises ``sum(objective.weight * objective.total(terms))``
-    (logged as ``train/loss``); metrics are logged the same way and never enter the loss. The
-    objectives' hooks (:class:`~unisent.objectives.Objective`: ``setup_for``, ``inference_model``)
-    are called on every objective; each has a documented default.
-
-    Evaluation is not done here: :class:`unisent.evaluation.EvaluationCallback` runs the tasks of
-    ``evaluation`` in the validation and test loops and logs ``val/score``.
+    Each training step gets ``{objective name: batch}``, logs every loss term and metric as
+    ``train/<objective>/<term>`` and optimises ``sum(objective.weight * objective.total(terms))`` (``train/loss``).
 
     Args:
         encoder: backbone, pooler and max length (:class:`~unisent.encoders.EncoderConfig`).
-        objectives: the objectives, any :class:`~unisent.objectives.Objective` subclass (from YAML
-            with ``class_path``); default: unsupervised SimCSE.
-        optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW`
-            (lr 3e-5, fused).
+        objectives: :class:`~unisent.objectives.Objective` instances (YAML: ``class_path``); default: SimCSE.
+        optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW` (lr 3e-5, fused).
         warmup_steps: linear warm-up steps (from 0 to the optimiser's learning rate).
-        warmup_ratio: warm-up as a fraction of all training steps (used when ``warmup_steps`` is 0);
-            1.0 warms up over the whole run (GaussCSE, Appendix A).
+        warmup_ratio: warm-up as a fraction of all training steps (used when ``warmup_steps`` is 0); 1.0 warms up
+            over the whole run (GaussCSE, Appendix A).
         schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
-        save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder`` (loadable by
-            ``unisent.load``).
-        evaluation: tasks of the validation and test loops (:class:`~unisent.training_config.EvaluationConfig`), run by
-            :class:`unisent.evaluation.EvaluationCallback`.
-        weight_schedule: ``{objective name: [[step, weight], ...]}``: from each listed optimiser
-            step on, the objective's weight is the listed one (before the first entry it is the
-            objective's own ``weight``). A weight of 0 skips the objective's forward pass. This
-            expresses staged training in one run, e.g. CMLM's S3 ("CMLM, then CMLM + bitext
-            retrieval"): ``{bitext: [[0, 0.0], [100000, 0.2]]}``. Under DDP, an objective with its
-            own parameters that is switched off needs ``strategy: ddp_find_unused_parameters_true``.
-        balancer: how the objectives combine on the shared encoder (:mod:`unisent.balancers`):
-            :class:`~unisent.balancers.Static` (default: the weighted sum), ``Uncertainty``, ``DWA``,
-            ``PCGrad`` or any torchjd aggregator (``JacobianAggregator``). Each objective's own
-            parameters always get the gradient of its own (statically weighted) loss.
-        conflict_every: every N optimiser steps, log the per-objective gradient norms on the shared
-            encoder and their pairwise cosines (``conflict/...``; ``conflicts.csv`` and, at the end,
-            ``conflicts.png`` in the run folder); 0: never. Costs nothing for a gradient-level balancer;
-            a loss-level one keeps one gradient row per objective on those steps.
-        head_lr: one learning rate for the own parameters of every objective (heads, entity tables,
-            projections) that has no ``param_lr`` of its own; unset: the optimiser's.
-        head_only_steps: for the first N optimiser steps the encoder does not learn (its rate is 0)
-            while every objective's own parameters do; then the encoder starts, with a fresh optimiser
-            state and the run's warm-up and decay over the remaining steps. Linear probing, then
-            fine-tuning (LP-FT, Kumar et al. 2022, arXiv:2202.10054): heads that are not random when
-            their gradient first reaches a pretrained encoder distort its features less. In those
-            steps the encoder runs as at inference (eval mode, no dropout: the heads fit the features
-            they will be used with; a dropout-only objective such as unsupervised SimCSE has nothing
-            to learn then), and it still runs forward and backward (conflict logging and the balancer see
-            its gradients; DDP and gradient accumulation are unchanged), so they cost a full step.
-        head_only_ratio: ``head_only_steps`` as a share of all training steps (used when
-            ``head_only_steps`` is 0), e.g. 0.5: the first half of however long the run is.
-        cache_chunk: cached contrastive training (GradCache, :mod:`unisent.objectives.grad_cache`): every
-            in-batch objective (it implements ``embed`` and ``loss``: SimCSE, EASE, GaussCSE, bitext
-            retrieval, AMR, Matryoshka of one of them) encodes its
-            batch in chunks of this many rows without a graph, takes its loss's gradient with respect to
-            the vectors, then encodes each chunk again with the same dropout masks and back-propagates
-            that gradient: the batch's memory is one chunk's graph, the loss and gradients those of the
-            whole batch. Objectives that are not in-batch (CMLM, NLIClassifier, Distill) run uncached
-            beside them. Unset: no cache.
+        save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder``.
+        evaluation: tasks of the validation and test loops (:class:`~unisent.training_config.EvaluationConfig`).
+        weight_schedule: ``{objective name: [[step, weight], ...]}``: the objective's weight from each listed
+            optimiser step on (0 skips its forward pass), e.g. CMLM's S3: ``{bitext: [[0, 0.0], [100000, 0.2]]}``.
+            Under DDP, switching off one with own parameters needs ``strategy: ddp_find_unused_parameters_true``.
+        balancer: how the objectives combine on the shared encoder (:mod:`unisent.balancers`); default: Static.
+        conflict_every: every N optimiser steps, log gradient conflicts (:class:`~unisent.balancers.ConflictLog`);
+            0: never. A loss-level balancer keeps one gradient row per objective on those steps.
+        head_lr: learning rate of the own parameters of objectives without a ``param_lr``; unset: the optimiser's.
+        head_only_steps: for the first N optimiser steps only the objectives' own parameters learn, the encoder in
+            eval mode (but still run backward: a full step's cost); then it starts with a fresh optimiser state and
+            the schedule over the remaining steps (LP-FT, Kumar et al. 2022, arXiv:2202.10054: trained heads
+            distort a pretrained encoder's features less).
+        head_only_ratio: ``head_only_steps`` as a share of all training steps (used when ``head_only_steps`` is 0).
+        cache_chunk: GradCache (:mod:`unisent.objectives.grad_cache`): in-batch objectives encode in chunks of this
+            many rows, in one chunk's memory, with the whole batch's loss and gradients. Unset: no cache.
     """
 
     def __init__(
@@ -180,8 +144,7 @@ class UnisentModule(L.LightningModule):
         if len(set(names)) != len(names):
             raise ModelConfigError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
-        # objectives with parameters sized by the encoder build them now; those that add tokens first,
-        # so that a head sized by the vocabulary (CMLM's MLM head) sees the final vocabulary
+        # setup_for: objectives that add tokens first, so that a head sized by the vocabulary sees the final one
         for objective in sorted(self.objectives, key=lambda o: not o.extends_vocabulary):
             objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
@@ -250,8 +213,7 @@ class UnisentModule(L.LightningModule):
         return weight
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        """Each objective's forward pass, then at once its gradients (:meth:`add_loss`: its graph is freed
-        before the next objective's forward pass), then the balancer's combination (:meth:`finish_step`)."""
+        """Each objective's forward pass and at once its gradients, then the balancer's combination."""
         self.start_step()
         several = len(self.objectives) > 1
         seconds: dict[str, float] = {}
@@ -291,8 +253,7 @@ class UnisentModule(L.LightningModule):
         return [p for p in self.encoder.parameters() if p.requires_grad]
 
     def _own_params(self) -> dict[str, list[torch.nn.Parameter]]:
-        """Each objective's trainable parameters that are not the encoder's (a head tied to the encoder's
-        embeddings shares those, and they count as the encoder's)."""
+        """Each objective's trainable parameters that are not the encoder's (tied embeddings are)."""
         shared = {id(p) for p in self.encoder.parameters()}
         return {o.name: [p for p in o.parameters() if p.requires_grad and id(p) not in shared] for o in self.objectives}
 
@@ -306,7 +267,7 @@ class UnisentModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
         self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
-        self._step_runner.check_strategy(self.trainer.strategy)
+        self._step_runner.check_strategy(self._trainer.strategy if self._trainer is not None else None)
 
     def start_step(self, step: int | None = None) -> None:
         """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): :meth:`add_loss` for each
@@ -320,15 +281,13 @@ class UnisentModule(L.LightningModule):
         )
 
     def add_loss(self, name: str, loss: torch.Tensor) -> None:
-        """Objective ``name``'s loss (times its static weight): its gradients are taken now (its graph is
-        freed; :class:`~unisent.balancers.StepGradients`)."""
+        """Objective ``name``'s loss (times its static weight): its gradients are taken now."""
         self._step_runner.add(name, loss)
 
     def finish_step(self) -> torch.Tensor:
-        """The loss whose gradient is the balancer's combination of the added losses on the shared encoder
-        (see :mod:`unisent.balancers`) and, for each objective's own parameters, the gradient of its own
-        loss. Its value is the number logged as ``train/loss``: the plain sum of the losses (a loss-level
-        balancer: their weighted sum, plus its regularizer)."""
+        """The loss whose gradient is the balancer's combination on the shared encoder (and each own
+        parameter's own loss's); its value, logged as ``train/loss``, is the plain sum of the losses (a
+        loss-level balancer: their weighted sum plus its regularizer)."""
         step, last, _ = self._step
         loss, stats, weights = self._step_runner.finish(last=last, step=step, parameters=self.parameters())
         gradients = self._step_runner.gradients
@@ -352,8 +311,7 @@ class UnisentModule(L.LightningModule):
 
     # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        """The validation loop runs over one placeholder batch; the evaluation is done at the loop's end
-        by :class:`unisent.evaluation.EvaluationCallback`."""
+        """One placeholder batch; :class:`unisent.evaluation.EvaluationCallback` evaluates at the loop's end."""
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """See :meth:`validation_step`."""
@@ -363,8 +321,7 @@ class UnisentModule(L.LightningModule):
         return self.inference_model()(**batch["text"]).float()
 
     def optimizer_groups(self) -> list[dict[str, Any]]:
-        """The optimiser's parameter groups (:func:`parameter_groups`: the objectives' ``param_lr`` and
-        ``head_lr``, the balancer's own rate)."""
+        """The optimiser's parameter groups (:func:`parameter_groups`)."""
         encoder = self.encoder if self.head_only_steps or self.head_only_ratio else None
         return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr, encoder)
 
@@ -392,8 +349,7 @@ class UnisentModule(L.LightningModule):
         )
 
     def _encoder_lambda(self, total: int):
-        """The encoder's learning-rate multiplier with n head-only steps: 0 for the first n steps, then the
-        run's warm-up and decay over the remaining ``total - n`` steps."""
+        """The encoder's learning-rate multiplier: 0 for the n head-only steps, then the schedule over the rest."""
         n = self._head_only
         if n >= total:
             raise ModelConfigError(
@@ -405,15 +361,14 @@ class UnisentModule(L.LightningModule):
         return lambda step: 0.0 if step < n else after(step - n)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """During ``head_only_steps`` the encoder runs as at inference (eval mode: no dropout), so that the
-        heads fit the features they will be used with, as a linear probe does; afterwards in train mode."""
+        """During ``head_only_steps`` the encoder runs in eval mode, so the heads fit the features they
+        will be used with (a linear probe)."""
         if self._head_only:
             self.encoder.train(self.global_step >= self._head_only)
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        """At step ``head_only_steps`` the encoder starts learning with a fresh optimiser state: the moments
-        that AdamW gathered from its gradients while its rate was 0 (under the freshly initialised heads)
-        are dropped, as if the optimiser had been built then (LP-FT's second stage)."""
+        """At step ``head_only_steps`` the encoder's optimiser state (moments gathered at rate 0 under fresh
+        heads) is dropped, as if the optimiser were built then (LP-FT's second stage)."""
         if not self._head_only or self.global_step != self._head_only:
             return
         for group in optimizer.param_groups:
@@ -422,12 +377,8 @@ class UnisentModule(L.LightningModule):
                     optimizer.state.pop(p, None)
 
     def inference_model(self) -> torch.nn.Module:
-        """What ``unisent.load`` returns for this model: the encoder (with whatever the objectives put
-        into it: AMR's added tokens), or the wrapper that the one objective with an inference head
-        returns from :meth:`Objective.inference_model` (GaussCSE's mean/variance model). Training-only
-        parts (EASE's entity table, CMLM's MLM head) stay in the checkpoint. Two objectives with
-        inference heads in one model are an error: which head's vector ``encode`` returns would be a
-        guess."""
+        """What ``unisent.load`` returns for this model: the encoder, or the one objective's inference
+        head (:meth:`Objective.inference_model`); two such objectives are an error."""
         heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
         if len(heads) > 1:
             raise ValueError(
@@ -462,8 +413,7 @@ class UnisentModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint[CHECKPOINT_KEY] = self.run_config()
-        # plain data only: the file must load with torch.load(weights_only=True) anywhere, also where
-        # unisent's config classes are not registered as safe (the dataclasses go in as dicts)
+        # plain data only (dataclasses as dicts): the file must load with weights_only=True anywhere
         hparams = checkpoint.get("hyper_parameters")
         if isinstance(hparams, dict):
             checkpoint["hyper_parameters"] = {
@@ -476,9 +426,8 @@ class UnisentModule(L.LightningModule):
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
-        """Rebuild a module (encoder and objectives, weights included) from a Lightning checkpoint
-        (:func:`~unisent.checkpoint_record.module_from_checkpoint`: objectives whose classes do not import
-        are skipped, with one line naming them).
+        """Rebuild a module, weights included, from a checkpoint of ``unisent fit``
+        (:func:`~unisent.checkpoint_record.module_from_checkpoint`).
 
         Raises:
             FileNotFoundError: no such file.

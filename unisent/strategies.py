@@ -19,22 +19,18 @@ TRANSFORMER_LAYERS = [
 
 
 class EncoderFSDP(FSDPStrategy):
-    """Lightning's FSDP with every transformer layer as one shard unit, set up from class paths.
-
-    ``FSDPStrategy``'s ``auto_wrap_policy`` takes a set of classes, which a YAML file cannot express
-    (LightningCLI drops the argument); this names them by import path instead.
+    """Lightning's FSDP with every transformer layer as one shard unit, named by import path (YAML cannot express
+    ``auto_wrap_policy``'s set of classes: LightningCLI drops it).
 
     Args:
-        layer_classes: import paths of the layer classes that become FSDP units (default: BERT,
-            RoBERTa and XLM-R layers; add your backbone's).
-        activation_checkpointing: recompute each layer's activations in the backward pass (less
-            memory, about a third more compute).
-        sharding_strategy: ``FULL_SHARD`` (parameters, gradients, optimiser state), ``SHARD_GRAD_OP``
-            (gradients and optimiser state), ``HYBRID_SHARD`` (full sharding within a node, replicas
-            across nodes), ``NO_SHARD``.
-        state_dict_type: ``full`` gathers each checkpoint into one file (what ``unisent.load`` and
-            ``--ckpt_path`` read); ``sharded`` writes a directory per checkpoint, faster for very large
-            models.
+        layer_classes: import paths of the layer classes that become FSDP units (default: BERT, RoBERTa and XLM-R
+            layers; add your backbone's).
+        activation_checkpointing: recompute each layer's activations in the backward pass (less memory, about a
+            third more compute).
+        sharding_strategy: ``FULL_SHARD`` (parameters, gradients, optimiser state), ``SHARD_GRAD_OP`` (gradients and
+            optimiser state), ``HYBRID_SHARD`` (full sharding within a node, replicas across nodes), ``NO_SHARD``.
+        state_dict_type: ``full`` gathers each checkpoint into one file (what ``unisent.load`` reads); ``sharded``
+            writes a directory per checkpoint, faster for very large models.
         **kwargs: other arguments of ``lightning.pytorch.strategies.FSDPStrategy``.
     """
 

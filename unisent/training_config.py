@@ -1,8 +1,4 @@
-"""The ``model`` section's settings that are plain data, and their checks: the evaluation a run's
-validation and test loops run and the panel ``unisent ablate`` scores the run on (:class:`EvaluationConfig`,
-``model.evaluation`` in YAML: the training module holds it, the evaluation layer reads it), the weight
-schedule (:func:`check_weight_schedule`), and the error for a value the module refuses
-(:class:`ModelConfigError`)."""
+"""The ``model`` section's plain-data settings and their checks (evaluation, weight schedule)."""
 
 from __future__ import annotations
 
@@ -16,31 +12,24 @@ __all__ = ["EvaluationConfig", "ModelConfigError", "check_weight_schedule"]
 
 @dataclass
 class EvaluationConfig:
-    """Evaluation tasks run by Lightning's validation and test loops.
+    """Evaluation tasks of Lightning's validation and test loops (``model.evaluation``), run by
+    :class:`unisent.evaluation.EvaluationCallback` (the CLI adds it; in Python, pass it to the Trainer).
 
-    The work is done by :class:`unisent.evaluation.EvaluationCallback`, which the ``unisent`` CLI adds
-    when these settings ask for tasks (in Python, pass it in the Trainer's ``callbacks``); this
-    dataclass is only the settings, kept with the model (``model.evaluation`` in YAML). ``unisent fit``
-    runs ``val_tasks`` whenever Lightning validates (``trainer.val_check_interval``:
-    every N training steps, as the papers evaluate STS-B dev every 125 to 250 steps), logs
-    ``val/<task>`` and ``val/score`` (the mean main score, the selection metric that the default
-    checkpoint callback keeps the best of as ``checkpoints/best.ckpt``). ``unisent test`` runs
-    ``test_tasks`` and logs ``test/<task>``.
+    ``val_tasks`` log ``val/<task>`` and ``val/score`` (the mean main score, which selects
+    ``checkpoints/best.ckpt``) whenever Lightning validates; ``unisent test`` runs ``test_tasks``.
 
     Attributes:
         val_tasks: task names or groups (see ``unisent evaluate --list``); empty = no validation.
         test_tasks: task names or groups for ``unisent test``.
         data_dir: root of the evaluation data; default (``None``): the bundled sample (STS-B dev and test).
-        batch_size: encoding batch size.
         panel: the columns of :func:`unisent.evaluation.panel.evaluate_panel` that ``unisent ablate``
-            scores every run of this recipe on (empty: ``test_tasks``).
-        panel_own: ``{objective name: panel column}``: the column that measures what each objective is
-            for; ``unisent ablate`` compares it inside the combination against the objective alone.
-        panel_targets: ``{panel column: minimum}``: ``unisent ablate`` reports, for every balancer, whether
-            the mean over seeds reaches each (and by how much it is met or missed).
-        similarity: ``cosine``, or for Gaussian models ``kl`` (asymmetric, the paper), ``kl_mean``,
-            ``kl_symmetric`` (the authors' symmetric STS score), ``kl_symmetric_mean``, ``kl_avg_sim``
-            (see :mod:`unisent.evaluation.similarities`).
+            scores this recipe's runs on (empty: ``test_tasks``).
+        panel_own: ``{objective name: panel column}``: what each objective is for; ``unisent ablate``
+            compares it in the combination against the objective alone.
+        panel_targets: ``{panel column: minimum}``: ``unisent ablate`` reports, per balancer, whether the
+            mean over seeds meets each, and by how much.
+        similarity: ``cosine``, or for Gaussian models a KL score (:mod:`unisent.evaluation.similarities`):
+            ``kl`` (asymmetric, the paper), ``kl_symmetric`` (the authors' STS score), ...
     """
 
     val_tasks: list[str] = field(default_factory=lambda: ["stsb-dev"])
@@ -54,13 +43,12 @@ class EvaluationConfig:
 
 
 class ModelConfigError(ValueError):
-    """A ``model`` section value the module refuses (``head_lr``, ``conflict_every``, ``weight_schedule``,
-    warm-up, objective names). The CLI reports it in one line."""
+    """A ``model`` section value the module refuses; the CLI reports it in one line."""
 
 
 def check_weight_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
-    """``model.weight_schedule`` checked against the objectives' ``names``: ``{name: [(step, weight), ...]}``
-    with steps increasing, steps and weights >= 0.
+    """``model.weight_schedule`` checked against ``names``: ``{name: [(step, weight), ...]}``, steps
+    increasing, steps and weights >= 0.
 
     Raises:
         ModelConfigError: an unknown objective, a malformed entry or steps out of order.

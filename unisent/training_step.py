@@ -1,22 +1,13 @@
 """One training step, by contract: batch -> embed -> loss -> gradient row -> balancer -> optimiser.
 
-:class:`TrainingStep` owns, for every objective of a micro-batch, "embed, loss, this objective's gradient on
-the shared parameters", and then the balancer's combination:
-
-1. **embed**: an in-batch objective (:attr:`~unisent.objectives.Objective.in_batch`) makes its views with
-   :meth:`~unisent.objectives.Objective.embed` from the encoder, or under ``cache_chunk`` from a
-   :class:`~unisent.objectives.grad_cache.CachedEncode` (GradCache: chunks without a graph, leaves); any other
-   objective runs its own ``forward`` on the encoder;
-2. **loss**: :meth:`~unisent.objectives.Objective.loss` of the views, times the objective's static weight;
-3. **gradient row**: :meth:`unisent.balancers.StepGradients.add` takes that loss's gradients at once (its graph
-   is freed before the next objective runs): its row on the shared parameters, its own parameters'; under
-   GradCache the leaves' gradients too, and each chunk is encoded again and added to the row
-   (:meth:`~unisent.balancers.StepGradients.add_chunk`);
-4. **balancer**: :meth:`finish` combines the rows (:meth:`unisent.balancers.StepGradients.finish`) into the
-   loss Lightning calls ``backward`` on, whose gradient is the combined update;
-5. **optimiser**: Lightning's automatic optimisation steps (clipping, accumulation and DDP unchanged).
-
-:class:`~unisent.lightning_module.UnisentModule` calls it from ``training_step`` and logs what it returns.
+1. **embed**: an in-batch objective makes its views with :meth:`~unisent.objectives.Objective.embed`
+   from the encoder, or under ``cache_chunk`` from a :class:`~unisent.objectives.grad_cache.CachedEncode`;
+   any other objective runs its own ``forward``;
+2. **loss**: the objective's loss, times its static weight;
+3. **gradient row**: :meth:`unisent.balancers.StepGradients.add` takes its gradients at once (freeing its
+   graph); under GradCache each chunk is then replayed into the row (``add_chunk``);
+4. **balancer**: :meth:`TrainingStep.finish` combines the rows into the loss Lightning calls ``backward`` on;
+5. **optimiser**: Lightning's automatic optimisation.
 """
 
 from __future__ import annotations
@@ -36,28 +27,22 @@ __all__ = ["TrainingStep", "takes_one_backward"]
 
 
 def takes_one_backward(strategy: Any) -> bool:
-    """Whether a Lightning strategy takes the gradients in one backward call of its own (FSDP, DeepSpeed):
-    there every objective's graph lives until the end of the step."""
+    """Whether a Lightning strategy takes the gradients in one backward call of its own (FSDP, DeepSpeed)."""
     from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 
     return isinstance(strategy, (FSDPStrategy, DeepSpeedStrategy))
 
 
 class TrainingStep:
-    """The training step of a model's objectives (see the module doc).
-
-    Args:
-        names: every objective of the model, in order.
-        cache_chunk: rows per encoder pass under GradCache; ``None``: no cache.
-    """
+    """The training step of the objectives ``names`` (see the module doc); ``cache_chunk``: rows per
+    encoder pass under GradCache (``None``: no cache)."""
 
     def __init__(self, names: Sequence[str], cache_chunk: int | None = None) -> None:
         self.gradients = StepGradients(names)
         self.cache_chunk = cache_chunk
 
     def check_strategy(self, strategy: Any) -> None:
-        """GradCache takes each objective's gradients inside the step: refused, in one line, under a strategy
-        that takes them in one backward call."""
+        """Refuse GradCache, in one line, under a strategy that takes the gradients in one backward call."""
         if self.cache_chunk and takes_one_backward(strategy):
             raise ModelConfigError(
                 f"model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
@@ -98,7 +83,7 @@ class TrainingStep:
         return out
 
     def add(self, name: str, loss: torch.Tensor) -> None:
-        """Objective ``name``'s loss (times its static weight), computed by the caller: its gradients now."""
+        """Take the gradients of objective ``name``'s (statically weighted) loss now."""
         self.gradients.add(name, loss)
 
     def finish(

@@ -30,15 +30,9 @@ def mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
 class Balancer(torch.nn.Module):
     """How the objectives combine on the shared encoder (see :mod:`unisent.balancers`).
 
-    Subclasses set :attr:`gradient_level` and implement :meth:`weights` (loss-level) or
-    :meth:`aggregate` (gradient-level). :meth:`setup` is called once with the objective names before
-    training; state that must survive a resume is kept in parameters or buffers (the checkpoint
-    holds them).
-
-    Attributes:
-        gradient_level: whether the balancer needs the per-objective gradient matrix.
-        param_lr: learning rate of the balancer's own parameters (their own optimiser group); ``None``:
-            the optimiser's.
+    Subclasses set :attr:`gradient_level` (needs the per-objective gradient matrix) and implement :meth:`weights`
+    (loss-level) or :meth:`aggregate`; state that must survive a resume lives in parameters or buffers, whose
+    learning rate is :attr:`param_lr` (``None``: the optimiser's).
     """
 
     gradient_level: bool = False
@@ -49,9 +43,8 @@ class Balancer(torch.nn.Module):
         self.names = list(names)
 
     def weights(self, losses: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
-        """Loss-level: each active objective's weight on the shared encoder this step (a tensor that may
-        carry gradient to the balancer's parameters). ``losses`` are the objectives' losses with their
-        static weight applied (not detached)."""
+        """Loss-level: each active objective's weight this step (a tensor; may carry gradient to the
+        balancer's parameters), from the statically weighted, undetached ``losses``."""
         return {name: torch.ones((), device=loss.device) for name, loss in losses.items()}
 
     def regularizer(self, losses: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -63,9 +56,8 @@ class Balancer(torch.nn.Module):
         raise NotImplementedError
 
     def config(self) -> dict[str, Any]:
-        """``{"class_path": ...}`` (and ``init_args`` in subclasses), as the checkpoint's record keeps it.
-        unisent's own balancers are named by the package that exports them (``unisent.balancers.DWA``,
-        the path recipes use), not by the file they are written in."""
+        """``{"class_path": ...}`` (subclasses add ``init_args``) for the checkpoint's record; unisent's own
+        balancers are named by their package (``unisent.balancers.DWA``, as recipes write it)."""
         module = type(self).__module__
         if module.startswith(f"{__package__}."):
             module = __package__

@@ -1,7 +1,5 @@
-"""Gradient conflicts between the objectives on the shared encoder: their statistics (per-objective
-gradient norms, pairwise cosines), when a run logs them and where they go (:class:`ConflictLog`:
-``conflict/...`` metrics, ``conflicts.csv`` in the run folder, a matrix table for a W&B logger), and
-``conflicts.png`` drawn from the CSV."""
+"""Gradient conflicts between the objectives on the shared encoder: per-objective gradient norms and
+pairwise cosines, logged by :class:`ConflictLog` (metrics, ``conflicts.csv``, W&B) and plotted."""
 
 from __future__ import annotations
 
@@ -55,15 +53,12 @@ def gram_stats(gram_matrix: torch.Tensor, names: Sequence[str]) -> dict[str, Any
 
 
 def conflict_stats(jacobian: torch.Tensor, names: Sequence[str], rows: Sequence[int] | None = None) -> dict[str, Any]:
-    """Per-objective gradient norms and pairwise cosines of the rows of ``jacobian`` (``rows``: these rows,
-    named ``names``), from their Gram matrix accumulated in float64 (:func:`gram`)."""
+    """:func:`gram_stats` of the rows of ``jacobian`` (``rows``: these, named ``names``), via :func:`gram`."""
     return gram_stats(gram(jacobian, rows), names)
 
 
 class GradientConflicts:
-    """Writes the conflict records of one run: ``conflicts.csv`` (one row per pair and logged step:
-    ``step, a, b, cosine, norm_a, norm_b``; ``a == b`` rows carry the norm alone) and, from it,
-    ``conflicts.png``."""
+    """Appends to a run's ``conflicts.csv``: one row per pair and logged step (``a == b``: the norm alone)."""
 
     FIELDS = ("step", "a", "b", "cosine", "norm_a", "norm_b")
 
@@ -119,8 +114,7 @@ def mean_cosines(names: Sequence[str], cosines: dict[int, dict[tuple[str, str], 
 
 
 def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> Path:
-    """``conflicts.png`` from ``conflicts.csv``: the mean cosine matrix (left) and each objective's
-    gradient norm over the steps (right)."""
+    """``conflicts.png`` from ``conflicts.csv``: mean cosine matrix (left), gradient norms over steps (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,16 +148,9 @@ def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> 
 
 
 class ConflictLog:
-    """When a run logs its gradient conflicts and where they go. Every ``every`` optimiser steps (0: never),
-    on the step's last micro-batch and once per step, :meth:`record` logs each objective's gradient norm
-    (``conflict/<a>/grad_norm``) and each pair's cosine (``conflict/<a>~<b>/cosine``); on the global-zero
-    process it appends them to ``conflicts.csv`` in :attr:`run_dir` and sends the cosine matrix to every
-    W&B logger as a table. :meth:`plot` draws ``conflicts.png`` at the end of training.
-
-    Attributes:
-        every: optimiser steps between two logged steps.
-        run_dir: the run folder of ``conflicts.csv`` (set when fitting starts; ``None``: no file).
-    """
+    """When a run logs its gradient conflicts (every ``every`` optimiser steps, 0: never; once per step, on
+    its last micro-batch) and where they go: ``conflict/<a>/grad_norm`` and ``conflict/<a>~<b>/cosine``,
+    and on global zero ``conflicts.csv`` in :attr:`run_dir` (``None``: no file) and a W&B table."""
 
     def __init__(self, every: int = 0) -> None:
         self.every = every
@@ -175,9 +162,8 @@ class ConflictLog:
         return self.every > 0 and last_micro_batch and step % self.every == 0 and step != self._logged_at
 
     def record(self, log: Callable[..., Any], trainer: Any, step: int, stats: dict[str, Any]) -> None:
-        """Log ``stats`` (:func:`conflict_stats`) of optimiser step ``step`` through ``log`` (the
-        LightningModule's), and, on the global-zero process of ``trainer`` (``None``: none), to the CSV
-        and to W&B."""
+        """Log ``stats`` (:func:`conflict_stats`) of step ``step`` through ``log`` (the LightningModule's),
+        and on ``trainer``'s global-zero process to the CSV and W&B."""
         self._logged_at = step
         names, norms, cosines = stats["names"], stats["norms"], stats["cosines"]
         for i, a in enumerate(names):
@@ -197,8 +183,7 @@ class ConflictLog:
 
     @staticmethod
     def plot(root: str | Path) -> None:
-        """``conflicts.png`` beside ``root``'s ``conflicts.csv``, if the run wrote one (a line on stderr
-        either way; without matplotlib, how to get it)."""
+        """``conflicts.png`` beside ``root``'s ``conflicts.csv``, if the run wrote one (one stderr line)."""
         path = Path(root) / "conflicts.csv"
         if not path.exists():
             return

@@ -1,6 +1,5 @@
-"""Gradient-level balancers: an aggregator of `torchjd <https://torchjd.org>`_ over the per-objective
-gradient matrix of the shared encoder (:class:`JacobianAggregator`; :class:`PCGrad`). The matrix is
-gathered by :class:`~unisent.balancers.jacobian.JacobianAccumulator`."""
+"""Gradient-level balancers: a `torchjd <https://torchjd.org>`_ aggregator over the per-objective
+gradient matrix of the shared encoder (gathered by :class:`~unisent.balancers.jacobian.JacobianAccumulator`)."""
 
 from __future__ import annotations
 
@@ -16,16 +15,13 @@ __all__ = ["JacobianAggregator", "MissingDependencyError", "PCGrad"]
 
 
 class JacobianAggregator(Balancer):
-    """Any aggregator of `torchjd <https://torchjd.org>`_ over the per-objective gradients of the shared
-    encoder (``aggregator``: a class name of ``torchjd.aggregation``, e.g. ``UPGrad``, ``MGDA``,
-    ``PCGrad``, ``Mean``; ``init_args`` for its constructor). Aggregators that draw random numbers
-    (PCGrad's order of projections) draw them from a generator seeded by ``seed`` and the step, the
-    same on every process, without touching the global random state.
+    """Any aggregator of `torchjd <https://torchjd.org>`_ over the per-objective gradients of the shared encoder.
 
     Args:
-        aggregator: the torchjd class name.
+        aggregator: a class name of ``torchjd.aggregation`` (``UPGrad``, ``MGDA``, ``PCGrad``, ``Mean``, ...).
         init_args: keyword arguments of that class.
-        seed: seed of the aggregator's random draws.
+        seed: with the step, seeds the aggregator's random draws (PCGrad's order): the same on every process, and
+            the global random state is left alone.
     """
 
     gradient_level = True
@@ -61,12 +57,11 @@ class JacobianAggregator(Balancer):
 
 
 class MissingDependencyError(ImportError):
-    """A balancer needs a package that is not installed; the message is one line with the pip command.
-    The CLI reports it in one line before training starts, also from inside jsonargparse's checks."""
+    """A balancer needs a package that is not installed; one line with the pip command (the CLI reports
+    it before training starts, also from inside jsonargparse's checks)."""
 
 
-#: the packages behind torchjd's optional extras, as unisent installs them (pyproject.toml lists the
-#: QP solvers of UPGrad/DualProj as its own requirements: no extra name for an old pip to miss)
+#: the packages behind torchjd's optional extras (pyproject.toml requires UPGrad/DualProj's QP solvers itself)
 _SOLVER_PACKAGES = {
     "quadprog": "qpsolvers quadprog",
     "qpsolvers": "qpsolvers quadprog",
@@ -78,8 +73,8 @@ _SOLVER_PACKAGES = {
 
 
 def _missing_solver(aggregator: str, err: ImportError) -> str:
-    """torchjd's "requires [...] to be installed" in one line, with a pip command that works with every
-    pip (package names, not torchjd's extras: pip releases before PEP 685 miss ``quadprog_projector``)."""
+    """torchjd's "requires [...] to be installed" in one line, with a pip command of package names (pip
+    before PEP 685 misses torchjd's extra ``quadprog_projector``)."""
     import re
 
     found = re.search(r"requires \[([^\]]*)\]", str(err))
@@ -91,10 +86,9 @@ def _missing_solver(aggregator: str, err: ImportError) -> str:
 
 
 class PCGrad(JacobianAggregator):
-    """Gradient surgery (Yu et al., NeurIPS 2020, Algorithm 1), torchjd's implementation: each
-    objective's gradient loses its component along any other gradient it conflicts with (negative
-    inner product), in a random order; the projected gradients are summed (without conflicts: the
-    plain sum, as :class:`Static`)."""
+    """Gradient surgery (Yu et al., NeurIPS 2020, Algorithm 1; torchjd's): each objective's gradient loses
+    its component along any gradient it conflicts with (negative inner product), in a random order; the
+    projections are summed (without conflicts: :class:`Static`'s plain sum)."""
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__("PCGrad", seed=seed)

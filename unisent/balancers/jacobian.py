@@ -1,14 +1,6 @@
-"""The per-objective gradients of the shared encoder, as gradient-level balancers and conflict logging
-need them.
-
-:class:`JacobianAccumulator` keeps the matrix ``J`` (one row per objective, one column per shared
-parameter): each micro-batch adds its objectives' gradients (one ``torch.autograd.grad`` call per
-objective, over that objective's own graph), and on the last micro-batch of an optimiser step ``J`` is
-averaged over processes (``all_reduce``), aggregated once by the balancer and reset for the next step;
-so two processes, or two accumulated micro-batches, give the update one process gives on the whole
-batch. The update reaches the parameters through :func:`surrogate`, a loss whose gradient is exactly
-that vector, so Lightning's automatic optimisation, clipping, accumulation and DDP work unchanged.
-"""
+"""The per-objective gradient matrix ``J`` of the shared encoder (objectives x shared parameters): summed
+over an optimiser step's micro-batches, averaged over processes, aggregated once by a gradient-level
+balancer and applied through :func:`surrogate` (see :mod:`unisent.balancers`)."""
 
 from __future__ import annotations
 
@@ -26,8 +18,7 @@ Pairs = list[tuple[torch.nn.Parameter, torch.Tensor]]
 
 
 def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool) -> torch.Tensor:
-    """The gradient of ``loss`` with respect to ``params`` as one flat vector (zeros for parameters it
-    does not reach)."""
+    """The gradient of ``loss`` w.r.t. ``params`` as one flat vector (zeros where it does not reach)."""
     grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
     flat = torch.zeros(sum(p.numel() for p in params), device=loss.device)
     offset = 0
@@ -41,8 +32,7 @@ def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_
 def add_to_row(
     row: torch.Tensor, params: Sequence[torch.nn.Parameter], grads: Sequence[torch.Tensor | None]
 ) -> list[bool]:
-    """Add each parameter's gradient (``None``: it was not reached) to its slice of the flat ``row``, in
-    ``row``'s dtype; which parameters were reached."""
+    """Add each gradient (``None``: not reached) to its parameter's slice of ``row``; which were reached."""
     reached, offset = [], 0
     for p, g in zip(params, grads):
         if g is not None:
@@ -62,21 +52,16 @@ def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch
 
 
 def loss_level_conflicts(losses: dict[str, torch.Tensor], shared: Sequence[torch.nn.Parameter]) -> dict[str, Any]:
-    """:func:`~unisent.balancers.conflicts.conflict_stats` of ``losses`` on the ``shared`` parameters for a
-    loss-level balancer: one extra gradient per objective (the graphs are kept for the backward pass of
-    the weighted loss), averaged over processes."""
+    """:func:`~unisent.balancers.conflicts.conflict_stats` of ``losses`` on ``shared`` for a loss-level
+    balancer: one extra gradient per objective (graphs retained), averaged over processes."""
     names = list(losses)
     rows = torch.stack([flat_grads(losses[n], shared, retain_graph=True) for n in names])
     return conflict_stats(mean_over_processes(rows), names)
 
 
 class JacobianAccumulator:
-    """The per-objective gradient matrix of the shared parameters over the micro-batches of one optimiser
-    step, and its aggregation by a gradient-level balancer (see the module doc).
-
-    Args:
-        names: every objective of the model, in order (the rows of the matrix).
-    """
+    """The per-objective gradient matrix over one optimiser step's micro-batches, rows ``names`` (every
+    objective, in order), and its aggregation (see the module doc)."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
@@ -84,7 +69,7 @@ class JacobianAccumulator:
         self.rows: set[str] = set()  # the objectives that had a loss since the last optimiser step
 
     def reset(self) -> None:
-        """Forget the gradients gathered so far (after an optimiser step: the next step starts from 0)."""
+        """Forget the gradients gathered so far (after an optimiser step)."""
         if self.matrix is not None:
             self.matrix.zero_()
         self.rows = set()
@@ -95,8 +80,7 @@ class JacobianAccumulator:
         shared: Sequence[torch.nn.Parameter],
         own: dict[str, list[torch.nn.Parameter]],
     ) -> Pairs:
-        """Add each objective's gradient of its loss on ``shared`` to its row; return the gradients of each
-        objective's ``own`` parameters (its own loss alone, whatever the balancer does)."""
+        """Add each objective's gradient on ``shared`` to its row; return its ``own`` parameters' gradients."""
         pairs: Pairs = []
         for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
             grads = torch.autograd.grad(loss, [*shared, *own[name]], allow_unused=True)
@@ -114,9 +98,8 @@ class JacobianAccumulator:
         return self.matrix[self.names.index(name)]
 
     def take(self) -> tuple[torch.Tensor, list[str]]:
-        """The matrix of this optimiser step (the rows of the objectives that had a loss), averaged over
-        processes, with its row names: the matrix itself when every objective had a loss (no copy), else
-        its rows of those objectives. The caller calls :meth:`reset` once it has used it."""
+        """This step's rows of the objectives that had a loss, averaged over processes, and their names (no
+        copy when every objective had one); the caller then calls :meth:`reset`."""
         if self.matrix is None:
             raise RuntimeError("no gradient was added since the last optimiser step")
         mean_over_processes(self.matrix)  # every process aggregates the same matrix: the one of the whole batch
@@ -137,15 +120,9 @@ class JacobianAccumulator:
         conflicts: bool = False,
         parameters: Iterable[torch.nn.Parameter] = (),
     ) -> tuple[torch.Tensor, dict[str, Any] | None]:
-        """The loss to call ``backward`` on for one micro-batch, and the conflict statistics of the step.
-
-        Adds ``losses``' gradients (:meth:`add`); on the ``last`` micro-batch of optimiser step ``step``
-        the balancer aggregates the step's matrix (:meth:`take`) into one update of ``shared``, in float32
-        whatever the step's autocast (a bf16 Gramian keeps ~3 digits of each inner product). The loss's
-        gradient is each own parameter's gradient and, on the last micro-batch, the update (its value is
-        meaningless: the caller replaces it). With ``conflicts``, the statistics of the aggregated matrix;
-        under DDP, a zero gradient for every other trainable one of ``parameters`` (DDP reduces them all).
-        """
+        """The loss to call ``backward`` on for one micro-batch (its gradient: :meth:`add`'s own-parameter
+        gradients and, on the ``last`` micro-batch, :meth:`update`'s; its value is meaningless), and the
+        step's conflict statistics."""
         pairs = self.add(losses, shared, own)
         stats = None
         if last:
@@ -165,10 +142,10 @@ class JacobianAccumulator:
         conflicts: bool = False,
         parameters: Iterable[torch.nn.Parameter] = (),
     ) -> tuple[Pairs, dict[str, Any] | None]:
-        """The balancer's aggregation of this optimiser step's matrix (:meth:`take`) as ``(parameter,
-        gradient)`` pairs of ``shared``, in float32 whatever the step's autocast (a bf16 Gramian keeps ~3
-        digits of each inner product), and, with ``conflicts``, the matrix's conflict statistics; then
-        :meth:`reset`. Under DDP, a zero gradient for every other trainable one of ``parameters``."""
+        """The balancer's aggregation of this step's matrix (:meth:`take`) as ``(parameter, gradient)`` pairs
+        of ``shared``, in float32 whatever the autocast (a bf16 Gramian keeps ~3 digits), and with
+        ``conflicts`` its statistics; then :meth:`reset`. Under DDP every other trainable one of
+        ``parameters`` gets a zero gradient (DDP reduces them all)."""
         jacobian, names = self.take()
         with torch.autocast(jacobian.device.type, enabled=False):
             combined = balancer.aggregate(jacobian.float(), names, step)

@@ -1,5 +1,4 @@
-"""Loss-level balancers: one weight per objective on the shared encoder (:class:`Static`, the default;
-:class:`Uncertainty`; :class:`DWA`). One backward pass, as cheap as a plain weighted sum."""
+"""Loss-level balancers: one weight per objective on the shared encoder, as cheap as a weighted sum."""
 
 from __future__ import annotations
 
@@ -13,19 +12,18 @@ __all__ = ["DWA", "Static", "Uncertainty"]
 
 
 class Static(Balancer):
-    """Today's behaviour and the default: the encoder gets ``sum_i weight_i * grad L_i`` with each
-    objective's own ``weight`` (and ``model.weight_schedule``)."""
+    """The default: the encoder gets ``sum_i weight_i * grad L_i``, each objective's own ``weight`` (and
+    ``model.weight_schedule``)."""
 
 
 class Uncertainty(Balancer):
-    """Homoscedastic uncertainty weighting (Kendall, Gal and Cipolla, CVPR 2018, eq. 7 in the form
-    multi-task libraries use: ``sum_i exp(-s_i) * L_i + s_i``, one learned ``s_i = log sigma_i^2`` per
-    objective). At its optimum ``exp(-s_i) = 1 / L_i``: each loss is brought to the same scale.
+    """Homoscedastic uncertainty weighting (Kendall, Gal and Cipolla, CVPR 2018, eq. 7 as multi-task libraries write
+    it): ``sum_i exp(-s_i) * L_i + s_i``, one learned ``s_i = log sigma_i^2`` per objective; at the optimum
+    ``exp(-s_i) = 1 / L_i`` brings each loss to the same scale.
 
     Args:
-        lr: learning rate of the ``s_i`` (their own optimiser group). At the encoder's rate (5e-5) they
-            would barely move in a few hundred steps; 1e-2 lets ``exp(-s)`` travel a factor of ~6 in 186
-            Adam steps.
+        lr: learning rate of the ``s_i`` (own optimiser group): at an encoder's 5e-5 they would barely
+            move; 1e-2 lets ``exp(-s)`` travel a factor of ~6 in 186 Adam steps.
         init: initial ``s_i`` (0: every weight starts at 1, as with :class:`Static`).
     """
 
@@ -46,8 +44,7 @@ class Uncertainty(Balancer):
         index = {n: i for i, n in enumerate(self.names)}
         active = torch.zeros(len(self.names), dtype=torch.bool, device=self.log_vars.device)
         active[[index[n] for n in losses]] = True
-        # inactive objectives (weight 0 this step) keep their s_i in the graph with a zero gradient, so
-        # DDP sees every parameter used
+        # inactive objectives keep their s_i in the graph (zero gradient): DDP sees every parameter used
         return (self.log_vars * active).sum()
 
     def config(self):
@@ -55,13 +52,10 @@ class Uncertainty(Balancer):
 
 
 class DWA(Balancer):
-    """Dynamic Weight Average (Liu, Johns and Davison, "End-to-End Multi-Task Learning with Attention",
-    CVPR 2019, eq. 7): ``w_i = K * softmax_i(r_i / T)`` with ``r_i = L_i(t-1) / L_i(t-2)``, the rate at
-    which objective i's loss fell over the last two periods. A loss that stops falling gets more weight.
-
-    The paper's period is an epoch; here it is ``period`` optimiser steps (a unified run may have only
-    three epochs), and ``L_i(t)`` is the mean of the objective's loss over the period (over all
-    micro-batches and, under DDP, all processes). Until two periods have passed every weight is 1.
+    """Dynamic Weight Average (Liu, Johns and Davison, "End-to-End Multi-Task Learning with Attention", CVPR 2019,
+    eq. 7): ``w_i = K * softmax_i(r_i / T)`` with ``r_i = L_i(t-1) / L_i(t-2)``: a loss that stops falling gets more
+    weight. A period is ``period`` optimiser steps (the paper's: an epoch), ``L_i(t)`` the loss's mean over it (all
+    micro-batches and processes); weights are 1 for the first two periods.
 
     Args:
         temperature: T (the paper's 2).
@@ -106,9 +100,8 @@ class DWA(Balancer):
         self.current_count += (both[1] > 0).double()
 
     def current(self) -> torch.Tensor:
-        """The weights of every objective now: ``K * softmax(r / T)`` over the K objectives with a loss in
-        both of the last two periods; 1 for the others (before two periods, or switched off by
-        ``model.weight_schedule`` in one of them)."""
+        """Every objective's weight now: ``K * softmax(r / T)`` over the K objectives with a loss in both
+        of the last two periods; 1 for the others."""
         older, last = self.previous
         weights = torch.ones(len(self.names), dtype=torch.float64)
         valid = ~(torch.isnan(older) | torch.isnan(last)) & (older > 0)

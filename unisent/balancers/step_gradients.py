@@ -1,24 +1,7 @@
-"""One micro-batch's gradients, taken objective by objective right after each objective's forward pass.
-
-A training step runs every objective's forward pass on the shared encoder. Were the gradients taken after
-the last forward, every objective's graph (its activations) would be alive at once: the step's memory
-would be the sum of the objectives' graphs. :class:`StepGradients` takes each objective's gradient as
-soon as its loss exists (:meth:`StepGradients.add`: one ``torch.autograd.grad`` over that objective's
-own graph, which frees it), so the step holds one objective's graph at a time plus the balancer's
-buffers; :meth:`StepGradients.finish` combines what was collected into the loss Lightning calls
-``backward`` on, through :func:`~unisent.balancers.jacobian.surrogate` (its gradient is exactly the
-combined update), so automatic optimisation, clipping, accumulation and DDP work unchanged.
-
-- gradient-level balancers: each objective's row of :class:`~unisent.balancers.jacobian.JacobianAccumulator`
-  (summed over micro-batches, aggregated on the last one, as before);
-- :class:`~unisent.balancers.Static`: one summed gradient buffer (the weights are 1); one row per
-  objective on the steps that log conflicts;
-- other loss-level balancers (:class:`~unisent.balancers.Uncertainty`, :class:`~unisent.balancers.DWA`):
-  one row per objective, then their weighted sum; the balancer's own parameters (Uncertainty's
-  log-variances) get their gradient from ``sum_i w_i * L_i + regularizer`` on the detached loss values.
-
-Whatever the balancer, each objective's own parameters get the gradient of its own (statically weighted)
-loss.
+"""One micro-batch's gradients, taken objective by objective right after each objective's forward pass, so that
+one objective's graph is alive at a time. The buffers: a gradient-level balancer's Jacobian rows; Static's one
+summed row (one per objective on conflict-logging steps); one row per objective for the other loss-level balancers,
+whose own parameters learn from ``sum_i w_i * L_i + regularizer`` on the detached losses.
 """
 
 from __future__ import annotations
@@ -38,11 +21,7 @@ __all__ = ["StepGradients"]
 
 
 class StepGradients:
-    """The gradients of one micro-batch, objective by objective (see the module doc).
-
-    Args:
-        names: every objective of the model, in order.
-    """
+    """The gradients of one micro-batch, objective by objective, for ``names`` (every objective, in order)."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
@@ -50,7 +29,7 @@ class StepGradients:
         self.rows: torch.Tensor | None = None  # loss-level: this micro-batch's gradients (1 or k rows)
         self._started = False
         self._hooks: list[Any] = []
-        self.seconds = 0.0  # spent in add and finish since start (the gradients and the balancer's combination)
+        self.seconds = 0.0  # spent in add and finish since start
 
     def start(
         self,
@@ -62,13 +41,9 @@ class StepGradients:
         deferred: bool = False,
         cached: bool = False,
     ) -> None:
-        """Begin a micro-batch: ``shared`` are the encoder's trainable parameters, ``own`` each objective's
-        own; ``conflicts``: this micro-batch logs conflict statistics (loss-level: one row per objective).
-        ``deferred``: the previous order, every loss kept with its graph until :meth:`finish` (for
-        strategies whose gradients must come from one ``backward`` call: FSDP, DeepSpeed); it is also taken
-        for a model of one objective under :class:`~unisent.balancers.Static` without conflict statistics
-        (its one graph and Lightning's own backward: no gradient buffer), unless ``cached``: an objective of
-        this micro-batch runs under GradCache (its encoder gradient is built chunk by chunk here)."""
+        """Begin a micro-batch: ``shared``, the encoder's trainable parameters; ``own``, each objective's;
+        ``conflicts``: log conflict statistics. ``deferred``: keep every loss with its graph until :meth:`finish`
+        (FSDP, DeepSpeed); also taken for one objective under Static without conflicts, unless ``cached``."""
         for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
             handle.remove()
         self._hooks = []
@@ -94,10 +69,9 @@ class StepGradients:
         self._single = single
 
     def add(self, name: str, loss: torch.Tensor, leaves: Sequence[torch.Tensor] = ()) -> list[torch.Tensor | None]:
-        """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its row on the shared
-        parameters, its own parameters' gradients. ``leaves``: the cached vectors it was computed from
-        (GradCache, :mod:`unisent.objectives.grad_cache`): their gradients are taken with the others and
-        returned, for the caller to encode each chunk again and add it with :meth:`add_chunk`."""
+        """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its shared row, its own
+        parameters'. ``leaves``: GradCache's cached vectors (:mod:`unisent.objectives.grad_cache`); their
+        gradients are returned, for the caller to replay each chunk into :meth:`add_chunk`."""
         if not self._started:
             raise RuntimeError("StepGradients.add before start")
         start = time.perf_counter()
@@ -116,17 +90,16 @@ class StepGradients:
         return list(grads[: len(leaves)])
 
     def add_chunk(self, name: str, vectors: torch.Tensor, grad: torch.Tensor) -> None:
-        """Add to objective ``name``'s row the gradient on the shared parameters of one replayed chunk's
-        ``vectors`` given the loss's gradient ``grad`` with respect to them (GradCache); a frozen encoder
-        (nothing shared) or vectors without a graph add nothing."""
+        """Add to ``name``'s row the shared gradient of one replayed chunk's ``vectors``, given the loss's
+        gradient ``grad`` w.r.t. them (GradCache); nothing without shared parameters or a graph."""
         if self.shared and vectors.requires_grad:
             start = time.perf_counter()
             self._accumulate(self._row(name), torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
             self.seconds += time.perf_counter() - start
 
     def _row(self, name: str) -> torch.Tensor:
-        """The buffer that objective ``name``'s gradient on the shared parameters is added to: its row of the
-        Jacobian (gradient-level), its row of :attr:`rows`, or the one summed row (Static)."""
+        """The buffer ``name``'s shared gradient is added to: its Jacobian row, its :attr:`rows` row, or
+        Static's one summed row."""
         if self.balancer.gradient_level:
             return self.jacobian.row(name, self.shared)
         return self.rows[0 if self._single else self.names.index(name)]
@@ -138,12 +111,10 @@ class StepGradients:
     def finish(
         self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
     ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
-        """The loss to call ``backward`` on for this micro-batch, the conflict statistics (when :meth:`start`
-        asked for them) and, for a loss-level balancer, its weights. The loss's value is the plain sum of
-        the losses for a gradient-level balancer, their weighted sum (plus the balancer's regularizer) for
-        a loss-level one. ``last``: the last micro-batch of optimiser step ``step``; ``parameters``: every
-        parameter of the model (under DDP a gradient-level step gives every other one a zero gradient: DDP
-        reduces them all)."""
+        """The loss to call ``backward`` on, the conflict statistics (if asked) and a loss-level balancer's
+        weights. Its value: the plain sum of the losses (gradient-level) or their weighted sum plus the
+        regularizer (loss-level). ``last``: the last micro-batch of step ``step``; ``parameters``: the
+        model's (under DDP a gradient-level step gives the others a zero gradient)."""
         start = time.perf_counter()
         self._started = False
         values = self.values
@@ -172,8 +143,8 @@ class StepGradients:
         return loss - loss.detach() + value, stats, weights
 
     def _deferred(self, last: bool, step: int, parameters):
-        """The previous order: every graph alive until here; a loss-level balancer's weighted sum, with a hook
-        that divides each own parameter's gradient by its objective's weight."""
+        """Every graph alive until here; a loss-level weighted sum, with hooks that divide each own
+        parameter's gradient by its objective's weight."""
         losses, values, balancer = self.losses, self.values, self.balancer
         self.losses = {}
         if not self.shared:  # nothing shared to balance (a frozen encoder): each own parameter gets its own loss's

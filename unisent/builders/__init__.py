@@ -1,5 +1,5 @@
 """Builders that turn public data layouts into training records."""
 
-from .nli_records import nli_triples, read_nli_pairs, write_jsonl
+from .nli_records import nli_triples
 
-__all__ = ["nli_triples", "read_nli_pairs", "write_jsonl"]
+__all__ = ["nli_triples"]

@@ -1,20 +1,14 @@
 """NLI triples (or pairs, or sentences) -> records with every AMR form: ``unisent data amr-nli``.
 
-Algorithm 1 of Cai et al. (2022) replaces each training sentence, at every step, by its text, the AMR
-graph of the sentence or the AMR graph of its translation into another language. Parsing and
-translating are far too slow for a training step, so this builder computes every form once::
+Algorithm 1 of Cai et al. (2022) replaces each training sentence, at every step, by its text, its AMR
+graph or the graph of its translation; parsing and translating are far too slow for a training step, so
+every form is computed once here and :class:`unisent.objectives.AMRSimCSE` draws among them::
 
-    {"anchor": "A man plays.", "positive": ..., "negative": ...}
-    ->
-    {"anchor": "A man plays.", "anchor_graph": "( play-01 :ARG0 ( man ) )",
-     "anchor_graph_de": "( play-01 :ARG0 ( man ) )", ..., "positive": ..., "positive_graph": ..., ...}
+    {"anchor": "A man plays.", ...} -> {"anchor": ..., "anchor_graph": "( play-01 :ARG0 ( man ) )",
+                                        "anchor_graph_de": ..., "positive": ..., "positive_graph": ..., ...}
 
-and :class:`unisent.objectives.AMRSimCSE` draws among them per example and per step. Graphs are
-linearised with :func:`unisent.amr.linearize`. A sentence the parser (or translator) fails on gets a
-null graph, counted in the summary (``on_missing="error"`` stops instead); the objective then falls
-back to another form. A parser (a lookup) may also return graphs that are linearised already; they
-are kept as they are. Other fields of the input records are kept.
-"""
+A failed parse or translation gives a null graph (the objective falls back to another form); graphs a
+lookup holds linearised already are kept as they are, and so are the records' other fields."""
 
 from __future__ import annotations
 
@@ -33,11 +27,8 @@ SLOTS = ("anchor", "positive", "negative")
 
 
 def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
-    """Read a jsonl of NLI triples, pairs or single sentences; returns ``(records, slots)``.
-
-    The slots are the fields of :data:`SLOTS` present in the first record; every record must have them
-    as non-empty strings (an error names the line and field).
-    """
+    """Read a jsonl of NLI triples, pairs or sentences: ``(records, slots)``, the slots being the fields of
+    :data:`SLOTS` in the first record, which every record must have as non-empty strings."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"input file {str(path)!r} does not exist")
@@ -93,9 +84,7 @@ def _translations(translator, sentences: list[str], lang: str, on_missing: str, 
 
 
 def _batch_or_each(run, sentences: list[str], on_missing: str, failures: Counter, kind: str, describe):
-    """``run(sentences)``; if the batch fails, each sentence alone so that one failure loses only
-    itself: ``None`` in its place and counted under ``kind`` (or an error when ``on_missing`` is
-    ``error``)."""
+    """``run(sentences)``, else one by one: a failure is ``None``, counted under ``kind`` (or raised)."""
     if not sentences:
         return []
     try:
@@ -131,23 +120,10 @@ def amr_nli_records(
 ) -> Iterator[dict[str, Any]]:
     """Add every AMR form to each record (see the module docstring).
 
-    Args:
-        records: dicts with the ``slots`` fields (sentences in ``source_language``).
-        parser: an :class:`unisent.amr.AMRParser` (``parse(sentences, lang) -> PENMAN``), e.g.
-            :class:`unisent.amr.PreParsedAMR` over pre-parsed files.
-        slots: the sentence fields (``anchor``, ``positive``, ``negative`` or a subset).
-        languages: target languages besides the source language; for each, ``slot_graph_xx`` =
-            ``linearize(parse(translate(sentence, xx), xx))``. Needs ``translator``.
-        translator: an :class:`unisent.amr.Translator` (e.g. :class:`unisent.amr.PreTranslated`).
-        source_language: the records' language; ``slot_graph`` is the graph of the sentence itself.
-        on_missing: ``null`` (a failed parse or translation gives a null graph, counted in
-            ``failures``) or ``error`` (raise).
-        style, parentheses, drop_wiki: linearisation settings (:func:`unisent.amr.linearize`).
-        chunk_size: records per parsing round (each distinct sentence of a chunk is parsed once).
-        failures: a Counter that receives ``{"graph (xx)": n, "translation (xx)": n}``.
-
-    Yields:
-        The input records (a copy) with ``slot_graph`` and ``slot_graph_xx`` fields added.
+    Yields copies of the records with ``slot_graph`` and, per ``languages`` entry (with a ``translator``),
+    ``slot_graph_xx`` = ``linearize(parse(translate(s, xx), xx))``. ``on_missing``: ``null`` (a failed parse
+    or translation: a null graph, counted in ``failures``) or ``error``. ``chunk_size``: records per parsing
+    round (each distinct sentence parsed once). ``style``, ``parentheses``, ``drop_wiki``: see ``linearize``.
     """
     languages = [lang for lang in languages if lang != source_language]
     if languages and translator is None:
@@ -188,7 +164,6 @@ def amr_nli_records(
         yield from flush(chunk)
 
 
-# --------------------------------------------------------------------------------------------- CLI
 def _make_parser(
     parser_lookup: Sequence[str] | None,
     amrlib: bool,
@@ -247,10 +222,9 @@ def build_amr_nli(
 ) -> None:
     """NLI triples/pairs/sentences -> records with their AMR graphs (and graphs of translations).
 
-    Add the linearised AMR graph of every sentence (slot_graph) and of its translation into each
-    --languages entry (slot_graph_xx) to jsonl records with anchor[/positive[/negative]] fields, as
-    `unisent data nli-triples` writes them; the AMRSimCSE objective draws among the forms (Algorithm 1
-    of Cai et al. 2022). Sentences the parser fails on get a null graph unless --strict.
+    Adds slot_graph (each sentence's linearised AMR graph) and slot_graph_xx (its translation's, per
+    --languages entry), for AMRSimCSE to draw among (Algorithm 1 of Cai et al. 2022). A sentence the parser
+    fails on gets a null graph unless --strict.
 
     Args:
         input: jsonl with anchor[, positive[, negative]] fields

@@ -21,14 +21,10 @@ def amr_records(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[dict]:
-    """One record per well-formed graph of the PENMAN files, in file order.
+    """One record per well-formed graph of the PENMAN files, in file order; malformed ones go to ``errors``.
 
-    Record: ``{"id", "text", "graph", "penman", "metadata"}``: the ``# ::id``, the ``# ::snt`` sentence
-    (``# ::tok`` when there is no ``snt``; ``None`` without either), the linearisation
-    (:func:`unisent.amr.linearize` in ``style``: ``clean`` or ``authors``), the graph's PENMAN text
-    (without comments; what :class:`unisent.amr.PreParsedAMR` reads back) and every ``# ::`` field. Malformed graphs are
-    skipped and appended to ``errors`` (see :func:`unisent.amr.linearize_string`).
-    """
+    ``{"id", "text", "graph", "penman", "metadata"}``: ``# ::id``, ``# ::snt`` (else ``# ::tok``), the
+    linearisation, the PENMAN text without comments (what ``PreParsedAMR`` reads) and every ``# ::`` field."""
     from ..amr.linearize import linearize_blocks
     from ..amr.penman_blocks import iter_penman_blocks
     from ..data.file_checks import require_file
@@ -66,9 +62,8 @@ def build_amr_linearize(
 ) -> None:
     """AMR graphs (PENMAN with # ::snt) -> jsonl of {id, text, graph (linearised), penman, metadata}.
 
-    Linearise AMR graphs (depth-first, no variables, :wiki dropped). Malformed graphs are reported on
-    stderr with their id and the parse error and skipped; the exit status is non-zero for them only
-    with --strict, or when no graph at all could be read (then nothing is written).
+    Depth-first, without variables or :wiki. Malformed graphs are reported on stderr and skipped (exit
+    status non-zero with --strict, or when no graph could be read: then nothing is written).
 
     Args:
         input: PENMAN file(s)
@@ -86,7 +81,7 @@ def build_amr_linearize(
     )
 
     def some_graph() -> Iterator[dict]:
-        """The records; none at all while graphs were malformed is an error (the output is not written)."""
+        """The records; none while graphs were malformed is an error (nothing written)."""
         n = 0
         for record in records:
             n += 1

@@ -1,12 +1,4 @@
-"""CMLM's training records: consecutive sentence pairs, translation pairs and (cross-lingual) NLI pairs.
-
-Sub-commands of ``unisent data``:
-
-* ``cmlm-pairs``: documents -> ``{"s1", "s2"}`` consecutive sentences (streaming);
-* ``bitext``: a ``source<TAB>target`` tsv or the Tatoeba layout -> ``{"source", "target"}``;
-* ``nli-pairs``: SNLI/XNLI/SICK -> ``{"premise", "hypothesis", "label"}``, optionally with the
-  hypotheses taken from a line-aligned translation (cross-lingual pairs, as in CMLM Sec. 4.3).
-"""
+"""CMLM's training records: consecutive sentence pairs, translation pairs and (cross-lingual) NLI pairs."""
 
 from __future__ import annotations
 
@@ -34,17 +26,9 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")
 _TATOEBA = re.compile(r"^tatoeba\.([^.]+)-eng\.\1$")
 
 
-# ----------------------------------------------------------------------------------- documents
 def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "auto") -> Iterator[list[str]]:
-    """Stream documents (lists of sentences) from ``path``.
-
-    ``txt``: one sentence per line, documents separated by blank lines. ``jsonl``: one document per
-    line, ``{"sentences": [...]}``. ``auto`` picks by the suffix (``.jsonl``/``.json`` or text).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: a jsonl line is not an object with a list of strings in ``sentences`` (names the line).
-    """
+    """Stream documents (lists of sentences): ``txt``, one sentence per line and a blank line between
+    documents; ``jsonl``, ``{"sentences": [...]}`` per line; ``auto``: ``.jsonl``/``.json`` or text."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
@@ -72,8 +56,8 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
 
 
 def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Iterator[dict[str, str]]:
-    """``{"s1": sentence i, "s2": sentence i + 1}`` within each document, in order (CMLM swaps the order
-    at training time, not here). ``max_pairs`` > 0 stops after that many."""
+    """``{"s1": sentence i, "s2": sentence i + 1}`` per document (CMLM swaps them at training time, not
+    here); ``max_pairs`` > 0 stops after that many."""
     n = 0
     for document in documents:
         for first, second in zip(document, document[1:]):
@@ -83,7 +67,6 @@ def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Ite
                 return
 
 
-# ----------------------------------------------------------------------------------- bitext
 def tatoeba_languages(directory: str | Path) -> list[str]:
     """Languages with a ``tatoeba.<lang>-eng.<lang>`` file in ``directory``."""
     return sorted(m.group(1) for p in Path(directory).iterdir() if (m := _TATOEBA.match(p.name)))
@@ -110,20 +93,10 @@ def bitext_pairs(
     english_source: bool = True,
     language: str | None = None,
 ) -> Iterator[dict[str, str]]:
-    """Stream translation pairs ``{"source", "target"[, "language"]}``.
-
-    Args:
-        path: a ``.tsv`` file (``source<TAB>target`` per line, no header), a Tatoeba file
-            ``tatoeba.<lang>-eng.<lang>`` (its ``.eng`` partner beside it), or a directory of such
-            files (the LASER Tatoeba layout).
-        languages: with a directory, the languages to read (default: all found).
-        english_source: Tatoeba only: English is the source (as in the paper: English sources,
-            targets in the other languages); else the other language is.
-        language: tsv only: written as the ``language`` field of every pair.
-
-    Pairs with an empty side are skipped; a tsv line without exactly one tab is an error that
-    names the line.
-    """
+    """Stream translation pairs ``{"source", "target"[, "language"]}`` (an empty side skipped) from a
+    ``source<TAB>target`` ``.tsv`` (``language``: its pairs' field), a ``tatoeba.<lang>-eng.<lang>`` file
+    (``.eng`` partner beside it) or a directory of them (``languages``: which; default all). Tatoeba:
+    ``english_source`` (as in the paper), else the other language is the source."""
     path = Path(path)
     if path.is_dir():
         found = tatoeba_languages(path)
@@ -157,22 +130,15 @@ def bitext_pairs(
                 yield {"source": source, "target": target, "language": lang}
 
 
-# ----------------------------------------------------------------------------------- NLI
 def nli_pairs(
     fmt: Literal["snli", "xnli", "sick"],
     path: str,
     split: str = "dev",
     hypothesis_path: str | None = None,
 ) -> list[dict[str, str]]:
-    """Labelled NLI pairs ``{"premise", "hypothesis", "label"}`` (entailment/neutral/contradiction).
-
-    With ``hypothesis_path`` (same format, line-aligned, e.g. XNLI's German file for an English
-    ``path``), hypotheses come from there: cross-lingual pairs, premise and hypothesis in different
-    languages (CMLM Sec. 4.3). Pairs with another label (SNLI's ``-``) are dropped.
-
-    Raises:
-        ValueError: the two files differ in length or in a label (names the pair).
-    """
+    """Labelled NLI pairs ``{"premise", "hypothesis", "label"}`` (entailment/neutral/contradiction; SNLI's
+    ``-`` dropped). With ``hypothesis_path`` (same format, line-aligned, e.g. XNLI's German file for an
+    English ``path``) the hypotheses come from there: cross-lingual pairs (CMLM Sec. 4.3)."""
     premises, hypotheses, labels = read_nli_pairs(fmt, path, split)
     if hypothesis_path:
         _, other, other_labels = read_nli_pairs(fmt, hypothesis_path, split)
@@ -190,15 +156,13 @@ def nli_pairs(
     ]
 
 
-# ----------------------------------------------------------------------------------- commands
 def build_cmlm_pairs(
     *, input: str, format: Literal["auto", "txt", "jsonl"] = "auto", max_pairs: int = 0, output: str
 ) -> None:
     """Documents -> consecutive sentence pairs (s1, s2) jsonl, for CMLM.
 
     Args:
-        input: a text file (one sentence per line, blank line between documents) or a jsonl with a
-            'sentences' list per document
+        input: a txt (one sentence per line, a blank line between documents) or a jsonl ('sentences' lists)
         format: txt or jsonl; auto: by the suffix
         max_pairs: stop after N pairs (0 = all)
         output: jsonl to write

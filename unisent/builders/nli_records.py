@@ -13,18 +13,9 @@ NLI_FORMATS = ("snli", "xnli", "sick")
 
 
 def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str = "dev"):
-    """Read labelled pairs with the evaluation readers; labels are normalised to lower case.
-
-    Args:
-        fmt: ``snli`` (a directory with ``s1.<split>``, ``s2.<split>``, ``labels.<split>``), ``xnli``
-            (a ``premise<TAB>hypothesis<TAB>label`` tsv) or ``sick`` (the SICK txt with
-            ``entailment_judgment``).
-        path: directory (snli) or file.
-        split: snli only.
-
-    Returns:
-        ``(premises, hypotheses, labels)``.
-    """
+    """``(premises, hypotheses, lower-cased labels)`` read by the evaluation readers from ``snli`` (a
+    directory of ``s1``/``s2``/``labels.<split>``), ``xnli`` (``premise<TAB>hypothesis<TAB>label`` tsv) or
+    ``sick`` (the SICK txt with ``entailment_judgment``)."""
     from ..data.benchmark_readers.nli_readers import read_pair_tsv, read_snli
     from ..data.benchmark_readers.sts_readers import read_sick_entailment
 
@@ -40,13 +31,8 @@ def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str =
 
 
 def nli_triples(premises: Iterable[str], hypotheses: Iterable[str], labels: Iterable[str]) -> list[dict[str, str]]:
-    """Group pairs by premise; each premise with at least one entailed and one contradicting hypothesis
-    gives one triple (the first of each, in file order), as SimCSE built its NLI training set.
-
-    Returns:
-        ``[{"anchor": premise, "positive": entailment, "negative": contradiction}, ...]`` in order of
-        first appearance.
-    """
+    """``{"anchor": premise, "positive": entailment, "negative": contradiction}`` per premise with both
+    (the first of each, in file order), as SimCSE built its NLI training set."""
     by_premise: dict[str, dict[str, str]] = {}
     for premise, hypothesis, label in zip(premises, hypotheses, labels):
         if label in ("entailment", "contradiction") and premise.strip() and hypothesis.strip():
@@ -59,10 +45,8 @@ def nli_triples(premises: Iterable[str], hypotheses: Iterable[str], labels: Iter
 
 
 def write_jsonl(records: Iterable[dict], path: str | Path) -> int:
-    """Write records as JSON lines, or as parquet when ``path`` ends in ``.parquet`` (row groups of
-    10,000 records); both are what ``datasets.load_dataset`` and ``data.train`` read. The file is
-    written atomically (complete or absent), with a progress bar on a terminal. Returns how many
-    records were written."""
+    """Write records atomically as JSON lines, or parquet for ``.parquet`` (row groups of 10,000), with a
+    progress bar on a terminal; returns how many were written."""
     from tqdm.auto import tqdm
 
     from ..io import atomic_write

@@ -1,5 +1,4 @@
-"""Every command of ``unisent`` (the table is :mod:`unisent.cli`): ``train`` (Lightning's fit/validate/test/
-predict), and evaluate, export, encode, data, sweep as typed functions on jsonargparse (:mod:`.function_commands`)."""
+"""Every command of ``unisent`` (the table is :mod:`unisent.cli`)."""
 
 from ._yaml import install as _bound_yaml
 

@@ -1,15 +1,7 @@
-"""YAML that every command reads (``--config`` files, recipes, option values) with bounds on what it
-expands to.
+"""Every command's YAML (``--config`` files, recipes, option values), with bounds on what it expands to.
 
-YAML aliases let a few lines name billions of values (the "billion laughs": nine aliases of nine
-aliases ...). PyYAML builds such a document cheaply, as shared references, but jsonargparse copies and
-walks every value, which then takes minutes and gigabytes before anything is said. :func:`bounded_load`
-is jsonargparse's own YAML loader followed by a count of the values the document expands to (each
-shared value counted once per use, computed once per value); a document over :data:`MAX_VALUES`, one
-that refers to itself or one nested too deeply is refused with a ``yaml.YAMLError`` that says so, which
-the commands report in one line. :func:`install` makes it jsonargparse's loader (done on import of
-:mod:`unisent.commands`).
-"""
+YAML aliases let a few lines name billions of values (the "billion laughs"): PyYAML builds them cheaply
+as shared references, but jsonargparse copies and walks every value, taking minutes and gigabytes."""
 
 from __future__ import annotations
 
@@ -22,12 +14,8 @@ MAX_VALUES = 100_000
 
 
 def expanded_size(value: Any, limit: int = MAX_VALUES) -> int:
-    """How many values ``value`` (a loaded YAML document) expands to, counting an aliased value at each
-    use; stops counting past ``limit``.
-
-    Raises:
-        ValueError: the document refers to itself (a recursive alias).
-    """
+    """How many values a loaded YAML document expands to, an aliased value counted at each use (computed
+    once); stops past ``limit``. ``ValueError`` for a recursive alias."""
     sizes: dict[int, int] = {}
     open_: set[int] = set()
 
@@ -53,8 +41,7 @@ def expanded_size(value: Any, limit: int = MAX_VALUES) -> int:
 
 
 def bounded_load(stream: Any) -> Any:
-    """jsonargparse's YAML loader, refusing a document that expands to more than :data:`MAX_VALUES`
-    values, refers to itself or nests too deeply (``yaml.YAMLError`` naming the limit)."""
+    """jsonargparse's YAML loader, refusing too big, recursive or too deep a document (``yaml.YAMLError``)."""
     import yaml
     from jsonargparse._loaders_dumpers import yaml_load
 

@@ -1,11 +1,5 @@
-"""A Lightning command's errors as one line that names what to change.
-
-jsonargparse reports a bad option, key or value in text written for its own parser (a mistyped argument of
-a class given by ``class_path`` is a ~450-character union error); :func:`did_you_mean` reads that text and
-names the key with the closest valid ones, and :func:`config_error` names the file and line of a YAML
-syntax error. The user's own mistakes in data, recipes and checkpoints (:func:`user_error_in_chain`) are
-said in one line by :func:`describe_user_error`; anything else is a bug and keeps its traceback.
-"""
+"""A Lightning command's errors as one line that names what to change: jsonargparse's (:func:`did_you_mean`)
+and the user's mistakes (:func:`user_error_in_chain`); anything else is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -18,7 +12,6 @@ def one_line(text: str) -> str:
     return " ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
 
 
-# ------------------------------------------------------------------------------- jsonargparse's parse errors
 def _option_names(parser) -> set[str]:
     """Every ``--option`` of ``parser`` and of its subcommands' parsers."""
     import argparse
@@ -39,20 +32,9 @@ def _close(word: str, candidates: Sequence[str]) -> list[str]:
 
 
 def did_you_mean(message: str, parser) -> str | None:
-    """jsonargparse's message for an unknown key, rewritten to name the key and the closest valid ones:
-
-    * ``unrecognized arguments: --trainer.max_step=2`` (abbreviations are off: a prefix is not a key)
-      -> ``... (did you mean --trainer.max_steps?)``;
-    * a key a recipe gives that the command does not accept -> the same, from the parser's keys;
-    * an argument of a class given by ``class_path`` (``--model.objectives.0.init_args.temprature``; the
-      union error of ~450 characters) -> ``model.objectives.0.init_args.temprature: unisent.objectives.SimCSE
-      has no argument 'temprature' (did you mean 'temperature'?); its arguments: ...``;
-    * a value outside a choice of literals (``--trainer.precision=atuo``, the union error) -> ``trainer.precision:
-      'atuo' is not one of 64, 32, 16, ..., auto (did you mean 'auto'?)``;
-    * a class that its module does not have (``--model.balancer=unisent.balancers.PCgrad``) -> ``model.balancer:
-      unisent.balancers has no class 'PCgrad' (did you mean unisent.balancers.PCGrad?)``.
-
-    ``None`` when the message is about something else or nothing is close."""
+    """jsonargparse's message naming the closest valid ones (else ``None``) for an unknown option or key
+    (``--trainer.max_step``), ``class_path`` argument (``init_args.temprature``: a ~450-character union
+    error), choice (``--trainer.precision=atuo``) or class (``unisent.balancers.PCgrad``)."""
     import inspect
     import re
 
@@ -121,8 +103,7 @@ def did_you_mean(message: str, parser) -> str | None:
 
 
 def config_error(message: str, words: Sequence[str]) -> str:
-    """jsonargparse's parse error in one line; a YAML syntax error names the file and line (jsonargparse
-    says ``"<unicode string>", line 3``), found by parsing each ``--config`` file again."""
+    """jsonargparse's parse error in one line; a YAML syntax error names the ``--config`` file and line."""
     if "<unicode string>" in message or "Problems parsing config" in message:
         import yaml
 
@@ -144,12 +125,8 @@ def config_error(message: str, words: Sequence[str]) -> str:
     return one_line(message)
 
 
-# ------------------------------------------------------------------------------- the user's own mistakes
 def user_errors() -> tuple[type[BaseException], ...]:
-    """The errors of a Lightning command that are the user's data, config or checkpoint, reported in one
-    line: unisent's own (``RecordError``, ``CheckpointError``, ``ModelFileError``, ``DataConfigError``,
-    ``ModelConfigError``, ``PoolingModeError``, ``ModelNotAvailableError``), a missing or unreadable file
-    (``OSError``), YAML that does not parse, and Lightning's ``MisconfigurationException``."""
+    """The errors of a Lightning command that are the user's data, config or checkpoint (one line each)."""
     import yaml
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
@@ -173,9 +150,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _refused_by_a_constructor(err: BaseException) -> bool:
-    """A ``ValueError``/``TypeError`` that a class of the recipe (an objective, a balancer: unisent's or a
-    plugin's) raised from its constructor while jsonargparse built it: the recipe's value, refused with a
-    message of the class's own (not one of jsonargparse's type checks)."""
+    """A ``ValueError``/``TypeError`` raised by the constructor of a recipe's class (an objective, a
+    balancer) while jsonargparse built it: the recipe's value, refused in the class's own words."""
     if not isinstance(err, (ValueError, TypeError)):
         return False
     frames, tb = [], err.__traceback__
@@ -187,10 +163,8 @@ def _refused_by_a_constructor(err: BaseException) -> bool:
 
 
 def user_error_in_chain(err: BaseException) -> BaseException | None:
-    """``err`` when it is a user error (:func:`user_errors`), else the first one among its causes: a
-    balancer's missing package or a recipe value refused by a class's constructor (``Matryoshka`` of an
-    objective it cannot wrap, a negative temperature) reaches the CLI wrapped in jsonargparse's "Does not
-    validate against any of the Union subtypes"."""
+    """``err`` or the first of its causes that is a user error: a balancer's missing package or a value a
+    constructor refused reaches the CLI wrapped in jsonargparse's "Does not validate against ... Union"."""
     from ..balancers import MissingDependencyError
 
     errors = (*user_errors(), MissingDependencyError)

@@ -1,17 +1,7 @@
-"""``unisent convert-checkpoint``: rewrite a checkpoint that you trust as plain data.
+"""``unisent convert-checkpoint OLD.ckpt --trust [--out NEW.ckpt]``: rewrite a trusted checkpoint as plain data.
 
-Every command reads checkpoints with ``torch.load(weights_only=True)`` (:func:`unisent.io.load_checkpoint`):
-a file that names any Python object beyond tensors and plain containers is refused, because unpickling
-it would run code. Checkpoints of earlier versions, or of a user's own callbacks, may hold such objects
-for harmless reasons; this command reads one such file **once, on the user's word** (``--trust``), building
-the classes it names (their own code runs; a *function* the file names, e.g. ``os.system``, is refused
-even then), and writes a copy that holds tensors and plain data only.
-
-Command line::
-
-    unisent convert-checkpoint runs/old/version_0/checkpoints/last.ckpt --trust
-    unisent convert-checkpoint old.ckpt --trust --out old.data.ckpt
-"""
+Every command reads checkpoints as data only (``weights_only=True``); older checkpoints or a user's
+callbacks may hold other objects for harmless reasons, which this reads once, on the user's word."""
 
 from __future__ import annotations
 
@@ -27,9 +17,8 @@ __all__ = ["convert_checkpoint", "main"]
 def convert_checkpoint(source: str, *, trust: bool = False, out: str | None = None) -> Path:
     """Rewrite a checkpoint you trust as plain data (tensors, numbers, strings, lists, dicts).
 
-    Reading it builds the classes the file names, which runs their code: only for a file from a source you
-    trust (a function the file names is refused even then). The copy is checked by loading it as every
-    unisent command does (weights_only=True).
+    Reading it builds the classes the file names, running their code (a function it names is refused even
+    then). The copy is checked by loading it as every command does (weights_only=True).
 
     Args:
         source: the .ckpt to convert

@@ -1,11 +1,6 @@
 """``unisent data BUILDER ...``: build training records from public data layouts.
 
-Each builder module (:func:`builder_modules`) has a ``COMMANDS`` mapping of sub-command
-name -> typed function (see :mod:`unisent.commands.function_commands`: the signature and docstring are the
-options and their help; every builder has ``--help``, ``--config`` and ``--print_config``). A
-builder raises ``FileNotFoundError`` or ``ValueError`` with a message that names the file, line and
-field; the command prints it and exits non-zero.
-"""
+Each module of :func:`builder_modules` maps sub-commands to typed functions in ``COMMANDS``."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ PROG = "unisent data"
 
 
 def builder_modules() -> tuple[ModuleType, ...]:
-    """The modules of :mod:`unisent.builders` that declare ``COMMANDS``, imported when a builder is asked for
-    (``unisent --help`` imports none)."""
+    """The modules of :mod:`unisent.builders` that declare ``COMMANDS``, imported only when asked for."""
     from ..builders import amr_nli, amr_records, cmlm_records, ease, nli_records
 
     return (nli_records, ease, amr_records, amr_nli, cmlm_records)

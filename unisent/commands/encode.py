@@ -70,11 +70,12 @@ def encode(
     from ..hardware import inference_precision
 
     if backend == "onnx":
-        model, bf16, said = _onnx_model(model, precision, onnx_file, device)
+        model, said = _onnx_model(model, precision, onnx_file, device)
     elif onnx_file is not None:
         raise UsageError("--onnx-file applies to --backend onnx")
-    else:
+    else:  # resolved once, here, for the device: the model encodes in what the line says
         bf16, said = inference_precision(precision, device)
+        precision = "bf16" if bf16 else "fp32"
     require_positive(truncate_dim, "--truncate-dim", "dimensions")
 
     try:
@@ -88,7 +89,7 @@ def encode(
                 batch_size=batch_size,
                 chunk_size=chunk_size,
                 normalize=normalize,
-                bf16=bf16,
+                precision=precision,
                 on_empty=on_empty,
                 encoding=encoding,
                 device=device,
@@ -115,15 +116,15 @@ def encode(
 
 
 def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str | None):
-    """``(the loaded OnnxEncoder, bf16=False, the words that tell the user)`` for --backend onnx."""
-    from ..export.onnx_runtime import OnnxEncoder
+    """``(the loaded OnnxEncoder, the words that tell the user)`` for --backend onnx."""
+    from ..models.onnx_encoder import OnnxEncoder
 
     if precision == "bf16":
         raise UsageError("--precision bf16 is the torch backend's; --backend onnx runs an fp32 or int8 file")
     if device not in (None, "cpu"):
         raise UsageError(f"--backend onnx runs on the CPU (onnxruntime), not on {device}")
     runner = OnnxEncoder(model, onnx_file or ("fp32" if precision == "fp32" else None))
-    return runner, False, f"backend onnx: {runner.precision}, onnx/{runner.path.name}"
+    return runner, f"backend onnx: {runner.precision}, onnx/{runner.path.name}"
 
 
 def main(argv: Sequence[str]) -> None:

@@ -58,69 +58,28 @@ def evaluate(
     """
     import sys
 
-    from ..evaluation import evaluate as run_evaluation
     from ..evaluation import format_markdown, list_tasks
     from ..resources import EVALUATION_DATA_DIR
 
     require_positive(max_length, "--max-length", "tokens")
     require_positive(truncate_dim, "--truncate-dim", "dimensions")
     if list:
-        data_dir = str(EVALUATION_DATA_DIR) if data_dir is None else data_dir
-        sys.stdout.write(list_tasks(data_dir))
+        sys.stdout.write(list_tasks(str(EVALUATION_DATA_DIR) if data_dir is None else data_dir))
         return
     if not model:
         raise UsageError("--model is required (or --list)")
     if mteb:
-        if precision != "fp32":
-            raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
-        if max_length is not None:
-            raise UsageError("--max-length applies to --tasks; MTEB tasks run at the model's own length")
-        if truncate_dim is not None:
-            raise UsageError("--truncate-dim applies to --tasks; MTEB tasks run on the full embeddings")
+        _check_mteb_options(precision, max_length, truncate_dim)
         _check_model(model)
-        _evaluate_mteb(
-            model, mteb, mteb_data, output, batch_size, None if similarity == "cosine" else similarity, device, quiet
-        )
-        return
-    _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
-    _check_model(model)
-    if quiet:
-        quiet_transformers()
-    import unisent
-
-    from ..evaluation.similarities import get_similarity
-    from ..hardware import inference_precision
-
-    bf16, said = inference_precision(precision, device)
-    if precision == "auto":
-        print(f"unisent evaluate: {said}", file=sys.stderr)
-    loaded = unisent.load(model, device=device)
-    if max_length is not None:
-        from ..inference.base import set_inference_length
-
-        try:
-            set_inference_length(loaded, max_length)
-        except ValueError as err:
-            raise UsageError(f"--max-length: {err}") from None
-    if truncate_dim is not None:
-        from ..inference.truncation import TruncatedModel
-
-        try:
-            loaded = TruncatedModel(loaded, truncate_dim)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
-    results = run_evaluation(
-        loaded,
-        tasks,
-        data_dir,
-        batch_size=batch_size,
-        progress=not quiet,
-        similarity=get_similarity(similarity),
-        bf16=bf16,
-    )
+        results = _evaluate_mteb(model, mteb, mteb_data, batch_size, similarity, device, quiet)
+    else:
+        _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
+        _check_model(model)
+        cuts = (max_length, truncate_dim)
+        results = _evaluate_tasks(model, tasks, data_dir, batch_size, similarity, device, precision, quiet, *cuts)
+        if truncate_dim is not None:
+            results["config"]["truncate_dim"] = truncate_dim
     results["config"]["model"] = model
-    if truncate_dim is not None:
-        results["config"]["truncate_dim"] = truncate_dim
     sys.stdout.write(format_markdown(results))
     if output:
         from ..io import atomic_write
@@ -137,44 +96,88 @@ def evaluate(
         )
 
 
-def _evaluate_mteb(
-    model: str,
-    tasks: str,
-    data_dir: str | None,
-    output: str | None,
-    batch_size: int,
-    similarity: str | None,
-    device: str | None,
-    quiet: bool,
-) -> None:
-    """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, printed and written like ``--tasks``."""
+def _evaluate_tasks(
+    model: str, tasks: str, data_dir, batch_size: int, similarity: str, device, precision: str, quiet: bool, *cuts
+) -> dict:
+    """``--tasks`` at ``precision`` (``auto`` resolved, said here); ``cuts``: ``--max-length``, ``--truncate-dim``."""
     import sys
 
+    if quiet:
+        quiet_transformers()
+    from ..evaluation import evaluate as run_evaluation
+    from ..evaluation.similarities import get_similarity
+    from ..hardware import inference_precision
+
+    bf16, said = inference_precision(precision, device)
+    if precision == "auto":
+        print(f"unisent evaluate: {said}", file=sys.stderr)
+    loaded = _load_cut(model, device, *cuts)
+    return run_evaluation(
+        loaded,
+        tasks,
+        data_dir,
+        batch_size=batch_size,
+        progress=not quiet,
+        similarity=get_similarity(similarity),
+        precision="bf16" if bf16 else "fp32",
+    )
+
+
+def _load_cut(model: str, device: str | None, max_length: int | None, truncate_dim: int | None):
+    """``unisent.load(model)`` at ``--max-length``, cut at ``--truncate-dim``; a value refused is a usage error."""
+    import unisent
+
+    from ..inference.base import set_inference_length
+    from ..inference.truncation import TruncatedModel
+
+    loaded = unisent.load(model, device=device)
+    try:
+        if max_length is not None:
+            set_inference_length(loaded, max_length)
+    except ValueError as err:
+        raise UsageError(f"--max-length: {err}") from None
+    try:
+        return loaded if truncate_dim is None else TruncatedModel(loaded, truncate_dim)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _check_mteb_options(precision: str, max_length: int | None, truncate_dim: int | None) -> None:
+    """``--mteb`` runs MTEB's own protocol: fp32, the model's own length, the full embeddings."""
+    if precision != "fp32":
+        raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
+    if max_length is not None:
+        raise UsageError("--max-length applies to --tasks; MTEB tasks run at the model's own length")
+    if truncate_dim is not None:
+        raise UsageError("--truncate-dim applies to --tasks; MTEB tasks run on the full embeddings")
+
+
+def _evaluate_mteb(
+    model: str, tasks: str, data_dir: str | None, batch_size: int, similarity: str, device: str | None, quiet: bool
+) -> dict:
+    """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, reported like ``--tasks``."""
     names = [name.strip() for name in tasks.split(",") if name.strip()]
     if not names:
         raise ValueError("--mteb is empty; name MTEB tasks, e.g. --mteb STSBenchmark")
     if quiet:
         quiet_transformers()
-    from ..evaluation import format_markdown
     from ..integrations.mteb import MTEBDataError, run_tasks
 
     try:
         results = run_tasks(
-            model, names, data_dir=data_dir, similarity=similarity, batch_size=batch_size, device=device
+            model,
+            names,
+            data_dir=data_dir,
+            similarity=None if similarity == "cosine" else similarity,
+            batch_size=batch_size,
+            device=device,
         )
     except MTEBDataError as err:
         raise CommandFailed(str(err)) from None
     except KeyError as err:
         raise ValueError(f"--mteb: {err.args[0] if err.args else err}") from None
     results.pop("mteb")
-    results["config"]["model"] = model
-    sys.stdout.write(format_markdown(results))
-    if output:
-        from ..io import atomic_write
-
-        with atomic_write(output) as handle:
-            handle.write(json.dumps(results, indent=2) + "\n")
-        print(f"results written to {output}")
+    return results
 
 
 def _check_tasks(tasks: str) -> None:

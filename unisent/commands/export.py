@@ -1,5 +1,4 @@
-"""``unisent export``: a checkpoint, a saved encoder or a preset as a Sentence Transformers or Hugging Face
-directory with a model card (objectives, citations, training data, base model, evaluation results)."""
+"""``unisent export``: a checkpoint, saved encoder or preset as a Sentence Transformers / Hugging Face directory."""
 
 from __future__ import annotations
 
@@ -32,16 +31,14 @@ def export(
 ) -> None:
     """Export a checkpoint, a saved encoder or a preset as a Sentence Transformers or Hugging Face directory.
 
-    The directory gets a model card (Hub front matter; objectives, citations, training data, base
-    model, evaluation results) and is loaded back to check that it reproduces the embeddings. It
-    keeps the backbone's own maximum length (256 for minilm-l6), not the training recipe's.
+    With a model card (objectives, citations, training data, base model, results); loaded back to check
+    its embeddings. It keeps the backbone's maximum length (256 for minilm-l6), not the recipe's.
 
     Args:
         source: a .ckpt of `unisent fit`, a saved encoder directory (<run>/encoder) or a preset
-        format: sentence-transformers: SentenceTransformer(DIR) loads it; huggingface: transformers.AutoModel
-            loads it, the card documents the pooling; onnx: a sentence-transformers directory plus
-            onnx/model.onnx (pooling inside the graph), run by `unisent encode --backend onnx` (needs
-            pip install 'unisent[onnx]'); or a format a plugin registers (--import MODULE, docs/plugins.md)
+        format: sentence-transformers (for SentenceTransformer(DIR)); huggingface (transformers.AutoModel, the
+            card documents the pooling); onnx (sentence-transformers plus onnx/model.onnx with the pooling, for
+            `unisent encode --backend onnx`; pip install 'unisent[onnx]'); or a plugin's (--import MODULE)
         out: directory to create
         results: JSON of `unisent evaluate --output` to list in the model card (and its model-index)
         training_data: lines describing the training data for the card (repeatable)
@@ -51,15 +48,13 @@ def export(
         language: the card's languages, e.g. en (default: the backbone's where known)
         overwrite: replace --out if it holds a previous export
         verify: load the export back to check that it reproduces the embeddings (--no-verify: skip)
-        push_to: after exporting, upload the directory to this Hugging Face Hub repository (ORG/NAME)
-            with huggingface_hub.upload_folder (needs a token: hf auth login)
+        push_to: then upload the directory to this Hugging Face Hub repository, ORG/NAME (token: hf auth login)
         private: create the --push-to repository as private
-        quantize: int8: with --format onnx, also onnx/model_qint8_<arch>.onnx (dynamic quantisation), checked
-            against fp32 on the STS-B test set and refused when it scores more than 0.5 lower or a
-            sentence's cosine to fp32 is below 0.9
+        quantize: int8: with --format onnx, also onnx/model_qint8_<arch>.onnx, refused when it scores over 0.5
+            below fp32 on the STS-B test set or a sentence's cosine to fp32 is below 0.9
         force: keep an int8 file that fails its check (the numbers are printed either way)
-        truncate_dim: SentenceTransformer(DIR).encode returns the first D coordinates (a Matryoshka-trained
-            model): truncate_dim in config_sentence_transformers.json (sentence-transformers and onnx formats)
+        truncate_dim: SentenceTransformer(DIR).encode returns the first D coordinates (a Matryoshka model;
+            sentence-transformers and onnx formats)
     """
     from ..export import ExportCheckError, NoExporterError, check_format, export_model
 
@@ -68,7 +63,7 @@ def export(
     except ValueError as err:
         raise UsageError(f"--format: {err}") from None
     if push_to:  # a name the Hub refuses ('../x', 'org/a..b'): one line before anything is written or sent
-        from ..export.push import PushError, check_repo_id
+        from ..export.hub import PushError, check_repo_id
 
         try:
             check_repo_id(push_to)
@@ -111,7 +106,7 @@ def export(
     for note in report.notes:  # the onnx format's own checks: ONNX against torch, int8 against fp32
         print(f"check: {note}")
     if push_to:
-        from ..export.push import PushError, push_to_hub
+        from ..export.hub import PushError, push_to_hub
 
         try:
             url = push_to_hub(report.out, push_to, private=private)

@@ -1,13 +1,5 @@
-"""Training as a function: :func:`fit` runs ``unisent fit`` on recipes and overrides and returns what it left.
-
-``unisent fit|validate|test|predict`` (:mod:`unisent.cli`) and every command that trains in its own process
-(``unisent ablate``) go through :func:`run_lightning`: Lightning's CLI over the words given (never
-``sys.argv``), quiet unless ``verbose``, with SIGTERM before training handled as Ctrl-C. An interrupted run
-is not an error: the :class:`FitOutcome` says what it left (:class:`~unisent.resume.Interrupt`: the signal,
-the step, the checkpoint that continues it), and the caller decides what to print or do next. A bad option
-or key raises jsonargparse's ``ArgumentError`` (:mod:`unisent.commands.config_errors` says it in one line),
-a finished run given ``--ckpt_path last`` raises :class:`~unisent.commands.resume_discovery.NothingToTrain`.
-"""
+"""Training as a function: :func:`run_lightning` runs ``unisent fit|validate|test|predict`` (and ``ablate``'s
+fits) on the words given; an interrupted run is not an error, its :class:`FitOutcome` says what it left."""
 
 from __future__ import annotations
 
@@ -27,9 +19,8 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 @dataclass(frozen=True)
 class FitOutcome:
-    """What a Lightning command left: its run directory (the first logger's, ``None`` when there is none or
-    it stopped before its trainer was built), the run's ``last.ckpt`` (``None``: none written) and, when a
-    signal or Ctrl-C stopped it, what the interruption left."""
+    """What a Lightning command left: its first logger's run directory, its ``last.ckpt`` (each ``None``
+    when there is none) and, when a signal stopped it, what the interruption left."""
 
     command: str | None
     run_dir: Path | None = None
@@ -45,20 +36,16 @@ class FitOutcome:
 
 
 def fit(config_files: Sequence[str | Path], overrides: Sequence[str] = (), *, verbose: bool = False) -> FitOutcome:
-    """``unisent fit -c FILE ... OVERRIDES``: train from recipes, later files and then ``overrides``
-    (``--trainer.max_steps=5``, ``--ckpt_path last``) winning over earlier ones.
-
-    Returns the run's :class:`FitOutcome` (``interrupted`` set when Ctrl-C or SIGTERM stopped it); raises
-    jsonargparse's ``ArgumentError`` for a bad option or key, and the recipe's, data's or checkpoint's own
-    errors as they are."""
+    """``unisent fit -c FILE ... OVERRIDES`` (later files, then ``overrides``, win): the run's
+    :class:`FitOutcome`. Raises jsonargparse's ``ArgumentError`` for a bad option or key, ``NothingToTrain``
+    for a finished run, and the recipe's, data's or checkpoint's own errors as they are."""
     words = ["fit"] + [word for path in config_files for word in ("-c", str(path))] + [str(o) for o in overrides]
     return run_lightning(words, verbose=verbose)
 
 
 def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
     """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word), quiet unless
-    ``verbose`` (:func:`unisent.commands.train.quiet`); a run stopped by Ctrl-C or SIGTERM returns with
-    ``interrupted`` set instead of raising."""
+    ``verbose``; Ctrl-C or SIGTERM returns with ``interrupted`` set instead of raising."""
     from .train import FitInterrupted, quiet, run_dir_of
 
     words = [str(word) for word in argv]
@@ -96,9 +83,7 @@ def _cli(words: list[str], verbose: bool):
         auto_configure_optimizers=False,
         args=words,
         verbose=verbose,
-        # a bad option, key or value raises jsonargparse's ArgumentError: `unisent fit` prints it in one
-        # line naming the config file (unisent.cli), without the ~75-line usage block
-        # no argparse abbreviations: `--trainer.max_step=2` is an error with a suggestion, not max_steps
+        # errors raise (one line in unisent.cli, not the usage block); no abbreviation: `--trainer.max_step`
         parser_kwargs={
             "exit_on_error": False,
             "allow_abbrev": False,
@@ -113,9 +98,8 @@ def _last_checkpoint(trainer: Any) -> Path | None:
 
 
 def _terminate_as_interrupt(received: dict[str, str]) -> Any:
-    """Until training starts (model, data, tokenisation), SIGTERM stops ``fit`` as Ctrl-C does (cleanup,
-    one message) instead of killing it; during training the checkpoint callback takes both signals over
-    (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
+    """Until training starts, SIGTERM stops ``fit`` as Ctrl-C does; during training the checkpoint callback
+    takes both over (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
     import signal
     import threading
 
@@ -130,8 +114,7 @@ def _terminate_as_interrupt(received: dict[str, str]) -> Any:
 
 
 def interrupt_message(prog: str, words: Sequence[str], interrupt: Interrupt) -> str:
-    """What an interrupted ``fit`` (run with ``words``) left and the exact command that continues it, in one line:
-    ``unisent fit: interrupted (SIGINT); saved RUN/checkpoints/last.ckpt at step 3; continue this run with: ...``."""
+    """One line: what an interrupted ``fit`` (run with ``words``) left and the command that continues it."""
     import shlex
 
     name = interrupt.signal or "SIGINT"

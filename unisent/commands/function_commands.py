@@ -1,32 +1,14 @@
-"""One pattern for unisent's own commands: a typed function is the command.
+"""A typed function is the command: :func:`command_parser` turns its signature and Google-style docstring
+into a jsonargparse parser with ``--help``, ``--config FILE.yaml`` and ``--print_config``.
 
-Every non-Lightning command (``unisent evaluate``, ``export``, ``encode``, each ``unisent data``
-builder, ``python -m unisent.amr.retrofit``) is a plain function whose signature and Google-style
-docstring are its schema, turned into a :class:`jsonargparse.ArgumentParser` by :func:`command_parser`.
-So every command has the ``--help``, ``--config FILE.yaml`` and ``--print_config`` of the Lightning
-commands (which are jsonargparse too), and can also be called from Python with the same arguments.
+- a parameter before ``*`` without a default is positional; every other is ``--name`` (required without a
+  default), also spelled with dashes (``--batch-size``); ``bool``: ``--verify`` / ``--no-verify``;
+  ``list[str]``: ``--input A B --input C``; ``Literal[...]``: its choices.
+- a bad option or value: one line, status 2; the command's own ``OSError``/``ValueError``/``ImportError``:
+  ``PROG: error: MESSAGE``, status 1.
 
-How a signature becomes options (the argparse spellings that the docs used keep working):
-
-- a parameter before ``*`` without a default is positional (``unisent export SOURCE``); every other
-  parameter is an option ``--name`` (``required`` when it has no default). An underscored name is
-  also accepted with dashes: ``--batch_size`` and ``--batch-size``; config files use the
-  underscored key, as ``--print_config`` writes it.
-- ``bool`` is a flag pair: ``--normalize`` / ``--no_normalize`` (``--no-normalize``), so a
-  parameter ``verify: bool = True`` gives ``--no-verify``.
-- ``list[str]`` takes one or more values and may be repeated: ``--input A B --input C``.
-- ``Literal[...]`` lists its choices; other type hints are checked by jsonargparse.
-
-Errors: a bad option or config value prints one line (``unisent encode: error: ...``, naming the
-option or key, and the config file when ``--config`` was given) and exits with status 2; an error of
-the command itself (a missing file, a malformed line: ``OSError``/``ValueError``/``ImportError``)
-prints ``unisent encode: error: <message>`` and exits with status 1.
-
-Why not ``jsonargparse.CLI``/``add_function_arguments``: they read the same signature, but give
-``bool`` a mandatory value (``--normalize true``), take a list only as one ``[a, b]`` value and make
-every required parameter positional, which would change the documented invocations; the mapping
-above is the few lines of difference, on jsonargparse's own parser, actions and type checking.
-"""
+Not ``jsonargparse.CLI``: it gives ``bool`` a value, takes a list only as ``[a, b]`` and makes required
+parameters positional, which would change the documented invocations."""
 
 from __future__ import annotations
 
@@ -43,7 +25,6 @@ __all__ = [
     "CommandFailed",
     "UsageError",
     "require_positive",
-    "add_function",
     "call",
     "command_parser",
     "fail",
@@ -65,18 +46,15 @@ COMMAND_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportEr
 
 
 class CommandFailed(Exception):
-    """Raised by a command for a failure that is not an ``OSError``/``ValueError``/``ImportError``
-    but should be reported in one line all the same (status 1)."""
+    """A command's failure of another type, reported in one line all the same (status 1)."""
 
 
 class UsageError(Exception):
-    """Raised by a command for a combination of options that its signature cannot express
-    (``evaluate`` without ``--model`` or ``--list``): reported as a usage error (status 2)."""
+    """Options the signature cannot express (``evaluate`` without ``--model`` or ``--list``): status 2."""
 
 
 def require_positive(value: int | None, option: str, unit: str) -> None:
-    """A usage error (status 2) when an optional count (``--max-length``, ``--truncate-dim``) is given and
-    not positive."""
+    """A usage error (status 2) when an optional count (``--truncate-dim``) is given and not positive."""
     if value is not None and value <= 0:
         raise UsageError(f"{option} must be a positive number of {unit}, got {value}")
 
@@ -117,11 +95,8 @@ class _Flag(ActionYesNo):
 
 
 def _add_dashed_aliases(parser: ArgumentParser, action) -> None:
-    """Accept ``--batch-size`` for ``--batch_size`` (argparse's own spelling of the old commands).
-
-    The alias goes into the parser's option table as argparse's ``add_argument`` does it for a
-    second option string; done after the fact because :class:`ActionYesNo` derives its ``--no_x``
-    option from the first option string."""
+    """Accept ``--batch-size`` for ``--batch_size``; added after the fact because :class:`ActionYesNo`
+    derives its ``--no_x`` from the first option string."""
     for option in list(action.option_strings):
         dashed = "--" + option[2:].replace("_", "-")
         if option.startswith("--") and dashed != option and dashed not in parser._option_string_actions:
@@ -162,13 +137,8 @@ def add_function(parser: ArgumentParser, function: Callable) -> None:
 
 
 def command_parser(function: Callable, prog: str, description: str | None = None) -> ArgumentParser:
-    """A jsonargparse parser for ``function`` with ``--config`` and ``--print_config``.
-
-    Args:
-        function: the command; its docstring's summary and description are the ``--help`` text
-            unless ``description`` is given.
-        prog: the command line that runs it, e.g. ``unisent encode``.
-    """
+    """A jsonargparse parser for ``function`` (``prog``: e.g. ``unisent encode``) with ``--config`` and
+    ``--print_config``; its docstring is the ``--help`` text unless ``description`` is given."""
     text, _ = _docstring(function)
     parser = ArgumentParser(
         prog=prog,
@@ -189,8 +159,8 @@ def command_parser(function: Callable, prog: str, description: str | None = None
 
 
 def fail(prog: str, message: str, argv: Sequence[str] = ()) -> NoReturn:
-    """A usage error: print ``PROG: error: MESSAGE`` on one line (naming the config files of
-    ``argv``) and exit with status 2, as argparse does but without the usage block."""
+    """Print ``PROG: error: MESSAGE`` on one line (naming ``argv``'s config files) and exit with status 2,
+    as argparse does but without the usage block."""
     text = " ".join(line.strip() for line in str(message).strip().splitlines() if line.strip())
     configs = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in ("-c", "--config")]
     configs += [word.split("=", 1)[1] for word in argv if word.startswith("--config=")]
@@ -228,8 +198,7 @@ def _value_as_option_hint(parser: ArgumentParser, message: str) -> str:
 
 
 def run_command(function: Callable, argv: Sequence[str], prog: str) -> Any:
-    """Parse ``argv`` for ``function`` and call it; its ``OSError``/``ValueError``/``ImportError`` (and
-    :class:`CommandFailed`) exit with ``PROG: error: MESSAGE`` and status 1."""
+    """Parse ``argv`` for ``function`` and :func:`call` it."""
     values = parse(command_parser(function, prog), argv)
     return call(function, values, prog)
 

@@ -1,14 +1,9 @@
-"""Which run a Lightning command continues or sits beside, read from the parsed config before anything is built.
-
-``fit --ckpt_path last`` continues the newest run of the configured logger (:func:`continue_last_run`), and
-nothing is trained again past a run's stopping point (:func:`refuse_finished_run`); ``validate``, ``test``
-and ``predict`` log beside a training run, never into it (:func:`separate_from_training_run`). Each logger
-names its runs its own way (CSV and TensorBoard: ``<save_dir>/<name>/<version>``; W&B: a run id), so the
-discovery is per logger. :class:`unisent.commands.train.UnisentCLI` calls these on the parsed config.
-"""
+"""Which run a Lightning command continues or sits beside, from the parsed config, per logger (each names
+its runs its own way); called by :class:`unisent.commands.train.UnisentCLI` before anything is built."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -35,8 +30,7 @@ class NothingToTrain(Exception):
 
 
 def name_the_other_checkpoints(path: Path) -> None:
-    """A ``--ckpt_path`` that does not exist in a folder that holds other checkpoints: name them (a run
-    stopped before its first validation has ``last.ckpt`` but no ``best.ckpt``)."""
+    """A missing ``--ckpt_path`` in a folder of other checkpoints: name them."""
     if path.exists() or not path.parent.is_dir():
         return
     others = sorted(p.name for p in path.parent.glob("*.ckpt"))
@@ -64,13 +58,20 @@ def _logger_class(spec: Any):
         return None
 
 
+def _configured_logger(config):
+    """The first logger of ``trainer.logger`` and its class (``None`` without one or when it does not import)."""
+    logger = config.get("trainer.logger")
+    if isinstance(logger, list):
+        logger = logger[0] if logger else None
+    return logger, _logger_class(logger) if logger not in (None, True, False) else None
+
+
 def continue_last_run(config) -> None:
-    """For ``fit --ckpt_path last``: point the logger at the run that holds the newest last.ckpt and
-    resume from that file; refuse (:class:`NothingToTrain`) when that run already reached this config's
-    stopping point."""
+    """``fit --ckpt_path last``: point the logger at the run with the newest last.ckpt and resume from it
+    (:class:`NothingToTrain` when it reached this config's stopping point)."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-    from ..run_progress import last_checkpoint, latest_run
+    from ..run_progress import last_checkpoint
 
     if config.get("ckpt_path") != "last":
         return
@@ -79,49 +80,17 @@ def continue_last_run(config) -> None:
         if "://" not in str(dirpath):
             refuse_finished_run(config, last_checkpoint(dirpath))
         return
-    logger = config.get("trainer.logger")
-    if isinstance(logger, list):
-        logger = logger[0] if logger else None
-    cls = _logger_class(logger) if logger not in (None, True, False) else None
+    logger, cls = _configured_logger(config)
     if cls is None:
         return
     args = logger.init_args
     run = None
     if issubclass(cls, (CSVLogger, TensorBoardLogger)):
-        save_dir = args.get("save_dir") or config.get("trainer.default_root_dir") or "."
-        name = args.get("name", "lightning_logs")
-        version = args.get("version")
-        root = Path(save_dir) / (name or "")
-        if version is not None:  # a pinned run: resume that one, never another
-            run = root / (version if isinstance(version, str) else f"version_{version}")
-            if last_checkpoint(run / "checkpoints") is None:
-                _say(f"--ckpt_path last: {run} has no checkpoint; training starts from scratch in it")
-                config["ckpt_path"] = None
-                return
-        else:
-            run = latest_run(root)
-            if run is None:
-                _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
-        if run is not None:
-            refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
-            version = run.name
-            args["version"] = (
-                int(version[len("version_") :]) if version.startswith("version_") and version[8:].isdigit() else version
-            )
-            if issubclass(cls, CSVLogger):
-                _keep_metrics(run)
-            _quiet_resume_warnings()
+        run = _continue_versioned_run(config, args, keep_metrics=issubclass(cls, CSVLogger))
     elif issubclass(cls, WandbLogger):
-        if args.get("id") or args.get("version"):
-            return
-        project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
-        run = latest_run(Path(args.get("save_dir") or ".") / project)
-        if run is not None:
-            refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
-            args["id"] = run.name  # WandbLogger resumes a run id with resume="allow"
+        run = _continue_wandb_run(config, args)
     if run is not None:
-        # the file itself, so that a run without a checkpoint callback (trainer.enable_checkpointing:
-        # false) resumes it too
+        # the file itself, so that a run without a checkpoint callback resumes it too
         ckpt = last_checkpoint(run / "checkpoints")
         from ..checkpoint_record import check_unisent_checkpoint
 
@@ -131,15 +100,50 @@ def continue_last_run(config) -> None:
         _say(_resuming_line(run, ckpt))
 
 
-def run_folder_without_logger(config) -> Path | None:
-    """``fit`` with ``trainer.logger: false``: the fresh folder the run writes into, ``None`` for a run with a
-    logger (whose folder the logger names).
+def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | None:
+    """CSV/TensorBoard: the pinned version or the newest run with a checkpoint (``None``: from scratch)."""
+    from ..run_progress import last_checkpoint, latest_run
 
-    Lightning would write such a run's ``config.yaml``, ``checkpoints/`` and ``encoder/`` straight into
-    ``trainer.default_root_dir`` (the working directory), and the next such run would replace them. Instead it
-    gets ``<default_root_dir>/runs/unisent/version_N``, numbered with the logged runs there (the default
-    CSV logger's folder), and says so. ``--ckpt_path last`` continues the newest run there that has a
-    ``last.ckpt`` (or a run of the old layout, with ``checkpoints/`` right in ``default_root_dir``)."""
+    root = Path(args.get("save_dir") or config.get("trainer.default_root_dir") or ".") / (
+        args.get("name", "lightning_logs") or ""
+    )
+    version = args.get("version")
+    if version is not None:  # a pinned run: resume that one, never another
+        run = root / (version if isinstance(version, str) else f"version_{version}")
+        if last_checkpoint(run / "checkpoints") is None:
+            _say(f"--ckpt_path last: {run} has no checkpoint; training starts from scratch in it")
+            config["ckpt_path"] = None
+            return None
+    else:
+        run = latest_run(root)
+        if run is None:
+            _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
+            return None
+    refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
+    args["version"] = int(run.name[8:]) if run.name.startswith("version_") and run.name[8:].isdigit() else run.name
+    if keep_metrics:
+        _keep_metrics(run)
+    _quiet_resume_warnings()
+    return run
+
+
+def _continue_wandb_run(config, args) -> Path | None:
+    """W&B: the newest run with a checkpoint, its id given to the logger (``None``: named run, or none)."""
+    from ..run_progress import last_checkpoint, latest_run
+
+    if args.get("id") or args.get("version"):
+        return None
+    project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
+    run = latest_run(Path(args.get("save_dir") or ".") / project)
+    if run is not None:
+        refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
+        args["id"] = run.name
+    return run
+
+
+def run_folder_without_logger(config) -> Path | None:
+    """``fit`` with ``trainer.logger: false``: ``<default_root_dir>/runs/unisent/version_N``, or the newest
+    there with ``--ckpt_path last`` (``None`` with a logger), never files the next such run would replace."""
     from ..run_progress import last_checkpoint, latest_run
 
     if config.get("trainer.logger") not in (False, []):
@@ -172,8 +176,7 @@ def _say(message: str) -> None:
 
 
 def _resuming_line(run: Path, ckpt: Path) -> str:
-    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done)``; which limit ends the run is said
-    when training starts, once the epoch's length is known (:class:`~unisent.run_progress.StoppingReport`)."""
+    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done)``."""
     from ..run_progress import checkpoint_progress
 
     progress = checkpoint_progress(ckpt)
@@ -182,10 +185,8 @@ def _resuming_line(run: Path, ckpt: Path) -> str:
 
 
 def _quiet_resume_warnings() -> None:
-    """Resuming into the run's own directory: Lightning warns that the directory is not empty and that
-    "previous log files ... will be deleted". Nothing is lost (the interrupted attempt's metrics.csv is
-    kept as metrics-<k>.csv, config and hparams are rewritten with the same run's values, checkpoints
-    are the run's), and a warning that is always wrong here would teach users to ignore it elsewhere."""
+    """Lightning's "directory not empty" warnings when resuming into the run's own: nothing is lost here,
+    and a warning always wrong here would teach users to ignore it elsewhere."""
     import warnings
 
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
@@ -193,9 +194,8 @@ def _quiet_resume_warnings() -> None:
 
 
 def refuse_finished_run(config, ckpt_path: Any) -> None:
-    """Raise :class:`NothingToTrain` (one line) when checkpoint ``ckpt_path`` is at or past the stopping point
-    of ``config`` (``trainer.max_steps``/``max_epochs``, counted from the start of the run, as Lightning
-    does): resuming would train nothing. An unreadable file is left to the checks that load it."""
+    """:class:`NothingToTrain` when ``ckpt_path`` is at or past ``config``'s ``trainer.max_steps``/``max_epochs``
+    (counted from the run's start, as Lightning does); an unreadable file is left to the loading checks."""
     from ..run_progress import checkpoint_progress, stopping_point_reached
 
     if ckpt_path is None or str(ckpt_path) in SPECIAL_CKPT_PATHS or "://" in str(ckpt_path):
@@ -217,18 +217,11 @@ def refuse_finished_run(config, ckpt_path: Any) -> None:
 
 
 def separate_from_training_run(config, subcommand: str) -> None:
-    """``validate``/``test``/``predict`` log into a directory of their own, next to the training run,
-    never into it: Lightning's CSV logger would overwrite the run's ``metrics.csv`` and ``hparams.yaml``
-    and the config callback its ``config.yaml``. The training run is the directory of a
-    ``--ckpt_path <run>/checkpoints/<file>``, or the run that the config's logger version names (a
-    run's own ``config.yaml`` names its version). The new directory is ``<run>-<subcommand>-<k>``
-    (first free k), beside ``<run>``; with neither, the logger makes a new version as usual."""
+    """``validate``/``test``/``predict`` log into ``<run>-<subcommand>-<k>`` beside the training run (of the
+    ``--ckpt_path`` or the logger's version), never into it, where they would overwrite its files."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    logger = config.get("trainer.logger")
-    if isinstance(logger, list):
-        logger = logger[0] if logger else None
-    cls = _logger_class(logger) if logger not in (None, True, False) else None
+    logger, cls = _configured_logger(config)
     if cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
         return
     args = logger.init_args
@@ -248,21 +241,16 @@ def separate_from_training_run(config, subcommand: str) -> None:
             run = named.absolute()
     if run is None:
         return
-    k = 0
-    while (run.parent / f"{run.name}-{subcommand}-{k}").exists():
-        k += 1
+    k = next(k for k in itertools.count() if not (run.parent / f"{run.name}-{subcommand}-{k}").exists())
     args["save_dir"], args["name"], args["version"] = str(run.parent), "", f"{run.name}-{subcommand}-{k}"
 
 
 def _keep_metrics(run: Path) -> None:
-    """CSVLogger deletes the metrics.csv of a directory it starts in: keep the interrupted attempt's
-    as metrics-<k>.csv (it may hold steps after the checkpoint, which the resumed run repeats)."""
+    """Keep the interrupted attempt's metrics.csv, which CSVLogger would delete, as metrics-<k>.csv."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     metrics = run / "metrics.csv"
     if getattr(rank_zero_only, "rank", 0) != 0 or not metrics.is_file():
         return
-    k = 0
-    while (run / f"metrics-{k}.csv").exists():
-        k += 1
+    k = next(k for k in itertools.count() if not (run / f"metrics-{k}.csv").exists())
     metrics.rename(run / f"metrics-{k}.csv")

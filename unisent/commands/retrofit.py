@@ -1,11 +1,4 @@
-"""``unisent retrofit`` (Cai et al., 2022, Sec. 4.2): combine a text encoder with an AMR encoder and
-save the model, a :class:`~unisent.models.RetrofittedEncoder`.
-
-Command line::
-
-    unisent retrofit --text-encoder minilm-l6 --amr-encoder runs/amr/version_0/encoder \\
-        --parser-lookup lookup.txt --out runs/retrofitted
-"""
+"""``unisent retrofit`` (Cai et al., 2022, Sec. 4.2): save a :class:`~unisent.models.RetrofittedEncoder`."""
 
 from __future__ import annotations
 
@@ -18,7 +11,6 @@ from .function_commands import run_command
 __all__ = ["main", "retrofit"]
 
 
-# --------------------------------------------------------------------------------------------- CLI
 def retrofit(
     *,
     text_encoder: str,

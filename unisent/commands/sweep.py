@@ -1,8 +1,5 @@
-"""``unisent sweep``: hyperparameter sweeps in Weights & Biases' sweep format, on W&B or here on Optuna.
-
-A sweep file goes to W&B (``wandb.sweep`` + ``wandb.agent``), or with ``--local`` becomes an Optuna study
-(ask/tell) whose trials run its command as subprocesses that write their metric file (:mod:`unisent.sweep_metrics`).
-"""
+"""``unisent sweep``: hyperparameter sweeps in W&B's sweep format, on W&B or here on Optuna (``--local``:
+trials are subprocesses that write their metric file, :mod:`unisent.sweep_metrics`)."""
 
 from __future__ import annotations
 
@@ -24,17 +21,7 @@ import yaml
 from ..io import atomic_write
 from .function_commands import CommandFailed, UsageError, call, command_parser, parse
 
-__all__ = [
-    "build_command",
-    "format_table",
-    "load_sweep",
-    "main",
-    "make_sampler",
-    "run_local",
-    "run_online",
-    "search_space",
-    "sweep",
-]
+__all__ = ["build_command", "load_sweep", "main", "make_sampler", "run_local", "run_online", "search_space"]
 
 METHODS = ("grid", "random", "bayes")
 LOCAL_DISTRIBUTIONS = ("constant", "categorical", "int_uniform", "uniform", "q_uniform", "log_uniform_values")
@@ -174,8 +161,8 @@ def run_local(
     study_name: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> dict:
-    """Run (or resume) a sweep (:func:`load_sweep` with ``local``) as an Optuna study until it holds ``count``
-    finished trials (default: the grid), each a subprocess in ``output/trial-NNN``; returns trials and best."""
+    """Run (or resume) a sweep as an Optuna study until it holds ``count`` finished trials (default: the grid),
+    each a subprocess in ``output/trial-NNN``; returns trials and best."""
     import optuna
     from optuna.trial import TrialState
 

@@ -1,11 +1,5 @@
 """``unisent fit``, ``validate``, ``test`` and ``predict``: Lightning's CLI over :class:`UnisentModule` and
-:class:`UnisentDataModule` (jsonargparse, as every other unisent command).
-
-Kept apart from :mod:`unisent.cli` so that ``unisent --help`` and the other commands do not import
-Lightning. :func:`unisent.commands.fitting.fit` runs it; which run ``--ckpt_path last`` continues is
-:mod:`unisent.commands.resume_discovery`, and jsonargparse's errors in one line are
-:mod:`unisent.commands.config_errors`.
-"""
+:class:`UnisentDataModule`, apart from :mod:`unisent.cli` so that the other commands do not import Lightning."""
 
 from __future__ import annotations
 
@@ -55,11 +49,8 @@ RESUME_EVERY_N_STEPS = 500
 
 
 class UnisentSaveConfig(SaveConfigCallback):
-    """Writes ``config.yaml`` to the run directory (Lightning's behaviour) and also logs the whole
-    parsed config (every objective with its settings, optimiser, data, trainer, checkpointing) and
-    the model's :meth:`~unisent.lightning_module.UnisentModule.run_config` (objectives with their defaults
-    filled in) to every logger as hyperparameters, e.g. a W&B run's config. Lightning alone logs
-    only the module's ``save_hyperparameters``, which leave out the objectives and the optimiser."""
+    """Also logs the whole config and the model's ``run_config()`` to every logger as hyperparameters
+    (Lightning's ``save_hyperparameters`` leave out the objectives and the optimiser)."""
 
     def save_config(self, trainer, pl_module, stage: str) -> None:
         import yaml
@@ -75,9 +66,8 @@ class UnisentSaveConfig(SaveConfigCallback):
 
 
 def _import_recipe_pooler(config: Any) -> None:
-    """A recipe is code: a pooler it names by dotted class path (``my_pkg.poolers.MyPooler``) is imported here,
-    as jsonargparse imports its other class paths, so that the registry holds it when the encoder is built.
-    Names read from a model's files never come here (:mod:`unisent.io.registry` refuses what is not registered)."""
+    """Import a pooler the recipe names by class path, as jsonargparse does its other class paths (a recipe
+    is code; names read from a model's files never come here: :mod:`unisent.io.registry`)."""
     from ..encoders.poolers import POOLERS, Pooler
     from ..io import import_object
     from ..io.registry import subclasses
@@ -91,24 +81,12 @@ def _import_recipe_pooler(config: Any) -> None:
 
 
 class UnisentCLI(LightningCLI):
-    """LightningCLI over :class:`UnisentModule` and :class:`UnisentDataModule`.
-
-    Adds a ``checkpoint:`` section (:class:`~unisent.resume.UnisentCheckpoint`, Lightning's
-    ModelCheckpoint plus resume points, atomic writes and random states) that by default keeps the
-    best checkpoint by ``val/score`` (the mean main score of ``model.evaluation.val_tasks``) as
-    ``checkpoints/best.ckpt`` and writes ``checkpoints/last.ckpt`` every
-    ``checkpoint.every_n_train_steps`` optimiser steps and after each validation.
-
-    ``fit --ckpt_path last`` continues the newest run of the configured logger directory (the
-    newest ``<save_dir>/<name>/<version>/checkpoints/last.ckpt``): the logger is pointed at that run
-    so that logs and checkpoints go on where they stopped; with no such run, training starts from
-    scratch (so a job script can always pass it).
-    """
+    """LightningCLI with a ``checkpoint:`` section (:class:`~unisent.resume.UnisentCheckpoint`: ``best.ckpt``
+    by ``val/score``; ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps and after each validation).
+    ``fit --ckpt_path last`` continues the logger's newest run, else starts from scratch."""
 
     def __init__(self, *args: Any, trainer_class: Any = UnisentTrainer, verbose: bool = False, **kwargs: Any) -> None:
-        # UnisentTrainer: Lightning's Trainer, plus precision: auto (unisent.hardware); keyword-only here, as
-        # LightningCLI's own arguments after the two classes are given by keyword. verbose: the progress bar
-        # keeps Lightning's version number (set before Lightning's __init__, which parses and runs)
+        # UnisentTrainer adds precision: auto; verbose is set before Lightning's __init__, which parses and runs
         self.verbose = verbose
         super().__init__(*args, trainer_class=trainer_class, **kwargs)
 
@@ -130,7 +108,6 @@ class UnisentCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config[self.subcommand] if self.subcommand else self.config
         _import_recipe_pooler(config)
-        # a run without a logger: a folder of its own, never the working directory (instantiate_trainer)
         self.run_folder = run_folder_without_logger(config) if self.subcommand == "fit" else None
         if self.subcommand == "fit":
             if config.get("ckpt_path") == "last":
@@ -141,9 +118,8 @@ class UnisentCLI(LightningCLI):
             separate_from_training_run(config, self.subcommand)
 
     def parse_arguments(self, parser, args) -> None:
-        """Lightning's parsing of ``args`` (without its warning when ``sys.argv`` holds words too: a fit run
-        inside another command, ``unisent ablate``, is given its own words); a mistyped key gets a suggestion
-        (:func:`~unisent.commands.config_errors.did_you_mean`)."""
+        """Lightning's parsing, without its warning when ``sys.argv`` holds words too (``unisent ablate``); a
+        mistyped key gets a suggestion (:func:`~unisent.commands.config_errors.did_you_mean`)."""
         from jsonargparse import ArgumentError, Namespace
 
         try:
@@ -158,11 +134,8 @@ class UnisentCLI(LightningCLI):
             raise ArgumentError(None, better) from err
 
     def _parse_ckpt_path(self) -> None:
-        """A ``--ckpt_path`` file is checked before Lightning loads it to resume: a missing or truncated file
-        is one line (FileNotFoundError / CheckpointError). Lightning's own step is left out: it merges the
-        checkpoint's ``hyper_parameters`` into the config, whose class paths jsonargparse then imports and
-        calls, so a received checkpoint would choose the code that runs. The recipe says what is built; the
-        checkpoint gives only its tensors and states (docs/security.md)."""
+        """Check a ``--ckpt_path`` file, not Lightning's step, which merges its ``hyper_parameters`` into the
+        config: a received checkpoint would choose the code that runs (docs/security.md)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if isinstance(ckpt_path, (str, Path)) and str(ckpt_path) not in SPECIAL_CKPT_PATHS:
@@ -172,9 +145,7 @@ class UnisentCLI(LightningCLI):
             check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Lightning's run, plus: on any failure or Ctrl-C, the run directory that this attempt created
-        is removed when it holds nothing but config files; Ctrl-C or SIGTERM comes out as
-        :class:`FitInterrupted`, which carries what the run left (``unisent fit`` then prints how to resume)."""
+        """Lightning's run; an empty run directory is removed on failure; Ctrl-C/SIGTERM: :class:`FitInterrupted`."""
         try:
             super()._run_subcommand(subcommand)
         except BaseException as err:
@@ -188,9 +159,7 @@ class UnisentCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any):
         """Lightning's Trainer, plus an :class:`~unisent.evaluation.callback.EvaluationCallback` when
-        ``model.evaluation`` names tasks and ``trainer.callbacks`` has none (the callback runs them in
-        the validation and test loops and logs ``val/score``). First, every name of ``model.evaluation`` that
-        the command uses is checked, in one line (:mod:`unisent.evaluation.name_checks`)."""
+        ``model.evaluation`` names tasks, checked first (:mod:`unisent.evaluation.name_checks`)."""
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         from ..evaluation.callback import add_evaluation_callback
@@ -204,8 +173,7 @@ class UnisentCLI(LightningCLI):
         if getattr(self, "run_folder", None) is not None:  # trainer.logger: false (the saved config keeps its own)
             trainer_config["default_root_dir"] = str(self.run_folder)
         if trainer_config.get("enable_checkpointing") is False:
-            # the recipe turned checkpointing off: leave out the `checkpoint:` callback (Lightning refuses
-            # a checkpoint callback with enable_checkpointing=False)
+            # Lightning refuses a checkpoint callback with enable_checkpointing=False
             extra_callbacks = [c for c in extra_callbacks if not isinstance(c, ModelCheckpoint)]
             if self.subcommand == "fit":
                 import sys
@@ -232,8 +200,7 @@ class UnisentCLI(LightningCLI):
 
 
 class FitInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM stopped a Lightning command: what it left (``interrupt``: signal, step, the
-    checkpoint that continues it, the logger version to pin) and its run directory (``None``: not known)."""
+    """Ctrl-C or SIGTERM stopped a Lightning command: what it left and its run directory (or ``None``)."""
 
     def __init__(self, interrupt: Interrupt, run_dir: Path | None = None) -> None:
         super().__init__(interrupt.signal or "SIGINT")
@@ -242,9 +209,8 @@ class FitInterrupted(KeyboardInterrupt):
 
 
 def interrupt_of(trainer: Any) -> Interrupt:
-    """What an interrupted run left: the checkpoint callback's record of the signal (:class:`~unisent.resume.
-    UnisentCheckpoint`), with the checkpoint that continues the run (saved at the interrupted step, or the
-    run's earlier last.ckpt) and the run's version when that checkpoint is the run's own."""
+    """The checkpoint callback's record of the signal, with the checkpoint that continues the run and the
+    run's version when that checkpoint is the run's own."""
     from dataclasses import replace
 
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -281,9 +247,7 @@ _CONFIG_FILES = {"config.yaml", "hparams.yaml"}
 
 
 def _remove_empty_run_dirs(trainer: Any) -> None:
-    """After a failed or interrupted run: remove each logger's run directory (``version_N``) when it
-    holds nothing but config files (no checkpoint, no metrics), so that failed attempts leave no
-    empty runs behind. A resumed run's directory holds checkpoints and is always kept."""
+    """Remove each logger's run directory that holds only config files: failed attempts leave no empty runs."""
     import shutil
 
     from lightning.fabric.utilities.rank_zero import rank_zero_only
@@ -308,9 +272,7 @@ def _remove_empty_run_dirs(trainer: Any) -> None:
                     break
 
 
-#: what a quiet run leaves out: Lightning's own notices (hardware, seed, tips, "Restoring states", "`Trainer.fit`
-#: stopped"), the model summary, transformers' weight-loading and shard-writing bars, the version number in the
-#: progress bar, and these warnings (each a known, harmless case)
+#: warnings a quiet run leaves out, each a known, harmless case
 QUIET_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning on torch's _pytree (a DeprecationWarning)
     r"`ModelCheckpoint\(monitor='val/score'\)` could not find the monitored key",  # max_steps before a validation
@@ -321,9 +283,8 @@ QUIET_WARNINGS = (
 
 @contextlib.contextmanager
 def quiet():
-    """While a Lightning command runs: print the progress bar and what the user asked for (``unisent fit``'s
-    own lines, warnings that matter, errors); ``--verbose`` skips this. Restores the logging levels,
-    warning filters and transformers' settings afterwards (the command may run inside another program)."""
+    """Without Lightning's notices, transformers' bars and :data:`QUIET_WARNINGS` while a Lightning command
+    runs; the settings are restored afterwards (the command may run inside another program)."""
     import logging
     import warnings
 
@@ -359,9 +320,7 @@ def _without_version_number(trainer: Any) -> None:
 
 
 def _epoch_without_limit(trainer: Any) -> None:
-    """Rich's progress bar reads ``Epoch 0/-2`` when ``max_epochs`` is -1 (a run that ``max_steps`` ends):
-    it shows ``Epoch 0`` then, and ``Epoch 0/N`` only for a real epoch limit (Lightning's tqdm bar shows
-    ``Epoch 0`` in any case)."""
+    """Rich's bar reads ``Epoch 0/-2`` when ``max_epochs`` is -1: ``Epoch 0/N`` only for a real limit."""
     from lightning.pytorch.callbacks import RichProgressBar
 
     bar = getattr(trainer, "progress_bar_callback", None)

@@ -1,18 +1,8 @@
 """AMR embeddings (Cai et al., 2022): SimCSE's contrastive loss over a per-step mix of texts and AMR graphs.
 
-Algorithm 1 of the paper, "Learning AMR Embeddings": for every sentence of a mini-batch draw a
-language ``l``; if ``l`` is not English the sentence is replaced by the AMR graph of its translation
-into ``l``; otherwise, with probability 0.5, by the graph of the English sentence, else it stays text.
-The model is then optimised with the supervised SimCSE loss (eq. 1) on the mixed triples.
-
-Parsing and translation are expensive, so they happen once, before training
-(``unisent data amr-nli``): every record carries every form of every sentence, linearised::
-
-    {"anchor": text, "anchor_graph": "( ... )", "anchor_graph_de": "( ... )", ...,
-     "positive": ..., "positive_graph": ..., "negative": ..., "negative_graph": ..., ...}
-
-The datamodule tokenises all forms once (Arrow cache); the DRAW happens in :meth:`AMRSimCSE.collate`,
-per example and per step, and only the chosen forms are padded.
+Parsing and translation happen once, before training (``unisent data amr-nli``): every record carries every
+form of every sentence (``anchor``, ``anchor_graph``, ``anchor_graph_de``, ...), all tokenised once; the draw of
+Algorithm 1 happens in :meth:`AMRSimCSE.collate`, per example and step, and only the chosen forms are padded.
 """
 
 from __future__ import annotations
@@ -35,8 +25,7 @@ CITATION = (
     "Representation. EMNLP 2022. https://aclanthology.org/2022.emnlp-main.433"
 )
 
-#: The languages of the paper's AMR encoder (Sec. 6.2): English, German, Spanish, Italian, Chinese,
-#: French and Arabic.
+#: The languages of the paper's AMR encoder (Sec. 6.2).
 PAPER_LANGUAGES = ("en", "de", "es", "it", "zh", "fr", "ar")
 
 Form = Literal["draw", "text", "graph"]
@@ -58,9 +47,9 @@ def _as_list(value: str | Sequence[str] | None) -> list[str]:
 def read_amr_symbols(
     counts: str | Sequence[str] | None = None, lists: str | Sequence[str] | None = None, min_count: int = 5
 ) -> list[str]:
-    """The vocabulary extension of the paper: names with ``count >= min_count`` in the count files
+    """The paper's vocabulary extension: names with ``count >= min_count`` in the count files
     (``NAME<TAB>COUNT``, e.g. MSE-AMR's ``predicates.txt``), most frequent first, then every name of
-    the plain lists (e.g. ``additions.txt``); repeats are dropped, the order is kept."""
+    the plain lists (e.g. ``additions.txt``), without repeats."""
     from ..amr.symbols import read_counts, read_symbols, select_symbols
 
     symbols: list[str] = []
@@ -74,64 +63,36 @@ def read_amr_symbols(
 class AMRSimCSE(Objective):
     """Supervised SimCSE on NLI triples whose sentences are drawn as text or AMR graphs (Algorithm 1).
 
-    Modes (``mode``):
-
-    * ``triples`` (the paper): records ``(anchor, positive, negative)`` = (premise, entailment,
-      contradiction), each slot with its forms; logits over all positives and all hard negatives.
-    * ``pairs``: ``(anchor, positive)`` without a hard negative (in-batch negatives only).
-    * ``self``: one sentence per record (``anchor`` and its forms); the two views are two forms of the
-      same sentence (the authors' unsupervised data pairs text and graph of one sentence in all four
-      combinations). With ``forms: {anchor: text, positive: graph}`` it is text-graph alignment.
-
-    Forms of a record slot ``s`` (as ``unisent data amr-nli`` writes them): ``s`` (the text),
-    ``s_graph`` (the linearised graph of the English sentence), ``s_graph_xx`` (the graph of the
-    translation into ``xx``, for every language of ``languages`` but ``source_language``).
-
-    The draw (``forms[view] == "draw"``, the default), per example and per view, at every step:
-    ``l ~ languages`` (weights ``language_weights``, uniform by default); ``l != source_language`` ->
-    ``s_graph_l``; else ``s_graph`` with probability ``graph_probability`` (0.5), otherwise the text.
-    So the text is used with probability ``w_en * (1 - p)``, the English graph ``w_en * p`` and the
-    graph of language ``l`` ``w_l`` (``w`` normalised). ``forms[view] = "text"`` or ``"graph"`` fixes
-    a view's form instead.
-
-    Missing forms: graph fields are optional (null where the parser or translator failed). A drawn
-    form that is missing falls back to the English graph (for a translated graph) and then to the
-    text, which is always present. The forms actually used are returned in the batch (``forms``).
-
-    Vocabulary: :meth:`setup_for` extends the encoder's tokenizer and embeddings (before the optimiser
-    and before the data is tokenised) with the frame and relation names of ``symbol_counts`` seen at
-    least ``min_count`` times plus the names of ``symbol_lists`` (see
-    :func:`unisent.amr.extend_vocabulary`), and records the list in ``symbols``, so that a checkpoint
-    rebuilds the same vocabulary without the files. When ``symbols`` is given the files are not read.
+    A record slot ``s`` has the forms ``s`` (text), ``s_graph`` (the English sentence's graph) and ``s_graph_xx``
+    (the graph of its translation into ``xx``). The draw, per example, view and step: ``l ~ languages``
+    (``language_weights``); ``l != source_language`` -> ``s_graph_l``; else ``s_graph`` with probability
+    ``graph_probability``, otherwise the text. A missing (null) form falls back to ``s_graph``, then the text.
+    :meth:`setup_for` extends the encoder's vocabulary with the AMR names and records them in ``symbols``.
 
     Args:
-        mode: ``triples``, ``pairs`` or ``self`` (see above).
-        languages: the language set of Algorithm 1 (default ``["en"]``: text and English graphs only);
-            the paper's is :data:`PAPER_LANGUAGES`.
+        mode: ``triples`` (the paper): (premise, entailment, contradiction); ``pairs``: (anchor, positive), in-batch
+            negatives only; ``self``: two forms of one sentence (``anchor``) as the two views
+            (``forms: {anchor: text, positive: graph}``: text-graph alignment).
+        languages: the language set of Algorithm 1 (default ``["en"]``: text and English graphs only); the paper's
+            is :data:`PAPER_LANGUAGES`.
         language_weights: sampling weights of ``languages`` (default uniform; normalised).
-        graph_probability: probability of the graph when the source language is drawn (0.5; 1.0 is
-            the paper's variant #4, "without English sentences").
+        graph_probability: probability of the graph when the source language is drawn (0.5; 1.0 is the paper's
+            variant #4, "without English sentences").
         source_language: the language of the texts (``en``).
-        forms: ``{view: draw | text | graph}`` per view (``anchor``, ``positive``, ``negative``); unset
-            views draw.
+        forms: ``{view: draw | text | graph}``; unset views draw.
         temperature: tau (0.05).
         hard_negative_weight: SimCSE's log-weight of the own hard negative (0 = off).
         symmetric: also the positive -> anchor direction.
         symbol_counts: count file(s) ``NAME<TAB>COUNT`` for the vocabulary extension.
         symbol_lists: plain list file(s), one name per line, always added.
         min_count: threshold on the counts (5 in the paper).
-        symbols: the exact names to add (recorded by :meth:`setup_for`; ``[]`` = no extension).
-        linearization: the style the graph fields were linearised in (``unisent data amr-linearize
-            --style``, :func:`unisent.amr.linearize`): ``clean`` (default) or ``authors`` (MSE-AMR's
-            ``amr/IO.py`` strings). The records arrive linearised, so the style is not applied here;
-            it selects the vocabulary that goes with it: with ``authors`` and no ``symbols``,
-            ``symbol_counts`` or ``symbol_lists``, the vocabulary is the authors' token set bundled
-            with unisent (:func:`unisent.amr.authors_style.authors_vocabulary`, without its ``<...>``
-            special tokens, which never occur in a linearisation), as their ``init_amr_vocabulary``.
-        seed: seed of the draw (default: ``torch.initial_seed()``, i.e. ``seed_everything``); mixed with
-            the process rank and the dataloader worker.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`; ``max_length`` applies to
-            texts and graphs (graphs are longer than their sentences).
+        symbols: the exact names to add instead of the files' (``[]``: no extension).
+        linearization: the style of the graph fields (``unisent data amr-linearize --style``): ``clean`` or
+            ``authors`` (MSE-AMR's). Not applied here; ``authors`` without any symbol setting selects the authors'
+            bundled token set (:func:`unisent.amr.authors_style.authors_vocabulary`).
+        seed: seed of the draw (default: ``torch.initial_seed()``), mixed with rank and dataloader worker.
+        weight, name, max_length: see :class:`~unisent.objectives.Objective`; ``max_length`` applies to texts and
+            graphs (graphs are longer than their sentences).
     """
 
     name = "amr"
@@ -217,8 +178,7 @@ class AMRSimCSE(Objective):
     # ------------------------------------------------------------------------------------ forms
     @staticmethod
     def key(slot: str, form: str) -> str:
-        """The record field of a form: ``text`` -> ``slot``; ``graph`` -> ``slot_graph``;
-        ``graph_de`` -> ``slot_graph_de``."""
+        """The record field of a form: ``text`` -> ``slot``; ``graph_de`` -> ``slot_graph_de``."""
         return slot if form == "text" else f"{slot}_{form}"
 
     def _probabilities(self) -> dict[str, float]:
@@ -286,8 +246,8 @@ class AMRSimCSE(Objective):
 
     # ------------------------------------------------------------------------------------ data side
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-        """Draw one form per view and example, then pad only the chosen token ids (all views to one
-        length, so that :func:`encode_views` stacks them). ``batch["forms"]`` = ``{view: [form used]}``."""
+        """Draw one form per view and example, pad only the chosen ids (all views to one length, for
+        :func:`encode_views`); ``batch["forms"]`` = ``{view: [form used]}``."""
         generator = self._generator()
         chosen: dict[str, list[list[int]]] = {}
         used: dict[str, list[str]] = {}
@@ -327,8 +287,8 @@ class AMRSimCSE(Objective):
         return read_amr_symbols(self.symbol_counts, self.symbol_lists, self.min_count)
 
     def setup_for(self, encoder: Encoder) -> None:
-        """Extend ``encoder``'s vocabulary with the AMR names (called by the training module before the
-        optimiser is built and before the data is tokenised); records the list in ``symbols``."""
+        """Extend ``encoder``'s vocabulary with the AMR names (before the data is tokenised); records them
+        in ``symbols``."""
         if self.symbols is None:
             self.symbols = self.read_symbols()
             if not self.symbols:

@@ -21,20 +21,15 @@ CITATION = (
 class BitextRetrieval(Objective):
     """Each source must retrieve its translation among the batch's targets, and vice versa.
 
-    Records ``{"source", "target"}`` (``unisent data bitext`` builds them). Both fields are encoded in
-    one forward pass over the stacked views with the encoder's pooled vector (the paper: the same
-    sentence vector as CMLM's ``v``); the loss is
-    :func:`~unisent.losses.additive_margin_softmax` (``L_s + L_t``), with the other sentences of the
-    global batch as negatives. In CMLM's multitask training the total is
-    ``L_cmlm + alpha L_br`` with ``alpha = 0.2``: set ``weight: 0.2`` (and switch stages with
-    ``model.weight_schedule``).
+    Records ``{"source", "target"}`` (``unisent data bitext``), pooled as CMLM's ``v``; the loss is
+    :func:`~unisent.losses.additive_margin_softmax` (``L_s + L_t``) against the global batch. CMLM's
+    multitask total ``L_cmlm + 0.2 L_br``: set ``weight: 0.2`` (stages: ``model.weight_schedule``).
 
     Args:
         margin: additive margin m (0.3 in the paper).
         scale: multiplies the logits (1 = the paper's inner products).
         normalize: compare L2-normalised vectors (AM-softmax's cosine form) instead of inner products.
         bidirectional: ``L_s + L_t`` (the paper) or ``L_s`` only.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
     name = "bitext"

@@ -1,15 +1,4 @@
-"""CMLM (Yang et al., 2021): masked language modelling of a sentence conditioned on its neighbour's vector.
-
-The pieces, each usable on its own:
-
-* :func:`mask_tokens`: BERT masking (80% ``[MASK]``, 10% random token, 10% unchanged) at a given
-  ratio, vectorised, never touching special tokens or padding;
-* :class:`SentenceProjection`: the 3-layer MLP ``P`` that maps the sentence vector ``v`` to ``N``
-  vectors, one of them ``v`` itself;
-* :class:`MaskedLMHead`: transform + vocabulary projection tied to the input embeddings, loaded
-  from the checkpoint's own MLM head when it has one;
-* :class:`CMLM`: the objective; :class:`ProjectionEncoder`: the "proj" variant's inference model.
-"""
+"""CMLM (Yang et al., 2021): masked language modelling of a sentence conditioned on its neighbour's vector."""
 
 from __future__ import annotations
 
@@ -47,27 +36,12 @@ def mask_tokens(
     random_prob: float = 0.1,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT-style masking of a padded batch, without Python loops over tokens.
-
-    Candidates are the real tokens (``attention_mask == 1``) that are not special tokens. In each
-    row, ``k = floor(ratio * n + u)`` of its ``n`` candidates are chosen uniformly (``u ~ U(0, 1)``:
-    stochastic rounding, so the expected masked fraction is exactly ``ratio``), at least one when
-    the row has a candidate. Each chosen token becomes ``[MASK]`` with probability ``mask_prob``, a
-    token drawn uniformly from ``replacement_ids`` with probability ``random_prob``, and stays
-    unchanged otherwise.
-
-    Args:
-        input_ids, attention_mask: the padded batch.
-        special_ids: ids never masked ([CLS], [SEP], [PAD], [MASK], ...).
-        mask_token_id: the ``[MASK]`` id.
-        replacement_ids: ids random replacements are drawn from (the vocabulary minus specials).
-        ratio: fraction of candidates to predict (the paper: 80 of 256 tokens = 0.3125).
-        mask_prob, random_prob: the 80/10/10 split.
-        generator: optional torch generator (default: the global RNG).
-
-    Returns:
-        ``(masked_ids, targets)``: the corrupted ids (batch, seq) and a bool (batch, seq) that is
-        ``True`` at the positions to predict.
+    """BERT-style masking of a padded batch, vectorised. Candidates are real tokens that are not in ``special_ids``.
+    Per row, ``k = floor(ratio * n + u)`` of its ``n`` candidates are chosen uniformly (``u ~ U(0, 1)``: stochastic
+    rounding, so the expected fraction is exactly ``ratio``; the paper: 80 of 256 = 0.3125), at least one if any.
+    Each becomes ``[MASK]`` with probability ``mask_prob``, a uniform draw from ``replacement_ids`` (the vocabulary
+    minus specials) with ``random_prob``, else stays. ``generator``: default the global RNG. Returns the corrupted
+    ids and a bool mask of the positions to predict, both (batch, seq).
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"mask ratio must be in (0, 1], got {ratio}")
@@ -100,11 +74,8 @@ def mask_tokens(
 
 # ------------------------------------------------------------------------------------------ modules
 class MaskedLMHead(nn.Module):
-    """BERT's MLM head: dense + activation + LayerNorm, then the vocabulary projection.
-
-    The projection matrix is the encoder's input embedding matrix (passed to :meth:`forward`, so it
-    stays tied without sharing a parameter between modules); only the output bias is the head's own.
-    """
+    """BERT's MLM head: dense + activation + LayerNorm, then the vocabulary projection by the encoder's
+    input embeddings (passed to :meth:`forward`: tied without a shared parameter); only the bias is its own."""
 
     def __init__(
         self,
@@ -131,10 +102,8 @@ class MaskedLMHead(nn.Module):
 
 
 def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
-    """The MLM head weights of the checkpoint at ``location`` (BERT ``cls.predictions.*``, RoBERTa/XLM-R/MPNet
-    ``lm_head.*``, DistilBERT ``vocab_transform`` / ``vocab_layer_norm`` / ``vocab_projector``, ModernBERT ``head.*``
-    / ``decoder``), as a state dict of :class:`MaskedLMHead`; ``None`` when the
-    checkpoint has no MLM head (e.g. a ``BertModel`` or sentence-transformers export)."""
+    """The MLM head of the checkpoint at ``location`` (BERT, RoBERTa/XLM-R/MPNet, DistilBERT, ModernBERT) as
+    a :class:`MaskedLMHead` state dict; ``None`` without one (a ``BertModel``, a sentence-transformers export)."""
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
@@ -186,9 +155,7 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
 
 
 def _head_settings(config) -> tuple[str, float]:
-    """The activation and LayerNorm epsilon of the architecture's MLM head: ``hidden_act`` and ``layer_norm_eps``
-    (BERT, RoBERTa, XLM-R, MPNet), DistilBERT's ``activation``, ModernBERT's ``classifier_activation`` and
-    ``norm_eps``."""
+    """The activation and LayerNorm epsilon of the architecture's MLM head."""
     if getattr(config, "model_type", "") == "modernbert":
         return config.classifier_activation, config.norm_eps
     activation = getattr(config, "hidden_act", None) or getattr(config, "activation", None) or "gelu"
@@ -199,45 +166,30 @@ def _head_settings(config) -> tuple[str, float]:
 class CMLM(Objective):
     """Conditional masked language modelling on pairs of consecutive sentences.
 
-    Records ``{"s1", "s2"}``. Per example, the order is swapped with probability ``swap_prob`` (torch
-    RNG). The first sentence goes through the shared encoder and its pooler -> ``v`` (the paper: mean
-    pooling); :class:`SentenceProjection` maps ``v`` to N vectors. The second sentence is masked
-    (:func:`mask_tokens`), its token embeddings are prefixed with the N vectors (attention mask
-    extended by N ones) and the SAME backbone encodes the sequence (``inputs_embeds``); an MLM head
-    predicts the masked tokens, gathered before the vocabulary projection (only masked positions
-    are projected to the vocabulary). At inference only ``s1 -> v`` is kept.
-
-    Position ids of the second pass (``positions``): ``own`` (default) gives the second sentence
-    the positions it has when encoded alone (0, 1, ...) and all N prefix vectors position 0 (the
-    [CLS] slot: a sentence-level input); ``continuous`` numbers the whole sequence 0 .. N + L - 1
-    (what a model does with a plain concatenated input; needs N + L <= max positions). The paper does
-    not say which.
-
-    Loss term: ``mlm`` (cross-entropy over the masked tokens); metric: ``accuracy`` (masked-token
-    accuracy, logged as ``train/<name>/accuracy``, never in the loss).
+    Records ``{"s1", "s2"}``, swapped per example with probability ``swap_prob``. The first sentence's pooled vector
+    ``v`` is mapped to N vectors by :class:`SentenceProjection`; the second, masked, is encoded by the SAME backbone
+    with its token embeddings prefixed by the N vectors, and an MLM head predicts the masked tokens. At inference
+    only ``s1 -> v`` is kept. Loss term ``mlm``; metric ``accuracy``.
 
     Args:
         num_projections: N (15 in the paper; Table 7 tries 1, 5, 10, 15, 20).
         identity: ``v`` itself is one of the N vectors (the paper).
         projection_size: width of P's hidden layers (0 = hidden size).
-        projection_activation: P's activation.
         mask_ratio: fraction of s2's tokens to predict (paper: 80 of 256 = 0.3125).
-        mask_prob, random_prob: of the predicted tokens, the share replaced by [MASK] / by a random
-            token (the rest stays unchanged): BERT's 0.8 / 0.1.
+        mask_prob: share of the predicted tokens replaced by [MASK] (BERT's 0.8).
+        random_prob: share replaced by a random token (BERT's 0.1).
         swap_prob: probability of swapping s1 and s2 (paper: 0.5).
-        positions: ``own`` or ``continuous`` (see above).
-        skip: the "skip" variant of Table 7: the N projected vectors are also concatenated to the
-            sequence output of every masked token of s2 (``[h; v_p1; ...; v_pN]``, (N+1) d) and a
-            linear layer (initialised to pass ``h`` through) maps it back to d before the MLM head.
-        proj: the "proj" variant of Table 7: the sentence vector is the mean of the N projections,
-            at inference too (:meth:`inference_model` returns a :class:`ProjectionEncoder`).
-        head_init: ``auto`` loads the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa/XLM-R/MPNet
-            ``lm_head``, DistilBERT's, ModernBERT's) when it has one, else builds a fresh one; ``fresh`` always
-            builds a fresh one.
-            The vocabulary projection is always tied to the input embeddings.
+        positions: position ids of the second pass (the paper does not say): ``own`` gives s2 its positions when
+            encoded alone and the N prefix vectors position 0 (the [CLS] slot); ``continuous`` numbers
+            0 .. N + L - 1 (needs N + L <= max positions).
+        skip: Table 7's "skip" variant: each masked token's output is concatenated with the N vectors
+            (``[h; v_p1; ...; v_pN]``) and mapped back to d by a linear layer initialised to pass ``h``.
+        proj: Table 7's "proj" variant: the sentence vector is the mean of the N projections, at inference too (a
+            :class:`ProjectionEncoder`).
+        head_init: ``auto`` loads the checkpoint's MLM head when it has one, else a fresh one; ``fresh`` always a
+            fresh one. The vocabulary projection is always tied to the input embeddings.
         hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective` (``max_length``
-            truncates each sentence; the paper: 256).
+        max_length: see :class:`~unisent.objectives.Objective` (the paper truncates at 256).
     """
 
     name = "cmlm"
@@ -299,8 +251,7 @@ class CMLM(Objective):
 
     # ------------------------------------------------------------------------------- parameters
     def setup_for(self, encoder: Encoder) -> None:
-        """Build P, the MLM head (and the skip layer) for ``encoder``; called by the training module
-        before the optimiser is built."""
+        """Build P, the MLM head (and the skip layer) for ``encoder``."""
         d = encoder.hidden_size
         if self.projection is None:
             self.projection = SentenceProjection(d, **self.projection_settings)
@@ -375,8 +326,8 @@ class CMLM(Objective):
         targets: torch.Tensor,  # (batch, seq) bool
         labels: torch.Tensor,  # (batch, seq) the original ids of the second sentence
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss and accuracy of predicting ``labels[targets]`` from the masked second sentence given
-        the first one: ``(mean cross-entropy, accuracy)`` over the masked tokens."""
+        """``(mean cross-entropy, accuracy)`` of predicting ``labels[targets]`` from the masked second
+        sentence given the first."""
         if self.head is None:
             self.setup_for(encoder)
         v = encoder(first["input_ids"], first["attention_mask"])  # (batch, d)
@@ -435,8 +386,7 @@ class CMLM(Objective):
 
     # ------------------------------------------------------------------------------- inference
     def inference_model(self, encoder: Encoder) -> ProjectionEncoder | None:
-        """Only the "proj" variant changes the inference model (a :class:`ProjectionEncoder`); without
-        it, ``None``: the plain encoder, and another objective's inference head is not masked."""
+        """A :class:`ProjectionEncoder` for the "proj" variant, else ``None`` (the plain encoder)."""
         if not self.proj:
             return None
         if self.projection is None:

@@ -1,15 +1,5 @@
-"""Embedding distillation to a frozen teacher: learning without forgetting, or any model as the target.
-
-The student is the shared encoder; the target of each sentence is the teacher's vector of it. With no
-teacher given, the teacher is the starting encoder itself (a frozen copy taken when the model is
-built), so the loss holds the encoder near what it was while the other objectives of the run train
-it: learning without forgetting (Li and Hoiem, 2016, arXiv:1606.09282). With a teacher given, the
-student learns that model's vectors, as in Reimers and Gurevych (2020, arXiv:2004.09813), whose MSE
-loss this is.
-
-The teacher is held by :class:`~unisent.objectives.frozen.Frozen`: never in the optimiser, always in
-eval mode, in no checkpoint (it is rebuilt from its spec, so resuming is exact), no warning.
-"""
+"""Embedding distillation to a frozen teacher (held by :class:`~unisent.objectives.frozen.Frozen`): learning
+without forgetting (Li and Hoiem, 2016), or another model's vectors as targets (Reimers and Gurevych, 2020)."""
 
 from __future__ import annotations
 
@@ -36,20 +26,12 @@ CITATION = (
 class Distill(Objective):
     """The student's vector of each sentence regressed onto a frozen teacher's.
 
-    Records: ``{"text"}`` by default; ``fields`` names other text fields (a triple file's ``anchor``
-    and ``positive``: every field of a record is a sentence to distil), so any objective's data file
-    can be the source.
-
     Args:
-        teacher: ``None`` (default): the starting encoder, frozen when the model is built (learning
-            without forgetting); or anything ``unisent.load`` reads other than a training checkpoint: a
-            preset name, a hub id, a saved or exported directory (export a ``.ckpt`` first with
-            ``unisent export``). A teacher with the student's vocabulary gets the student's token ids;
-            another gets the sentences decoded from them and tokenises them itself.
-        loss: ``mse`` (the squared distance, Reimers and Gurevych) or ``cosine`` (1 - cosine: only the
-            direction is kept, e.g. for a teacher of another scale).
-        fields: the text fields of a record that are distilled.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+        teacher: ``None`` (default): the starting encoder, frozen when the model is built (it holds the encoder
+            near where it started); or anything ``unisent.load`` reads but a ``.ckpt``. A teacher with another
+            vocabulary gets the sentences decoded from the student's ids.
+        loss: ``mse`` (Reimers and Gurevych) or ``cosine`` (direction only, e.g. for a teacher of another scale).
+        fields: the text fields of a record to distil (e.g. ``[anchor, positive]`` of a triple file).
     """
 
     name = "distill"
@@ -84,8 +66,8 @@ class Distill(Objective):
     # ------------------------------------------------------------------------------------ teacher
     def setup_for(self, encoder: Encoder) -> None:
         """Build the teacher once: a frozen copy of the encoder as it is now (no ``teacher``), or the
-        model ``teacher`` names. Called when the model is built, before any step and before a
-        checkpoint's weights are loaded into the encoder, so a resumed run gets the same teacher."""
+        model ``teacher`` names. This runs before a checkpoint's weights are loaded, so a resumed run
+        gets the same teacher."""
         if self._teacher is not None:
             return
         if self.teacher is None:
@@ -138,7 +120,7 @@ class Distill(Objective):
 
 
 def _dimension(model: torch.nn.Module) -> int | None:
-    """The size of a model's vectors where it says (an encoder's hidden size), else None."""
+    """The size of a model's vectors where it says, else None."""
     for attribute in ("embedding_dim", "hidden_size"):
         value = getattr(model, attribute, None)
         if isinstance(value, int):

@@ -16,7 +16,6 @@ from ..encoders.encoder import Encoder
 from ..losses import gather_no_grad, info_nce
 from .objective import EncodeFn, Objective, encode_views
 
-# read_entity_titles, read_wikipedia2vec: still importable from here (module __getattr__ below)
 __all__ = ["EASE", "find_ease"]
 
 CITATION = (
@@ -29,9 +28,7 @@ PAD = "<pad>"
 
 def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """An int64 hash per row of token ids (padding ignored): equal sentences get equal keys on every
-    process, whatever their padded length."""
-    # position weights of a 64-bit LCG (wrapping arithmetic): fixed, no RNG, and the same prefix
-    # whatever the padded length, so keys agree across processes
+    process, whatever their padded length (fixed 64-bit LCG position weights, wrapping arithmetic)."""
     weights = torch.arange(1, ids.shape[1] + 1, device=ids.device) * 6364136223846793005 + 1442695040888963407
     return (ids * mask * weights).sum(-1)
 
@@ -39,53 +36,35 @@ def _sentence_keys(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class EASE(Objective):
     """Entity contrastive learning plus SimCSE's dropout contrastive loss (EASE, eq. 2 and 4).
 
-    Records: ``{"text": sentence, "entity": entity id, "hard_negative": entity id or null}`` (as
-    written by ``unisent data ease-wikipedia`` / ``ease-fewrel``; extra fields such as ``language``
-    are ignored). Entity ids are Wikidata ids in the paper, so that one entity table is shared by
-    all languages of a multilingual run.
+    Records: ``{"text", "entity", "hard_negative": entity id or null}`` (``unisent data ease-wikipedia``); the
+    paper's entity ids are Wikidata's, so one entity table serves all languages.
 
-    The sentences are encoded twice in one forward pass (two dropout views). The first view ``s_i``
-    is contrasted with the projected entity vectors ``W e_j`` of every positive entity of the
-    (global) batch and every hard-negative entity (eq. 2): logits ``cos(s_i, W e_j) / tau_e``,
-    label ``i``. The entity vectors are gathered across processes like every other candidate (the
-    authors' code gathers only the sentences). With ``hard_negative_weight`` w, w is added to the
-    logit of each sentence's *own* hard-negative entity, after the division by ``tau_e`` (the
-    authors' code: ``cos(s_i, W e_i^-) / tau_e + w``; their ``conf/config.yaml`` has w = 1.0; the
-    paper's eq. 2 is w = 0). The SimCSE term (eq. 3) uses both views with ``cos / tau``. The loss
-    is ``entity_weight * entity + simcse_weight * contrastive`` (eq. 4, lambda = 0.01).
+    The first of two dropout views ``s_i`` is contrasted with the projected vectors ``W e_j`` of every positive and
+    hard-negative entity of the global batch (eq. 2): logits ``cos(s_i, W e_j) / tau_e``, label ``i`` (entity
+    vectors are gathered across processes too; the authors' code gathers only sentences). The SimCSE term (eq. 3)
+    uses both views; the loss is ``entity_weight * entity + simcse_weight * contrastive`` (eq. 4).
 
-    The entity table (``entity_table``, index 0 = padding for a missing hard negative) is built
-    from the training data when ``fit`` starts: entities linked as positives at least
-    ``min_count`` times, plus every hard negative of the kept records; records with a rarer
-    positive entity are dropped and counted. Its rows are Wikipedia2Vec vectors when
-    ``wikipedia2vec`` is given (looked up by title through ``entity_titles``; entities missing
-    from the file ~ U(-0.05, 0.05), as the authors' code does), else torch's N(0, 1). The
-    vocabulary is saved in the checkpoint (module extra state) and the table is resized to the
-    checkpoint's when one is loaded.
+    The entity table (row 0: padding) is built when ``fit`` starts from the entities linked as positive at least
+    ``min_count`` times (rarer records are dropped) and the kept records' hard negatives; its rows are Wikipedia2Vec
+    vectors when given (missing ones ~ U(-0.05, 0.05), as the authors' code), else N(0, 1).
 
     Args:
         entity_weight: lambda of eq. 4 (0.01 in the paper).
-        entity_temperature: tau of the entity term, a DIVISOR of the cosine as in the authors'
-            code: the paper's tau = 100 (monolingual) and 10 (multilingual) give logits cos/100.
+        entity_temperature: tau of the entity term, a DIVISOR of the cosine as in the authors' code: the paper's
+            tau = 100 (monolingual) and 10 (multilingual) give logits cos/100.
         temperature: tau of the SimCSE term (0.05).
         simcse_weight: weight of the SimCSE term; 0 is the "w/o SimCSE" ablation (one view only).
         use_hard_negatives: ``False`` is the "w/o hard negatives" ablation (field not needed).
-        hard_negative_weight: log-weight added to the logit of each sentence's own hard-negative
-            entity (SimCSE's ``hard_negative_weight`` applied to entities, as the authors' code
-            does); 0 is the paper's eq. 2, the authors' ``conf/config.yaml`` uses 1.0. Ignored
-            without hard negatives (so the ablation switch works on a recipe that sets it).
-        projection: ``linear_tanh`` (``tanh(W e)``, the authors' code, default) or ``linear``
-            (``W e``, as the paper writes it).
+        hard_negative_weight: added to the logit of each sentence's own hard-negative entity after the division by
+            ``tau_e``: 0 is the paper's eq. 2, the authors' ``conf/config.yaml`` uses 1.0; ignored without them.
+        projection: ``linear_tanh`` (``tanh(W e)``, the authors' code) or ``linear`` (the paper's ``W e``).
         entity_dim: size of the entity vectors (768 in the paper; must match the Wikipedia2Vec file).
-        wikipedia2vec: optional Wikipedia2Vec model (text or ``.pkl``) to initialise the table; none
-            is the "w/o Wikipedia2Vec" ablation.
-        entity_titles: tsv ``id<TAB>title`` mapping entity ids to the Wikipedia titles of the
-            Wikipedia2Vec file (``entities.tsv`` of the data pipeline); without it, ids are titles.
+        wikipedia2vec: Wikipedia2Vec model (text or ``.pkl``) for the table; none: the "w/o Wikipedia2Vec" ablation.
+        entity_titles: tsv ``id<TAB>title`` (the pipeline's ``entities.tsv``) mapping entity ids to the
+            Wikipedia2Vec titles; without it, ids are titles.
         min_count: minimum number of records linking an entity as positive.
-        mask_duplicate_entities: remove false negatives from a sentence's softmax: the positive
-            entities of other records that are the same entity or come from the same sentence (a
-            sentence with several links gives several records); off in the paper.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
+        mask_duplicate_entities: drop false negatives (other records' positives of the same entity or sentence)
+            from a sentence's softmax; off in the paper.
     """
 
     name = "ease"
@@ -141,7 +120,7 @@ class EASE(Objective):
 
     # ---------------------------------------------------------------------------------- entity table
     def setup_for(self, encoder: Encoder) -> None:
-        """Create the projection ``W`` for ``encoder`` (called before the optimiser is built)."""
+        """Create the projection ``W`` for ``encoder``."""
         if self.projection is None:
             linear = nn.Linear(self.entity_dim, encoder.hidden_size)
             self.projection = (
@@ -220,7 +199,7 @@ class EASE(Objective):
 
     @staticmethod
     def _resize_to_checkpoint(module: EASE, state_dict, prefix, *args) -> None:
-        # the table's size is known from the data only; a checkpoint brings its own
+        # the table's size comes from the data; a checkpoint brings its own
         weight = state_dict.get(prefix + "entity_table.weight")
         if weight is not None and (module.entity_table is None or module.entity_table.weight.shape != weight.shape):
             module.entity_table = nn.Embedding(weight.shape[0], weight.shape[1], padding_idx=0)
@@ -300,19 +279,11 @@ class EASE(Objective):
         ks: Sequence[int] = (1, 10),
         batch_size: int = 64,
     ) -> dict[str, Any]:
-        """Entity retrieval: rank EVERY entity of the table for each sentence, by the similarity the
-        entity term trains (``cos(s, W e) / tau_e``; the positive divisor ``tau_e`` does not change
-        the order, so the ranking is by cosine), and report how often the gold entity is in the top k.
-
-        ``texts[i]`` is embedded with ``encoder`` as in training (the pooler's vectors, eval mode, the
-        encoder's ``max_length``); ``entities[i]`` is its gold entity id, which must be in the table
-        (a ``KeyError`` names it otherwise). Ties count against the gold entity: its rank is the
-        number of entities scoring at least as high as it does (itself included). Returns
-        ``{"records", "entities", "top{k}", "chance_top{k}", "best_fixed_ranking_top{k}",
-        "median_rank", "mean_reciprocal_rank"}``: ``entities`` excludes the padding row, chance is
-        ``k / entities``, and ``best_fixed_ranking_top{k}`` is the best that one ranking shared by
-        every sentence can do on these records (the k most frequent gold entities), the score of a
-        model that ignores the sentence.
+        """Entity retrieval: rank EVERY entity of the table for each of ``texts`` (pooled, eval mode) by cosine to
+        ``W e`` and report how often the gold entity ``entities[i]`` (a ``KeyError`` if not in the table) is in the
+        top k; ties count against it. Returns ``{"records", "entities", "top{k}", "chance_top{k}",
+        "best_fixed_ranking_top{k}", "median_rank", "mean_reciprocal_rank"}``, where ``best_fixed_ranking_top{k}``
+        scores one ranking shared by every sentence (the k most frequent gold entities).
         """
         if self.entity_table is None or self.projection is None:
             raise RuntimeError(
@@ -358,8 +329,8 @@ class EASE(Objective):
 
 
 def find_ease(objectives: Sequence[Objective], name: str | None = None) -> EASE:
-    """The EASE objective among ``objectives`` (e.g. ``UnisentModule.objectives``), found by type;
-    with several, ``name`` picks one. A one-line ``ValueError`` names what is there otherwise."""
+    """The EASE objective among ``objectives``; with several, ``name`` picks one (else a one-line
+    ``ValueError`` naming what is there)."""
     found = [o for o in objectives if isinstance(o, EASE)]
     if name is not None:
         found = [o for o in found if o.name == name]

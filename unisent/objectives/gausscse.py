@@ -20,33 +20,23 @@ CITATION = (
 
 
 class GaussCSE(Objective):
-    """GaussCSE's contrastive loss on NLI triples (eq. 4).
-
-    Records ``{"anchor", "positive", "negative"}`` = (premise, entailment hypothesis, contradiction
-    hypothesis); ``negative`` is needed only with the contradiction set. The encoder's pooled vector
-    (the paper: ``[CLS]``) goes through a :class:`GaussianHead`.
+    """GaussCSE's contrastive loss (eq. 4) on NLI triples ``{"anchor", "positive", "negative"}`` (``negative`` only
+    with the ``con`` set); the pooled vector (the paper: ``[CLS]``) goes through a :class:`GaussianHead`.
 
     Args:
-        sets: which negatives enter the denominator: ``[ent]``, ``[ent, con]``, ``[ent, rev]`` (best
-            entailment direction) or ``[ent, con, rev]``.
+        sets: the denominator's negatives: ``[ent]``, ``[ent, con]``, ``[ent, rev]`` (best for entailment
+            direction) or ``[ent, con, rev]``.
         temperature: tau (0.05 in the paper).
         similarity: ``sum`` (the paper: KL summed over dimensions) or ``mean`` (the authors' code).
         variance, mean_activation, var_floor: see :class:`GaussianHead`.
-        point: what the trained model's ``encode`` returns (:class:`GaussianHead`): ``mean`` (the
-            paper's STS vector) or ``pooled`` (the encoder's own vector, e.g. when other objectives of
-            the run train it; see docs/training.md, "Combining objectives").
-        head_lr: learning rate of the Gaussian head; ``None`` (the paper): the optimiser's. A head on an
-            encoder that other objectives also train, or on a frozen one, learns in few steps only at
-            a higher rate than the encoder's fine-tuning rate (docs/results/unified.md).
-        encoder_grad: scale of the gradient this loss sends into the shared encoder: 1 (the paper)
-            fine-tunes the encoder with it, 0 trains the head alone on the encoder's vectors (the
-            encoder then runs without a graph for this objective's batch), values between let
-            GaussCSE shape the shared space only that much (the unified recipe: 0.1). The loss and
-            the head's gradient are unchanged.
-        length_input: the variance also reads the log token count of each sentence (not in the
-            paper; :class:`GaussianHead`).
+        point: what ``encode`` returns: ``mean`` (the paper's STS vector) or ``pooled`` (the encoder's
+            own, e.g. when other objectives train it; docs/training.md, "Combining objectives").
+        head_lr: learning rate of the Gaussian head; ``None`` (the paper): the optimiser's. A head on a
+            shared or frozen encoder learns in few steps only at a higher rate (docs/results/unified.md).
+        encoder_grad: scale of the gradient this loss sends into the encoder (the head's is unchanged): 1 (the
+            paper); 0 trains the head alone, without a graph through the encoder; the unified recipe: 0.1.
+        length_input: the variance also reads each sentence's log token count (not in the paper).
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
     name = "gausscse"
@@ -92,7 +82,7 @@ class GaussCSE(Objective):
         )
 
     def setup_for(self, encoder: Encoder) -> None:
-        """Create the head for ``encoder`` (called by the training module before the optimiser is built)."""
+        """Create the head for ``encoder``."""
         if self.head is None:
             self.head = GaussianHead(encoder.hidden_size, **self.head_settings)
             self._init_args["hidden_size"] = encoder.hidden_size
@@ -110,8 +100,8 @@ class GaussCSE(Objective):
         return pooled
 
     def loss(self, views: list[torch.Tensor], batch: dict[str, Any], dim: int | None = None) -> dict[str, torch.Tensor]:
-        """The loss of the Gaussians the head makes of ``views``; ``dim``: of their first ``dim`` coordinates (mean
-        and variance cut together: the KL of the marginal Gaussians)."""
+        """The loss of the head's Gaussians of ``views``; ``dim``: of their first ``dim`` coordinates (the
+        marginal Gaussians)."""
         if self.head.length_input:  # token counts per view, from the attention masks
             gauss = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(views, self.text_keys)]
         else:

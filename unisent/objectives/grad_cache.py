@@ -1,29 +1,15 @@
 """Cached contrastive training (GradCache, Gao, Zhang, Han and Callan 2021, arXiv:2101.06983): an in-batch
 objective's batch of any size in the memory of one chunk.
 
-An in-batch loss scores every anchor against every candidate of the batch, so the batch cannot be split
-into independent micro-batches (gradient accumulation changes the task). GradCache splits the *encoder*
-instead. An in-batch objective reads the encoder only through the views its
-:meth:`~unisent.objectives.Objective.embed` makes from calls ``encode(input_ids, attention_mask)``, so the
-training step (:mod:`unisent.training_step`) runs it over this contract:
+An in-batch loss cannot be split into micro-batches, so GradCache splits the *encoder* instead
+(:mod:`unisent.training_step` runs it): (1) ``embed`` gets a :class:`CachedEncode`, which encodes chunk by
+chunk *without a graph*, remembering each chunk's random state, and returns leaf tensors; (2) the objective's
+unchanged ``loss`` runs on the leaves and its gradient w.r.t. them is taken; (3) :meth:`CachedEncode.replay`
+encodes each chunk again *with* a graph under the same random state (same dropout, same vectors), and
+``autograd.grad(vectors, encoder parameters, cached)`` summed over chunks is exactly the whole-batch gradient.
 
-1. ``embed`` is given a :class:`CachedEncode`: each call encodes its rows chunk by chunk *without a graph*,
-   remembering the random-number state before each chunk, and returns the concatenated vectors as a leaf
-   tensor that requires a gradient;
-2. the objective's :meth:`~unisent.objectives.Objective.loss` is computed on those leaves as usual (its own
-   parameters, heads and entity tables, keep their graph: it starts at the leaves), and the gradient of the
-   loss with respect to each leaf is taken (:meth:`~unisent.balancers.StepGradients.add`, with the own
-   parameters' gradients);
-3. :meth:`CachedEncode.replay` encodes each chunk again *with* a graph, under the random-number state of the
-   first pass (the same dropout masks, so the same vectors), and gives that chunk's vectors with their cached
-   gradient: ``autograd.grad(vectors, encoder parameters, grad_outputs=cached)`` summed over the chunks is the
-   encoder's gradient of the whole-batch loss, exactly.
-
-The step holds one chunk's graph, the leaves (batch x hidden) and the loss's own graph. Written here rather
-than taken from sentence-transformers (``CachedMultipleNegativesRankingLoss``): that implementation is a
-loss of its own model class, while here every objective of a run, its balancer's per-objective gradients
-and the DDP gather of candidates (``unisent.losses.distributed``: the leaves are gathered like any
-vectors) must see the cached vectors through the objective's unchanged ``loss``.
+Not sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (a loss of its own model class): here every
+objective, the balancers and the DDP gather see the cached vectors through the objective's own ``loss``.
 """
 
 from __future__ import annotations
@@ -38,8 +24,7 @@ __all__ = ["CachedEncode", "RandomState"]
 
 
 class RandomState:
-    """The random-number state that dropout draws from on ``device``: the CPU generator's and, on a CUDA
-    device, that device's generator's."""
+    """The random-number state dropout draws from on ``device`` (the CPU's, and a CUDA device's)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -53,15 +38,9 @@ class RandomState:
 
 
 class CachedEncode:
-    """The ``encode`` an objective's :meth:`~unisent.objectives.Objective.embed` is given under GradCache (see
-    the module doc): a call encodes ``input_ids``/``attention_mask`` in chunks of ``chunk`` rows without a
-    graph and returns the pooled vectors as a leaf that requires a gradient; with gradients disabled
-    (GaussCSE's ``encoder_grad: 0``) it is the plain encoder.
-
-    Args:
-        encoder: the shared encoder (called as ``encoder(input_ids, attention_mask)``).
-        chunk: rows per encoder pass.
-    """
+    """The ``encode`` :meth:`~unisent.objectives.Objective.embed` is given under GradCache (see the module
+    doc): ``encoder`` in chunks of ``chunk`` rows without a graph, returning a leaf that requires a
+    gradient; with gradients disabled (GaussCSE's ``encoder_grad: 0``) the plain encoder."""
 
     def __init__(self, encoder: EncodeFn, chunk: int) -> None:
         if chunk < 1:
@@ -86,11 +65,10 @@ class CachedEncode:
         return leaf
 
     def replay(self, grads: Sequence[torch.Tensor | None]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """For each call's chunks, in order: the chunk's vectors encoded again with a graph, under the random
-        state of the first pass, and the chunk's rows of ``grads`` (the loss's gradient with respect to each
-        leaf, :attr:`leaves`' order; a leaf the loss did not reach is skipped). The caller takes each chunk's
-        parameter gradients before asking for the next, so one chunk's graph is alive at a time. Afterwards
-        the random state is what it was before the replay (the replay draws nothing from the run's stream)."""
+        """Per chunk, in order: its vectors encoded again with a graph under the first pass's random state,
+        and its rows of ``grads`` (the loss's gradient w.r.t. each of :attr:`leaves`; ``None``: skipped).
+        The caller takes each chunk's gradients before the next, so one chunk's graph is alive at a time;
+        the random state is restored afterwards."""
         if len(grads) != len(self._calls):
             raise ValueError(f"replay needs one gradient per cached call: {len(self._calls)} calls, {len(grads)}")
         now = RandomState(self.leaves[0].device) if self.leaves else None

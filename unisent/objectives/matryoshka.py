@@ -1,5 +1,4 @@
-"""Matryoshka representation learning (Kusupati et al., 2022): any pooled-vector objective, trained
-at several nested prefixes of the sentence vector at once."""
+"""Matryoshka representation learning (Kusupati et al., 2022): nested prefixes of the sentence vector."""
 
 from __future__ import annotations
 
@@ -25,27 +24,17 @@ class Matryoshka(Objective):
     """Matryoshka representation learning: the wrapped objective's loss at every prefix length of ``dims``.
 
     The wrapped objective's :meth:`~unisent.objectives.Objective.embed` runs once per step and its
-    :meth:`~unisent.objectives.Objective.loss_at` once per dim, on the views cut to their first ``d``
-    coordinates: every prefix's loss flows back through the same graph. Its terms are logged as
-    ``<term>@<d>`` (``train/simcse/contrastive@64``) and the loss is ``sum_d w_d * objective.total(terms at d)``.
-    After training, the first ``d`` coordinates of a sentence vector are a sentence vector of their own.
+    :meth:`~unisent.objectives.Objective.loss_at` once per dim, through the same graph. Terms are logged as
+    ``<term>@<d>`` (``train/simcse/contrastive@64``); the loss is ``sum_d w_d * objective.total(terms at d)``.
 
-    Every other hook (data schema, collate, ``setup_for``, ``setup_data``, ``inference_model``) is the
-    wrapped objective's, and its name is the wrapped one's by default, so ``data.train`` keys do not
-    change. Any in-batch objective (one that implements ``embed`` and ``loss``) can be wrapped unless
-    its :meth:`~unisent.objectives.Objective.prefix_error` says why not: GaussCSE cuts its Gaussians
-    (mean and variance together; with ``point: mean`` only, so that ``encode``'s vector is the one whose
-    prefixes are trained); CMLM (its MLM runs through the backbone) and EASE (its entity vectors are
-    projected to the full hidden size) are refused.
+    Every other hook and, by default, the name are the wrapped objective's. Any in-batch objective can be wrapped
+    unless its :meth:`~unisent.objectives.Objective.prefix_error` says why not (CMLM, EASE).
 
     Args:
-        objective: the objective to train at every dim (from YAML: a nested ``class_path``/``init_args``).
-            Its own ``weight`` is ignored; this objective's ``weight`` counts.
-        dims: prefix lengths, strictly decreasing, the largest at most the encoder's hidden size
-            (e.g. ``[768, 512, 256, 128, 64]``).
+        objective: the objective to train at every dim (YAML: a nested ``class_path``/``init_args``);
+            its own ``weight`` is ignored.
+        dims: prefix lengths, strictly decreasing, at most the hidden size (e.g. ``[768, 512, 256, 128, 64]``).
         weights: ``w_d``, one per dim; default 1 each (the paper's).
-        weight: multiplier of this objective's loss in the total.
-        name: default: the wrapped objective's name.
     """
 
     citation = CITATION

@@ -26,9 +26,8 @@ CITATION = (
 
 
 def label_id(value: Any, where: str = "") -> int:
-    """Map an NLI label to 0 (entailment), 1 (neutral) or 2 (contradiction).
-
-    Accepts the names (any case; XNLI's ``contradictory`` too), ints 0-2 and their strings.
+    """Map an NLI label (a name in any case, XNLI's ``contradictory``, 0-2 or its string) to 0 (entailment), 1
+    (neutral) or 2 (contradiction).
 
     Raises:
         ValueError: anything else; the message names ``where`` (the record) and the value.
@@ -49,21 +48,14 @@ def label_id(value: Any, where: str = "") -> int:
 
 
 class NLIClassifier(Objective):
-    """3-way NLI classification with the encoder updated (cross-lingual when premise and hypothesis are
-    in different languages, as in the paper).
+    """3-way NLI classification with the encoder updated (cross-lingual in the paper).
 
-    Records ``{"premise", "hypothesis", "label"}``; ``label`` is ``entailment``/``neutral``/
-    ``contradiction`` or 0-2 (``unisent data nli-pairs`` writes such records). Premises and
-    hypotheses are encoded in one forward pass (stacked views); ``Linear(4d -> 3)`` on
-    ``[u, v, |u - v|, u * v]``; cross-entropy. Labels are checked for the whole training set when
-    ``fit`` starts (:meth:`setup_data`), with the record number in the error.
-
-    Loss term: ``classification``; metric: ``accuracy`` (logged as ``train/<name>/accuracy``, never in
-    the loss).
+    Records ``{"premise", "hypothesis", "label"}`` (``unisent data nli-pairs``; labels as :func:`label_id`
+    reads them, all checked when ``fit`` starts). ``Linear(4d -> 3)`` on ``[u, v, |u - v|, u * v]``,
+    cross-entropy. Loss term ``classification``; metric ``accuracy``.
 
     Args:
         hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
     name = "nli"
@@ -78,7 +70,7 @@ class NLIClassifier(Objective):
         self.classifier = nn.Linear(4 * hidden_size, len(NLI_LABELS)) if hidden_size else None
 
     def setup_for(self, encoder: Encoder) -> None:
-        """Create the classifier for ``encoder`` (called before the optimiser is built)."""
+        """Create the classifier for ``encoder``."""
         if self.classifier is None:
             self.classifier = nn.Linear(4 * encoder.hidden_size, len(NLI_LABELS)).to(encoder.backbone.device)
             self._init_args["hidden_size"] = encoder.hidden_size

@@ -20,13 +20,10 @@ CITATION = (
 class SimCSE(Objective):
     """Contrastive learning of sentence embeddings.
 
-    Unsupervised (default): records ``{"text"}``; the batch is stacked twice and encoded in one
-    forward pass, so the two copies differ only by dropout; the logits are ``cos(z_i, z'_j) / tau``
-    with label ``i``.
-
-    Supervised: records ``{"anchor", "positive", "negative"}`` (NLI premise, entailment,
-    contradiction); the logits of each anchor run over all positives and all hard negatives of the
-    batch. ``hard_negative_weight`` is added to the logit of the anchor's own negative.
+    Unsupervised (default): records ``{"text"}``, encoded twice in one pass (views differing only by
+    dropout); logits ``cos(z_i, z'_j) / tau``, label ``i``. Supervised: records ``{"anchor", "positive",
+    "negative"}`` (NLI premise, entailment, contradiction); each anchor's logits run over all positives
+    and hard negatives of the batch.
 
     Args:
         supervised: train on NLI triples instead of single sentences.
@@ -34,7 +31,6 @@ class SimCSE(Objective):
         hard_negative_weight: log-weight of the own hard negative (supervised only; 0 = off).
         use_hard_negatives: supervised only; ``False`` trains on (anchor, positive) pairs.
         symmetric: also the positive -> anchor direction.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`.
     """
 
     name = "simcse"

@@ -1,27 +1,7 @@
-"""Streaming a MediaWiki XML dump (``.xml.bz2`` or ``.xml``) page by page, on `mwxml
-<https://pythonhosted.org/mwxml/>`_.
-
-mwxml parses the dump format (``<siteinfo>``, ``<page>``, ``<revision>``, every export schema
-version) and streams it from any file object, so a ``.bz2`` dump is read through :func:`bz2.open`
-without unpacking it. Resuming the extract step at a page offset is done by the caller, which counts
-the pages it skips (a bzip2 stream cannot seek to a page); a skipped page's text is never read.
-
-Two things are added here:
-
-* mwxml clears each ``<page>`` element but leaves the empty element under the ``<mediawiki>`` root
-  (about 100 bytes a page: 2 GB over English Wikipedia; mwxml issue #23). The root is cleared after
-  every page, so memory stays flat. This needs the root element, which
-  :meth:`mwxml.Dump.from_element` accepts from our own :class:`mwxml.element_iterator.ElementIterator`.
-* XML errors name the dump, line and column (mwxml passes expat's ``ParseError`` through).
-
-Cost: mwxml builds a page object per page, about 0.5 ms a page on a 2-core machine (0.3 ms for a
-skipped one), ten times a bare ``iterparse`` loop; that is small beside parsing an article's
-wikitext (0.3-0.6 s for each of the two long articles of the test dump).
-
-Why not Wikipedia2Vec's ``DumpDB``: it first converts the whole dump into an LMDB database, with its
-own wikitext-to-paragraph conversion; it cannot resume a conversion part-way, and its text and link
-offsets would not be the ones of :mod:`.wikitext`, so the records would change.
-"""
+"""Streaming a MediaWiki XML dump (``.xml.bz2`` or ``.xml``) page by page on `mwxml
+<https://pythonhosted.org/mwxml/>`_, clearing the root after every page (mwxml leaves each emptied
+``<page>`` under it: 2 GB over English Wikipedia; mwxml issue #23). Not Wikipedia2Vec's ``DumpDB``: it
+converts the whole dump first, cannot resume, and its text and link offsets differ from :mod:`.wikitext`."""
 
 from __future__ import annotations
 
@@ -37,8 +17,7 @@ __all__ = ["DumpPage", "iter_dump"]
 
 
 class DumpPage(NamedTuple):
-    """One ``<page>`` of a dump: its title, namespace key, redirect target (``None`` when it is no
-    redirect) and the wikitext of its last revision."""
+    """One ``<page>``: title, namespace key, redirect target (or ``None``), wikitext of its last revision."""
 
     title: str
     ns: int
@@ -51,10 +30,8 @@ def _open(path: Path):
 
 
 def iter_dump(path: str | Path, skip: int = 0) -> Iterator[tuple[str, object]]:
-    """Stream a MediaWiki XML dump: yields ``("namespaces", {name: key})`` once, then
-    ``("page", DumpPage(title, ns, redirect target or None, wikitext))`` per ``<page>`` (the text of
-    its last revision). The first ``skip`` pages are read past without their text and yielded as
-    ``("skipped", None)``, so page numbers stay those of the dump. Memory stays flat."""
+    """Yield ``("namespaces", {name: key})`` once, then ``("page", DumpPage)`` per ``<page>``; the first
+    ``skip`` pages are read past without their text as ``("skipped", None)`` (page numbers stay the dump's)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"dump not found: {path}")

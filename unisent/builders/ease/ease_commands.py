@@ -1,11 +1,4 @@
-"""The ``unisent data ease-wikipedia`` and ``unisent data ease-fewrel`` commands.
-
-All command-line code of the EASE builders is here. As for every builder, :data:`COMMANDS` maps each
-sub-command to a typed function whose signature and docstring are its options and help (see
-:mod:`unisent.commands.function_commands`): ``unisent data ease-wikipedia --help``, ``--config``,
-``--print_config``. The functions map the options onto the library functions
-(:func:`~.steps.ease_wikipedia`, :func:`~.fewrel.ease_fewrel`), which know nothing of the CLI.
-"""
+"""The ``unisent data ease-wikipedia`` and ``ease-fewrel`` commands over the CLI-free :mod:`.steps`, :mod:`.fewrel`."""
 
 from __future__ import annotations
 
@@ -32,8 +25,7 @@ def build_ease_wikipedia(
 ) -> None:
     """Wikipedia XML dump -> EASE (sentence, entity, hard negative) jsonl.
 
-    Wikipedia dump -> sentences with hyperlinks -> EASE records, in three resumable steps (extract,
-    count, records) under --output; see docs/methods/ease-data.md.
+    Three resumable steps (extract, count, records) under --output; see docs/methods/ease-data.md.
 
     Args:
         input: MediaWiki XML dump, .xml.bz2 or .xml
@@ -70,8 +62,7 @@ def build_ease_fewrel(
 ) -> None:
     """FewRel JSON -> EASE (sentence, entity, hard negative) jsonl.
 
-    FewRel sentences with Wikidata head/tail entities -> EASE records; hard negatives fill the same
-    relation slot.
+    Hard negatives fill the same relation slot as the entity (e.g. P17:tail).
 
     Args:
         input: FewRel json, e.g. val_wiki.json

@@ -1,8 +1,5 @@
-"""``unisent data ease-fewrel``: FewRel sentences with Wikidata head/tail entities -> EASE records.
-
-The type proxy for hard negatives is the relation slot an entity fills (``P17:tail``: countries).
-FewRel's sentences come tokenized; :func:`detokenize` joins them back into running text.
-"""
+"""``unisent data ease-fewrel``: FewRel sentences with Wikidata head/tail entities -> EASE records; the
+type proxy for hard negatives is the relation slot an entity fills (``P17:tail``: countries)."""
 
 from __future__ import annotations
 
@@ -17,30 +14,7 @@ from .tables import pick_candidate
 
 __all__ = ["detokenize", "read_fewrel", "ease_fewrel"]
 
-_CLOSERS = {
-    ",",
-    ".",
-    ";",
-    ":",
-    "!",
-    "?",
-    ")",
-    "]",
-    "}",
-    "%",
-    "”",
-    "»",
-    "...",
-    "..",
-    "'s",
-    "'S",
-    "n't",
-    "'re",
-    "'ve",
-    "'ll",
-    "'d",
-    "'m",
-}
+_CLOSERS = set(", . ; : ! ? ) ] } % ” » ... .. 's 'S n't 're 've 'll 'd 'm".split())
 _OPENERS = {"(", "[", "{", "$", "£", "€", "“", "«", "#"}
 _JOINERS = {"-", "–", "—", "/"}
 
@@ -136,24 +110,8 @@ def read_fewrel(path: str | Path) -> Iterator[tuple[str, int, str, list[tuple[st
             yield rel, i, detokenize(tokens), ents
 
 
-def ease_fewrel(
-    input: str | Path,
-    out: str | Path,
-    seed: int = 0,
-    max_records: int | None = None,
-    min_count: int = 1,
-    language: str = "en",
-    log=print,
-) -> dict:
-    """FewRel -> ``records.jsonl``, ``entities.tsv``, ``stats.json`` under ``out``.
-
-    One record per (sentence, head or tail entity). Entities kept when they occur at least
-    ``min_count`` times. Hard negative: an entity filling the same relation slot elsewhere (``P17:tail``:
-    countries), not the entity itself nor the other entity of the sentence, drawn with ``seed``.
-    ``max_records``: a seeded random subset of that size, in shuffled order (else file order)."""
-    input = Path(input)
-    out = Path(out)
-    instances = list(read_fewrel(input))
+def _entity_slots(instances: list, min_count: int):
+    """Each entity's count and surface forms, those kept (``min_count``), and each slot's kept entities."""
     occurrences: Counter = Counter()
     surfaces: dict[str, Counter] = {}
     slot_members: dict[str, list[str]] = {}
@@ -166,8 +124,12 @@ def ease_fewrel(
         for slot, qid, _ in ents:
             if qid in kept:
                 slot_members.setdefault(slot, []).append(qid)
-    for slot, members in slot_members.items():
-        slot_members[slot] = list(dict.fromkeys(members))  # distinct, in order of first occurrence
+    slot_members = {slot: list(dict.fromkeys(members)) for slot, members in slot_members.items()}
+    return occurrences, surfaces, kept, slot_members
+
+
+def _fewrel_records(instances: list, kept: set, slot_members: dict, seed: int, language: str):
+    """``(records, links dropped)``; hard negatives from the slot, not the sentence's other entity."""
     rng = random.Random(seed)
     records = []
     dropped = 0
@@ -176,20 +138,35 @@ def ease_fewrel(
             if qid not in kept:
                 dropped += 1
                 continue
-            other = ents[1 - k][1]
-            negative = pick_candidate(rng, slot_members[slot], qid, {other})
+            negative = pick_candidate(rng, slot_members[slot], qid, {ents[1 - k][1]})
             records.append({"text": text, "entity": qid, "hard_negative": negative, "language": language, "page": None})
+    return records, dropped
+
+
+def ease_fewrel(
+    input: str | Path,
+    out: str | Path,
+    seed: int = 0,
+    max_records: int | None = None,
+    min_count: int = 1,
+    language: str = "en",
+    log=print,
+) -> dict:
+    """FewRel -> ``records.jsonl``, ``entities.tsv``, ``stats.json`` under ``out``: one record per sentence
+    and head/tail entity occurring ``min_count`` times or more; hard negative as in the module docstring,
+    drawn with ``seed``. ``max_records``: a seeded random subset, in shuffled order (else file order)."""
+    input = Path(input)
+    out = Path(out)
+    instances = list(read_fewrel(input))
+    occurrences, surfaces, kept, slot_members = _entity_slots(instances, min_count)
+    records, dropped = _fewrel_records(instances, kept, slot_members, seed, language)
     total = len(records)
     if max_records is not None and max_records < len(records):
         order = list(range(len(records)))
         random.Random(seed).shuffle(order)
         records = [records[i] for i in order[:max_records]]
     out.mkdir(parents=True, exist_ok=True)
-    used: set[str] = set()
-    for r in records:
-        used.add(r["entity"])
-        if r["hard_negative"] is not None:
-            used.add(r["hard_negative"])
+    used = {r["entity"] for r in records} | {r["hard_negative"] for r in records if r["hard_negative"] is not None}
     summary = {
         "params": {
             "input_name": input.name,

@@ -1,8 +1,4 @@
-"""Sentences of an article: wikitext lines split by pysbd, each with the links it contains.
-
-:func:`page_sentences` is what a worker process of the extract step runs per article;
-:func:`init_worker` / :func:`process_article` are the process pool's initialiser and task.
-"""
+"""Sentences of an article: wikitext lines split by pysbd, each with its links (the extract step's task)."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ class SentenceSplitter:
         self.segmenter = pysbd.Segmenter(language=language, clean=False)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Sentence spans, whitespace-stripped, aligned on ``text`` (pysbd's own alignment silently drops
-        a sentence it cannot find; a sentence that cannot be aligned here is skipped)."""
+        """Stripped sentence spans on ``text`` (pysbd's own alignment silently drops sentences; unaligned skipped)."""
         spans = []
         pos = 0
         for sent in self.segmenter.processor(text).process():
@@ -67,7 +62,6 @@ def page_sentences(
             stats["links_in_sentences"] += len(sent_links)
         n_unused = used.count(False)
         if n_unused:
-            # a link is dropped when its sentence is too short or when the splitter cut through it
             inside_kept = 0
             for k, (s, e, _) in enumerate(links):
                 if not used[k] and any(a < e and s < b and b - a >= min_chars for a, b in spans):

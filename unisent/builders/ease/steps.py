@@ -1,20 +1,8 @@
-"""The resumable step engine of ``unisent data ease-wikipedia``: extract, count, records.
+"""The resumable steps of ``unisent data ease-wikipedia``: extract, count, records (see :mod:`unisent.builders.ease`).
 
-Each step reads the files of the step before it under the output directory and writes its own; a
-step whose outputs exist (made with the same options) is skipped, and a step that runs removes the
-outputs of the later steps that it invalidates.
-
-1. :func:`extract_step`: dump -> ``sentences.jsonl`` + ``redirects.tsv``. It appends to per-step
-   partial files (``*.part``) page by page and records, after every article, the pages done and the
-   part sizes in ``extract.json``; a killed run is resumed by truncating the parts to those sizes and
-   skipping the pages done. The parts are renamed into place when the dump is exhausted. Partial files
-   that grow over hours cannot go through :func:`unisent.io.atomic_write` (a temporary file replaced
-   at the end); every other file is written through it.
-2. :func:`count_step`: ``sentences.jsonl`` -> ``counts.tsv``.
-3. :func:`records_step`: ``sentences.jsonl`` + ``counts.tsv`` (+ Wikidata map, type table) ->
-   ``records.jsonl``, ``entities.tsv``, ``stats.json``; ``records.jsonl`` is written last, so its
-   presence means the step finished.
-"""
+A step whose outputs exist (same options) is skipped; one that runs removes the later steps' outputs. The
+``*.part`` files grow over hours, so only they bypass :func:`unisent.io.atomic_write`; ``records.jsonl``
+is replaced last, so its presence means the records step finished."""
 
 from __future__ import annotations
 
@@ -40,8 +28,6 @@ __all__ = [
     "count_step",
     "records_step",
     "ease_wikipedia",
-    "remove_outputs",
-    "iter_pages",
 ]
 
 EXTRACT_FILES = ("sentences.jsonl", "redirects.tsv", "extract.json")
@@ -55,9 +41,8 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def remove_outputs(out: Path, names: Iterable[str]) -> list[str]:
-    """Delete the step files ``names`` under ``out``, with their partial files (``*.part``) and the
-    temporary files of a write that was killed (``.<name>.*.tmp``, and ``<name>.tmp`` of older
-    versions); returns the names removed."""
+    """Delete the step files ``names`` under ``out`` with their ``*.part`` and the temporary files of a
+    killed write (``.<name>.*.tmp``, older ``<name>.tmp``); returns the names removed."""
     removed = []
     for name in names:
         for p in (out / name, out / (name + ".part"), out / (name + ".tmp"), *out.glob(f".{name}.*.tmp")):
@@ -84,16 +69,11 @@ def extract_step(
     log=print,
     _page_hook=None,
 ) -> dict:
-    """Dump -> ``sentences.jsonl`` + ``redirects.tsv`` (+ ``extract.json``: parameters, pages done,
-    counts). Resumable: appends per page to ``*.part`` files, and ``extract.json`` records the pages
-    done and the part sizes after each page; a re-run truncates the parts to those sizes and continues
-    after the last completed page. When the dump is exhausted (or ``max_pages`` articles are done) the
-    parts are renamed into place. A finished extraction is reused unless it stopped at a smaller
-    ``max_pages`` than asked, in which case it is extended. ``workers`` > 1 parses pages in that many
-    processes (in batches, written in dump order: the output does not depend on ``workers``).
+    """Dump -> ``sentences.jsonl`` + ``redirects.tsv`` (+ ``extract.json``); returns ``{"ran", **progress}``.
 
-    Returns ``{"ran": bool, **progress}``.
-    """
+    ``extract.json`` records the pages done and ``*.part`` sizes after each article, so a re-run truncates
+    the parts and goes on; a finished extraction is reused, or extended for a larger ``max_pages``.
+    ``workers`` > 1 parses in processes, written in dump order (the output does not depend on it)."""
     dump = Path(dump)
     out = Path(out)
     if not dump.is_file():
@@ -111,27 +91,52 @@ def extract_step(
     prog_path = out / "extract.json"
     final = {"sentences": out / "sentences.jsonl", "redirects": out / "redirects.tsv"}
     part = {k: p.with_name(p.name + ".part") for k, p in final.items()}
+    progress, finished = _previous_extraction(prog_path, params, final, part, max_pages, log)
+    if finished:
+        return {"ran": False, **progress}
+    progress = _prepare_parts(out, part, progress, params, log)
+    stats, exhausted = _extract_pages(
+        dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers, _page_hook
+    )
+    progress["exhausted"] = exhausted
+    progress["stats"] = dict(stats)
+    for k in final:  # the parts are complete: rename them into place (written, so not atomic_write)
+        os.replace(part[k], final[k])
+    _write_text(prog_path, json.dumps(progress, indent=1))
+    log(
+        f"extract: {progress['articles']} articles, {stats['sentences']} sentences -> {final['sentences']}"
+        + ("" if exhausted else f" (stopped at --max-pages {max_pages})")
+    )
+    return {"ran": True, **progress}
 
-    progress = None
-    if prog_path.exists():
-        progress = json.loads(prog_path.read_text(encoding="utf-8"))
-        if progress.get("params") != params:
-            raise ValueError(
-                f"{prog_path}: the existing extraction was made with {progress.get('params')}, "
-                f"not {params}; re-run with the same options or with --overwrite"
-            )
-        complete = all(p.exists() for p in final.values())
-        if complete and (progress["exhausted"] or (max_pages is not None and progress["articles"] >= max_pages)):
-            log(
-                f"extract: {final['sentences']} exists ({progress['articles']} articles, "
-                f"{progress['stats'].get('sentences', 0)} sentences); skipping (--overwrite to redo)"
-            )
-            return {"ran": False, **progress}
-        if complete:  # stopped at a smaller --max-pages: extend it (the finished files become parts again)
-            for k in final:
-                os.replace(final[k], part[k])
-        elif not all(p.exists() for p in part.values()):
-            progress = None  # parts lost: start over
+
+def _previous_extraction(prog_path: Path, params: dict, final: dict, part: dict, max_pages, log):
+    """``(progress, finished)`` of an earlier run with the same ``params``; ``(None, False)``: none to continue."""
+    if not prog_path.exists():
+        return None, False
+    progress = json.loads(prog_path.read_text(encoding="utf-8"))
+    if progress.get("params") != params:
+        raise ValueError(
+            f"{prog_path}: the existing extraction was made with {progress.get('params')}, "
+            f"not {params}; re-run with the same options or with --overwrite"
+        )
+    complete = all(p.exists() for p in final.values())
+    if complete and (progress["exhausted"] or (max_pages is not None and progress["articles"] >= max_pages)):
+        log(
+            f"extract: {final['sentences']} exists ({progress['articles']} articles, "
+            f"{progress['stats'].get('sentences', 0)} sentences); skipping (--overwrite to redo)"
+        )
+        return progress, True
+    if complete:  # stopped at a smaller --max-pages: extend it (the finished files become parts again)
+        for k in final:
+            os.replace(final[k], part[k])
+    elif not all(p.exists() for p in part.values()):
+        return None, False  # parts lost: start over
+    return progress, False
+
+
+def _prepare_parts(out: Path, part: dict, progress: dict | None, params: dict, log) -> dict:
+    """Start or resume ``progress``: remove the later steps' outputs, truncate the parts to the last page."""
     if progress is None:
         progress = {
             "params": params,
@@ -151,53 +156,21 @@ def extract_step(
     for k, p in part.items():  # drop whatever a killed run wrote after its last completed page
         with p.open("r+b") as fh:
             fh.truncate(progress["bytes"][k])
+    return progress
 
+
+def _extract_pages(
+    dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers, page_hook
+) -> tuple[Counter, bool]:
+    """Parse the dump's articles after the pages done into the parts: ``(stats, whether it was exhausted)``."""
     stats = Counter(progress["stats"])
     fhs = {k: p.open("ab") for k, p in part.items()}
     pool = None
     exhausted = True
     planned = progress["articles"]  # articles handed out, for --max-pages
-
-    def write(batch: list, results: Iterator) -> None:
-        for k, (index, title, kind, redirect) in enumerate(batch):
-            if _page_hook is not None:
-                _page_hook(title)
-            if kind == "redirect":
-                stats["redirects"] += 1
-                if redirect:
-                    fhs["redirects"].write(f"{normalize_title(title)}\t{normalize_title(redirect)}\n".encode())
-            elif kind == "other":
-                stats["non_article_pages"] += 1
-            else:
-                sentences, page_links, page_stats = next(results)
-                stats.update(page_stats)
-                progress["articles"] += 1
-                if sentences:
-                    line = {"page": title, "sentences": sentences, "page_links": page_links}
-                    fhs["sentences"].write((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
-                else:
-                    stats["articles_without_sentences"] += 1
-            progress["pages_seen"] = index
-            if kind == "article" or k == len(batch) - 1:  # the progress file follows every article
-                for key, fh in fhs.items():
-                    fh.flush()
-                    progress["bytes"][key] = fh.tell()
-                progress["stats"] = dict(stats)
-                _write_text(prog_path, json.dumps(progress))
-
-    def flush(batch: list, texts: list) -> None:
-        if pool is None:
-            results = (process_article(t) for t in texts)
-        else:
-            results = iter(pool.map(process_article, texts, chunksize=max(1, len(texts) // (4 * workers))))
-        write(batch, results)
-        batch.clear()
-        texts.clear()
-
     try:
         index = 0
-        batch: list = []
-        texts: list = []
+        batch, texts = [], []
         batch_articles = 1 if workers <= 1 else 32 * workers
         namespaces: dict[str, int] = {}
         init_worker(splitter_language, min_sentence_chars, namespaces)
@@ -224,23 +197,51 @@ def extract_step(
                 texts.append(text)
                 planned += 1
             if len(texts) >= batch_articles or len(batch) >= 64 * batch_articles:
-                flush(batch, texts)
-        flush(batch, texts)
+                _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path, page_hook)
+                batch, texts = [], []
+        _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path, page_hook)
     finally:
         if pool is not None:
             pool.terminate()
         for fh in fhs.values():
             fh.close()
-    progress["exhausted"] = exhausted
-    progress["stats"] = dict(stats)
-    for k in final:  # the parts are complete: rename them into place (written, so not atomic_write)
-        os.replace(part[k], final[k])
-    _write_text(prog_path, json.dumps(progress, indent=1))
-    log(
-        f"extract: {progress['articles']} articles, {stats['sentences']} sentences -> {final['sentences']}"
-        + ("" if exhausted else f" (stopped at --max-pages {max_pages})")
-    )
-    return {"ran": True, **progress}
+    return stats, exhausted
+
+
+def _parse(pool, texts: list, workers: int) -> Iterator:
+    """The parsed articles of ``texts``, in order: in the processes of ``pool`` when there is one."""
+    if pool is None:
+        return (process_article(t) for t in texts)
+    return iter(pool.map(process_article, texts, chunksize=max(1, len(texts) // (4 * workers))))
+
+
+def _write_batch(batch: list, results: Iterator, fhs: dict, stats: Counter, progress: dict, prog_path, page_hook):
+    """Append ``batch`` to the parts in dump order, recording the progress after every article."""
+    for k, (index, title, kind, redirect) in enumerate(batch):
+        if page_hook is not None:
+            page_hook(title)
+        if kind == "redirect":
+            stats["redirects"] += 1
+            if redirect:
+                fhs["redirects"].write(f"{normalize_title(title)}\t{normalize_title(redirect)}\n".encode())
+        elif kind == "other":
+            stats["non_article_pages"] += 1
+        else:
+            sentences, page_links, page_stats = next(results)
+            stats.update(page_stats)
+            progress["articles"] += 1
+            if sentences:
+                line = {"page": title, "sentences": sentences, "page_links": page_links}
+                fhs["sentences"].write((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+            else:
+                stats["articles_without_sentences"] += 1
+        progress["pages_seen"] = index
+        if kind == "article" or k == len(batch) - 1:  # the progress file follows every article
+            for key, fh in fhs.items():
+                fh.flush()
+                progress["bytes"][key] = fh.tell()
+            progress["stats"] = dict(stats)
+            _write_text(prog_path, json.dumps(progress))
 
 
 def _file_id(path: str | Path | None) -> dict | None:
@@ -252,8 +253,7 @@ def _file_id(path: str | Path | None) -> dict | None:
 
 
 def count_step(out: str | Path, log=print) -> dict[str, int]:
-    """``sentences.jsonl`` -> ``counts.tsv`` (``title<TAB>count``, header, most linked first): how often
-    each (redirect-resolved) title is linked from a kept sentence."""
+    """``sentences.jsonl`` -> ``counts.tsv``: links per (redirect-resolved) title, most linked first."""
     out = Path(out)
     path = out / "counts.tsv"
     if path.exists():
@@ -284,10 +284,9 @@ def records_step(
 ) -> dict:
     """``sentences.jsonl`` + ``counts.tsv`` -> ``records.jsonl``, ``entities.tsv``, ``stats.json``.
 
-    Entities: titles linked more than ``min_link_count`` times; with ``wikidata_map`` their Wikidata
-    ids (links to titles without one are dropped). Hard negatives (``types``: ``entity<TAB>type`` in
-    the output id space): an entity of the positive's type, not linked from the same page (nor the
-    page itself), drawn with ``seed``; candidates are the entities of the output."""
+    Entities: titles linked more than ``min_link_count`` times, as Wikidata ids with ``wikidata_map``
+    (other links dropped). Hard negative: an output entity of the positive's type (``types``, in output
+    ids), not linked from the same page nor the page itself, drawn with ``seed``."""
     out = Path(out)
     params = {
         "min_link_count": min_link_count,
@@ -297,53 +296,24 @@ def records_step(
         "language": language,
     }
     paths = {name: out / name for name in RECORD_FILES}
-    if all(p.exists() for p in paths.values()):
-        old = json.loads(paths["stats.json"].read_text(encoding="utf-8"))
-        if old.get("params") == params:
-            log(f"records: {paths['records.jsonl']} exists; skipping (--overwrite to redo)")
-            return old
-        changed = [k for k in params if (old.get("params") or {}).get(k) != params[k]]
-        log(f"records: {paths['records.jsonl']} was built with other options ({', '.join(changed)}); rebuilding")
+    old = _reusable_records(paths, params, log)
+    if old is not None:
+        return old
     title_to_qid = read_title_map(wikidata_map) if wikidata_map else None
     type_table = read_types(types, normalize=title_to_qid is None) if types else None
     counts = read_counts(out / "counts.tsv")
     resolve = resolver(read_redirects(out / "redirects.tsv"))
-
-    # entity ids of the kept titles; an id's title is its most linked title
-    id_of: dict[str, str] = {}
-    entity_count: Counter = Counter()
-    entity_title: dict[str, str] = {}
-    for title, n in counts.items():  # most linked first
-        if n <= min_link_count:
-            continue
-        eid = title if title_to_qid is None else title_to_qid.get(title)
-        if eid is None:
-            continue
-        id_of[title] = eid
-        entity_count[eid] += n
-        entity_title.setdefault(eid, title)
-
+    id_of, entity_count, entity_title = _entity_ids(counts, min_link_count, title_to_qid)
     sampler = HardNegativeSampler(type_table, id_of.values(), seed) if type_table else None
     stats: Counter = Counter()
     used: set[str] = set()
-    # records.jsonl is replaced last (when this block ends): its presence means the step finished
     with atomic_write(paths["records.jsonl"]) as writer:
         for page in iter_pages(out / "sentences.jsonl"):
             excluded = {
                 id_of[t] for t in map(resolve, page["page_links"] + [normalize_title(page["page"])]) if t in id_of
             }
             for sent in page["sentences"]:
-                entities: list[str] = []
-                for _, _, title in sent["links"]:
-                    title = resolve(title)
-                    if counts.get(title, 0) <= min_link_count:
-                        stats["links_dropped_below_min_link_count"] += 1
-                    elif title not in id_of:
-                        stats["links_dropped_no_wikidata_id"] += 1
-                    elif id_of[title] in entities:
-                        stats["links_dropped_duplicate_in_sentence"] += 1
-                    else:
-                        entities.append(id_of[title])
+                entities = _sentence_entities(sent["links"], resolve, counts, id_of, min_link_count, stats)
                 stats["links_kept"] += len(entities)
                 if entities:
                     stats["sentences_with_entities"] += 1
@@ -401,6 +371,52 @@ def records_step(
         f"{summary['entities']} entities -> {paths['records.jsonl']}"
     )
     return summary
+
+
+def _reusable_records(paths: dict, params: dict, log) -> dict | None:
+    """The stats of finished records made with ``params`` (the step is skipped), else ``None``."""
+    if not all(p.exists() for p in paths.values()):
+        return None
+    old = json.loads(paths["stats.json"].read_text(encoding="utf-8"))
+    if old.get("params") == params:
+        log(f"records: {paths['records.jsonl']} exists; skipping (--overwrite to redo)")
+        return old
+    changed = [k for k in params if (old.get("params") or {}).get(k) != params[k]]
+    log(f"records: {paths['records.jsonl']} was built with other options ({', '.join(changed)}); rebuilding")
+    return None
+
+
+def _entity_ids(counts: dict[str, int], min_link_count: int, title_to_qid: dict | None):
+    """``(id_of, entity_count, entity_title)`` of the titles linked over ``min_link_count`` times with an id."""
+    id_of: dict[str, str] = {}
+    entity_count: Counter = Counter()
+    entity_title: dict[str, str] = {}
+    for title, n in counts.items():  # most linked first
+        if n <= min_link_count:
+            continue
+        eid = title if title_to_qid is None else title_to_qid.get(title)
+        if eid is None:
+            continue
+        id_of[title] = eid
+        entity_count[eid] += n
+        entity_title.setdefault(eid, title)
+    return id_of, entity_count, entity_title
+
+
+def _sentence_entities(links: list, resolve, counts: dict, id_of: dict, min_link_count: int, stats: Counter):
+    """The distinct entity ids a sentence links to, in order; ``stats`` counts the links dropped, and why."""
+    entities: list[str] = []
+    for _, _, title in links:
+        title = resolve(title)
+        if counts.get(title, 0) <= min_link_count:
+            stats["links_dropped_below_min_link_count"] += 1
+        elif title not in id_of:
+            stats["links_dropped_no_wikidata_id"] += 1
+        elif id_of[title] in entities:
+            stats["links_dropped_duplicate_in_sentence"] += 1
+        else:
+            entities.append(id_of[title])
+    return entities
 
 
 def ease_wikipedia(

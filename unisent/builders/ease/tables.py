@@ -1,8 +1,4 @@
-"""The tables of the EASE Wikipedia pipeline: the user's Wikidata map and type table, the
-pipeline's own ``redirects.tsv`` and ``counts.tsv``, and the hard-negative sampler over the types.
-
-Every table is read through :func:`unisent.data.records.iter_records` (streamed; lines numbered from 1).
-"""
+"""The EASE Wikipedia tables (Wikidata map, types, redirects, counts) and the hard-negative sampler."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ __all__ = [
 
 
 def _tsv_rows(path: str | Path, what: str, header: set[tuple[str, ...]]) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(line number, [field1, field2])`` of a two-column tsv; blank lines and ``#`` comments are
-    skipped, a first line in ``header`` too; any other line without exactly two non-empty fields raises."""
+    """``(line number, [field1, field2])`` of a two-column tsv, skipping blanks, ``#`` comments and a ``header``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
@@ -58,8 +53,7 @@ def read_title_map(path: str | Path) -> dict[str, str]:
 
 
 def read_types(path: str | Path, normalize: bool = False) -> dict[str, list[str]]:
-    """``entity<TAB>type`` lines (optional header ``entity<TAB>type``; an entity may have several lines)
-    -> ``{entity: [types in file order]}``. ``normalize``: entities are Wikipedia titles (normalised)."""
+    """``entity<TAB>type`` lines -> ``{entity: [types in file order]}``; ``normalize``: entities are titles."""
     types: dict[str, list[str]] = {}
     for _, (entity, typ) in _tsv_rows(path, "types file", {("entity", "type"), ("id", "type")}):
         entity = normalize_title(entity) if normalize else entity
@@ -70,8 +64,7 @@ def read_types(path: str | Path, normalize: bool = False) -> dict[str, list[str]
 
 
 def pick_candidate(rng: random.Random, pool: list[str], entity: str, excluded: set[str]) -> str | None:
-    """A uniformly drawn member of ``pool`` that is neither ``entity`` nor in ``excluded``; ``None`` if none.
-    Rejection sampling first (fast for big pools), then an exact draw over the valid members."""
+    """A uniform draw from ``pool`` minus ``entity`` and ``excluded`` (or ``None``): rejection first, then exact."""
     for _ in range(16):
         c = pool[rng.randrange(len(pool))]
         if c != entity and c not in excluded:
@@ -81,9 +74,8 @@ def pick_candidate(rng: random.Random, pool: list[str], entity: str, excluded: s
 
 
 class HardNegativeSampler:
-    """One hard negative per example: an entity of the same type as the positive (a type chosen at
-    random when it has several; types without any candidate are passed over) that is neither the
-    positive nor in ``excluded`` (the entities of the same page or sentence); ``None`` when none."""
+    """A hard negative: an entity of the positive's type (a random one of several; types without a
+    candidate passed over), neither the positive nor in ``excluded`` (same page or sentence); or ``None``."""
 
     def __init__(self, types: dict[str, list[str]], allowed: Iterable[str] | None, seed: int):
         allowed_set = None if allowed is None else set(allowed)

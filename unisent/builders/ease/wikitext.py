@@ -1,12 +1,6 @@
-"""Wikitext -> plain-text lines with the character offsets of their article links.
-
-:func:`wikitext_to_lines` walks the node tree of `mwparserfromhell
-<https://mwparserfromhell.readthedocs.io>`_ (the maintained wikitext parser): the display text of
-links is kept, templates, refs, tables, files, categories, headings and comments are dropped, and
-every link to an article keeps its ``[start, end, title]`` span through the clean-up. The walk
-itself is ours: mwparserfromhell's ``strip_code`` gives the text but loses the link offsets that
-EASE needs, and MediaWiki's link trails (``[[icon]]s``) are a rendering rule it does not apply.
-"""
+"""Wikitext -> plain-text lines with the character offsets of their article links, on the node tree of
+`mwparserfromhell <https://mwparserfromhell.readthedocs.io>`_. The walk is ours: its ``strip_code`` loses
+the link offsets EASE needs, and does not apply MediaWiki's link trails (``[[icon]]s``)."""
 
 from __future__ import annotations
 
@@ -23,71 +17,17 @@ _HIDDEN_NS = {-2, 6, 14}
 #: English aliases that every wiki accepts besides its localised namespace names.
 _NS_ALIASES = {"image": 6, "image talk": 7, "media": -2, "file": 6, "category": 14, "project": 4, "wp": 4}
 #: Interwiki prefixes of the Wikimedia projects; such links keep their text but name no article.
-_INTERWIKI = {
-    "w",
-    "wikipedia",
-    "wikt",
-    "wiktionary",
-    "s",
-    "wikisource",
-    "q",
-    "wikiquote",
-    "b",
-    "wikibooks",
-    "n",
-    "wikinews",
-    "v",
-    "wikiversity",
-    "voy",
-    "wikivoyage",
-    "species",
-    "wikispecies",
-    "d",
-    "wikidata",
-    "c",
-    "commons",
-    "m",
-    "meta",
-    "metawikipedia",
-    "mw",
-    "mediawikiwiki",
-    "foundation",
-    "wmf",
-    "phab",
-    "outreach",
-}
+_INTERWIKI = set(
+    "w wikipedia wikt wiktionary s wikisource q wikiquote b wikibooks n wikinews v wikiversity voy wikivoyage species "
+    "wikispecies d wikidata c commons m meta metawikipedia mw mediawikiwiki foundation wmf phab outreach".split()
+)
 _LANG_PREFIX = re.compile(r"^[a-z]{2,3}(-[a-z]+)*$|^simple$")
 #: Tags whose content is not running text.
-_DROP_TAGS = {
-    "ref",
-    "references",
-    "table",
-    "gallery",
-    "math",
-    "chem",
-    "ce",
-    "score",
-    "timeline",
-    "imagemap",
-    "syntaxhighlight",
-    "source",
-    "pre",
-    "graph",
-    "mapframe",
-    "maplink",
-    "templatedata",
-    "templatestyles",
-    "hiero",
-    "inputbox",
-    "categorytree",
-    "includeonly",
-    "noinclude",
-    "indicator",
-    "section",
-    "img",
-    "style",
-    "script",
-}
+_DROP_TAGS = set(
+    "ref references table gallery math chem ce score timeline imagemap syntaxhighlight source pre graph mapframe "
+    "maplink templatedata templatestyles hiero inputbox categorytree includeonly noinclude indicator section img style "
+    "script".split()
+)
 _CLEAN_DELETE = re.compile(r"'{2,}|__[A-Z]+__|\(\s*[,;:]?\s*\)|\[\s*\]")
 _NO_SPACE_BEFORE = set(",.;:!?)]")
 _NO_SPACE_AFTER = set("([")
@@ -102,8 +42,7 @@ def normalize_title(title: str) -> str:
 
 
 class Namespaces:
-    """Classifies link targets by their prefix: the dump's namespace names (``<siteinfo>``), the
-    English aliases every wiki accepts, interwiki and interlanguage prefixes."""
+    """Classifies link targets by prefix: the dump's namespaces, English aliases, interwiki and languages."""
 
     def __init__(self, names: dict[str, int] | None = None):
         self.names = dict(_NS_ALIASES)
@@ -111,8 +50,7 @@ class Namespaces:
             self.names[name.lower()] = key
 
     def classify(self, target: str) -> str:
-        """``drop`` (file/category/interlanguage link: no text), ``text`` (shows text, names no article)
-        or ``entity``."""
+        """``drop`` (file/category/interlanguage: no text), ``text`` (names no article) or ``entity``."""
         visible = target.startswith(":")
         t = target.lstrip(":").strip()
         if not normalize_title(t):
@@ -138,70 +76,71 @@ def _link_trail(text: str) -> int:
 
 
 def _walk(nodes, out: list[str], links: list | None, ns: Namespaces, stats: Counter) -> None:
-    mw = require("mwparserfromhell")
-    N = mw.nodes
+    """Append the text of ``nodes`` to ``out`` and, unless ``links`` is ``None``, their article links to it."""
+    N = require("mwparserfromhell").nodes
     pos = sum(len(s) for s in out)
     pending = None  # index of a link that a following link trail may extend
     for node in nodes:
+        text, link = "", None  # Template, Comment, Heading, Argument: dropped
         if isinstance(node, N.Text):
-            value = node.value
+            text = node.value
             if pending is not None:
-                n = _link_trail(value)
-                if n:
-                    links[pending][1] += n
-            out.append(value)
-            pos += len(value)
-            pending = None
-            continue
-        pending = None
-        if isinstance(node, N.Wikilink):
-            target = str(node.title).strip()
-            kind = ns.classify(target)
-            if kind == "drop":
-                continue
-            if node.text is None:
-                display = target.lstrip(":")
-            elif not str(node.text).strip():  # pipe trick [[Foo (bar)|]]
-                display = re.sub(r"\s*\([^)]*\)\s*$", "", target.lstrip(":").split(":", 1)[-1])
-            else:
-                sub: list[str] = []
-                _walk(node.text.nodes, sub, None, ns, stats)
-                display = "".join(sub)
-            out.append(display)
-            if kind == "entity" and links is not None and display.strip():
-                links.append([pos, pos + len(display), normalize_title(target)])
-                pending = len(links) - 1
-            elif kind == "text":
-                stats["links_dropped_non_article_target"] += 1
-            pos += len(display)
+                links[pending][1] += _link_trail(text)
+        elif isinstance(node, N.Wikilink):
+            text, link = _wikilink_text(node, pos, links, ns, stats)
         elif isinstance(node, N.Tag):
-            tag = str(node.tag).strip().lower()
-            if tag in _DROP_TAGS or node.wiki_markup == "{|":
-                continue
-            if tag == "br":
-                out.append(" ")
-                pos += 1
-            elif node.contents is not None and not node.self_closing:
-                sub = []
-                sub_links: list = []
-                _walk(node.contents.nodes, sub, sub_links if links is not None else None, ns, stats)
-                for link in sub_links:
-                    links.append([link[0] + pos, link[1] + pos, link[2]])
-                text = "".join(sub)
-                out.append(text)
-                pos += len(text)
+            text = _tag_text(node, pos, links, ns, stats)
         elif isinstance(node, N.HTMLEntity):
-            value = node.normalize()
-            out.append(value)
-            pos += len(value)
-        elif isinstance(node, N.ExternalLink):
-            if node.title is not None and str(node.title).strip():
-                sub = []
-                _walk(node.title.nodes, sub, None, ns, stats)
-                text = "".join(sub)
-                out.append(text)
-                pos += len(text)
-        # Template, Comment, Heading, Argument: dropped
+            text = node.normalize()
+        elif isinstance(node, N.ExternalLink) and node.title is not None and str(node.title).strip():
+            text = _text_of(node.title.nodes, ns, stats)
+        pending = link
+        out.append(text)
+        pos += len(text)
+
+
+def _text_of(nodes, ns: Namespaces, stats: Counter) -> str:
+    """The text of ``nodes`` without their links (the display text of a link, an external link's title)."""
+    sub: list[str] = []
+    _walk(nodes, sub, None, ns, stats)
+    return "".join(sub)
+
+
+def _wikilink_text(node, pos: int, links: list | None, ns: Namespaces, stats: Counter) -> tuple[str, int | None]:
+    """A wikilink's display text ("" if hidden) and the index in ``links`` of the article link added at ``pos``."""
+    target = str(node.title).strip()
+    kind = ns.classify(target)
+    if kind == "drop":
+        return "", None
+    if node.text is None:
+        display = target.lstrip(":")
+    elif not str(node.text).strip():  # pipe trick [[Foo (bar)|]]
+        display = re.sub(r"\s*\([^)]*\)\s*$", "", target.lstrip(":").split(":", 1)[-1])
+    else:
+        display = _text_of(node.text.nodes, ns, stats)
+    if kind == "entity" and links is not None and display.strip():
+        links.append([pos, pos + len(display), normalize_title(target)])
+        return display, len(links) - 1
+    if kind == "text":
+        stats["links_dropped_non_article_target"] += 1
+    return display, None
+
+
+def _tag_text(node, pos: int, links: list | None, ns: Namespaces, stats: Counter) -> str:
+    """A tag's text: "" for tags without running text, a space for ``<br>``; its links are added at ``pos``."""
+    tag = str(node.tag).strip().lower()
+    if tag in _DROP_TAGS or node.wiki_markup == "{|":
+        return ""
+    if tag == "br":
+        return " "
+    if node.contents is None or node.self_closing:
+        return ""
+    sub: list[str] = []
+    sub_links: list = []
+    _walk(node.contents.nodes, sub, sub_links if links is not None else None, ns, stats)
+    for link in sub_links:
+        links.append([link[0] + pos, link[1] + pos, link[2]])
+    return "".join(sub)
 
 
 def _clean_line(line: str, links: list) -> tuple[str, list]:
@@ -234,10 +173,9 @@ def _clean_line(line: str, links: list) -> tuple[str, list]:
 
 
 def wikitext_to_lines(wikitext: str, namespaces: dict[str, int] | None = None, stats: Counter | None = None):
-    """Wikitext -> ``[(line text, [[start, end, title], ...]), ...]``: plain text with the display text of
-    links kept (templates, refs, tables, files, categories, headings and comments dropped); one entry
-    per non-empty line (paragraph or list item). Also returns every article link target of the page
-    (templates and tables included): ``(lines, page_links)``."""
+    """Wikitext -> ``(lines, page_links)``: ``[(text, [[start, end, title], ...]), ...]`` per non-empty line
+    (templates, refs, tables, files, categories, headings, comments dropped; links' display text kept), and
+    every article linked from the page, templates and tables included."""
     mw = require("mwparserfromhell")
     stats = Counter() if stats is None else stats
     ns = Namespaces(namespaces)

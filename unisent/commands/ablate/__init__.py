@@ -1,39 +1,237 @@
-"""``unisent ablate RECIPE``: what each objective of a multi-objective recipe brings, over seeds.
-
-From one recipe with several objectives it generates and runs
-
-- ``unified``: the recipe as it is, once per balancer of ``--balancers`` (:mod:`unisent.balancers`);
-- ``only-<o>``: each objective (or ``--group``) alone;
-- ``without-<o>``: the recipe without it (leave-one-out);
-
-each over every seed of ``--seeds``, with the same data, batch sizes, settings and number of optimiser
-steps (``--steps``; the single-objective and leave-one-out runs use the first balancer listed). Every
-run is scored on the panel columns the recipe declares (``model.evaluation.panel``, columns of
-:mod:`unisent.evaluation.panel`), and the command writes ``ablation.md`` (a table: mean and 95%
-interval over seeds per cell, Student's t), ``ablation.json`` and ``ablation.png`` in ``--out``.
-Where the recipe names each objective's own column (``model.evaluation.panel_own``), the table also
-compares each objective's own column inside the combination (best balancer) with the objective alone;
-where it names targets (``model.evaluation.panel_targets: {column: minimum}``), a second table says for
-every balancer which targets its mean over seeds meets, by how much each is met or missed, and whether
-every own column is within the single-objective interval.
-
-Runs go one after another (``--jobs N``: N at a time), or as a W&B sweep (``--sweep``: writes a sweep
-file for ``unisent sweep`` whose trials are ``unisent ablate ... --run NAME --seed S``). The command
-resumes where it stopped: a run with its result file is not run again, a finished fit is not trained
-again, and an interrupted fit continues from its ``last.ckpt``. ``--from_json OUT/ablation.json`` writes the
-table, plot and page again from the summary alone.
-
-    unisent ablate recipes/unified/minilm-cpu-balanced.yaml --group cmlm=cmlm,bitext \\
-        --balancers static uncertainty pcgrad --seeds 42 43 44 --data-dir ../shared/data --out runs/ablate
-
-The parts, one idea each: :mod:`.plan` (which runs, and each run's recipe), :mod:`.run` (training each run
-through :func:`unisent.commands.fitting.fit` and scoring it; ``--jobs`` processes; the sweep file),
-:mod:`.summarise` (intervals, tables, verdicts, the plot), :mod:`.page` (``ablation.md``, the plot and the
-page, also from ``ablation.json`` alone) and :mod:`.command` (the options).
-"""
+"""``unisent ablate RECIPE`` (docs/training.md, "Ablations"): the options and modes; :mod:`.plan` (the
+runs and their recipes), :mod:`.run` (training and scoring) and :mod:`.summarise` (tables, plot, page)."""
 
 from __future__ import annotations
 
-from .command import main
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+import yaml
+
+from ..function_commands import UsageError, call, command_parser, parse
+from .plan import (
+    KINDS,
+    UNTRAINED,
+    balancer_spec,
+    groups,
+    objective_names,
+    panel_columns,
+    panel_targets,
+    plan,
+    run_steps,
+)
+from .run import Study, StudyInterrupted, log_to_wandb, run_all, sweep_file, write
+from .summarise import best_balancer, publish, summarize, target_verdicts
+
+__all__ = ["ablate", "main"]
+
+
+def ablate(
+    recipe: str,
+    *,
+    out: str = "runs/ablate",
+    seeds: list[int] | None = None,
+    balancers: list[str] | None = None,
+    runs: list[str] | None = None,
+    group: list[str] | None = None,
+    leave_out: list[str] | None = None,
+    steps: int | None = None,
+    columns: list[str] | None = None,
+    data_dir: str | None = None,
+    conflict_every: int = 10,
+    entity_records: str | None = None,
+    page: str | None = None,
+    from_json: str | None = None,
+    jobs: int = 1,
+    sweep: bool = False,
+    run: str | None = None,
+    seed: int | None = None,
+    dry_run: bool = False,
+    keep_checkpoints: bool = True,
+) -> dict[str, Any]:
+    """Train a multi-objective recipe unified, each objective alone and leave-one-out, over seeds, and tabulate.
+
+    Writes OUT/ablation.md (mean and 95% interval over seeds per cell), OUT/ablation.json and
+    OUT/ablation.png. The same command resumes: finished runs are kept, an interrupted one continues.
+
+    Args:
+        recipe: a recipe YAML with at least two objectives
+        out: folder of the generated recipes, runs, results and the table
+        seeds: seeds of every run (default: 42 43 44)
+        balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg or a class
+            path; default static); the single and leave-one-out runs use the first
+        runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out (default: all)
+        group: objectives that count as one, NAME=a,b (e.g. cmlm=cmlm,bitext); repeatable
+        leave_out: the leave-one-out rows only of these objectives (or groups); default: every one
+        steps: optimiser steps of every run (default: the recipe's trainer.max_steps)
+        columns: panel columns (default: the recipe's model.evaluation.panel)
+        data_dir: root of the evaluation data (../shared/data layout)
+        conflict_every: log gradient conflicts every N steps in the multi-objective runs (0: never)
+        entity_records: held-out sentence-entity records of the entity columns (default: the bundled FewRel ones)
+        page: also write the table into this markdown page, between the lines <!-- unisent ablate --> and
+            <!-- /unisent ablate --> (appended if absent), with the plots copied beside it
+        from_json: rebuild OUT/ablation.md, OUT/ablation.png and the --page from this ablation.json alone
+        jobs: runs at a time (each gets CPUs / jobs threads)
+        sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
+        run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
+        seed: only this seed (with --run)
+        dry_run: write every run's recipe to OUT/recipes and list the runs (done or to run); train nothing
+        keep_checkpoints: keep each run's checkpoints (~0.8 GB per unified run) after it is scored;
+            --no-keep-checkpoints deletes them once its result file is written (encoder/ and logs stay)
+    """
+    recipe_path = Path(recipe)
+    if not recipe_path.is_file():
+        raise FileNotFoundError(f"no recipe {recipe}")
+    config = yaml.safe_load(recipe_path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise UsageError(f"{recipe} is not a recipe (a YAML mapping with model:, data:, trainer:)")
+    # --run/--seed (a --jobs worker or a sweep trial): its seed is the plan's
+    seeds = [seed] if seed is not None else list(seeds or [42, 43, 44])
+    balancers = list(balancers or ["static"])
+    for name in balancers:
+        balancer_spec(name)
+    kinds = list(runs or (UNTRAINED, *KINDS))
+    bad = [k for k in kinds if k not in (UNTRAINED, *KINDS)]
+    if bad:
+        raise UsageError(f"--runs: {', '.join(bad)} not one of {UNTRAINED}, {', '.join(KINDS)}")
+    if jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    folder = Path(out)
+    options = {
+        "out": out,
+        "conflict_every": conflict_every,
+        "group": group or [],
+        "leave_out": leave_out or [],
+        "balancers": balancers,
+        "data_dir": data_dir,
+        "entity_records": entity_records,
+        "keep_checkpoints": keep_checkpoints,
+    }
+    if from_json is not None:
+        if sweep or dry_run or run is not None or seed is not None:
+            raise UsageError(
+                "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
+            )
+        return _from_summary(Path(from_json), recipe_path, config, folder, page, kinds, options)
+    planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [])
+    steps = run_steps(config, steps)
+    chosen = panel_columns(config, columns)
+    targets = panel_targets(config, chosen)
+    own = _own_columns(config)
+    units = groups(objective_names(config), group or [])
+    passed = _passed(steps, chosen, **options)
+    study = Study(
+        recipe_path, config, folder, steps, chosen, data_dir, conflict_every, entity_records, passed, keep_checkpoints
+    )
+    if sweep:
+        path = sweep_file(str(recipe_path), folder, planned, passed, chosen)
+        print(f"unisent ablate: {len(planned)} runs as a W&B sweep: unisent sweep {path}", file=sys.stderr)
+        return {"sweep": str(path), "runs": [r.key for r in planned]}
+    if run is not None or seed is not None:
+        if run is None or seed is None:
+            raise UsageError("--run and --seed go together (one run of the ablation)")
+        match = [r for r in planned if r.slug == run and r.seed == seed]
+        if not match:
+            raise UsageError(
+                f"no run {run!r} with seed {seed}; the runs are {', '.join(sorted({r.slug for r in planned}))}"
+            )
+        result = study.execute(match[0])
+        log_to_wandb(result)
+        return result
+    if dry_run:
+        for r in planned:
+            state = "done" if study.result_path(r).exists() else "to run"
+            recipe_file = "" if r.kind == UNTRAINED else str(study.write_recipe(r))
+            print(f"{r.key:36s} {r.row:26s} {state:7s} {recipe_file}")
+        return {"runs": [r.key for r in planned]}
+    results = run_all(study, planned, jobs)
+    rows = summarize(results, chosen)
+    summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
+    summary["best_balancer"] = best_balancer(rows, own)
+    if targets:
+        summary["targets"] = target_verdicts(rows, targets, own, units)
+    # what the table is made of besides the rows, so that ablation.json alone writes it again (--from_json)
+    summary |= {"own": own, "units": {u: list(m) for u, m in units.items()}, "panel_targets": targets}
+    summary["command"] = _command(recipe_path, passed, seeds, kinds)
+    write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
+    text = publish(summary, folder, Path(page) if page else None)
+    print(text)
+    print(f"unisent ablate: {len(results)} runs; table in {folder / 'ablation.md'}", file=sys.stderr)
+    return summary
+
+
+def _own_columns(config: dict[str, Any]) -> dict[str, str]:
+    evaluation = (config.get("model") or {}).get("evaluation") or {}
+    return dict(evaluation.get("panel_own") or {})
+
+
+def _passed(
+    steps: int,
+    columns: Sequence[str],
+    *,
+    out: str,
+    conflict_every: int,
+    group: Sequence[str],
+    leave_out: Sequence[str],
+    balancers: Sequence[str],
+    data_dir: str | None,
+    entity_records: str | None,
+    keep_checkpoints: bool,
+) -> list[str]:
+    """The options every run of the study is started with (``--jobs`` workers, sweep trials, the page's line)."""
+    passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
+    passed += [f"--group={g}" for g in group] + [f"--leave_out={u}" for u in leave_out]
+    passed += [f"--balancers={b}" for b in balancers]
+    passed += [f"--columns={c}" for c in columns] + ([f"--data_dir={data_dir}"] if data_dir else [])
+    passed += [f"--entity_records={entity_records}"] if entity_records else []
+    passed += [] if keep_checkpoints else ["--no_keep_checkpoints"]
+    return passed
+
+
+def _command(recipe: Path, passed: list[str], seeds: Sequence[int], kinds: Sequence[str]) -> str:
+    """The command line the page names as the one that wrote it."""
+    return " ".join(["unisent", "ablate", str(recipe), *passed, "--seeds", *map(str, seeds), "--runs", *kinds])
+
+
+def _from_summary(
+    path: Path,
+    recipe: Path,
+    config: dict[str, Any],
+    folder: Path,
+    page: str | None,
+    kinds: list[str],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """``--from_json``: the table, plot and page from ``path`` alone (an older summary's missing own columns,
+    units, targets and command come from the recipe and the options)."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--from_json {path}: not JSON ({err})") from None
+    if not isinstance(summary, dict) or not {"rows", "columns", "seeds", "steps"} <= set(summary):
+        raise ValueError(f"--from_json {path}: not an ablation.json of unisent ablate (rows, columns, seeds, steps)")
+    if "own" not in summary:
+        summary["own"] = _own_columns(config)
+    if "units" not in summary:
+        summary["units"] = groups(objective_names(config), options["group"])
+    if "panel_targets" not in summary:
+        summary["panel_targets"] = panel_targets(config, summary["columns"])
+    if "command" not in summary:
+        passed = _passed(summary["steps"], summary["columns"], **options)
+        summary["command"] = _command(recipe, passed, summary["seeds"], kinds)
+    text = publish(summary, folder, Path(page) if page else None, keep_plots=True)
+    print(text)
+    print(f"unisent ablate: table of {path} in {folder / 'ablation.md'} (no run)", file=sys.stderr)
+    return summary
+
+
+def main(argv: Sequence[str]) -> None:
+    values = parse(command_parser(ablate, "unisent ablate"), list(argv))
+    try:
+        call(ablate, values, "unisent ablate")
+    except StudyInterrupted as stopped:
+        print(f"\nunisent ablate: {stopped}", file=sys.stderr)
+        sys.exit(stopped.status)

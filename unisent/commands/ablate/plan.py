@@ -1,8 +1,5 @@
-"""Which runs an ablation trains, and each run's recipe: the study's recipe cut down to the run's objectives.
-
-The study's settings read from the recipe (its objectives, optimiser steps, panel columns and targets) are
-checked here, each mistake one line (:class:`~unisent.commands.function_commands.UsageError`).
-"""
+"""Which runs an ablation trains, each run's recipe (cut down to its objectives), and the recipe's settings
+checked, each mistake one line (:class:`~unisent.commands.function_commands.UsageError`)."""
 
 from __future__ import annotations
 
@@ -16,13 +13,11 @@ from ...io import closest_hint
 from ..function_commands import UsageError
 
 __all__ = [
-    "BALANCERS",
     "KINDS",
     "PER_OBJECTIVE_DATA",
     "UNTRAINED",
     "Run",
     "balancer_spec",
-    "closest_hint",
     "groups",
     "objective_names",
     "panel_columns",
@@ -211,8 +206,7 @@ def panel_columns(config: dict[str, Any], columns: Sequence[str] | None) -> list
 
 
 def panel_targets(config: dict[str, Any], columns: Sequence[str]) -> dict[str, float]:
-    """``model.evaluation.panel_targets`` restricted to the scored columns; a name the panel does not know
-    or a value that is not a number is refused in one line."""
+    """``model.evaluation.panel_targets`` of the scored columns (each a panel column and a number)."""
     from ...evaluation.panel import PANEL_COLUMNS
 
     evaluation = (config.get("model") or {}).get("evaluation") or {}

@@ -1,10 +1,5 @@
-"""Running an ablation: each run trained in this process by :func:`unisent.commands.fitting.fit` and scored on
-the panel into its result file, one after another, ``--jobs N`` at a time as ``unisent ablate --run --seed``
-processes, or as the trials of a W&B sweep (``sweep.yaml`` for ``unisent sweep``).
-
-A run with its result file is not run again, a fit that finished (its ``encoder/`` saved) is not trained
-again, and an interrupted fit continues from its ``last.ckpt`` (``--ckpt_path last``).
-"""
+"""Running an ablation: each run trained by :func:`unisent.commands.fitting.fit` and scored on the panel, in
+this process, ``--jobs N`` processes or W&B sweep trials; finished work is never redone."""
 
 from __future__ import annotations
 
@@ -27,8 +22,7 @@ __all__ = ["Study", "StudyInterrupted", "fit_run", "log_to_wandb", "run_all", "s
 
 
 class StudyInterrupted(Exception):
-    """Ctrl-C or SIGTERM stopped a run's fit: the message says what it left; ``status`` is ``unisent fit``'s
-    (130, or 143 after SIGTERM)."""
+    """Ctrl-C or SIGTERM stopped a run's fit; ``status``: ``unisent fit``'s (130, or 143 after SIGTERM)."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -42,8 +36,7 @@ def write(path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class Study:
-    """What every run of one ablation shares: the recipe, the output folder, the run length, the panel and
-    the options a ``--run``/``--seed`` process is started with (``passed``)."""
+    """What every run of one ablation shares (``passed``: the options of a ``--run``/``--seed`` process)."""
 
     recipe: Path
     config: dict[str, Any]
@@ -67,8 +60,7 @@ class Study:
         return path
 
     def execute(self, run: Run) -> dict[str, Any]:
-        """Train (or continue) one run, score it on the panel and write its result file; the untrained row
-        scores the recipe's starting encoder."""
+        """Train (or continue) one run, score it on the panel and write its result file."""
         result_path = self.result_path(run)
         if result_path.exists():
             return json.loads(result_path.read_text(encoding="utf-8"))
@@ -110,9 +102,8 @@ class Study:
 
 
 def fit_run(recipe_path: Path, key: str) -> None:
-    """``unisent fit -c RECIPE --ckpt_path last`` in this process (continues an interrupted run), through the
-    same function as ``unisent fit``. A mistake in the recipe, its data or a checkpoint is one line
-    (:class:`~unisent.commands.function_commands.CommandFailed`); Ctrl-C or SIGTERM raises :class:`StudyInterrupted`."""
+    """``unisent fit -c RECIPE --ckpt_path last`` in this process: user errors as :class:`CommandFailed`,
+    Ctrl-C or SIGTERM as :class:`StudyInterrupted`."""
     from jsonargparse import ArgumentError
 
     from ..config_errors import config_error, describe_user_error, user_error_in_chain

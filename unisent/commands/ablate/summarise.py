@@ -1,20 +1,20 @@
-"""What the runs of an ablation say: each cell's mean and Student-t interval over seeds, the table, each
-objective's own column inside the combination against it alone, the targets' verdicts and the plot.
-
-Everything here reads the runs' result files' scores (:func:`summarize`) or the rows made from them, so
-``ablation.json`` alone is enough to write the table again (:mod:`unisent.commands.ablate.page`).
-"""
+"""What the runs of an ablation say: Student-t intervals over seeds, the table, own columns against the
+objective alone, the targets' verdicts and the plot. Everything after :func:`summarize` reads only the
+summary, so ``ablation.json`` alone writes ``ablation.md``, the plot and the page again, byte for byte."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .plan import Run
+from .run import write
 
-__all__ = ["best_balancer", "interval", "own_columns", "plot", "summarize", "table", "target_verdicts"]
+__all__ = ["best_balancer", "interval", "own_columns", "publish", "summarize", "table", "target_verdicts"]
 
 
 def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None]:
@@ -55,8 +55,7 @@ def _cell(cell: dict[str, Any] | None) -> str:
 
 
 def best_balancer(rows: list[dict[str, Any]], own: dict[str, str]) -> str | None:
-    """The unified row with the highest mean over the objectives' own columns (every panel column when
-    the recipe names none)."""
+    """The unified row with the best mean over the own columns (all columns when the recipe names none)."""
     unified = [r for r in rows if r["kind"] == "unified"]
     if not unified:
         return None
@@ -72,9 +71,8 @@ def best_balancer(rows: list[dict[str, Any]], own: dict[str, str]) -> str | None
 def own_columns(
     row: dict[str, Any], rows: list[dict[str, Any]], own: dict[str, str], units: dict[str, tuple]
 ) -> list[dict[str, Any]]:
-    """Each objective's own column in ``row`` against the objective alone: the difference of the means,
-    and whether it lies within the single-objective row's interval (below it by at most the half-width).
-    Objectives without an own column or a single-objective row are left out."""
+    """Each objective's own column in ``row`` against the objective alone: the difference of the means, and
+    whether it is within the single-objective interval (below by at most the half-width)."""
     by_name = {r["row"]: r for r in rows}
     out = []
     for unit, members in units.items():
@@ -224,3 +222,55 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: di
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+PAGE_START, PAGE_END = "<!-- unisent ablate -->", "<!-- /unisent ablate -->"
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The markdown of ``ablation.md``, from the summary alone."""
+    return table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
+
+
+def publish(summary: dict[str, Any], folder: Path, page: Path | None, *, keep_plots: bool = False) -> str:
+    """Write ``ablation.md`` and ``ablation.png`` into ``folder`` (and the table into ``page``); the table."""
+    text = summary_table(summary)
+    write(folder / "ablation.md", text)
+    try:
+        plot(summary["rows"], summary["columns"], folder / "ablation.png", summary["panel_targets"])
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        print("unisent ablate: pip install matplotlib for ablation.png", file=sys.stderr)
+    if page is not None:
+        update_page(page, text, folder, summary, summary["command"], keep_plots=keep_plots)
+    return text
+
+
+def update_page(
+    page: Path, text: str, folder: Path, summary: dict[str, Any], command: str, *, keep_plots: bool = False
+) -> None:
+    """Put the table and its command between the page's markers, with ``ablation.png`` and the best balancer's
+    ``conflicts.png`` copied beside it; ``keep_plots``: a plot beside it whose source is gone stays named."""
+    lines = [PAGE_START, "", f"Written by `{command}`.", "", text.rstrip(), ""]
+    source, beside = folder / "ablation.png", page.parent / f"{page.stem}-ablation.png"
+    if source.exists():
+        shutil.copyfile(source, beside)
+    if source.exists() or (keep_plots and beside.exists()):
+        lines += [f"![every run, mean and 95% interval over seeds]({beside.name})", ""]
+    best = summary.get("best_balancer")
+    if best:
+        row = next(r for r in summary["rows"] if r["row"] == best)
+        seed = min(row["seeds"])
+        source = folder / "runs" / row["slug"] / f"seed{seed}" / "conflicts.png"
+        beside = page.parent / f"{page.stem}-conflicts.png"
+        if source.exists():
+            shutil.copyfile(source, beside)
+        if source.exists() or (keep_plots and beside.exists()):
+            lines += [f"![gradient conflicts of {best}, seed {seed}]({beside.name})", ""]
+    block = "\n".join(lines) + PAGE_END
+    current = page.read_text(encoding="utf-8") if page.exists() else ""
+    if PAGE_START in current and PAGE_END in current:
+        head, rest = current.split(PAGE_START, 1)
+        current = head + block + rest.split(PAGE_END, 1)[1]
+    else:
+        current = current.rstrip() + ("\n\n" if current else "") + block + "\n"
+    write(page, current)

@@ -337,10 +337,11 @@ def child_encode_unisent(args) -> dict:
     ).eval()
     model.to(args.device)
     sentences = _encode_sentences(args)
-    bf16 = args.precision == "bf16-mixed"
-    model.encode(sentences[: args.batch * 2], batch_size=args.batch, bf16=bf16, workers=args.workers or None)  # warm-up
+    precision = "bf16" if args.precision == "bf16-mixed" else "fp32"
+    options = {"precision": precision, "workers": args.workers or None}
+    model.encode(sentences[: args.batch * 2], batch_size=args.batch, **options)  # warm-up
     start = time.perf_counter()
-    out = model.encode(sentences, batch_size=args.batch, bf16=bf16, workers=args.workers or None)
+    out = model.encode(sentences, batch_size=args.batch, **options)
     if args.device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start

@@ -308,7 +308,7 @@ class EASE(Objective):
         finally:
             self.train(was_training)
         candidates = nn.functional.normalize(candidates, dim=-1)
-        sentences = nn.functional.normalize(encoder.encode_pooled(list(texts), batch_size), dim=-1)
+        sentences = nn.functional.normalize(encoder.encode_pooled(list(texts), batch_size, precision="fp32"), dim=-1)
         ranks = torch.empty(len(texts), dtype=torch.long)
         for start in range(0, len(texts), 1024):  # (1024, entities) scores at a time
             scores = sentences[start : start + 1024] @ candidates.T

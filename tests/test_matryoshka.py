@@ -246,3 +246,22 @@ def test_objectives_not_on_pooled_vectors_are_refused(objective):
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="cannot wrap Matryoshka"):
         Matryoshka(Matryoshka(SimCSE(), dims=[16]), dims=[8])
+
+
+def test_an_objective_written_for_the_old_flags_is_told_what_replaced_them():
+    """``cache_ready``/``matryoshka_ready`` are gone: a class that still sets them and writes only ``forward`` gets
+    one warning naming ``embed`` and ``loss``; a class with ``embed`` is in-batch whatever it sets."""
+    from unisent.objectives import Objective
+
+    with pytest.warns(UserWarning, match="cache_ready and matryoshka_ready no longer mean anything.*embed and loss"):
+
+        class Old(Objective):
+            cache_ready = True
+            matryoshka_ready = True
+
+            def forward(self, encoder, batch):
+                return {}
+
+    assert not Old().in_batch
+    with pytest.raises(ValueError, match="cannot wrap Old: its loss is not computed from the vectors embed returns"):
+        Matryoshka(Old(), dims=[8])

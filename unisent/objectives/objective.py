@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -118,6 +119,16 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: learning rate of this objective's own parameters (own parameter groups, same schedule); ``None``:
     #: the optimiser's. GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        old = [flag for flag in ("cache_ready", "matryoshka_ready") if flag in vars(cls)]
+        if old and cls.embed is Objective.embed:  # an objective written for the flags of an earlier unisent
+            warnings.warn(
+                f"{cls.__qualname__}: {' and '.join(old)} no longer mean anything; an objective trains cached and "
+                "under Matryoshka when it implements embed and loss instead of forward (docs/new-objective.md)",
+                stacklevel=2,
+            )
 
     def __init__(self, weight: float = 1.0, name: str | None = None, max_length: int | None = None) -> None:
         super().__init__()

@@ -40,8 +40,10 @@ class FixedEncoder:
 
     def __init__(self, vectors: dict[str, list[float]]):
         self.vectors = vectors
+        self.precisions: list[str] = []
 
-    def encode_pooled(self, sentences, batch_size=64):
+    def encode_pooled(self, sentences, batch_size=64, *, precision="auto"):
+        self.precisions.append(precision)
         return torch.tensor([self.vectors[s] for s in sentences])
 
 
@@ -87,6 +89,7 @@ def test_retrieval_ranks_every_entity_by_cosine_as_computed_by_hand():
     # the temperature divides every score alike: the ranking does not change
     sharp = _objective(entity_temperature=0.05).retrieve_entities(encoder, texts, gold, ks=(1, 2, 3, 10))
     assert sharp == result
+    assert encoder.precisions == ["fp32", "fp32"]  # a score: fp32 on any machine, whatever auto would pick
 
 
 def test_retrieval_rejects_unknown_entities_and_untrained_objectives():

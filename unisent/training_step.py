@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 
 from .balancers import Balancer, StepGradients
 from .objectives import Objective
@@ -28,8 +29,6 @@ __all__ = ["TrainingStep", "takes_one_backward"]
 
 def takes_one_backward(strategy: Any) -> bool:
     """Whether a Lightning strategy takes the gradients in one backward call of its own (FSDP, DeepSpeed)."""
-    from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
-
     return isinstance(strategy, (FSDPStrategy, DeepSpeedStrategy))
 
 

@@ -152,6 +152,10 @@ class Embedder:
 
 
 def _is_unisent(model: Any) -> bool:
-    """Whether ``model`` is one of unisent's (its ``encode`` takes unisent's ``precision`` word); any other
-    model (Sentence Transformers', whose ``precision`` means output quantisation, or a user's) is autocast."""
-    return type(model).__module__.split(".")[0] == "unisent"
+    """Whether ``model``'s ``encode`` has unisent's signature (an :class:`~unisent.inference.InferenceModel`, or the
+    ONNX runner): it takes the ``precision`` word. Any other model (Sentence Transformers', whose ``precision`` means
+    output quantisation, or a user's) is autocast instead."""
+    from ..inference import InferenceModel
+    from ..models.onnx_encoder import OnnxEncoder
+
+    return isinstance(model, (InferenceModel, OnnxEncoder))

@@ -56,6 +56,14 @@ STS = [  # (score, sentence 1, sentence 2)
     (2.0, "the man sings .", "a man plays a guitar ."),
 ]
 
+SICK = [  # (relatedness 1-5, sentence A, sentence B)
+    (4.7, "a man is playing a flute .", "a man plays a flute ."),
+    (1.2, "a dog runs in the park .", "a woman is cooking ."),
+    (3.6, "two kids are playing outdoors .", "children play in the yard ."),
+    (2.4, "a cat is sleeping .", "a man is sleeping ."),
+    (3.1, "a woman is cooking .", "a woman cuts a tomato ."),
+]
+
 TATOEBA = [
     ("Der Junge will gehen.", "The boy wants to go."),
     ("Die Katze schläft.", "The cat sleeps."),
@@ -94,10 +102,19 @@ def _amr_data(root: Path) -> Path:
     return root
 
 
-def _sts_data(root: Path) -> Path:
-    path = root / "sts" / "stsbenchmark" / "sts-test.csv"
+def _sts_data(root: Path, split: str = "test", rows=STS) -> Path:
+    path = root / "sts" / "stsbenchmark" / f"sts-{split}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"g\tf\t2012\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (s, a, b) in enumerate(STS)))
+    path.write_text("".join(f"g\tf\t2012\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (s, a, b) in enumerate(rows)))
+    return root
+
+
+def _sick_data(root: Path, name: str = "SICK_trial.txt", rows=SICK) -> Path:
+    """SICK's layout: a header, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
+    path = root / "sts" / "sick" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+    path.write_text(header + "".join(f"{i}\t{a}\t{b}\t{s}\tNEUTRAL\n" for i, (s, a, b) in enumerate(rows, 1)))
     return root
 
 
@@ -139,6 +156,8 @@ def test_a_missing_file_names_the_column_and_the_path_before_the_model_is_loaded
         evaluate_panel(model, ["snli-direction-hyp-not-shorter"], tmp_path)
     with pytest.raises(FileNotFoundError, match=r"'sick-r' needs data_dir"):
         evaluate_panel(model, ["sick-r"])
+    with pytest.raises(FileNotFoundError, match=r"'sick-r-dev' needs data_dir"):  # not bundled
+        evaluate_panel(model, ["sick-r-dev"])
     with pytest.raises(FileNotFoundError, match=r"'stsb-test': data directory .*nowhere"):
         evaluate_panel(model, ["stsb-test"], tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match=r"'entity-top1'.*gone\.jsonl"):
@@ -244,6 +263,76 @@ def test_tatoeba_and_sts_columns_as_computed_by_hand(tmp_path):
     expected = 100 * spearmanr([s for s, _, _ in STS], [cos(a, b) for _, a, b in STS]).statistic
     assert result["stsb-test"]["score"] == pytest.approx(expected)
     assert result["stsb-test"]["metric"] == "spearman" and result["stsb-test"]["data_dir"] == str(root)
+
+
+def _cosine_spearman(vectors: dict[str, list[float]], rows) -> float:
+    from scipy.stats import spearmanr
+
+    def cos(a, b):
+        a, b = np.asarray(vectors[a]), np.asarray(vectors[b])
+        return a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+
+    return 100 * spearmanr([s for s, _, _ in rows], [cos(a, b) for _, a, b in rows]).statistic
+
+
+def test_the_dev_columns_as_computed_by_hand_and_as_their_tasks_score(tmp_path):
+    """stsb-dev reads sts-dev.csv and sick-r-dev SICK_trial.txt (not the test files, here absent)."""
+    from unisent.evaluation import evaluate
+
+    root = _sick_data(_sts_data(tmp_path, "dev"))
+    rng = np.random.default_rng(1)
+    vectors: dict[str, list[float]] = {}
+    for _, a, b in STS + SICK:
+        vectors.setdefault(a, list(rng.normal(size=4)))
+        vectors.setdefault(b, list(rng.normal(size=4)))
+    model = Lookup(vectors)
+    result = evaluate_panel(model, ["sick-r-dev", "stsb-dev"], root)
+    assert list(result) == ["sick-r-dev", "stsb-dev"]
+    assert result["stsb-dev"]["score"] == pytest.approx(_cosine_spearman(vectors, STS))
+    assert result["sick-r-dev"]["score"] == pytest.approx(_cosine_spearman(vectors, SICK))
+    tasks = evaluate(model, ["stsb-dev", "sick-r-dev"], root, progress=False, on_error="raise")["tasks"]
+    for column in ("stsb-dev", "sick-r-dev"):
+        entry = result[column]
+        assert entry["score"] == pytest.approx(tasks[column]["score"])
+        assert entry["metric"] == "spearman" and entry["similarity"] == "cosine" and entry["data_dir"] == str(root)
+    assert result["sick-r-dev"]["metrics"]["n_pairs"] == len(SICK)
+
+
+def test_the_dev_columns_score_a_tiny_model_as_their_tasks_do(tiny_model_dir, tmp_path):
+    import unisent
+    from unisent.evaluation import evaluate
+
+    root = _sick_data(_sts_data(tmp_path / "data", "dev"))
+    model = unisent.load(str(tiny_model_dir))
+    result = evaluate_panel(model, ["stsb-dev", "sick-r-dev"], root, max_length=16, batch_size=4)
+    tasks = evaluate(model, ["stsb-dev", "sick-r-dev"], root, batch_size=4, progress=False, on_error="raise")
+    for column, n in (("stsb-dev", len(STS)), ("sick-r-dev", len(SICK))):
+        assert result[column]["score"] == pytest.approx(tasks["tasks"][column]["score"])
+        assert result[column]["metrics"]["n_pairs"] == n and -100 <= result[column]["score"] <= 100
+
+
+def test_the_dev_columns_missing_files_and_the_bundled_stsb_dev(tmp_path):
+    from unisent.evaluation import evaluate
+    from unisent.evaluation.tasks import GROUPS
+    from unisent.resources import EVALUATION_DATA_DIR
+
+    model = str(tmp_path / "no-model")  # never loaded: the files are checked first
+    root = _sick_data(tmp_path, "SICK_test_annotated.txt")  # the test split only: sick-r-dev needs the trial
+    with pytest.raises(FileNotFoundError, match=r"'sick-r-dev'.*sts/sick/SICK_trial\.txt"):
+        evaluate_panel(model, ["sick-r", "sick-r-dev"], root)
+    with pytest.raises(FileNotFoundError, match=r"'stsb-dev'.*sts/stsbenchmark/sts-dev\.csv"):
+        evaluate_panel(model, ["stsb-dev"], root)
+    assert "sick-r-dev" not in GROUPS["sts"] and "stsb-dev" not in GROUPS["sts"]  # dev sets stay out of averages
+
+    class Lengths(Lookup):  # cheap and deterministic on the bundled 1,500 pairs
+        def encode(self, sentences, batch_size=64, **kw):
+            return torch.tensor([[len(s), 1.0 + len(s.split()), 1.0] for s in sentences])
+
+    # no data_dir: STS-B dev is bundled, as `evaluate` scores it there
+    bundled = evaluate_panel(Lengths({}), ["stsb-dev"], max_length=None)["stsb-dev"]
+    sample = evaluate(Lengths({}), ["stsb-dev"], EVALUATION_DATA_DIR, progress=False)["tasks"]["stsb-dev"]["score"]
+    assert bundled["score"] == pytest.approx(sample) and bundled["data_dir"] == str(EVALUATION_DATA_DIR)
+    assert bundled["metrics"]["n_pairs"] == 1500
 
 
 def test_a_saved_model_is_loaded_once_and_cut_at_max_length(tiny_model_dir, tmp_path, monkeypatch):

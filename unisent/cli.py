@@ -208,6 +208,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "retrofit": ("unisent.commands.retrofit", "main"),
     "ablate": ("unisent.commands.ablate", "main"),
     "convert-checkpoint": ("unisent.commands.convert", "main"),
+    "merge": ("unisent.commands.merge", "main"),
 }
 
 #: one line of ``unisent --help`` per command (kept here so that the help imports no command)
@@ -221,6 +222,7 @@ COMMAND_HELP: dict[str, str] = {
     "retrofit": "combine a text encoder with an AMR encoder (Cai et al. 2022) and save the model",
     "ablate": "a multi-objective recipe unified, each objective alone and leave-one-out, over seeds: a table",
     "convert-checkpoint": "rewrite a checkpoint you trust as plain data (every command reads checkpoints as data only)",
+    "merge": "merge runs that share a starting model into one (linear, task_arithmetic, ties, dare_ties)",
 }
 
 

@@ -6,6 +6,8 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
 
 - ``stsb-test``, ``sick-r``, ``tatoeba-deu``: the registered tasks of those names (:func:`evaluate`, cosine
   of ``encode``);
+- ``stsb-dev``, ``sick-r-dev``: the same on STS-B dev and SICK's trial split (the tasks ``stsb-dev`` and
+  ``sick-r-dev``), for choosing settings so that the test columns stay held out;
 - ``snli-direction``, ``snli-direction-hyp-not-shorter``: the ``snli-direction`` task with the KL
   similarity, all pairs and the pairs whose hypothesis is at least as long as the premise (where the rule
   "the longer sentence is the premise" scores 0); a model without a Gaussian head has no direction;
@@ -47,6 +49,8 @@ __all__ = [
 PANEL_COLUMNS: dict[str, str] = {
     "stsb-test": "STS Benchmark test, Spearman x100 (cosine of encode)",
     "sick-r": "SICK relatedness test, Spearman x100 (cosine of encode)",
+    "stsb-dev": "STS Benchmark dev, Spearman x100 (cosine of encode); for choosing settings",
+    "sick-r-dev": "SICK relatedness trial split (500 pairs), Spearman x100; for choosing settings",
     "snli-direction": "SNLI test entailment pairs: sim(hyp||pre) > sim(pre||hyp), KL, accuracy x100 (Gaussian head)",
     "snli-direction-hyp-not-shorter": "the same on the pairs whose hypothesis is not shorter than the premise",
     "amr-text-to-graph": "Little Prince v1.6 test: sentence -> its own linearised AMR graph, top-1 x100",
@@ -64,7 +68,13 @@ AMR_TEST = "amr/little-prince/amr-bank-struct-v1.6-test.txt"
 #: the entity columns' default records: 995 held-out FewRel sentences, in the repository (not the wheel)
 DEFAULT_ENTITY_RECORDS = Path(__file__).resolve().parents[2] / "samples" / "ease_fewrel_heldout.jsonl"
 
-_TASK_COLUMNS = {"stsb-test": "stsb-test", "sick-r": "sick-r", "tatoeba-deu": "tatoeba-deu"}
+_TASK_COLUMNS = {
+    "stsb-test": "stsb-test",
+    "sick-r": "sick-r",
+    "stsb-dev": "stsb-dev",
+    "sick-r-dev": "sick-r-dev",
+    "tatoeba-deu": "tatoeba-deu",
+}
 _DIRECTION = {
     "snli-direction": "direction_sim",
     "snli-direction-hyp-not-shorter": "direction_sim_hypothesis_not_shorter",
@@ -272,12 +282,15 @@ def _check_columns(columns: Sequence[str]) -> list[str]:
 
 
 def _data_root(column: str, data_dir: str | Path | None) -> Path:
-    """The data directory of a column; without ``data_dir`` only ``stsb-test`` has one (the bundled sample)."""
+    """The data directory of a column; without ``data_dir`` only a task column whose files are bundled
+    (``stsb-test``, ``stsb-dev``: :data:`unisent.resources.EVALUATION_DATA_DIR`) has one."""
     if data_dir is None:
-        if column == "stsb-test":
-            from ..resources import EVALUATION_DATA_DIR
+        from ..resources import EVALUATION_DATA_DIR
+        from .tasks import get_task
 
-            return Path(EVALUATION_DATA_DIR)
+        bundled = Path(EVALUATION_DATA_DIR)
+        if column in _TASK_COLUMNS and not get_task(_TASK_COLUMNS[column]).missing_files(bundled):
+            return bundled
         raise FileNotFoundError(f"panel column {column!r} needs data_dir (the evaluation data root); got None")
     root = Path(data_dir).expanduser()
     if not root.is_dir():
@@ -337,8 +350,8 @@ def evaluate_panel(
         columns: column names, in any order; each is computed once (the two direction columns share one
             evaluation, the two AMR columns one retrieval, the two entity columns one ranking).
         data_dir: the evaluation data root (docs/evaluation.md, "Data layout"; the AMR file is
-            ``<data_dir>/amr/little-prince/amr-bank-struct-v1.6-test.txt``). ``None``: ``stsb-test`` reads
-            the bundled STS-B sample; every other column but the entity ones needs it.
+            ``<data_dir>/amr/little-prince/amr-bank-struct-v1.6-test.txt``). ``None``: ``stsb-test`` and
+            ``stsb-dev`` read the bundled STS-B files; every other column but the entity ones needs it.
         ckpt: the run's Lightning checkpoint, for the entity columns (its EASE entity table).
         max_length: every text of every column (the entity columns' sentences included) is cut at this
             many tokens; ``None``: the model's own limit.

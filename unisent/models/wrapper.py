@@ -88,6 +88,11 @@ class EncoderWrapper(InferenceModel):
     def tokenizer(self):
         return self.encoder.tokenizer
 
+    def position_limit(self) -> int | None:
+        """The wrapped encoder's positions (the panel caps its texts there; tiny backbones have fewer than 256)."""
+        inner = getattr(self.encoder, "position_limit", None)
+        return inner() if callable(inner) else None
+
     @staticmethod
     @torch.inference_mode()
     def map_head(head: nn.Module, pooled: torch.Tensor, fn, chunk: int = 4096) -> list:

@@ -1,6 +1,7 @@
 """What the runs of an ablation say: Student-t intervals over seeds, the table, own columns against the
-objective alone, the targets' verdicts and the plot. Everything after :func:`summarize` reads only the
-summary, so ``ablation.json`` alone writes ``ablation.md``, the plot and the page again, byte for byte."""
+objective alone, the targets' verdicts, the plot and the trade-off between general quality and the
+objectives' own columns. Everything after :func:`summarize` reads only the summary, so ``ablation.json``
+alone writes ``ablation.md``, the plots and the page again, byte for byte."""
 
 from __future__ import annotations
 
@@ -14,7 +15,21 @@ from typing import Any
 from .plan import Run
 from .run import write
 
-__all__ = ["best_balancer", "interval", "own_columns", "publish", "summarize", "table", "target_verdicts"]
+__all__ = [
+    "best_balancer",
+    "interval",
+    "own_columns",
+    "publish",
+    "summarize",
+    "table",
+    "target_verdicts",
+    "tradeoff",
+    "tradeoff_points",
+    "tradeoff_table",
+]
+
+#: the trade-off's general quality: the mean of these two panel columns
+GENERAL_COLUMNS = ("stsb-test", "sick-r")
 
 
 def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None]:
@@ -30,13 +45,16 @@ def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, 
 
 
 def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[str, Any]]:
-    """One row per run name: each column's mean, interval and seeds."""
+    """One row per run name: each column's mean, interval and seeds; ``per_seed`` has every column's score
+    (``None`` where the run could not compute it) per seed, in the order of ``seeds`` (the trade-off pairs a
+    seed's columns; an older ``ablation.json`` without it has no trade-off)."""
     rows: dict[str, dict[str, Any]] = {}
     for result in results:
         run = Run(**result["run"])
         row = rows.setdefault(run.row, {"row": run.row, "kind": run.kind, "slug": run.slug, "cells": {}})
         row.setdefault("seeds", []).append(result["run"]["seed"])
         row.setdefault("train_minutes", []).append(result["train_seconds"] / 60)
+        row.setdefault("per_seed", []).append({c: result["scores"].get(c) for c in columns})
         for c in columns:
             value = result["scores"].get(c)
             if value is not None:
@@ -224,37 +242,165 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: di
     return path
 
 
+# ------------------------------------------------------------------------------------------------ trade-off
+def _tradeoff_own(columns: list[str], own: dict[str, str]) -> list[str]:
+    """The trade-off's own columns: the distinct values of ``own`` (first appearance first) among ``columns``."""
+    return [c for c in dict.fromkeys(own.values()) if c in columns]
+
+
+def _seed_point(scores: dict[str, Any], own_columns: list[str]) -> tuple[float, float] | None:
+    """``(own, general)`` of one seed; an own column it could not compute (``None``) counts as 0; ``None``
+    without both general columns."""
+    general = [scores.get(c) for c in GENERAL_COLUMNS]
+    if any(v is None for v in general):
+        return None
+    own = [scores.get(c) if scores.get(c) is not None else 0.0 for c in own_columns]
+    return sum(own) / len(own), sum(general) / len(general)
+
+
+def _frontier(points: list[dict[str, Any]]) -> None:
+    """Mark ``frontier``: no other point has both means at least as large and one of them larger."""
+    for p in points:
+        p["frontier"] = not any(
+            q is not p
+            and q["own"]["mean"] >= p["own"]["mean"]
+            and q["general"]["mean"] >= p["general"]["mean"]
+            and (q["own"]["mean"] > p["own"]["mean"] or q["general"]["mean"] > p["general"]["mean"])
+            for q in points
+        )
+
+
+def tradeoff_points(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each row's own ability (x: the mean of the own columns, n/a as 0) and general quality (y: the mean of
+    STS-B test and SICK-R test), computed per seed from the row's ``per_seed`` scores, then mean and 95%
+    interval over seeds (:func:`interval`), and whether it is on the frontier; and the own columns. No points
+    when the study lacks a general column or an own column; a row without ``per_seed`` (an older summary)
+    or without a seed that has both general scores is left out."""
+    columns, own = summary["columns"], summary.get("own") or {}
+    own_cols = _tradeoff_own(columns, own)
+    if not own_cols or not all(c in columns for c in GENERAL_COLUMNS):
+        return [], own_cols
+    points = []
+    for row in summary["rows"]:
+        seeds = [_seed_point(scores, own_cols) for scores in row.get("per_seed") or []]
+        seeds = [s for s in seeds if s is not None]
+        if not seeds:
+            continue
+        x, y = (dict(zip(("mean", "ci"), interval([s[i] for s in seeds]))) for i in (0, 1))
+        points.append({"row": row["row"], "seeds": len(seeds), "own": x, "general": y})
+    _frontier(points)
+    return points, own_cols
+
+
+def tradeoff_table(points: list[dict[str, Any]], own_cols: list[str]) -> str:
+    """The trade-off's markdown: a sentence, the table (mean ± 95% half-width over seeds) and how it is made."""
+    lines = [
+        "General quality against the objectives' own columns, mean and 95% interval over seeds:",
+        "",
+        "| run | seeds | general (STS-B, SICK-R) | own columns | frontier |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for p in points:
+        frontier = "yes" if p["frontier"] else "no"
+        lines.append(f"| {p['row']} | {p['seeds']} | {_cell(p['general'])} | {_cell(p['own'])} | {frontier} |")
+    lines += [
+        "",
+        "Per seed, general is the mean of stsb-test and sick-r and own columns the mean of "
+        + ", ".join(own_cols)
+        + "; a column a run cannot compute (n/a: a direction column without a Gaussian head, an entity column "
+        "without EASE) counts as 0, since the model cannot do it (a symmetric similarity never ranks one "
+        "direction above the other). A run is on the frontier when no other run is at least as high on both "
+        "means and higher on one.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tradeoff(points: list[dict[str, Any]], path: Path) -> Path:
+    """General quality (y) against the own columns (x): one point per row with both intervals as error bars,
+    labelled; frontier rows filled and joined by a step line, the others hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for p in points:
+        x, y = p["own"], p["general"]
+        # frontier: a filled red diamond; the others: a hollow blue circle
+        color, marker, face = ("#c03030", "D", "#c03030") if p["frontier"] else ("#4878a8", "o", "none")
+        errors = {"xerr": x["ci"] or 0.0, "yerr": y["ci"] or 0.0, "capsize": 3, "linestyle": "none"}
+        ax.errorbar(x["mean"], y["mean"], color=color, marker=marker, markerfacecolor=face, **errors)
+        ax.annotate(p["row"], (x["mean"], y["mean"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    edge = sorted((p["own"]["mean"], p["general"]["mean"]) for p in points if p["frontier"])
+    if len(edge) > 1:
+        ax.plot(*zip(*edge), drawstyle="steps-pre", color="#c03030", linestyle="--", linewidth=1)
+    ax.set_xlabel("own columns, mean (x100)")
+    ax.set_ylabel("general: mean of STS-B test and SICK-R test")
+    ax.set_title("filled: on the frontier; an own column a run cannot compute counts as 0", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 PAGE_START, PAGE_END = "<!-- unisent ablate -->", "<!-- /unisent ablate -->"
+TRADEOFF_ALT = "general quality against the objectives' own columns"
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    """The markdown of ``ablation.md``, from the summary alone."""
-    return table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
+    """The markdown of the page's block (``ablation.md`` without its image line), from the summary alone."""
+    text = table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
+    points, own_cols = tradeoff_points(summary)
+    return text + ("\n" + tradeoff_table(points, own_cols) if points else "")
 
 
 def publish(summary: dict[str, Any], folder: Path, page: Path | None, *, keep_plots: bool = False) -> str:
-    """Write ``ablation.md`` and ``ablation.png`` into ``folder`` (and the table into ``page``); the table."""
+    """Write ``ablation.md``, ``ablation.png`` and (with a trade-off) ``tradeoff.png`` into ``folder`` (and the
+    tables into ``page``); the text of ``ablation.md``."""
     text = summary_table(summary)
-    write(folder / "ablation.md", text)
+    points, _ = tradeoff_points(summary)
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         plot(summary["rows"], summary["columns"], folder / "ablation.png", summary["panel_targets"])
+        if points:
+            tradeoff(points, folder / "tradeoff.png")
     except ImportError:  # pragma: no cover - matplotlib is a dependency
         print("unisent ablate: pip install matplotlib for ablation.png", file=sys.stderr)
+    written = text
+    if points and (folder / "tradeoff.png").exists():
+        written += f"\n![{TRADEOFF_ALT}](tradeoff.png)\n"
+    write(folder / "ablation.md", written)
     if page is not None:
-        update_page(page, text, folder, summary, summary["command"], keep_plots=keep_plots)
-    return text
+        update_page(page, text, folder, summary, summary["command"], keep_plots=keep_plots, with_tradeoff=bool(points))
+    return written
+
+
+def _beside(source: Path, beside: Path, keep_plots: bool) -> bool:
+    """Copy ``source`` beside the page; whether the page names the copy (also a kept one whose source is gone)."""
+    if source.exists():
+        shutil.copyfile(source, beside)
+    return source.exists() or (keep_plots and beside.exists())
 
 
 def update_page(
-    page: Path, text: str, folder: Path, summary: dict[str, Any], command: str, *, keep_plots: bool = False
+    page: Path,
+    text: str,
+    folder: Path,
+    summary: dict[str, Any],
+    command: str,
+    *,
+    keep_plots: bool = False,
+    with_tradeoff: bool = False,
 ) -> None:
-    """Put the table and its command between the page's markers, with ``ablation.png`` and the best balancer's
+    """Put the tables and their command between the page's markers, with ``tradeoff.png`` (when ``with_tradeoff``:
+    the summary has a trade-off, whose table ends ``text``), ``ablation.png`` and the best balancer's
     ``conflicts.png`` copied beside it; ``keep_plots``: a plot beside it whose source is gone stays named."""
     lines = [PAGE_START, "", f"Written by `{command}`.", "", text.rstrip(), ""]
-    source, beside = folder / "ablation.png", page.parent / f"{page.stem}-ablation.png"
-    if source.exists():
-        shutil.copyfile(source, beside)
-    if source.exists() or (keep_plots and beside.exists()):
+    beside = page.parent / f"{page.stem}-tradeoff.png"
+    if with_tradeoff and _beside(folder / "tradeoff.png", beside, keep_plots):
+        lines += [f"![{TRADEOFF_ALT}]({beside.name})", ""]
+    beside = page.parent / f"{page.stem}-ablation.png"
+    if _beside(folder / "ablation.png", beside, keep_plots):
         lines += [f"![every run, mean and 95% interval over seeds]({beside.name})", ""]
     best = summary.get("best_balancer")
     if best:
@@ -262,9 +408,7 @@ def update_page(
         seed = min(row["seeds"])
         source = folder / "runs" / row["slug"] / f"seed{seed}" / "conflicts.png"
         beside = page.parent / f"{page.stem}-conflicts.png"
-        if source.exists():
-            shutil.copyfile(source, beside)
-        if source.exists() or (keep_plots and beside.exists()):
+        if _beside(source, beside, keep_plots):
             lines += [f"![gradient conflicts of {best}, seed {seed}]({beside.name})", ""]
     block = "\n".join(lines) + PAGE_END
     current = page.read_text(encoding="utf-8") if page.exists() else ""

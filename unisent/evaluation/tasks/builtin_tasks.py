@@ -155,6 +155,15 @@ def _sts_tasks() -> None:
         )
     )
     register_task(
+        STSTask(
+            name="sick-r-dev",
+            group="sts",
+            description="SICK relatedness, trial set (500 pairs), Spearman x100",
+            source=Source((f"{SICK}/SICK_trial.txt",), read_sick_relatedness),
+        ),
+        groups=(),  # like stsb-dev: for model selection, out of the "sts" average
+    )
+    register_task(
         AlignUniformTask(
             name="stsb-align-uniform",
             group="analysis",

@@ -520,3 +520,56 @@ def test_no_tradeoff_without_its_columns_or_per_seed_scores(tmp_path):
         assert publish(case, folder, page) == expected
         assert sorted(p.name for p in folder.iterdir()) == ["ablation.md", "ablation.png"]
         assert "tradeoff" not in page.read_text(encoding="utf-8")
+
+
+def test_merge_rows_merge_each_seeds_single_runs_and_a_new_column_is_scored_without_training(
+    tiny_unified, tmp_path, monkeypatch
+):
+    """``--runs single merge``: one merge row per method, each the seed's single runs merged by `unisent merge`
+    (the same model as merging them by hand); the targets' table holds merge rows to the same lines. Run again
+    with one more column, only that column is scored: nothing is trained or merged again."""
+    from unisent.evaluation.panel import evaluate_panel
+    from unisent.merging import merge_runs
+
+    recipe = _two_objectives(tiny_unified)
+    out = tmp_path / "ablate"
+    options = {"seeds": [1], "runs": ["single", "merge"], "merges": ["linear", "ties"], "columns": ["stsb-test"]}
+    summary = ablate(str(recipe), out=str(out), **options)
+    rows = {r["row"]: r for r in summary["rows"]}
+    assert set(rows) == {"only ease", "only amr", "merge (linear)", "merge (ties)"}
+    assert set(summary["targets"]) == {"merge (linear)", "merge (ties)"}
+    merged = out / "runs" / "merge-ties" / "seed1"
+    record = json.loads((merged / "merge.json").read_text())
+    singles = [out / "runs" / s / "seed1" / "checkpoints" / "last.ckpt" for s in ("only-ease", "only-amr")]
+    assert [r["checkpoint"] for r in record["runs"]] == [str(p) for p in singles]
+    assert record["method"] == "ties" and record["seed"] == 1 and record["weights"] == [1.0, 1.0]
+    by_hand = tmp_path / "by-hand"
+    merge_runs([p.parent.parent for p in singles], by_hand, method="ties", seed=1)
+    expected = evaluate_panel(str(by_hand / "encoder"), ["stsb-test"])["stsb-test"]["score"]
+    assert rows["merge (ties)"]["cells"]["stsb-test"]["mean"] == pytest.approx(expected, abs=1e-9)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained or merged again")
+
+    monkeypatch.setattr(ablate_run, "fit_run", no_training)
+    monkeypatch.setattr("unisent.merging.merge_runs", no_training)
+    again = ablate(str(recipe), out=str(out), **{**options, "columns": ["stsb-test", "stsb-dev"]})
+    for row in again["rows"]:
+        assert set(row["cells"]) == {"stsb-test", "stsb-dev"}
+        assert row["cells"]["stsb-test"] == {r["row"]: r for r in summary["rows"]}[row["row"]]["cells"]["stsb-test"]
+
+
+def test_a_merge_waits_for_its_seeds_single_runs_and_needs_them():
+    single = Run("only ease", "single", ("ease",), "static", 1)
+    other_seed = Run("only ease", "single", ("ease",), "static", 2)
+    merge = Run("merge (ties)", "merge", ("ease", "amr"), "static", 1)
+    assert merge.slug == "merge-ties"
+    assert ablate_run._next_ready([merge, other_seed], [single]) == other_seed
+    assert ablate_run._next_ready([merge], [single]) is None
+    assert ablate_run._next_ready([merge], [other_seed]) == merge
+    with pytest.raises(ablate_command.UsageError, match="add single to --runs"):
+        ablate(str(ROOT / "recipes" / "unified" / "minilm-cpu-balanced.yaml"), runs=["unified", "merge"])
+    with pytest.raises(ablate_command.UsageError, match="--merges: soup not one of"):
+        ablate(
+            str(ROOT / "recipes" / "unified" / "minilm-cpu-balanced.yaml"), runs=["single", "merge"], merges=["soup"]
+        )

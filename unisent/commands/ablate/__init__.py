@@ -14,9 +14,11 @@ import yaml
 from ..function_commands import UsageError, call, command_parser, parse
 from .plan import (
     KINDS,
+    MERGES,
     UNTRAINED,
     balancer_spec,
     groups,
+    merged_units,
     objective_names,
     panel_columns,
     panel_targets,
@@ -38,6 +40,7 @@ def ablate(
     runs: list[str] | None = None,
     group: list[str] | None = None,
     leave_out: list[str] | None = None,
+    merges: list[str] | None = None,
     steps: int | None = None,
     columns: list[str] | None = None,
     data_dir: str | None = None,
@@ -63,9 +66,13 @@ def ablate(
         seeds: seeds of every run (default: 42 43 44)
         balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg or a class
             path; default static); the single and leave-one-out runs use the first
-        runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out (default: all)
+        runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out, merge (the
+            seed's single runs merged by `unisent merge`, one row per --merges method; needs single) (default: all but merge)
         group: objectives that count as one, NAME=a,b (e.g. cmlm=cmlm,bitext); repeatable
         leave_out: the leave-one-out rows only of these objectives (or groups); default: every one
+        merges: the merge rows' methods (linear, task_arithmetic, ties, dare_ties; default: all four), each with
+            weights 1 and the method's default density; they merge the single runs of the objectives that have an
+            own column (model.evaluation.panel_own), every objective when it names none
         steps: optimiser steps of every run (default: the recipe's trainer.max_steps)
         columns: panel columns (default: the recipe's model.evaluation.panel)
         data_dir: root of the evaluation data (../shared/data layout)
@@ -91,14 +98,8 @@ def ablate(
     # --run/--seed (a --jobs worker or a sweep trial): its seed is the plan's
     seeds = [seed] if seed is not None else list(seeds or [42, 43, 44])
     balancers = list(balancers or ["static"])
-    for name in balancers:
-        balancer_spec(name)
-    kinds = list(runs or (UNTRAINED, *KINDS))
-    bad = [k for k in kinds if k not in (UNTRAINED, *KINDS)]
-    if bad:
-        raise UsageError(f"--runs: {', '.join(bad)} not one of {UNTRAINED}, {', '.join(KINDS)}")
-    if jobs < 1:
-        raise UsageError("--jobs must be >= 1")
+    kinds = list(runs or (UNTRAINED, "unified", "single", "leave-one-out"))
+    merges = _check_options(balancers, kinds, jobs, list(merges or MERGES))
     folder = Path(out)
     options = {
         "out": out,
@@ -106,6 +107,7 @@ def ablate(
         "group": group or [],
         "leave_out": leave_out or [],
         "balancers": balancers,
+        "merges": merges if "merge" in kinds else [],
         "data_dir": data_dir,
         "entity_records": entity_records,
         "keep_checkpoints": keep_checkpoints,
@@ -116,15 +118,26 @@ def ablate(
                 "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
             )
         return _from_summary(Path(from_json), recipe_path, config, folder, page, kinds, options)
-    planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [])
+    planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [], merges)
     steps = run_steps(config, steps)
     chosen = panel_columns(config, columns)
     targets = panel_targets(config, chosen)
     own = _own_columns(config)
     units = groups(objective_names(config), group or [])
     passed = _passed(steps, chosen, **options)
+    merged = tuple(merged_units(config, units)) if "merge" in kinds else ()
     study = Study(
-        recipe_path, config, folder, steps, chosen, data_dir, conflict_every, entity_records, passed, keep_checkpoints
+        recipe_path,
+        config,
+        folder,
+        steps,
+        chosen,
+        data_dir,
+        conflict_every,
+        entity_records,
+        passed,
+        keep_checkpoints,
+        merged,
     )
     if sweep:
         path = sweep_file(str(recipe_path), folder, planned, passed, chosen)
@@ -143,8 +156,8 @@ def ablate(
         return result
     if dry_run:
         for r in planned:
-            state = "done" if study.result_path(r).exists() else "to run"
-            recipe_file = "" if r.kind == UNTRAINED else str(study.write_recipe(r))
+            state = "to run" if study.needs(r) else "done"
+            recipe_file = "" if r.kind in (UNTRAINED, "merge") else str(study.write_recipe(r))
             print(f"{r.key:36s} {r.row:26s} {state:7s} {recipe_file}")
         return {"runs": [r.key for r in planned]}
     results = run_all(study, planned, jobs)
@@ -163,6 +176,23 @@ def ablate(
     return summary
 
 
+def _check_options(balancers: list[str], kinds: list[str], jobs: int, merges: list[str]) -> list[str]:
+    """Each mistake in the run options one line (:class:`UsageError`); the merge methods."""
+    for name in balancers:
+        balancer_spec(name)
+    bad = [k for k in kinds if k not in (UNTRAINED, *KINDS)]
+    if bad:
+        raise UsageError(f"--runs: {', '.join(bad)} not one of {UNTRAINED}, {', '.join(KINDS)}")
+    if jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    unknown = [m for m in merges if m not in MERGES]
+    if unknown:
+        raise UsageError(f"--merges: {', '.join(unknown)} not one of {', '.join(MERGES)}")
+    if "merge" in kinds and "single" not in kinds:
+        raise UsageError("--runs merge merges the single runs of each seed: add single to --runs")
+    return merges
+
+
 def _own_columns(config: dict[str, Any]) -> dict[str, str]:
     evaluation = (config.get("model") or {}).get("evaluation") or {}
     return dict(evaluation.get("panel_own") or {})
@@ -177,6 +207,7 @@ def _passed(
     group: Sequence[str],
     leave_out: Sequence[str],
     balancers: Sequence[str],
+    merges: Sequence[str],
     data_dir: str | None,
     entity_records: str | None,
     keep_checkpoints: bool,
@@ -184,7 +215,7 @@ def _passed(
     """The options every run of the study is started with (``--jobs`` workers, sweep trials, the page's line)."""
     passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
     passed += [f"--group={g}" for g in group] + [f"--leave_out={u}" for u in leave_out]
-    passed += [f"--balancers={b}" for b in balancers]
+    passed += [f"--balancers={b}" for b in balancers] + [f"--merges={m}" for m in merges]
     passed += [f"--columns={c}" for c in columns] + ([f"--data_dir={data_dir}"] if data_dir else [])
     passed += [f"--entity_records={entity_records}"] if entity_records else []
     passed += [] if keep_checkpoints else ["--no_keep_checkpoints"]

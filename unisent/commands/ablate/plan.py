@@ -14,11 +14,13 @@ from ..function_commands import UsageError
 
 __all__ = [
     "KINDS",
+    "MERGES",
     "PER_OBJECTIVE_DATA",
     "UNTRAINED",
     "Run",
     "balancer_spec",
     "groups",
+    "merged_units",
     "objective_names",
     "panel_columns",
     "panel_targets",
@@ -37,7 +39,9 @@ BALANCERS: dict[str, dict[str, Any]] = {
     "mgda": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "MGDA"}},
     "imtlg": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "IMTLG"}},
 }
-KINDS = ("unified", "single", "leave-one-out")
+KINDS = ("unified", "single", "leave-one-out", "merge")
+#: ``--merges`` when none is given: every method of ``unisent merge``
+MERGES = ("linear", "task_arithmetic", "ties", "dare_ties")
 #: the reference row: the recipe's starting encoder, not trained (one evaluation, no seed)
 UNTRAINED = "untrained"
 #: the ``data:`` settings of :class:`~unisent.data.UnisentDataModule` that a recipe may give per objective
@@ -49,8 +53,8 @@ PER_OBJECTIVE_DATA = ("batch_size", "length_grouped")
 class Run:
     """One training run of the ablation: its row name, the objectives it trains, balancer and seed."""
 
-    row: str  # "unified (pcgrad)", "only ease", "without ease"
-    kind: str  # unified | single | leave-one-out
+    row: str  # "unified (pcgrad)", "only ease", "without ease", "merge (ties)"
+    kind: str  # unified | single | leave-one-out | merge
     objectives: tuple[str, ...]
     balancer: str
     seed: int
@@ -59,6 +63,8 @@ class Run:
     def slug(self) -> str:
         if self.kind == UNTRAINED:
             return UNTRAINED
+        if self.kind == "merge":  # "merge (ties)" -> merge-ties
+            return "merge-" + self.row[len("merge (") : -1]
         base = {"unified": f"unified-{self.balancer}", "single": "only-", "leave-one-out": "without-"}[self.kind]
         if self.kind != "unified":
             base += self.row.split(" ", 1)[1].replace(" ", "")
@@ -108,9 +114,11 @@ def plan(
     kinds: Sequence[str],
     group: Sequence[str],
     leave_out: Sequence[str] = (),
+    merges: Sequence[str] = MERGES,
 ) -> list[Run]:
-    """Every run of the ablation, unified runs first, then single and leave-one-out, seed-major; the
-    leave-one-out rows only of the units ``leave_out`` names, when it names any."""
+    """Every run of the ablation, unified runs first, then single, leave-one-out and merge, seed-major; the
+    leave-one-out rows only of the units ``leave_out`` names, when it names any. A merge row merges the
+    seed's single runs of the units :func:`merged_units` names (``unisent merge``, weights 1)."""
     names = objective_names(config)
     if len(names) < 2:
         raise UsageError(f"the recipe trains {len(names)} objective(s); an ablation needs at least two")
@@ -131,7 +139,19 @@ def plan(
                 for u, members in units.items()
                 if not leave_out or u in leave_out
             ]
+        if "merge" in kinds:
+            merged = tuple(n for u in merged_units(config, units) for n in units[u])
+            runs += [Run(f"merge ({m})", "merge", merged, balancers[0], seed) for m in merges]
     return runs
+
+
+def merged_units(config: dict[str, Any], units: dict[str, tuple[str, ...]]) -> list[str]:
+    """The units whose single runs a merge row merges: those with an own column (the recipe's
+    ``model.evaluation.panel_own``: an objective without one, such as Distill, has no ability of its own to
+    bring, and alone it stays at the start), or every unit when the recipe names no own columns."""
+    own = ((config.get("model") or {}).get("evaluation") or {}).get("panel_own") or {}
+    chosen = [u for u, members in units.items() if any(m in own for m in members)]
+    return chosen or list(units)
 
 
 def balancer_spec(name: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,8 @@ import yaml
 from ...io import atomic_write
 from ..function_commands import CommandFailed, UsageError
 from .plan import UNTRAINED, Run, run_recipe
+
+MERGE = "merge"
 
 __all__ = ["Study", "StudyInterrupted", "fit_run", "log_to_wandb", "run_all", "sweep_file", "write"]
 
@@ -48,6 +51,8 @@ class Study:
     entity_records: str | None
     passed: list[str]
     keep_checkpoints: bool = True
+    #: the units whose single runs the merge rows merge (:func:`~.plan.merged_units`; empty: no merge rows)
+    merged_units: tuple[str, ...] = ()
 
     def result_path(self, run: Run) -> Path:
         return self.out / "results" / run.slug / f"seed{run.seed}.json"
@@ -59,11 +64,27 @@ class Study:
         write(path, yaml.safe_dump(recipe, sort_keys=False))
         return path
 
+    def needs(self, run: Run) -> bool:
+        """Whether ``run`` has no result yet, or one without some of the study's columns."""
+        path = self.result_path(run)
+        if not path.exists():
+            return True
+        scores = json.loads(path.read_text(encoding="utf-8")).get("scores", {})
+        return any(c not in scores for c in self.columns)
+
     def execute(self, run: Run) -> dict[str, Any]:
-        """Train (or continue) one run, score it on the panel and write its result file."""
+        """Train (or continue, or merge) one run, score it on the panel and write its result file; a run
+        scored before on fewer columns is scored on the missing ones only (nothing is trained again)."""
         result_path = self.result_path(run)
         if result_path.exists():
-            return json.loads(result_path.read_text(encoding="utf-8"))
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+            missing = [c for c in self.columns if c not in result["scores"]]
+            if not missing:
+                return result
+            model, ckpt = result.get("model") or str(Path(result["folder"]) / "encoder"), None
+            if result.get("folder"):
+                ckpt = Path(result["folder"]) / "checkpoints" / "last.ckpt"
+            return self._score(run, result, model, ckpt, missing)
         result: dict[str, Any] = {"run": asdict(run), "row": run.row, "train_seconds": 0.0}
         if run.kind == UNTRAINED:
             model = ((self.config.get("model") or {}).get("encoder") or {}).get("model")
@@ -74,31 +95,66 @@ class Study:
             result |= {"steps": 0, "model": model}
             ckpt = None
         else:
-            recipe_path = self.write_recipe(run)
             folder = self.out / "runs" / run.slug / f"seed{run.seed}"
             start = time.perf_counter()
-            if not (folder / "encoder").exists():  # trained to the end before: do not train again
-                fit_run(recipe_path, run.key)
+            if run.kind == MERGE:
+                result["merged"] = self._merge(run, folder)
+            else:
+                recipe_path = self.write_recipe(run)
+                result["recipe"] = str(recipe_path)
+                if not (folder / "encoder").exists():  # trained to the end before: do not train again
+                    fit_run(recipe_path, run.key)
             model, ckpt = str(folder / "encoder"), folder / "checkpoints" / "last.ckpt"
-            result |= {"steps": self.steps, "recipe": str(recipe_path), "folder": str(folder)}
+            result |= {"steps": self.steps if run.kind != MERGE else 0, "folder": str(folder)}
             result["train_seconds"] = round(time.perf_counter() - start, 1)
+        result = self._score(run, result, model, ckpt, self.columns)
+        # scored (the entity column read them): not needed, unless a merge of this seed reads a single run's
+        if not self.keep_checkpoints and run.kind != UNTRAINED and not (run.kind == "single" and self.merged_units):
+            for path in (self.out / "runs" / run.slug / f"seed{run.seed}").rglob("*.ckpt"):
+                path.unlink()
+        return result
+
+    def _score(
+        self, run: Run, result: dict[str, Any], model: str, ckpt: Path | None, columns: list[str]
+    ) -> dict[str, Any]:
         from ...evaluation.panel import evaluate_panel
 
         start = time.perf_counter()
         scores = evaluate_panel(
             model,
-            self.columns,
+            columns,
             self.data_dir,
             ckpt=str(ckpt) if ckpt is not None and ckpt.exists() else None,
             entity_records=self.entity_records,
         )
-        result["eval_seconds"] = round(time.perf_counter() - start, 1)
-        result |= {"scores": {c: scores[c].get("score") for c in self.columns}, "details": scores}
-        write(result_path, json.dumps(result, indent=1, default=str) + "\n")
-        if not self.keep_checkpoints and run.kind != UNTRAINED:  # scored (the entity column read them): not needed
-            for path in (self.out / "runs" / run.slug / f"seed{run.seed}").rglob("*.ckpt"):
-                path.unlink()
+        result["eval_seconds"] = round(result.get("eval_seconds", 0.0) + time.perf_counter() - start, 1)
+        result["scores"] = {**result.get("scores", {}), **{c: scores[c].get("score") for c in columns}}
+        result["details"] = {**result.get("details", {}), **scores}
+        write(self.result_path(run), json.dumps(result, indent=1, default=str) + "\n")
         return result
+
+    def merge_inputs(self, run: Run) -> list[Path]:
+        """The run folders a merge row merges: the seed's single runs of :attr:`merged_units`."""
+        singles = [Run(f"only {u}", "single", (), run.balancer, run.seed) for u in self.merged_units]
+        return [self.out / "runs" / r.slug / f"seed{run.seed}" for r in singles]
+
+    def _merge(self, run: Run, folder: Path) -> dict[str, Any]:
+        """``unisent merge`` of the seed's single runs into ``folder`` (weights 1, DARE seeded by the run's
+        seed); a folder left by an interrupted merge is merged again."""
+        from ...merging import merge_runs
+
+        record = folder / "merge.json"
+        if (folder / "encoder").exists() and record.exists():
+            return json.loads(record.read_text(encoding="utf-8"))
+        if folder.exists():
+            shutil.rmtree(folder)
+        inputs = self.merge_inputs(run)
+        lost = [p for p in inputs if not (p / "checkpoints" / "last.ckpt").is_file()]
+        if lost:
+            raise CommandFailed(
+                f"{run.key}: the single run {lost[0]} has no checkpoints/last.ckpt to merge (--runs single trains it)"
+            )
+        return merge_runs(inputs, folder, method=run.slug[len("merge-") :], seed=run.seed)
 
 
 def fit_run(recipe_path: Path, key: str) -> None:
@@ -143,7 +199,7 @@ def log_to_wandb(result: dict[str, Any]) -> None:
 
 def run_all(study: Study, planned: list[Run], jobs: int) -> list[dict[str, Any]]:
     """Every run of ``planned`` that has no result file yet (``jobs`` at a time); every run's result."""
-    todo = [r for r in planned if not study.result_path(r).exists()]
+    todo = [r for r in planned if study.needs(r)]
     done = len(planned) - len(todo)
     if done:
         print(f"unisent ablate: {done} of {len(planned)} runs already done, {len(todo)} to run", file=sys.stderr)
@@ -165,7 +221,10 @@ def _run_parallel(study: Study, todo: list[Run], jobs: int) -> None:
     failed = []
     while waiting or active:
         while waiting and len(active) < jobs:
-            r = waiting.pop(0)
+            r = _next_ready(waiting, [a[0] for a in active])
+            if r is None:  # only merges wait, on single runs still training
+                break
+            waiting.remove(r)
             log = study.out / "logs" / f"{r.slug}-seed{r.seed}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             cmd = [sys.executable, "-m", "unisent.cli", "ablate", str(study.recipe), *study.passed, f"--run={r.slug}"]
@@ -186,13 +245,23 @@ def _run_parallel(study: Study, todo: list[Run], jobs: int) -> None:
         raise RuntimeError(f"{len(failed)} run(s) failed: {'; '.join(failed)}; run the same command again to retry")
 
 
+def _next_ready(waiting: list[Run], active: list[Run]) -> Run | None:
+    """The first waiting run whose inputs are done: a merge waits for its seed's single runs."""
+    for r in waiting:
+        pending = [o for o in (*waiting, *active) if o.kind == "single" and o.seed == r.seed]
+        if r.kind != MERGE or not pending:
+            return r
+    return None
+
+
 def sweep_file(recipe: str, out: Path, runs: list[Run], args: list[str], columns: list[str]) -> Path:
     """A W&B sweep (grid over run and seed) whose trials are ``unisent ablate ... --run X --seed S``."""
     sweep = {
         "method": "grid",
         "metric": {"name": f"panel/{columns[0]}", "goal": "maximize"},
         "parameters": {
-            "run": {"values": sorted({r.slug for r in runs if r.kind != UNTRAINED})},  # evaluated when tabulating
+            # the untrained row is evaluated and the merges made when tabulating (a merge needs its single runs)
+            "run": {"values": sorted({r.slug for r in runs if r.kind not in (UNTRAINED, MERGE)})},
             "seed": {"values": sorted({r.seed for r in runs})},
         },
         "command": ["${env}", "unisent", "ablate", recipe, *args, "${args}"],

@@ -123,7 +123,7 @@ def target_verdicts(
     """For every unified row: each target's mean, margin (mean - target) and whether it is met, and the
     own columns below their single-objective interval."""
     verdicts = {}
-    for row in (r for r in rows if r["kind"] == "unified"):
+    for row in (r for r in rows if r["kind"] in ("unified", "merge")):
         cells = {}
         for column, target in targets.items():
             cell = row["cells"].get(column)

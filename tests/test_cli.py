@@ -181,6 +181,7 @@ def test_help_lists_every_command_without_importing_torch():
         "retrofit",
         "ablate",
         "convert-checkpoint",
+        "merge",
     ]
     assert "HEAVY []" in done.stdout
 

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "run_progress",
             "strategies",
             "sweep_metrics",
+            "merging",
         ),
     ),
     ("tools", ("evaluation", "export", "builders", "integrations", "_loader")),
@@ -87,6 +88,7 @@ ALLOWED_STRING_PATHS: dict[str, str] = {
     "unisent.commands.retrofit": "the command table",
     "unisent.commands.ablate": "the command table",
     "unisent.commands.convert": "the command table",
+    "unisent.commands.merge": "the command table",
 }
 #: the allowed names that no module of the package holds
 HISTORICAL_NAMES = {"unisent.encoders.encoder.EncoderConfig", "unisent.module.EvaluationConfig"}

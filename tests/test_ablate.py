@@ -557,6 +557,14 @@ def test_merge_rows_merge_each_seeds_single_runs_and_a_new_column_is_scored_with
     for row in again["rows"]:
         assert set(row["cells"]) == {"stsb-test", "stsb-dev"}
         assert row["cells"]["stsb-test"] == {r["row"]: r for r in summary["rows"]}[row["row"]]["cells"]["stsb-test"]
+    # --tabulate: a second seed planned but not run is named under the table, nothing trained
+    partial = ablate(str(recipe), out=str(out), tabulate=True, **{**options, "seeds": [1, 2]})
+    assert all(row["seeds"] == [1] for row in partial["rows"])
+    assert partial["missing"] == ["only-ease/seed2", "only-amr/seed2", "merge-linear/seed2", "merge-ties/seed2"]
+    assert (
+        "Not run (4 planned runs, left out of every row above): only-ease/seed2," in (out / "ablation.md").read_text()
+    )
+    assert partial["command"].endswith(" --tabulate")
 
 
 def test_a_merge_waits_for_its_seeds_single_runs_and_needs_them():

@@ -53,6 +53,7 @@ def ablate(
     run: str | None = None,
     seed: int | None = None,
     dry_run: bool = False,
+    tabulate: bool = False,
     keep_checkpoints: bool = True,
 ) -> dict[str, Any]:
     """Train a multi-objective recipe unified, each objective alone and leave-one-out, over seeds, and tabulate.
@@ -67,7 +68,8 @@ def ablate(
         balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg or a class
             path; default static); the single and leave-one-out runs use the first
         runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out, merge (the
-            seed's single runs merged by `unisent merge`, one row per --merges method; needs single) (default: all but merge)
+            seed's single runs merged by `unisent merge`, one row per --merges method; needs single)
+            (default: all but merge)
         group: objectives that count as one, NAME=a,b (e.g. cmlm=cmlm,bitext); repeatable
         leave_out: the leave-one-out rows only of these objectives (or groups); default: every one
         merges: the merge rows' methods (linear, task_arithmetic, ties, dare_ties; default: all four), each with
@@ -86,6 +88,8 @@ def ablate(
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
         seed: only this seed (with --run)
         dry_run: write every run's recipe to OUT/recipes and list the runs (done or to run); train nothing
+        tabulate: the table of the runs that have a result file, training and merging nothing; the planned runs
+            without one are named under the table (a study stopped early; a row's seeds column counts its runs)
         keep_checkpoints: keep each run's checkpoints (~0.8 GB per unified run) after it is scored;
             --no-keep-checkpoints deletes them once its result file is written (encoder/ and logs stay)
     """
@@ -160,7 +164,8 @@ def ablate(
             recipe_file = "" if r.kind in (UNTRAINED, "merge") else str(study.write_recipe(r))
             print(f"{r.key:36s} {r.row:26s} {state:7s} {recipe_file}")
         return {"runs": [r.key for r in planned]}
-    results = run_all(study, planned, jobs)
+    missing = [r.key for r in planned if not study.result_path(r).exists()] if tabulate else []
+    results = run_all(study, [r for r in planned if r.key not in missing], jobs)
     rows = summarize(results, chosen)
     summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
     summary["best_balancer"] = best_balancer(rows, own)
@@ -168,7 +173,9 @@ def ablate(
         summary["targets"] = target_verdicts(rows, targets, own, units)
     # what the table is made of besides the rows, so that ablation.json alone writes it again (--from_json)
     summary |= {"own": own, "units": {u: list(m) for u, m in units.items()}, "panel_targets": targets}
-    summary["command"] = _command(recipe_path, passed, seeds, kinds)
+    summary["command"] = _command(recipe_path, passed, seeds, kinds) + (" --tabulate" if tabulate else "")
+    if missing:
+        summary["missing"] = missing
     write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     text = publish(summary, folder, Path(page) if page else None)
     print(text)

@@ -351,7 +351,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     """The markdown of the page's block (``ablation.md`` without its image line), from the summary alone."""
     text = table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
     points, own_cols = tradeoff_points(summary)
-    return text + ("\n" + tradeoff_table(points, own_cols) if points else "")
+    text += "\n" + tradeoff_table(points, own_cols) if points else ""
+    missing = summary.get("missing") or []
+    if missing:  # --tabulate: the planned runs without a result, named on the page
+        text += f"\nNot run ({len(missing)} planned runs, left out of every row above): {', '.join(missing)}.\n"
+    return text
 
 
 def publish(summary: dict[str, Any], folder: Path, page: Path | None, *, keep_plots: bool = False) -> str:

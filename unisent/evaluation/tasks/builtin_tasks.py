@@ -146,23 +146,21 @@ def _sts_tasks() -> None:
             # the dev set is for model selection: the "sts" group (SimCSE's STS average) leaves it out
             groups=("sts",) if split == "test" else (),
         )
-    register_task(
-        STSTask(
-            name="sick-r",
-            group="sts",
-            description="SICK relatedness, test set, Spearman x100",
-            source=Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_relatedness),
+    sick = {
+        "test": ("sick-r", "SICK_test_annotated.txt", "test set"),
+        "trial": ("sick-r-dev", "SICK_trial.txt", "trial set"),
+    }
+    for split, (name, file, what) in sick.items():
+        register_task(
+            STSTask(
+                name=name,
+                group="sts",
+                description=f"SICK relatedness, {what}{' (500 pairs)' if split == 'trial' else ''}, Spearman x100",
+                source=Source((f"{SICK}/{file}",), read_sick_relatedness),
+            ),
+            # like stsb-dev: the trial set is for model selection, out of the "sts" average
+            groups=None if split == "test" else (),
         )
-    )
-    register_task(
-        STSTask(
-            name="sick-r-dev",
-            group="sts",
-            description="SICK relatedness, trial set (500 pairs), Spearman x100",
-            source=Source((f"{SICK}/SICK_trial.txt",), read_sick_relatedness),
-        ),
-        groups=(),  # like stsb-dev: for model selection, out of the "sts" average
-    )
     register_task(
         AlignUniformTask(
             name="stsb-align-uniform",

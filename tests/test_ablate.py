@@ -581,3 +581,25 @@ def test_a_merge_waits_for_its_seeds_single_runs_and_needs_them():
         ablate(
             str(ROOT / "recipes" / "unified" / "minilm-cpu-balanced.yaml"), runs=["single", "merge"], merges=["soup"]
         )
+
+
+def test_a_named_block_keeps_the_pages_other_study(tmp_path):
+    """``--block NAME``: the study goes between its own markers with its own plots; the page's other block stays."""
+    from unisent.commands.ablate.summarise import publish
+
+    page = tmp_path / "page.md"
+    page.write_text("# R\n\n<!-- unisent ablate -->\nthe other study\n<!-- /unisent ablate -->\n\ntail\n")
+    row = {"row": "only a", "kind": "single", "slug": "only-a", "seeds": [1], "train_minutes": [0.0]}
+    row["cells"] = {"stsb-test": {"mean": 80.0, "ci": None, "values": [80.0]}}
+    summary = {"rows": [row], "columns": ["stsb-test"], "own": {}, "units": {"a": ["a"]}, "panel_targets": {}}
+    summary |= {"command": "unisent ablate r.yaml", "block": "merge", "seeds": [1], "steps": 2}
+    publish(summary, tmp_path / "out", page)
+    text = page.read_text()
+    assert "<!-- unisent ablate -->\nthe other study\n<!-- /unisent ablate -->" in text
+    assert text.count("<!-- unisent ablate merge -->") == 1 and text.endswith("<!-- /unisent ablate merge -->\n")
+    assert "| only a | 1 | 80.00 |" in text and "(page-merge-ablation.png)" in text
+    assert (tmp_path / "page-merge-ablation.png").exists()
+    summary["rows"][0]["cells"]["stsb-test"]["mean"] = 81.0
+    publish(summary, tmp_path / "out", page)  # written again in place
+    again = page.read_text()
+    assert again.count("<!-- unisent ablate merge -->") == 1 and "| only a | 1 | 81.00 |" in again

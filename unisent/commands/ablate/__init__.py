@@ -47,6 +47,7 @@ def ablate(
     conflict_every: int = 10,
     entity_records: str | None = None,
     page: str | None = None,
+    block: str | None = None,
     from_json: str | None = None,
     jobs: int = 1,
     sweep: bool = False,
@@ -82,6 +83,8 @@ def ablate(
         entity_records: held-out sentence-entity records of the entity columns (default: the bundled FewRel ones)
         page: also write the table into this markdown page, between the lines <!-- unisent ablate --> and
             <!-- /unisent ablate --> (appended if absent), with the plots copied beside it
+        block: with --page, the name of this study's block on the page (its markers <!-- unisent ablate NAME -->
+            and <!-- /unisent ablate NAME -->, its plots PAGE-NAME-*.png), so that one page holds several studies
         from_json: rebuild OUT/ablation.md, OUT/ablation.png and the --page from this ablation.json alone
         jobs: runs at a time (each gets CPUs / jobs threads)
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
@@ -176,6 +179,8 @@ def ablate(
     summary["command"] = _command(recipe_path, passed, seeds, kinds) + (" --tabulate" if tabulate else "")
     if missing:
         summary["missing"] = missing
+    if block:
+        summary["block"] = block
     write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     text = publish(summary, folder, Path(page) if page else None)
     print(text)

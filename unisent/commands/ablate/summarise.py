@@ -399,11 +399,16 @@ def update_page(
     """Put the tables and their command between the page's markers, with ``tradeoff.png`` (when ``with_tradeoff``:
     the summary has a trade-off, whose table ends ``text``), ``ablation.png`` and the best balancer's
     ``conflicts.png`` copied beside it; ``keep_plots``: a plot beside it whose source is gone stays named."""
-    lines = [PAGE_START, "", f"Written by `{command}`.", "", text.rstrip(), ""]
-    beside = page.parent / f"{page.stem}-tradeoff.png"
+    name = summary.get("block")  # one page, several studies: each between its own named markers
+    start, end = (
+        (f"<!-- unisent ablate {name} -->", f"<!-- /unisent ablate {name} -->") if name else (PAGE_START, PAGE_END)
+    )
+    stem = f"{page.stem}-{name}" if name else page.stem
+    lines = [start, "", f"Written by `{command}`.", "", text.rstrip(), ""]
+    beside = page.parent / f"{stem}-tradeoff.png"
     if with_tradeoff and _beside(folder / "tradeoff.png", beside, keep_plots):
         lines += [f"![{TRADEOFF_ALT}]({beside.name})", ""]
-    beside = page.parent / f"{page.stem}-ablation.png"
+    beside = page.parent / f"{stem}-ablation.png"
     if _beside(folder / "ablation.png", beside, keep_plots):
         lines += [f"![every run, mean and 95% interval over seeds]({beside.name})", ""]
     best = summary.get("best_balancer")
@@ -411,14 +416,14 @@ def update_page(
         row = next(r for r in summary["rows"] if r["row"] == best)
         seed = min(row["seeds"])
         source = folder / "runs" / row["slug"] / f"seed{seed}" / "conflicts.png"
-        beside = page.parent / f"{page.stem}-conflicts.png"
+        beside = page.parent / f"{stem}-conflicts.png"
         if _beside(source, beside, keep_plots):
             lines += [f"![gradient conflicts of {best}, seed {seed}]({beside.name})", ""]
-    block = "\n".join(lines) + PAGE_END
+    block = "\n".join(lines) + end
     current = page.read_text(encoding="utf-8") if page.exists() else ""
-    if PAGE_START in current and PAGE_END in current:
-        head, rest = current.split(PAGE_START, 1)
-        current = head + block + rest.split(PAGE_END, 1)[1]
+    if start in current and end in current:
+        head, rest = current.split(start, 1)
+        current = head + block + rest.split(end, 1)[1]
     else:
         current = current.rstrip() + ("\n\n" if current else "") + block + "\n"
     write(page, current)

@@ -375,26 +375,45 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
     assert (folder / "encoder").is_dir() and (folder / "metrics.csv").exists()
 
 
-def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path):
-    """docs/results/unified.md's generated block (the Distill study, 3 seeds, 6 fits of the real MiniLM) comes
-    from docs/results/unified-distill-ablation.json, kept beside it: ``--from_json`` writes the page again byte
-    for byte, with nothing run."""
+@pytest.mark.parametrize(
+    ("kept_name", "block", "plots", "rows"),
+    [
+        (
+            "unified-distill-ablation.json",
+            "",
+            ("unified-ablation.png", "unified-conflicts.png"),
+            (b"| without distill | 3 |", b"| unified (upgrad) | 3 |"),
+        ),
+        (
+            "unified-merge-ablation.json",
+            " merge",
+            ("unified-merge-ablation.png", "unified-merge-tradeoff.png", "unified-merge-conflicts.png"),
+            (b"| merge (ties) | 3 |", b"| only cmlm | 3 |"),
+        ),
+    ],
+)
+def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
+    """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study) come from the
+    ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte for byte, with nothing
+    run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"
-    kept = results / "unified-distill-ablation.json"
+    kept = results / kept_name
     page = tmp_path / "unified.md"
     shutil.copyfile(results / "unified.md", page)
-    for plot in ("unified-ablation.png", "unified-conflicts.png"):
-        shutil.copyfile(results / plot, tmp_path / plot)
+    for plot in plots:
+        if (results / plot).exists():
+            shutil.copyfile(results / plot, tmp_path / plot)
     committed = page.read_bytes()
-    start, end = committed.index(b"<!-- unisent ablate -->"), committed.index(b"<!-- /unisent ablate -->")
-    page.write_bytes(committed[:start] + b"<!-- unisent ablate -->\nstale\n" + committed[end:])
+    start_marker, end_marker = f"<!-- unisent ablate{block} -->".encode(), f"<!-- /unisent ablate{block} -->".encode()
+    start, end = committed.index(start_marker), committed.index(end_marker)
+    page.write_bytes(committed[:start] + start_marker + b"\nstale\n" + committed[end:])
     summary = json.loads(kept.read_text(encoding="utf-8"))
     recipe = root / summary["recipe"]
     ablate(str(recipe), out=str(tmp_path / "out"), page=str(page), from_json=str(kept))
     assert page.read_bytes() == committed
-    assert b"| without distill | 3 |" in committed and b"| unified (upgrad) | 3 |" in committed
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ablation.md", "ablation.png"]
+    assert all(row in committed for row in rows)
+    assert {p.name for p in (tmp_path / "out").iterdir()} <= {"ablation.md", "ablation.png", "tradeoff.png"}
 
 
 # ------------------------------------------------------------------------------------------------ trade-off

@@ -323,20 +323,28 @@ def tradeoff(points: list[dict[str, Any]], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for p in points:
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    start = next((p for p in points if p["row"] == "untrained"), None)
+    if start is not None:  # the starting model's general quality: what the combination is to keep
+        ax.axhline(start["general"]["mean"], color="#808080", linestyle=":", linewidth=1)
+    # labels of points close together alternate above and below (sorted by x, then y)
+    order = sorted(range(len(points)), key=lambda i: (points[i]["own"]["mean"], points[i]["general"]["mean"]))
+    below = {i: k % 2 == 1 for k, i in enumerate(order)}
+    for i, p in enumerate(points):
         x, y = p["own"], p["general"]
         # frontier: a filled red diamond; the others: a hollow blue circle
         color, marker, face = ("#c03030", "D", "#c03030") if p["frontier"] else ("#4878a8", "o", "none")
         errors = {"xerr": x["ci"] or 0.0, "yerr": y["ci"] or 0.0, "capsize": 3, "linestyle": "none"}
         ax.errorbar(x["mean"], y["mean"], color=color, marker=marker, markerfacecolor=face, **errors)
-        ax.annotate(p["row"], (x["mean"], y["mean"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        offset = (5, -11) if below[i] else (5, 5)
+        ax.annotate(p["row"], (x["mean"], y["mean"]), textcoords="offset points", xytext=offset, fontsize=8)
     edge = sorted((p["own"]["mean"], p["general"]["mean"]) for p in points if p["frontier"])
     if len(edge) > 1:
         ax.plot(*zip(*edge), drawstyle="steps-pre", color="#c03030", linestyle="--", linewidth=1)
     ax.set_xlabel("own columns, mean (x100)")
     ax.set_ylabel("general: mean of STS-B test and SICK-R test")
-    ax.set_title("filled: on the frontier; an own column a run cannot compute counts as 0", fontsize=9)
+    title = "filled: on the frontier; an own column a run cannot compute counts as 0"
+    ax.set_title(title + ("; dotted: the untrained start" if start is not None else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

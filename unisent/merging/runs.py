@@ -281,6 +281,8 @@ def merge_runs(
     settings = {"method": method, "density": density, "scale": scale, "seed": seed}
     state = _merge_state(inputs, union, owners, weights, settings)
     union.load_state_dict(state)
+    union.eval()
+    model = union.inference_model()  # two objectives with inference heads: refused here, before any file
     record = {
         "method": method,
         "weights": weights,
@@ -296,8 +298,7 @@ def merge_runs(
     partial = target / "checkpoints" / "last.ckpt.partial"
     torch.save(ckpt, partial)
     os.replace(partial, target / "checkpoints" / "last.ckpt")
-    union.eval()
-    encoder_dir, lengths = save_at_inference_length(union.inference_model(), target / "encoder")
+    encoder_dir, lengths = save_at_inference_length(model, target / "encoder")
     (target / "merge.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"unisent merge: {method} of {len(inputs)} runs saved to {encoder_dir}{lengths}", file=sys.stderr)
     return record

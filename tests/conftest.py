@@ -368,3 +368,43 @@ def tiny_quickstart(tiny_bert_dir, tmp_path):
         return command, {**os.environ, **offline, "TOKENIZERS_PARALLELISM": "false", **env}
 
     return make
+
+
+# ------------------------------------------------------------------- object storage (s3://)
+@pytest.fixture(scope="session")
+def _moto_server():
+    """A local S3-compatible server (moto's, on 127.0.0.1, a free port) for the session; its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(_moto_server, monkeypatch, request):
+    """``s3://<a fresh bucket>`` on the local server, with ``AWS_ENDPOINT_URL`` and test credentials set in
+    ``os.environ`` (subprocesses started with ``os.environ`` reach it too)."""
+    import re
+    import uuid
+
+    import fsspec
+    from s3fs import S3FileSystem
+
+    env = {
+        "AWS_ENDPOINT_URL": _moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "FSSPEC_S3_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    S3FileSystem.clear_instance_cache()  # no client made for another endpoint
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:8]
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(name)
+    yield f"s3://{name}"
+    S3FileSystem.clear_instance_cache()

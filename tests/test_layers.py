@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strategies",
             "sweep_metrics",
             "merging",
+            "loggers",
         ),
     ),
     ("tools", ("evaluation", "export", "builders", "integrations", "_loader")),

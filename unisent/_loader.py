@@ -13,6 +13,8 @@ a directory                            the model type it records (``unisent_mode
                                        (imported here) and any registered from outside; else the plain
                                        :class:`~unisent.encoders.Encoder` (a saved unisent encoder, a
                                        Sentence Transformers directory, a Hugging Face model directory)
+a URL (``s3://bucket/run/encoder``)     downloaded once into ``$UNISENT_CACHE/remote`` by
+                                       :func:`unisent.io.remote.localize`, then loaded as the above
 anything else                          a preset name (``minilm-l6``) or a Hugging Face hub id
 ``backend="onnx"``                     a directory of ``unisent export --format onnx`` run by onnxruntime
                                        (:class:`~unisent.models.onnx_encoder.OnnxEncoder`)
@@ -53,11 +55,15 @@ def load(
 
     Raises:
         FileNotFoundError: a ``.ckpt`` that does not exist.
+        unisent.io.remote.RemoteError: a URL that is missing, unreachable or refused (one line naming it).
         unisent.io.CheckpointError: a ``.ckpt`` that is truncated, not a checkpoint, or not one of ``unisent fit``.
         ValueError: an unknown ``backend``, or ``onnx_file`` without ``backend="onnx"``.
     """
     from .inference.truncation import truncated_as_recorded
+    from .io.remote import is_remote, localize
 
+    if is_remote(str(model)):  # s3://...: a local copy, then the local loaders and their checks run on it
+        model = localize(str(model))
     if backend == "onnx":
         from .models.onnx_encoder import OnnxEncoder
 

@@ -146,7 +146,8 @@ def own_options() -> str:
 
 def _lightning(argv: Sequence[str]) -> None:
     """``unisent fit|validate|test|predict``: user errors in one line (status 1; bad option or key: 2),
-    Ctrl-C with how to resume (status 130; SIGTERM: 143); ``UNISENT_TRACEBACK=1``: the traceback."""
+    Ctrl-C with how to resume (status 130; SIGTERM: 143; SIGUSR1: 138; a SLURM job stopped by either is
+    requeued by rank 0 and exits 0); ``UNISENT_TRACEBACK=1``: the traceback."""
     import os
 
     words = list(argv)
@@ -162,8 +163,9 @@ def _lightning(argv: Sequence[str]) -> None:
     from jsonargparse import ArgumentError
 
     from .commands.config_errors import config_error, describe_user_error, user_error_in_chain
-    from .commands.fitting import interrupt_message, run_lightning
+    from .commands.fitting import interrupt_message, requeue_if_preempted, run_lightning
     from .commands.resume_discovery import NothingToTrain
+    from .resume import is_rank_zero
 
     try:
         outcome = run_lightning(words, verbose=verbose)
@@ -186,7 +188,13 @@ def _lightning(argv: Sequence[str]) -> None:
         sys.exit(1)
     if outcome.interrupted is not None:
         if command == "fit":  # what the run left and the exact command that continues it
+            outcome = requeue_if_preempted(outcome)
             print(f"\n{interrupt_message(prog, words, outcome.interrupted)}", file=sys.stderr)
+            if outcome.requeue_failed:
+                failed = f"could not requeue SLURM job {outcome.requeued}: {outcome.requeue_failed}"
+                print(f"{prog}: {failed}", file=sys.stderr)
+            elif outcome.requeued and is_rank_zero():
+                print(f"{prog}: requeued SLURM job {outcome.requeued}: its script runs again and continues this run")
         sys.exit(outcome.status)
 
 

@@ -18,6 +18,7 @@ from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
 from .io.model_files import load_state
+from .io.remote import is_remote, join, staged_folder
 from .objectives import Objective, SimCSE
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
@@ -390,13 +391,16 @@ class UnisentModule(L.LightningModule):
     def on_train_end(self) -> None:
         if self.trainer is None:
             return
-        root = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: on every process
+        root = str(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: on every process
         if not self.trainer.is_global_zero:
             return
         self._conflicts.plot(root)
         if not self.save_encoder:
             return
-        self.encoder_dir, lengths = save_at_inference_length(self.inference_model(), root / "encoder")
+        target = join(root, "encoder") if is_remote(root) else Path(root) / "encoder"
+        with staged_folder(target) as folder:  # a URL (s3://...): saved locally, then uploaded
+            self.encoder_dir, lengths = save_at_inference_length(self.inference_model(), folder)
+        self.encoder_dir = target if is_remote(root) else self.encoder_dir
         print(
             f"unisent: trained encoder saved to {self.encoder_dir}{lengths} (load it with unisent.load)",
             file=sys.stderr,

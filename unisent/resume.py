@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -30,7 +31,10 @@ __all__ = [
     "Interrupt",
     "InterruptRequest",
     "UnisentCheckpoint",
+    "is_rank_zero",
+    "requeue_slurm_job",
     "settle_stopped_epoch",
+    "slurm_job_id",
 ]
 
 #: where the random states of all processes are stored in a checkpoint
@@ -79,26 +83,29 @@ def _all_processes(trainer, obj: Any) -> list[Any]:
     return [obj]
 
 
-def _in_signal_handler() -> bool:
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "_slurm_sigusr_handler_fn":
-            return True
-        frame = frame.f_back
-    return False
-
-
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write each checkpoint to a temporary file in its own directory, fsync it, then rename it: a reader
     sees the previous complete checkpoint or the new one. (Lightning's fsspec save writes it in the system
     temp directory: on another file system, a local ``/tmp``, its "rename" is a copy a kill can cut short.)
-    Remote paths (``s3://``, ``gs://`` ...) go through Lightning's implementation."""
+    Remote paths (``s3://``, ``gs://`` ...) are written in one upload that the store commits when it
+    completes (S3 shows an object only then): a killed writer leaves the previous object."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         from fsspec.implementations.local import LocalFileSystem
 
-        if storage_options is not None or not isinstance(get_filesystem(path), LocalFileSystem):
+        fs = get_filesystem(path)
+        if storage_options is not None:
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        if not isinstance(fs, LocalFileSystem):
+            import io
+
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)
+            fs.makedirs(os.path.dirname(str(path)), exist_ok=True)
+            with fs.open(str(path), "wb") as f:
+                f.write(buffer.getbuffer())
+                fault_point("checkpoint_write")  # a kill before close: the upload is never completed
+            return None
         with atomic_write(path, "wb", durable=True) as f:
             torch.save(checkpoint, f)
             fault_point("checkpoint_write")  # benchmarks/soak.py: a kill before the rename
@@ -123,10 +130,14 @@ class Interrupt:
 
 
 class InterruptRequest:
-    """SIGINT and SIGTERM during training: the first is remembered, the step finishes, and the callback
-    saves ``last.ckpt`` there and stops. A second one stops at once, without saving."""
+    """SIGINT, SIGTERM and SIGUSR1 during training: the first is remembered, the step finishes, and the
+    callback saves ``last.ckpt`` there and stops. A second one stops at once, without saving.
 
-    SIGNALS = ("SIGINT", "SIGTERM")
+    SIGTERM is how SLURM preempts a job and how Kubernetes evicts a pod; SIGUSR1 is SLURM's warning before
+    the time limit (``#SBATCH --signal=SIGUSR1@120``). Lightning's own SLURM handler, which saves in the
+    middle of a step and is not read by ``--ckpt_path last``, is switched off (:class:`UnisentCheckpoint`)."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGUSR1")
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -146,7 +157,9 @@ class InterruptRequest:
         if threading.current_thread() is not threading.main_thread() or self._previous:
             return
         for name in self.SIGNALS:
-            signum = getattr(signal, name)
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue  # no SIGUSR1 on Windows
             if signal.getsignal(signum) is signal.SIG_IGN:
                 continue  # ignored on purpose (nohup; a shell's background job ignores SIGINT): keep it so
             self._previous[signum] = signal.signal(signum, self._handle)
@@ -164,17 +177,49 @@ class InterruptRequest:
             self.now = True
             raise KeyboardInterrupt
         self.signum = signum
-        if _is_rank_zero():
+        if is_rank_zero():
             print(
-                f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping "
+                f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping"
+                f"{' (and requeueing the SLURM job)' if slurm_job_id() else ''} "
                 f"({'Ctrl-C' if self.name == 'SIGINT' else self.name} again stops at once, without saving)",
                 file=sys.stderr,
                 flush=True,
             )
 
 
-def _is_rank_zero() -> bool:
+def is_rank_zero() -> bool:
+    """Whether this is the first process (by the launcher's variables: torchrun, Lightning, SLURM)."""
     return all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
+
+
+def slurm_job_id() -> str | None:
+    """The SLURM job this process runs in, as ``scontrol requeue`` names it (``<array job>_<task>`` for an
+    array task); ``None`` outside a batch job (no ``SLURM_JOB_ID``, or an interactive ``srun`` whose job name
+    is ``bash``/``interactive``, as Lightning treats it)."""
+    import re
+
+    if os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive"):
+        return None
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+    return job if job and re.fullmatch(r"[0-9]+(_[0-9]+)?", job) else None
+
+
+def requeue_slurm_job(job: str) -> str | None:
+    """``scontrol requeue JOB`` (rank 0 calls it once every process has saved and stopped); ``None`` when it
+    worked, else one line on why not. SLURM then ends this job and starts it again from its script."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        return "scontrol is not on PATH"
+    except subprocess.TimeoutExpired:
+        return "scontrol requeue did not answer within 60 s"
+    if done.returncode != 0:
+        reason = (done.stderr or done.stdout).strip().splitlines()
+        return f"scontrol requeue {job} exited with status {done.returncode}" + (f": {reason[-1]}" if reason else "")
+    return None
 
 
 class UnisentCheckpoint(ModelCheckpoint):
@@ -212,6 +257,9 @@ class UnisentCheckpoint(ModelCheckpoint):
     def setup(self, trainer, pl_module, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         strategy = trainer.strategy
+        environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
+        if isinstance(environment, SLURMEnvironment):
+            environment.auto_requeue = False  # SIGUSR1 is ours: finish the step, save last.ckpt, stop, requeue
         if type(strategy.checkpoint_io) is TorchCheckpointIO:
             strategy.checkpoint_io = AtomicCheckpointIO()
         if trainer.is_global_zero and self.dirpath and os.path.isdir(self.dirpath):
@@ -248,14 +296,17 @@ class UnisentCheckpoint(ModelCheckpoint):
             self._interrupt.install()
 
     def _interrupted(self, trainer) -> bool:
-        """Whether a signal asked any process to stop (collective under DDP: all stop at the same step)."""
-        requested = self._interrupt.signum is not None
+        """Whether a signal asked any process to stop (collective under DDP: all stop at the same step, and a
+        process that got none records the signal another got, so that every one exits as that signal says)."""
+        signum = self._interrupt.signum or 0
         dist = torch.distributed
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            flag = torch.tensor([float(requested)], device=trainer.strategy.root_device)
+            flag = torch.tensor([float(signum)], device=trainer.strategy.root_device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            requested = bool(flag.item())
-        return requested
+            signum = int(flag.item())
+            if signum and self._interrupt.signum is None:
+                self._interrupt.signum = signum
+        return bool(signum)
 
     def _save_if_interrupted(self, trainer) -> None:
         """After SIGINT/SIGTERM, at a step boundary: save ``last.ckpt``; the next hook stops the run."""
@@ -332,10 +383,6 @@ class UnisentCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        if _in_signal_handler():
-            # the SLURM requeue handler saves mid-step on each process: a collective here could hang
-            checkpoint[RNG_KEY] = [rng_states()]
-            return
         checkpoint[RNG_KEY] = _all_processes(trainer, rng_states())
         settle_stopped_epoch(checkpoint)
 

@@ -3,12 +3,14 @@ stopping condition, and which limit will end a run and which one did (:class:`St
 
 from __future__ import annotations
 
+import posixpath
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from lightning.pytorch.callbacks import Callback
 
+from .io.remote import is_remote, join
 from .resume import settle_stopped_epoch
 
 __all__ = [
@@ -23,8 +25,13 @@ __all__ = [
 ]
 
 
-def latest_run(root: str | Path) -> Path | None:
-    """The run directory under ``root`` whose ``checkpoints/last*.ckpt`` is the newest, or ``None``."""
+def latest_run(root: str | Path) -> Path | str | None:
+    """The run directory under ``root`` whose ``checkpoints/last*.ckpt`` is the newest, or ``None``; under a
+    URL (``s3://...``) the run's URL, by the objects' modification time (an object is listed only once its
+    upload completed), ties by the checkpoints' ``global_step``."""
+    if is_remote(str(root)):
+        found = _remote_last_checkpoints(join(str(root), "*", "checkpoints", "last*.ckpt"))
+        return posixpath.dirname(posixpath.dirname(found[-1])) if found else None
     root = Path(root)
     if not root.is_dir():
         return None
@@ -183,7 +190,29 @@ def _duration(seconds: float) -> str:
     return f"{total // 86400:02d}:{total % 86400 // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def last_checkpoint(directory: str | Path) -> Path | None:
-    """The newest ``last*.ckpt`` in ``directory`` (what ``ckpt_path="last"`` picks), or ``None``."""
+def last_checkpoint(directory: str | Path) -> Path | str | None:
+    """The newest ``last*.ckpt`` in ``directory`` (what ``ckpt_path="last"`` picks), or ``None``; in a URL
+    its URL (see :func:`latest_run`)."""
+    if is_remote(str(directory)):
+        found = _remote_last_checkpoints(join(str(directory), "last*.ckpt"))
+        return found[-1] if found else None
     found = [p for p in Path(directory).glob("last*.ckpt") if p.is_file()]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _remote_last_checkpoints(pattern: str) -> list[str]:
+    """The URLs matching ``pattern``, oldest first: by modification time (S3's has one-second steps), ties
+    by the checkpoint's ``global_step`` (read from a local copy), then by name."""
+    from .io.remote import glob, localize
+
+    found = [
+        (info.get("LastModified") or info.get("mtime") or info.get("updated") or "", url) for url, info in glob(pattern)
+    ]
+    if not found:
+        return []
+    newest = max(modified for modified, _ in found)
+    tied = [url for modified, url in found if modified == newest]
+    if len(tied) > 1:
+        steps = {url: (checkpoint_progress(localize(url, "checkpoint")) or Progress(-1, 0)).global_step for url in tied}
+        tied.sort(key=lambda url: (steps[url], url))
+    return [url for modified, url in sorted(found) if url not in tied] + tied

@@ -8,7 +8,7 @@ from lightning.pytorch.strategies import FSDPStrategy
 
 from .io import import_object
 
-__all__ = ["EncoderFSDP", "TRANSFORMER_LAYERS"]
+__all__ = ["EncoderFSDP", "TRANSFORMER_LAYERS", "join_elastic_group"]
 
 #: transformer layer classes of the backbones unisent's presets use (BERT, RoBERTa, XLM-R families)
 TRANSFORMER_LAYERS = [
@@ -51,3 +51,42 @@ class EncoderFSDP(FSDPStrategy):
             state_dict_type=state_dict_type,
             **kwargs,
         )
+
+
+def join_elastic_group(strategy: Any) -> bool:
+    """Under ``torchrun``: join this start's process group through store keys of its own; whether it did.
+
+    torchrun's workers share the agent's store across restarts, and the default process group's keys carry
+    no restart number: a restarted worker can read the address a worker of the previous start published,
+    and gloo then waits on a dead peer (torch 2.13: ``connectFullMesh ... Connection refused`` or a hang until
+    the group's timeout). Here the keys are prefixed with ``TORCHELASTIC_RESTART_COUNT``; Lightning finds
+    the group initialised and uses it. Outside torchrun, or for a strategy without a process group of its
+    own making: nothing (``False``)."""
+    import os
+
+    import torch.distributed as dist
+    from lightning.pytorch.strategies import DDPStrategy
+
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if restart is None or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or not dist.is_available():
+        return False
+    if not isinstance(strategy, DDPStrategy) or dist.is_initialized():
+        return False
+    from datetime import timedelta
+
+    from lightning.fabric.utilities.distributed import _get_default_process_group_backend_for_device
+
+    device = strategy.root_device
+    backend = strategy._process_group_backend or _get_default_process_group_backend_for_device(device)
+    timeout = strategy._timeout or timedelta(minutes=30)
+    agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(f"unisent/start_{restart}", agent),
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=timeout,
+        **({"device_id": device} if device.type == "cuda" else {}),
+    )
+    strategy._process_group_backend = backend
+    return True

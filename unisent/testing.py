@@ -130,7 +130,9 @@ def run_distributed(fn: Callable, *args: Any, world_size: int = 2, timeout: floa
     return result
 
 
-#: ``<point>@<n>=<SIGNAL>[,...]``: the n-th time (1-based) this process passes that point, it sends itself SIGNAL
+#: ``<point>@<n>=<SIGNAL>[/rank=R][/restart=K][,...]``: the n-th time (1-based) this process passes that point,
+#: it sends itself SIGNAL; ``/rank=R`` only in the process of global rank R (``RANK``, else ``SLURM_PROCID``),
+#: ``/restart=K`` only in torchrun's K-th start of the group (``TORCHELASTIC_RESTART_COUNT``, 0 at first)
 FAULT_ENV = "UNISENT_FAULT"
 
 #: the points unisent passes: mid training step (loss not yet applied), a checkpoint written but not
@@ -140,17 +142,27 @@ FAULT_POINTS = ("train_step", "checkpoint_write", "cache_write", "evaluation")
 _fault_counts: dict[str, int] = {}
 
 
+def _this_process() -> dict[str, str]:
+    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+    return {"rank": rank, "restart": os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")}
+
+
 def fault_point(name: str) -> None:
     """A place where ``benchmarks/soak.py`` (and tests) can kill this process deterministically: nothing
-    unless ``UNISENT_FAULT`` names ``name`` (``checkpoint_write@3=SIGKILL``: the third checkpoint write)."""
+    unless ``UNISENT_FAULT`` names ``name`` (``checkpoint_write@3=SIGKILL``: the third checkpoint write;
+    ``train_step@6=SIGKILL/rank=1/restart=0``: rank 1's sixth step, in the group's first start only)."""
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
     _fault_counts[name] = count = _fault_counts.get(name, 0) + 1
     for item in spec.split(","):
-        point, _, rest = item.strip().partition("@")
+        head, *conditions = item.strip().split("/")
+        point, _, rest = head.partition("@")
         when, _, signal_name = rest.partition("=")
-        if point == name and when.strip().isdigit() and int(when) == count:
+        if point != name or not when.strip().isdigit() or int(when) != count:
+            continue
+        here = _this_process()
+        if all(here.get(key.strip()) == value.strip() for key, _, value in (c.partition("=") for c in conditions)):
             import signal
 
             os.kill(os.getpid(), getattr(signal, signal_name.strip().upper()))

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch import Trainer
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from .hardware import resolve_precision
 
@@ -31,7 +32,9 @@ def trainer_device(accelerator: Any) -> str:
 
 class UnisentTrainer(Trainer):
     """:class:`lightning.pytorch.Trainer`; ``precision="auto"`` (the default; ``None`` too) is resolved for the
-    accelerator and the choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``)."""
+    accelerator and the choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``).
+
+    :attr:`log_dir` is the run's own folder for every logger, the one its ``checkpoints/`` are in."""
 
     def __init__(
         self, *args: Any, precision: _PRECISION_INPUT | Literal["auto", "fp32"] | None = "auto", **kwargs: Any
@@ -47,3 +50,18 @@ class UnisentTrainer(Trainer):
         #: what ``auto`` resolved to (or the precision as given)
         self.precision_choice = precision
         super().__init__(*args, precision=precision, **kwargs)
+
+    @property
+    def log_dir(self) -> str | None:
+        """The run's folder: ``<save_dir>/<name>/<version>``, where ``ModelCheckpoint`` writes ``checkpoints/``
+        (Lightning's own is the shared ``save_dir`` for loggers other than CSV and TensorBoard, so that every
+        W&B run would write its ``config.yaml`` and ``encoder/`` to the same place). A collective under DDP."""
+        logger = self.loggers[0] if self.loggers else None
+        if logger is None or isinstance(logger, (CSVLogger, TensorBoardLogger)):
+            return super().log_dir
+        import os
+
+        save_dir = logger.save_dir if logger.save_dir is not None else self.default_root_dir
+        version = logger.version
+        version = version if isinstance(version, str) else f"version_{version}"
+        return self.strategy.broadcast(os.path.join(save_dir, str(logger.name), version))

@@ -39,7 +39,8 @@ def encode(
     maximum length are truncated; one warning at the end says how many.
 
     Args:
-        model: a preset (minilm-l6), a saved or exported directory, or a .ckpt
+        model: a preset (minilm-l6), a saved or exported directory, or a .ckpt, local or a URL
+            (s3://bucket/run/version_0/encoder; pip install 'unisent[s3]')
         input: .txt (one sentence per line), .jsonl, .csv, .tsv or .parquet
         output: .npy (float32, rows x dim) or .parquet (columns row, embedding)
         column: text field of jsonl/csv/tsv/parquet input
@@ -123,7 +124,9 @@ def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str |
         raise UsageError("--precision bf16 is the torch backend's; --backend onnx runs an fp32 or int8 file")
     if device not in (None, "cpu"):
         raise UsageError(f"--backend onnx runs on the CPU (onnxruntime), not on {device}")
-    runner = OnnxEncoder(model, onnx_file or ("fp32" if precision == "fp32" else None))
+    from ..io.remote import localize
+
+    runner = OnnxEncoder(localize(model), onnx_file or ("fp32" if precision == "fp32" else None))
     return runner, f"backend onnx: {runner.precision}, onnx/{runner.path.name}"
 
 

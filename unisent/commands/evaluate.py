@@ -36,7 +36,8 @@ def evaluate(
     are still run and reported, and the command then exits with status 1.
 
     Args:
-        model: a preset (minilm-l6), a saved encoder directory, a model directory or a .ckpt
+        model: a preset (minilm-l6), a saved encoder directory, a model directory or a .ckpt, local or a URL
+            (s3://bucket/run/version_0/encoder; pip install 'unisent[s3]')
         tasks: comma-separated task and group names
         data_dir: root of the evaluation data (default: the bundled sample, which has STS-B dev and test);
             a task whose files it lacks uses the bundled copy where one is bundled (STS-B), and says so
@@ -203,7 +204,7 @@ def _check_model(model: str) -> None:
     import os
 
     path = os.path.expanduser(model)
-    if os.path.exists(path):
+    if os.path.exists(path) or "://" in model:  # a URL (s3://...) is checked when unisent.load fetches it
         return
     head = model.split("/", 1)[0]
     looks_like_path = (

@@ -35,7 +35,8 @@ def export(
     its embeddings. It keeps the backbone's maximum length (256 for minilm-l6), not the recipe's.
 
     Args:
-        source: a .ckpt of `unisent fit`, a saved encoder directory (<run>/encoder) or a preset
+        source: a .ckpt of `unisent fit`, a saved encoder directory (<run>/encoder) or a preset; the first
+            two local or a URL (s3://bucket/run/version_0/encoder; pip install 'unisent[s3]')
         format: sentence-transformers (for SentenceTransformer(DIR)); huggingface (transformers.AutoModel, the
             card documents the pooling); onnx (sentence-transformers plus onnx/model.onnx with the pooling, for
             `unisent encode --backend onnx`; pip install 'unisent[onnx]'); or a plugin's (--import MODULE)
@@ -70,9 +71,12 @@ def export(
         except PushError as err:
             raise CommandFailed(f"{err}; nothing was exported") from None
     require_positive(truncate_dim, "--truncate-dim", "dimensions")
+    from ..io.remote import localize
+
+    local = localize(source)  # a URL (s3://...): its local copy, the run's config.yaml beside it, checked as local
     try:
         report = export_model(
-            source,
+            local,
             out,
             format,
             results=results,

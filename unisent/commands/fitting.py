@@ -11,7 +11,10 @@ from typing import Any
 
 from ..resume import Interrupt
 
-__all__ = ["SUBCOMMANDS", "FitOutcome", "fit", "interrupt_message", "run_lightning"]
+__all__ = ["SUBCOMMANDS", "FitOutcome", "fit", "interrupt_message", "requeue_if_preempted", "run_lightning"]
+
+#: the signals a scheduler stops a job with: SLURM's time-limit warning and preemption, Kubernetes' eviction
+PREEMPTION_SIGNALS = ("SIGUSR1", "SIGTERM")
 
 #: Lightning's commands
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -26,13 +29,23 @@ class FitOutcome:
     run_dir: Path | None = None
     checkpoint: Path | None = None
     interrupted: Interrupt | None = None
+    #: a SLURM job stopped by SIGTERM/SIGUSR1: the job (requeued by rank 0, see :func:`requeue_if_preempted`)
+    requeued: str | None = None
+    #: why ``scontrol requeue`` failed (``None``: it worked, or was not tried)
+    requeue_failed: str | None = None
 
     @property
     def status(self) -> int:
-        """The exit status of ``unisent fit``: 0, or 130 after SIGINT and 143 after SIGTERM (128 + signal)."""
+        """The exit status of ``unisent fit``: 0, or 128 + the signal (SIGINT 130, SIGUSR1 138, SIGTERM 143).
+        A preempted SLURM job exits 0 on every process (the requeued job goes on; a failing task could make
+        ``srun`` kill the others before rank 0 requeues), 1 when ``scontrol requeue`` failed."""
         if self.interrupted is None:
             return 0
-        return 143 if self.interrupted.signal == "SIGTERM" else 130
+        if self.requeued is not None:
+            return 1 if self.requeue_failed else 0
+        import signal
+
+        return 128 + int(getattr(signal, self.interrupted.signal or "SIGINT", signal.SIGINT))
 
 
 def fit(config_files: Sequence[str | Path], overrides: Sequence[str] = (), *, verbose: bool = False) -> FitOutcome:
@@ -51,7 +64,7 @@ def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
     words = [str(word) for word in argv]
     command = next((word for word in words if word in SUBCOMMANDS), None)
     received: dict[str, str] = {}
-    previous = _terminate_as_interrupt(received) if command == "fit" else None
+    previous = _terminate_as_interrupt(received) if command == "fit" else {}
     try:
         with contextlib.nullcontext() if verbose else quiet():
             cli = _cli(words, verbose)
@@ -62,10 +75,10 @@ def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
         checkpoint = Path(found.checkpoint) if found.checkpoint else None
         return FitOutcome(command, run_dir, checkpoint, replace(found, signal=name))
     finally:
-        if previous is not None:
-            import signal
+        import signal
 
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     return FitOutcome(command, run_dir_of(cli.trainer), _last_checkpoint(cli.trainer))
 
 
@@ -97,20 +110,40 @@ def _last_checkpoint(trainer: Any) -> Path | None:
     return Path(path) if path and Path(path).is_file() else None
 
 
-def _terminate_as_interrupt(received: dict[str, str]) -> Any:
-    """Until training starts, SIGTERM stops ``fit`` as Ctrl-C does; during training the checkpoint callback
-    takes both over (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
+def _terminate_as_interrupt(received: dict[str, str]) -> dict[int, Any]:
+    """Until training starts, SIGTERM and SIGUSR1 stop ``fit`` as Ctrl-C does; during training the checkpoint
+    callback takes them over (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return None
+    if threading.current_thread() is not threading.main_thread():
+        return {}
 
     def handler(signum, frame):
         received["signal"] = signal.Signals(signum).name
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, handler)  # the previous handler, restored when fit returns
+    previous = {}
+    for name in PREEMPTION_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)  # restored when fit returns
+    return previous
+
+
+def requeue_if_preempted(outcome: FitOutcome) -> FitOutcome:
+    """A ``fit`` that SIGTERM or SIGUSR1 stopped inside a SLURM batch job: rank 0 runs ``scontrol requeue``
+    (every process has saved and stopped by then), so that the job's script runs again and its
+    ``--ckpt_path last`` continues the run. Anywhere else: ``outcome`` unchanged."""
+    from dataclasses import replace
+
+    from ..resume import is_rank_zero, requeue_slurm_job, slurm_job_id
+
+    job = slurm_job_id()
+    if outcome.interrupted is None or outcome.interrupted.signal not in PREEMPTION_SIGNALS or job is None:
+        return outcome
+    failed = requeue_slurm_job(job) if is_rank_zero() else None
+    return replace(outcome, requeued=job, requeue_failed=failed)
 
 
 def interrupt_message(prog: str, words: Sequence[str], interrupt: Interrupt) -> str:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import posixpath
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..io.remote import filesystem, is_remote, join, localize
+
 __all__ = [
     "NothingToTrain",
     "continue_last_run",
+    "localize_ckpt_path",
     "name_the_other_checkpoints",
     "refuse_finished_run",
     "run_folder_without_logger",
@@ -76,9 +80,13 @@ def continue_last_run(config) -> None:
     if config.get("ckpt_path") != "last":
         return
     dirpath = config.get("checkpoint.dirpath")
-    if dirpath:  # an explicit checkpoint directory: Lightning finds last.ckpt there itself
-        if "://" not in str(dirpath):
+    if dirpath:  # an explicit checkpoint directory: Lightning finds last.ckpt there itself (a URL: found here)
+        if not is_remote(str(dirpath)):
             refuse_finished_run(config, last_checkpoint(dirpath))
+        elif (ckpt := last_checkpoint(str(dirpath))) is not None:
+            config["ckpt_path"] = _local_checkpoint(str(ckpt))  # the copy Lightning loads, checked by the CLI
+            refuse_finished_run(config, config["ckpt_path"])
+            _say(f"resuming from {ckpt}")
         return
     logger, cls = _configured_logger(config)
     if cls is None:
@@ -91,26 +99,29 @@ def continue_last_run(config) -> None:
         run = _continue_wandb_run(config, args)
     if run is not None:
         # the file itself, so that a run without a checkpoint callback resumes it too
-        ckpt = last_checkpoint(run / "checkpoints")
+        ckpt = last_checkpoint(_join(run, "checkpoints"))
         from ..checkpoint_record import check_unisent_checkpoint
 
-        if ckpt is not None:
-            check_unisent_checkpoint(ckpt)  # read as data before Lightning loads it: a file with code is refused
-        config["ckpt_path"] = str(ckpt)
-        _say(_resuming_line(run, ckpt))
+        local = _local_checkpoint(str(ckpt)) if ckpt is not None else None  # a URL: the copy Lightning loads
+        if local is not None:
+            check_unisent_checkpoint(local)  # read as data before Lightning loads it: a file with code is refused
+        config["ckpt_path"] = str(local)
+        _say(_resuming_line(run, ckpt, local))
 
 
-def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | None:
-    """CSV/TensorBoard: the pinned version or the newest run with a checkpoint (``None``: from scratch)."""
+def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | str | None:
+    """CSV/TensorBoard: the pinned version or the newest run with a checkpoint (``None``: from scratch); a
+    run under a URL (``save_dir: s3://...``) as its URL."""
     from ..run_progress import last_checkpoint, latest_run
 
-    root = Path(args.get("save_dir") or config.get("trainer.default_root_dir") or ".") / (
-        args.get("name", "lightning_logs") or ""
+    root = _join(
+        str(args.get("save_dir") or config.get("trainer.default_root_dir") or "."),
+        args.get("name", "lightning_logs") or "",
     )
     version = args.get("version")
     if version is not None:  # a pinned run: resume that one, never another
-        run = root / (version if isinstance(version, str) else f"version_{version}")
-        if last_checkpoint(run / "checkpoints") is None:
+        run = _join(root, version if isinstance(version, str) else f"version_{version}")
+        if last_checkpoint(_join(run, "checkpoints")) is None:
             _say(f"--ckpt_path last: {run} has no checkpoint; training starts from scratch in it")
             config["ckpt_path"] = None
             return None
@@ -119,8 +130,10 @@ def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | None:
         if run is None:
             _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
             return None
-    refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
-    args["version"] = int(run.name[8:]) if run.name.startswith("version_") and run.name[8:].isdigit() else run.name
+    last = last_checkpoint(_join(run, "checkpoints"))
+    refuse_finished_run(config, _local_checkpoint(str(last)) if last is not None else None)  # a URL: its copy
+    name = _name(run)
+    args["version"] = int(name[8:]) if name.startswith("version_") and name[8:].isdigit() else name
     if keep_metrics:
         _keep_metrics(run)
     _quiet_resume_warnings()
@@ -134,10 +147,11 @@ def _continue_wandb_run(config, args) -> Path | None:
     if args.get("id") or args.get("version"):
         return None
     project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
-    run = latest_run(Path(args.get("save_dir") or ".") / project)
+    run = latest_run(_join(str(args.get("save_dir") or "."), project))
     if run is not None:
-        refuse_finished_run(config, last_checkpoint(run / "checkpoints"))
-        args["id"] = run.name
+        last = last_checkpoint(_join(run, "checkpoints"))
+        refuse_finished_run(config, _local_checkpoint(str(last)) if last is not None else None)
+        args["id"] = _name(run)
     return run
 
 
@@ -148,23 +162,24 @@ def run_folder_without_logger(config) -> Path | None:
 
     if config.get("trainer.logger") not in (False, []):
         return None
-    base = Path(config.get("trainer.default_root_dir") or ".")
-    root = base / LOGGERLESS_RUNS
+    base = str(config.get("trainer.default_root_dir") or ".")
+    root = _join(base, *LOGGERLESS_RUNS.parts)
     if config.get("ckpt_path") == "last" and not config.get("checkpoint.dirpath"):
         run = latest_run(root)
-        if run is None and last_checkpoint(base / "checkpoints") is not None:
+        if run is None and last_checkpoint(_join(base, "checkpoints")) is not None:
             return None  # a run written before runs got their own folder: it goes on where it is
         if run is not None:
-            ckpt = last_checkpoint(run / "checkpoints")
-            refuse_finished_run(config, ckpt)
-            config["ckpt_path"] = str(ckpt)
-            _say(f"trainer.logger is false; {_resuming_line(run, ckpt)}")
+            ckpt = last_checkpoint(_join(run, "checkpoints"))
+            local = _local_checkpoint(str(ckpt))
+            refuse_finished_run(config, local)
+            config["ckpt_path"] = local
+            _say(f"trainer.logger is false; {_resuming_line(run, ckpt, local)}")
             _quiet_resume_warnings()
             return run
         _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
         config["ckpt_path"] = None
-    versions = [int(d.name[len("version_") :]) for d in root.glob("version_*") if d.name[len("version_") :].isdigit()]
-    run = root / f"version_{max(versions, default=-1) + 1}"
+    versions = [int(name[len("version_") :]) for name in _versions(root) if name[len("version_") :].isdigit()]
+    run = _join(root, f"version_{max(versions, default=-1) + 1}")
     _say(f"trainer.logger is false: this run writes config.yaml, checkpoints/ and encoder/ to {run}")
     return run
 
@@ -175,13 +190,51 @@ def _say(message: str) -> None:
         print(f"unisent fit: {message}", file=sys.stderr, flush=True)
 
 
-def _resuming_line(run: Path, ckpt: Path) -> str:
-    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done)``."""
+def _resuming_line(run: Path | str, ckpt: Path | str, local: str | None = None) -> str:
+    """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done)`` (``local``: a URL's local copy)."""
     from ..run_progress import checkpoint_progress
 
-    progress = checkpoint_progress(ckpt)
+    progress = checkpoint_progress(local or ckpt)
     where = f" (step {progress.global_step}, {progress.epochs_done} epoch(s) done)" if progress else ""
+    if is_remote(str(run)):
+        inside = str(ckpt).startswith(str(run).rstrip("/") + "/")
+        return f"resuming {run} from {str(ckpt)[len(str(run).rstrip('/')) + 1 :] if inside else ckpt}{where}"
+    ckpt, run = Path(ckpt), Path(run)
     return f"resuming {run} from {ckpt.relative_to(run) if ckpt.is_relative_to(run) else ckpt}{where}"
+
+
+def _join(base: Path | str, *parts: str) -> Path | str:
+    """``base/parts``: a URL stays a URL (``pathlib`` would fold its ``//``)."""
+    return join(str(base), *parts) if is_remote(str(base)) else Path(base, *parts)
+
+
+def _name(run: Path | str) -> str:
+    return posixpath.basename(str(run).rstrip("/")) if is_remote(str(run)) else Path(run).name
+
+
+def _versions(root: Path | str) -> list[str]:
+    """The names of ``root``'s ``version_*`` folders."""
+    if not is_remote(str(root)):
+        return [d.name for d in Path(root).glob("version_*")]
+    fs, path = filesystem(str(root))
+    try:
+        return [posixpath.basename(p.rstrip("/")) for p in fs.glob(join(path, "version_*"))]
+    except FileNotFoundError:
+        return []
+
+
+def _local_checkpoint(ckpt: str) -> str:
+    """A checkpoint URL's local copy (:func:`unisent.io.remote.localize`), the path Lightning then loads: the
+    checks read the same bytes; a local path as it is."""
+    return localize(ckpt, "checkpoint") if is_remote(ckpt) else ckpt
+
+
+def localize_ckpt_path(config) -> None:
+    """``--ckpt_path s3://...``: the local copy instead, so that the checks of the file and Lightning read
+    the same bytes."""
+    ckpt = config.get("ckpt_path")
+    if isinstance(ckpt, str) and is_remote(ckpt):
+        config["ckpt_path"] = _local_checkpoint(ckpt)
 
 
 def _quiet_resume_warnings() -> None:
@@ -198,6 +251,9 @@ def refuse_finished_run(config, ckpt_path: Any) -> None:
     (counted from the run's start, as Lightning does); an unreadable file is left to the loading checks."""
     from ..run_progress import checkpoint_progress, stopping_point_reached
 
+    if isinstance(ckpt_path, str) and is_remote(ckpt_path) and config.get("ckpt_path") == ckpt_path:
+        localize_ckpt_path(config)  # the copy that Lightning loads, checked here and by --ckpt_path's checks
+        ckpt_path = config.get("ckpt_path")
     if ckpt_path is None or str(ckpt_path) in SPECIAL_CKPT_PATHS or "://" in str(ckpt_path):
         return
     path = Path(ckpt_path)
@@ -221,6 +277,7 @@ def separate_from_training_run(config, subcommand: str) -> None:
     ``--ckpt_path`` or the logger's version), never into it, where they would overwrite its files."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
+    localize_ckpt_path(config)  # a URL: its checked local copy is what Lightning loads
     logger, cls = _configured_logger(config)
     if cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
         return
@@ -245,12 +302,21 @@ def separate_from_training_run(config, subcommand: str) -> None:
     args["save_dir"], args["name"], args["version"] = str(run.parent), "", f"{run.name}-{subcommand}-{k}"
 
 
-def _keep_metrics(run: Path) -> None:
+def _keep_metrics(run: Path | str) -> None:
     """Keep the interrupted attempt's metrics.csv, which CSVLogger would delete, as metrics-<k>.csv."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+    if getattr(rank_zero_only, "rank", 0) != 0:
+        return
+    if is_remote(str(run)):
+        fs, path = filesystem(str(run))
+        if fs.isfile(join(path, "metrics.csv")):
+            k = next(k for k in itertools.count() if not fs.exists(join(path, f"metrics-{k}.csv")))
+            fs.mv(join(path, "metrics.csv"), join(path, f"metrics-{k}.csv"))
+        return
+    run = Path(run)
     metrics = run / "metrics.csv"
-    if getattr(rank_zero_only, "rank", 0) != 0 or not metrics.is_file():
+    if not metrics.is_file():
         return
     k = next(k for k in itertools.count() if not (run / f"metrics-{k}.csv").exists())
     metrics.rename(run / f"metrics-{k}.csv")

@@ -65,6 +65,17 @@ class UnisentSaveConfig(SaveConfigCallback):
             logger.log_hyperparams(params)
 
 
+def _log_wandb_rows_by_step(config: Any) -> None:
+    """Lightning's W&B logger becomes :class:`unisent.loggers.WandbLogger` (rows at the global step: a resumed
+    run's steps continue the W&B run's)."""
+    from ..loggers import use_step_logger
+
+    logger = config.get("trainer.logger")
+    for spec in logger if isinstance(logger, list) else [logger]:
+        if spec not in (None, True, False):
+            use_step_logger(spec)
+
+
 def _import_recipe_pooler(config: Any) -> None:
     """Import a pooler the recipe names by class path, as jsonargparse does its other class paths (a recipe
     is code; names read from a model's files never come here: :mod:`unisent.io.registry`)."""
@@ -109,6 +120,7 @@ class UnisentCLI(LightningCLI):
         config = self.config[self.subcommand] if self.subcommand else self.config
         _import_recipe_pooler(config)
         self.run_folder = run_folder_without_logger(config) if self.subcommand == "fit" else None
+        _log_wandb_rows_by_step(config)
         if self.subcommand == "fit":
             if config.get("ckpt_path") == "last":
                 continue_last_run(config)  # (refuses a finished run itself, before touching it)
@@ -146,7 +158,10 @@ class UnisentCLI(LightningCLI):
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Lightning's run; an empty run directory is removed on failure; Ctrl-C/SIGTERM: :class:`FitInterrupted`."""
+        from ..strategies import join_elastic_group
+
         try:
+            join_elastic_group(self.trainer.strategy)  # torchrun's restarts (see there)
             super()._run_subcommand(subcommand)
         except BaseException as err:
             _remove_empty_run_dirs(self.trainer)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..io.remote import is_remote
 from .file_checks import not_a_regular_file, require_lines_within
 from .record_errors import RecordError, on_error_hint, skip_notice
 from .records import FORMATS
@@ -47,7 +48,9 @@ class DataSource:
 
     Attributes:
         path: a local file (``.jsonl``/``.json``, ``.csv``, ``.tsv``, ``.txt`` = one sentence per line,
-            field ``text``, ``.parquet``, ``.arrow``), a glob of such files (``data/part-*.parquet``), a
+            field ``text``, ``.parquet``, ``.arrow``), a glob of such files (``data/part-*.parquet``), such a
+            file or glob in object storage (``s3://bucket/data/part-*.jsonl``: streamed with ``streaming``,
+            else downloaded into ``$UNISENT_CACHE/remote``), a
             directory (a dataset repository with data files and an optional README ``configs``
             section, or a directory written by ``Dataset.save_to_disk``), or a Hugging Face Hub dataset
             id (``sentence-transformers/all-nli``). Read by ``datasets.load_dataset``.
@@ -103,12 +106,17 @@ class ResolvedSource:
     format: str | None = None
     #: the source's key in the recipe (``data.train.simcse``), named by the hints of malformed records
     key: str | None = None
+    #: ``streaming`` files in object storage (``s3://...``), read where they are; without streaming such
+    #: files are downloaded (:func:`unisent.io.remote.localize`) and stand in ``files``
+    urls: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         """How errors name the source: the file, or the path/id with its configuration."""
         if self.kind in ("files", "saved") and len(self.files) == 1:
             return str(self.files[0])
+        if len(self.urls) == 1:
+            return self.urls[0]
         extra = [
             f"{k}={v}" for k, v in (("name", self.source.name), ("revision", self.source.revision)) if v is not None
         ]
@@ -145,6 +153,8 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
     if isinstance(source, str):
         source = DataSource(path=source)
     raw = source.path
+    if is_remote(raw):
+        return _resolve_remote(source)
     path = Path(raw).expanduser()
     if globlib.has_magic(raw):
         files = sorted(Path(f) for f in globlib.glob(str(path), recursive=True) if Path(f).is_file())
@@ -186,6 +196,30 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
     return ResolvedSource(source, "hub")
 
 
+def _resolve_remote(source: DataSource) -> ResolvedSource:
+    """A URL (glob) of files: streamed where they are, else downloaded into the cache and read as local files."""
+    from ..io.remote import glob, localize
+
+    raw = source.path
+    found = [url for url, _ in glob(raw)]
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, "training data: no object matches (name files or a glob of them)", raw)
+    formats = {_format_of(Path(url.rsplit("/", 1)[-1]), source) for url in found}
+    if len(formats) > 1:
+        raise ValueError(
+            f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
+            "narrow the pattern or name one with format:"
+        )
+    fmt = formats.pop()
+    if source.streaming:
+        return ResolvedSource(source, "files", (), fmt, urls=tuple(found))
+    files = tuple(Path(localize(url, "file")) for url in found)
+    if fmt in _LOCAL_FORMATS and fmt != "parquet":
+        for file in files:
+            require_lines_within(file)
+    return ResolvedSource(source, "files", files, fmt)
+
+
 def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]:
     """What identifies a source's data in a cache key: its description and each local file's path, size and
     modification time, or ``datasets``' fingerprint of a loaded repository or Hub dataset."""
@@ -215,11 +249,14 @@ def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]
 # ------------------------------------------------------------------------------------------ loading
 def _builder_kwargs(resolved: ResolvedSource) -> tuple[str, dict[str, Any]]:
     fmt = resolved.format
-    kwargs: dict[str, Any] = {"data_files": [str(f) for f in resolved.files]}
+    kwargs: dict[str, Any] = {"data_files": [str(f) for f in resolved.files] or list(resolved.urls)}
     if fmt in ("csv", "tsv"):
         import csv
 
-        with resolved.files[0].open(encoding="utf-8-sig", newline="") as fh:
+        import fsspec
+
+        first = resolved.files[0] if resolved.files else resolved.urls[0]
+        with fsspec.open(str(first), "rt", encoding="utf-8-sig", newline="") as fh:
             header = next(csv.reader(fh, delimiter="," if fmt == "csv" else "\t"), [])
         # every field as the text it is (pandas would read "007" as 7 and "NA" as null), blank lines kept
         kwargs.update(
@@ -277,6 +314,13 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
     if resolved.kind == "saved":
         dataset = datasets.load_from_disk(str(resolved.files[0]))
         return dataset.to_iterable_dataset(num_shards=max(1, min(64, len(dataset) // 10_000))) if streaming else dataset
+    if resolved.kind == "files" and resolved.urls and resolved.format == "txt":
+        # datasets' text builder hands its encoding to the remote file system as an option (refused by s3fs)
+        return datasets.IterableDataset.from_generator(
+            _remote_lines,
+            gen_kwargs={"urls": list(resolved.urls)},
+            features=datasets.Features(text=datasets.Value("string")),
+        )
     if resolved.kind == "files":
         builder, kwargs = _builder_kwargs(resolved)
         with _parse_errors_once(builder):
@@ -294,6 +338,16 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
         return datasets.load_dataset(source.path, **kwargs)
     except (ConnectionError, FileNotFoundError, OSError, datasets.exceptions.DatasetNotFoundError) as err:
         raise _hub_error(resolved, err) from None
+
+
+def _remote_lines(urls: list[str]):
+    """Remote text files' lines as datasets' text builder reads local ones (a byte-order mark dropped)."""
+    import fsspec
+
+    for url in urls:
+        with fsspec.open(url, "rt", encoding="utf-8-sig") as fh:
+            for line in fh:
+                yield {"text": line.rstrip("\n")}
 
 
 def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], optional: Sequence[str] = ()):

@@ -1,7 +1,7 @@
 """Preemption soak on a simulated SLURM cluster: a 2-process `unisent fit` (gloo) stopped again and again by
 SIGUSR1 or SIGTERM at random steps, requeued, resumed, and compared with an uninterrupted run.
 
-    python benchmarks/cluster_soak.py                     # 10 preemptions of a 40-step run (~8 min, 2 CPUs)
+    python benchmarks/cluster_soak.py                     # 10 preemptions of a 50-step run (~5 min, 2 CPUs)
     python benchmarks/cluster_soak.py --preemptions 20 --steps 60 --seed 1 --out runs/cluster-soak
 
 Each attempt is launched as `srun` launches a job's tasks: one process per rank with SLURM's variables
@@ -252,6 +252,13 @@ def twice(run: Path) -> list[int]:
     return sorted(step for step, n in seen.items() if n > 1)
 
 
+def _step_of(path: Path) -> int:
+    """The global step of a ``last.ckpt`` (0 when there is none yet)."""
+    import torch
+
+    return int(torch.load(path, map_location="cpu", weights_only=True)["global_step"]) if path.is_file() else 0
+
+
 def _tiny_model(directory: Path) -> Path:
     import importlib.util
 
@@ -266,7 +273,7 @@ def _tiny_model(directory: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--preemptions", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "cluster-soak")
     args = parser.parse_args(argv)
@@ -286,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     attempts, ok = [], True
     for i in range(args.preemptions + 1):
         last = i == args.preemptions
-        sig, step = rng.choice(("SIGUSR1", "SIGTERM")), rng.randint(1, 6)
+        left = args.steps - _step_of(out / "soak" / "run" / "version_0" / "checkpoints" / "last.ckpt")
+        if not last and left < 2:
+            print(f"the run has {left} step(s) left: no room for preemption {i + 1}; use more --steps", file=sys.stderr)
+            return 1
+        sig, step = rng.choice(("SIGUSR1", "SIGTERM")), rng.randint(1, min(6, left - 1))
         ranks = rng.choice(((0, 1), (0,), (1,)))
         faults = None if last else {r: f"train_step@{step}={sig}" for r in ranks}
         calls = len(requeue_calls(log))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from unisent.commands.fitting import FitOutcome, requeue_if_preempted
+from unisent.commands.fitting import FitOutcome, requeue_if_preempted, requeue_lines
 from unisent.resume import Interrupt, slurm_job_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ _spec = importlib.util.spec_from_file_location("cluster_soak", ROOT / "benchmark
 soak = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(soak)
 
-STEPS = 10
+STEPS = 12  # 10 steps an epoch: the epoch ends (and validates) at step 10
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +49,13 @@ def _assert_same_as_reference(cluster, run: Path) -> None:
 @pytest.mark.distributed
 @pytest.mark.parametrize(
     ("signal_name", "ranks", "step"),
-    [("SIGUSR1", (0, 1), 5), ("SIGTERM", (1,), 3)],
+    [("SIGUSR1", (0, 1), 5), ("SIGTERM", (1,), 10)],
     ids=["sigusr1-time-limit-both-ranks", "sigterm-preemption-one-rank"],
 )
 def test_a_preempted_slurm_job_saves_its_step_requeues_once_and_continues_exactly(cluster, signal_name, ranks, step):
     """SLURM signals every task (SIGUSR1 here); a SIGTERM reaching one process alone stops the whole group at
     the same step too. The checkpoint is the signalled step's, not an earlier resume point (every 4 steps):
-    no step is trained twice."""
+    no step is trained twice. Step 10 ends the epoch: its validation runs before the stop, and is logged once."""
     save_dir = cluster["root"] / signal_name
     command = soak.fit_command(cluster["config"], save_dir)
     before = len(soak.requeue_calls(cluster["log"]))
@@ -153,6 +153,9 @@ def test_a_failed_requeue_is_one_line_and_status_1_and_only_preemption_signals_r
     assert failed.requeue_failed == (
         "scontrol requeue 99 exited with status 1: scontrol: error: Requested operation is presently disabled"
     )
+    assert requeue_lines("unisent fit", ["fit", "--ckpt_path", "last"], failed) == [
+        "unisent fit: could not requeue SLURM job 99: " + failed.requeue_failed
+    ]
     ctrl_c = FitOutcome("fit", interrupted=Interrupt(signal="SIGINT", step=3))
     assert requeue_if_preempted(ctrl_c).requeued is None and ctrl_c.status == 130  # a person stopped it
     monkeypatch.setenv("SLURM_PROCID", "1")
@@ -238,3 +241,20 @@ def test_a_requeued_run_continues_the_same_wandb_run_with_steps_that_keep_increa
     trained = [step for step, _, loss in first + second if loss]
     assert trained == list(range(STEPS))  # every training step's row once: none lost, none repeated
     assert [step for step, _, loss in first if loss] == [0, 1, 2, 3]  # the stopped attempt: up to its saved step
+
+
+def test_a_requeue_of_a_command_without_ckpt_path_last_warns_that_it_would_start_again(tmp_path, monkeypatch):
+    """The requeued job runs the same command: without ``--ckpt_path last`` it starts a new run at step 0."""
+    _clear_slurm(monkeypatch)
+    _stub(tmp_path, monkeypatch, 0)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    outcome = requeue_if_preempted(FitOutcome("fit", interrupted=Interrupt(signal="SIGUSR1", step=3)))
+    assert outcome.status == 0
+    for words in (["fit", "-c", "r.yaml", "--ckpt_path", "last"], ["fit", "-c", "r.yaml", "--ckpt_path=last"]):
+        assert requeue_lines("unisent fit", words, outcome) == [
+            "unisent fit: requeued SLURM job 7: its script runs again and continues this run"
+        ]
+    (line,) = requeue_lines("unisent fit", ["fit", "-c", "r.yaml"], outcome)
+    assert line.startswith("unisent fit: warning: requeued SLURM job 7, but this command has no --ckpt_path last")
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    assert requeue_lines("unisent fit", ["fit"], outcome) == []  # rank 0 speaks for the job

@@ -405,7 +405,9 @@ def test_offline_grid_sweep_on_a_tiny_model_measures_every_trial(tiny_bert_dir, 
         assert isinstance(t["metric"], float) and -100 <= t["metric"] <= 100
         written = json.loads(Path(t["run_dir"], "metrics.json").read_text())
         assert [row["step"] for row in written["history"]] == [2] and written["metrics"]["val/score"] == t["metric"]
-        trial_config = yaml.safe_load(Path(t["run_dir"], "config.yaml").read_text())  # the trial's own run
+        (run_config,) = Path(t["run_dir"]).glob("*/*/config.yaml")  # the trial's own run: <project>/<W&B run id>/
+        assert (run_config.parent / "checkpoints").is_dir()  # beside its checkpoints
+        trial_config = yaml.safe_load(run_config.read_text())
         assert trial_config["model"]["optimizer"]["init_args"]["lr"] == t["parameters"]["model.optimizer.init_args.lr"]
         runs = list(Path(t["run_dir"]).glob("wandb/offline-run-*"))
         assert len(runs) == 1, t["run_dir"]  # the trial logged to W&B (offline) in its own directory

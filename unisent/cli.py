@@ -163,9 +163,8 @@ def _lightning(argv: Sequence[str]) -> None:
     from jsonargparse import ArgumentError
 
     from .commands.config_errors import config_error, describe_user_error, user_error_in_chain
-    from .commands.fitting import interrupt_message, requeue_if_preempted, run_lightning
+    from .commands.fitting import interrupt_message, requeue_if_preempted, requeue_lines, run_lightning
     from .commands.resume_discovery import NothingToTrain
-    from .resume import is_rank_zero
 
     try:
         outcome = run_lightning(words, verbose=verbose)
@@ -190,11 +189,8 @@ def _lightning(argv: Sequence[str]) -> None:
         if command == "fit":  # what the run left and the exact command that continues it
             outcome = requeue_if_preempted(outcome)
             print(f"\n{interrupt_message(prog, words, outcome.interrupted)}", file=sys.stderr)
-            if outcome.requeue_failed:
-                failed = f"could not requeue SLURM job {outcome.requeued}: {outcome.requeue_failed}"
-                print(f"{prog}: {failed}", file=sys.stderr)
-            elif outcome.requeued and is_rank_zero():
-                print(f"{prog}: requeued SLURM job {outcome.requeued}: its script runs again and continues this run")
+            for line in requeue_lines(prog, words, outcome):
+                print(line, file=sys.stderr)
         sys.exit(outcome.status)
 
 

@@ -326,11 +326,15 @@ class UnisentCheckpoint(ModelCheckpoint):
             return
         self._stop_pending = False
         self._interrupt.restore()
-        last = Path(self.dirpath) / f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}" if self.dirpath else None
+        last = (
+            f"{str(self.dirpath).rstrip('/')}/{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}"
+            if self.dirpath
+            else None
+        )
         self._stopped = Interrupt(
             signal=self._interrupt.name,
             step=trainer.global_step,
-            checkpoint=str(last) if last is not None and last.is_file() else None,
+            checkpoint=last if last is not None and self._fs.isfile(last) else None,  # a local path or a URL
         )
         raise KeyboardInterrupt  # Lightning's shutdown; `unisent fit` then prints how to continue
 
@@ -346,10 +350,6 @@ class UnisentCheckpoint(ModelCheckpoint):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
         self._stop_if_pending(trainer)
         self._restore_rng(trainer)
-
-    def on_validation_start(self, trainer, pl_module) -> None:
-        self._stop_if_pending(trainer)  # (a resumed run validates this step: Lightning restarts there)
-        super().on_validation_start(trainer, pl_module)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         super().on_validation_end(trainer, pl_module)

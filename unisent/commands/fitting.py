@@ -11,7 +11,15 @@ from typing import Any
 
 from ..resume import Interrupt
 
-__all__ = ["SUBCOMMANDS", "FitOutcome", "fit", "interrupt_message", "requeue_if_preempted", "run_lightning"]
+__all__ = [
+    "SUBCOMMANDS",
+    "FitOutcome",
+    "fit",
+    "interrupt_message",
+    "requeue_if_preempted",
+    "requeue_lines",
+    "run_lightning",
+]
 
 #: the signals a scheduler stops a job with: SLURM's time-limit warning and preemption, Kubernetes' eviction
 PREEMPTION_SIGNALS = ("SIGUSR1", "SIGTERM")
@@ -144,6 +152,27 @@ def requeue_if_preempted(outcome: FitOutcome) -> FitOutcome:
         return outcome
     failed = requeue_slurm_job(job) if is_rank_zero() else None
     return replace(outcome, requeued=job, requeue_failed=failed)
+
+
+def requeue_lines(prog: str, words: Sequence[str], outcome: FitOutcome) -> list[str]:
+    """What rank 0 says after :func:`requeue_if_preempted`: the requeue or why it failed, and a warning when
+    the command would not continue the run (the requeued job runs the same command: it needs
+    ``--ckpt_path last``, else it starts again from step 0)."""
+    from ..resume import is_rank_zero
+
+    if outcome.requeued is None or not is_rank_zero():
+        return []
+    if outcome.requeue_failed:
+        return [f"{prog}: could not requeue SLURM job {outcome.requeued}: {outcome.requeue_failed}"]
+    lines = [f"{prog}: requeued SLURM job {outcome.requeued}: its script runs again and continues this run"]
+    ckpt = [w.split("=", 1)[1] for w in words if w.startswith("--ckpt_path=")]
+    ckpt += [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--ckpt_path"]
+    if "last" not in ckpt:
+        lines = [
+            f"{prog}: warning: requeued SLURM job {outcome.requeued}, but this command has no --ckpt_path last: "
+            "the requeued job will start the run again from step 0. Add --ckpt_path last to the job's command"
+        ]
+    return lines
 
 
 def interrupt_message(prog: str, words: Sequence[str], interrupt: Interrupt) -> str:

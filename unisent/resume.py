@@ -180,7 +180,7 @@ class InterruptRequest:
         if is_rank_zero():
             print(
                 f"\nunisent fit: {self.name} received: finishing this step, then saving last.ckpt and stopping"
-                f"{' (and requeueing the SLURM job)' if slurm_job_id() else ''} "
+                f"{' (and requeueing the SLURM job)' if slurm_job_id() and self.name != 'SIGINT' else ''} "
                 f"({'Ctrl-C' if self.name == 'SIGINT' else self.name} again stops at once, without saving)",
                 file=sys.stderr,
                 flush=True,

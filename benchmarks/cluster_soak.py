@@ -110,8 +110,10 @@ def base_env(cache: Path) -> dict[str, str]:
         "UNISENT_CACHE": str(cache),
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
     }
+    # a job's own: not this process's launcher variables, nor its W&B service (a run id would be "in use" there)
     for key in [k for k in env if k.startswith(("SLURM_", "TORCHELASTIC_")) or k in ("RANK", "LOCAL_RANK")]:
         del env[key]
+    env.pop("WANDB_SERVICE", None)
     env.pop("UNISENT_FAULT", None)
     return env
 

@@ -1,7 +1,7 @@
 """Preemption soak on a simulated SLURM cluster: a 2-process `unisent fit` (gloo) stopped again and again by
 SIGUSR1 or SIGTERM at random steps, requeued, resumed, and compared with an uninterrupted run.
 
-    python benchmarks/cluster_soak.py                     # 10 preemptions of a 50-step run (~5 min, 2 CPUs)
+    python benchmarks/cluster_soak.py         # 10 preemptions of a 50-step run (~4 min: 2-core EPYC Zen 3, fp32)
     python benchmarks/cluster_soak.py --preemptions 20 --steps 60 --seed 1 --out runs/cluster-soak
 
 Each attempt is launched as `srun` launches a job's tasks: one process per rank with SLURM's variables

@@ -13,7 +13,16 @@ import pytest
 import torch
 import yaml
 
-from unisent.balancers import DWA, JacobianAggregator, PCGrad, Static, Uncertainty, conflict_stats, plot_conflicts
+from unisent.balancers import (
+    DWA,
+    Anchored,
+    JacobianAggregator,
+    PCGrad,
+    Static,
+    Uncertainty,
+    conflict_stats,
+    plot_conflicts,
+)
 from unisent.balancers import GradientConflicts as Conflicts
 from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
@@ -235,6 +244,52 @@ def test_upgrad_and_imtlg_by_hand(tiny_bert_dir, aggregator, g1, g2, expected):
     torch.testing.assert_close(grad[:2], torch.tensor(expected), rtol=0, atol=5e-4)
     assert float(grad[2:].abs().max()) == 0.0
     assert _other_encoder_grads(module) == 0.0
+
+
+def _anchored_step(tiny_bert_dir, grads: dict[str, tuple[float, ...]], balancer: Anchored) -> torch.Tensor:
+    """The encoder's gradient of one step of toys named as ``grads``, each with that gradient."""
+    torch.manual_seed(0)
+    module = UnisentModule(
+        encoder=EncoderConfig(model=str(tiny_bert_dir)),
+        objectives=[Toy(name=name) for name in grads],
+        balancer=balancer,
+    )
+    w = shared_param(module.encoder)
+    losses = {}
+    for objective, (name, g) in zip(module.objectives, grads.items()):
+        u = torch.zeros(HIDDEN)
+        u[: len(g)] = torch.tensor(g) / 1.5  # the toy's head is 1.5
+        losses[name] = objective.head * (u @ w)
+    _step(module, losses)
+    assert _other_encoder_grads(module) == 0.0
+    return w.grad
+
+
+def test_anchored_gives_the_anchor_as_much_of_the_update_as_all_the_tasks_by_hand(tiny_bert_dir):
+    """UPGrad of the tasks (1, 0), (-1, 1) is (0.25, 0.75) = t (above); the anchor's d = (0, 0, 0.05) is
+    orthogonal to it and 16 times shorter. IMTL-G of (t, d): the update is p (t/|t| + d/|d|), the same
+    projection p on either unit gradient, with weights summing to 1: p/|t| + p/|d| = 1."""
+    grad = _anchored_step(tiny_bert_dir, {"a": (1.0, 0.0), "b": (-1.0, 1.0), "distill": (0.0, 0.0, 0.05)}, Anchored())
+    t, d = torch.tensor([0.25, 0.75, 0.0]), torch.tensor([0.0, 0.0, 0.05])
+    p = 1 / (1 / t.norm() + 1 / d.norm())
+    torch.testing.assert_close(grad[:3], p * (t / t.norm() + d / d.norm()), rtol=0, atol=5e-4)
+    assert float(grad[3:].abs().max()) == 0.0
+    assert float(grad[2] / p) == pytest.approx(1.0, abs=1e-3)  # the anchor's unit gradient counts in full
+
+
+def test_anchored_without_an_anchor_gradient_is_the_tasks_update(tiny_bert_dir):
+    """A zero anchor row (the encoder held, or the start not yet left) leaves the tasks' UPGrad."""
+    grad = _anchored_step(tiny_bert_dir, {"a": (1.0, 0.0), "b": (-1.0, 1.0), "distill": (0.0,)}, Anchored())
+    torch.testing.assert_close(grad[:2], torch.tensor([0.25, 0.75]), rtol=0, atol=5e-4)
+
+
+def test_anchored_names_an_objective_of_the_model():
+    with pytest.raises(ValueError, match=r"model.balancer.init_args.anchor: unknown objective 'distil' \(did you mean"):
+        Anchored(anchor="distil").setup(["gausscse", "distill"])
+    assert Anchored(aggregator="Mean").config() == {
+        "class_path": "unisent.balancers.Anchored",
+        "init_args": {"anchor": "distill", "aggregator": "Mean", "seed": 0},
+    }
 
 
 @pytest.mark.parametrize("balancer", [PCGrad, Uncertainty, Static])

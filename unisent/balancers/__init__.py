@@ -25,13 +25,14 @@ from .conflicts import (
     plot_conflicts,
     read_conflicts,
 )
-from .gradient_level import JacobianAggregator, MissingDependencyError, PCGrad
+from .gradient_level import Anchored, JacobianAggregator, MissingDependencyError, PCGrad
 from .jacobian import JacobianAccumulator, flat_grads, loss_level_conflicts, surrogate
 from .loss_level import DWA, Static, Uncertainty
 from .step_gradients import StepGradients
 
 __all__ = [
     "DWA",
+    "Anchored",
     "PCGrad",
     "Balancer",
     "ConflictLog",

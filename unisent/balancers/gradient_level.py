@@ -11,7 +11,7 @@ from ..io import unknown_name
 from ..training_config import ModelConfigError
 from .balancer import Balancer
 
-__all__ = ["JacobianAggregator", "MissingDependencyError", "PCGrad"]
+__all__ = ["Anchored", "JacobianAggregator", "MissingDependencyError", "PCGrad"]
 
 
 class JacobianAggregator(Balancer):
@@ -95,3 +95,56 @@ class PCGrad(JacobianAggregator):
 
     def config(self):
         return {"class_path": "unisent.balancers.PCGrad", "init_args": {"seed": self.seed}}
+
+
+class Anchored(Balancer):
+    """The start against the tasks: IMTL-G between an anchor objective (``Distill``: keep the starting
+    encoder) and the tasks' update, which ``aggregator`` makes of every other objective's gradient.
+
+    IMTL-G (Liu et al., ICLR 2021, arXiv:2010.04641) gives the update the same projection on each of the two
+    unit gradients, so "keep the start" counts as much as all the tasks together, whatever the norms (Distill's
+    gradient is 30-400 times smaller than a task's), while the tasks keep ``aggregator``'s shares among
+    themselves (UPGrad's: by their gradients). One rule for every objective and no weight: the anchor is a
+    constraint-like second task, not a hand-set weight. A step without the anchor's loss (or with a zero
+    anchor gradient, e.g. while the encoder is held) is ``aggregator``'s update; a step with the anchor alone
+    is its gradient.
+
+    Args:
+        anchor: the name of the objective that holds the start (``distill``).
+        aggregator: the torchjd aggregator of the other objectives (as :class:`JacobianAggregator`).
+        seed: as :class:`JacobianAggregator`'s.
+    """
+
+    gradient_level = True
+
+    def __init__(self, anchor: str = "distill", aggregator: str = "UPGrad", seed: int = 0) -> None:
+        super().__init__()
+        from torchjd.aggregation import IMTLG
+
+        self.anchor = anchor
+        self.tasks = JacobianAggregator(aggregator, seed=seed)
+        self._pair = IMTLG()
+
+    def setup(self, names):
+        super().setup(names)
+        if self.anchor not in self.names:  # one line, before the first step
+            raise ModelConfigError(
+                unknown_name("model.balancer.init_args.anchor", "objective", self.anchor, self.names)
+            )
+
+    def aggregate(self, jacobian, names, step):
+        names = list(names)
+        if self.anchor not in names:
+            return self.tasks.aggregate(jacobian, names, step)
+        at = names.index(self.anchor)
+        rest = [i for i in range(len(names)) if i != at]
+        if not rest:
+            return jacobian[at]
+        tasks = self.tasks.aggregate(jacobian[rest], [names[i] for i in rest], step)
+        return self._pair(torch.stack([tasks, jacobian[at]]))
+
+    def config(self):
+        return {
+            "class_path": "unisent.balancers.Anchored",
+            "init_args": {"anchor": self.anchor, "aggregator": self.tasks.aggregator_name, "seed": self.tasks.seed},
+        }

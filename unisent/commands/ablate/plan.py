@@ -38,6 +38,7 @@ BALANCERS: dict[str, dict[str, Any]] = {
     "upgrad": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "UPGrad"}},
     "mgda": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "MGDA"}},
     "imtlg": {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "IMTLG"}},
+    "anchored": {"class_path": "unisent.balancers.Anchored"},  # Distill against the UPGrad of the others
 }
 KINDS = ("unified", "single", "leave-one-out", "merge")
 #: ``--merges`` when none is given: every method of ``unisent merge``

@@ -116,6 +116,20 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
         plan(config, [1], ["upgrad"], ["leave-one-out"], ["cmlm=cmlm,bitext"], ["eas"])
 
 
+def test_anchored_runs_hold_the_start_only_where_the_anchor_is(tmp_path):
+    """``--balancers anchored``: the unified run keeps Anchored; a run without Distill (``only ease``,
+    ``without distill``) has nothing to hold the start with and gets the tasks' UPGrad."""
+    recipe = ROOT / "recipes" / "unified" / "minilm-cpu-balanced-distill.yaml"
+    config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    runs = {r.row: r for r in plan(config, [42], ["anchored"], ["unified", "single", "leave-one-out"], [])}
+    anchored = {"class_path": "unisent.balancers.Anchored"}
+    upgrad = {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "UPGrad"}}
+    assert run_recipe(config, runs["unified (anchored)"], 62, tmp_path, 10)["model"]["balancer"] == anchored
+    assert run_recipe(config, runs["without ease"], 62, tmp_path, 10)["model"]["balancer"] == anchored
+    for row in ("only ease", "without distill"):
+        assert run_recipe(config, runs[row], 62, tmp_path, 10)["model"]["balancer"] == upgrad
+
+
 def test_the_real_unified_recipe_split_by_objective(tmp_path):
     """What benchmarks/unified_ablation.py did for docs/results/unified.md, now the command's run_recipe."""
     config = yaml.safe_load((ROOT / "recipes" / "unified" / "minilm-cpu.yaml").read_text(encoding="utf-8"))

@@ -66,8 +66,8 @@ def ablate(
         recipe: a recipe YAML with at least two objectives
         out: folder of the generated recipes, runs, results and the table
         seeds: seeds of every run (default: 42 43 44)
-        balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg or a class
-            path; default static); the single and leave-one-out runs use the first
+        balancers: balancers of the unified runs (static, uncertainty, dwa, pcgrad, upgrad, mgda, imtlg, anchored
+            or a class path; default static); the single and leave-one-out runs use the first
         runs: untrained (the starting encoder, evaluated once), unified, single, leave-one-out, merge (the
             seed's single runs merged by `unisent merge`, one row per --merges method; needs single)
             (default: all but merge)

@@ -165,6 +165,17 @@ def balancer_spec(name: str) -> dict[str, Any]:
     raise UsageError(f"--balancers: unknown balancer {name!r}{hint}; one of {', '.join(BALANCERS)} or a class path")
 
 
+def _without_missing_anchor(spec: dict[str, Any], kept: set[str]) -> dict[str, Any]:
+    """``Anchored`` in a run without its anchor (``only ease``, ``without distill``) is its tasks' aggregator."""
+    if spec.get("class_path") != "unisent.balancers.Anchored":
+        return spec
+    args = spec.get("init_args") or {}
+    if args.get("anchor", "distill") in kept:
+        return spec
+    aggregator = args.get("aggregator", "UPGrad")
+    return {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": aggregator}}
+
+
 def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict_every: int) -> dict[str, Any]:
     """The recipe of one run: ``config`` with only ``run.objectives`` (their data, batch sizes and
     schedules), its balancer and seed, ``steps`` optimiser steps, logged to ``out/runs/<slug>/seed<S>``."""
@@ -182,7 +193,7 @@ def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict
     evaluation = model.get("evaluation")
     if isinstance(evaluation, dict) and isinstance(evaluation.get("panel_own"), dict):  # names the run's objectives
         evaluation["panel_own"] = {k: v for k, v in evaluation["panel_own"].items() if k in kept}
-    model["balancer"] = balancer_spec(run.balancer)
+    model["balancer"] = _without_missing_anchor(balancer_spec(run.balancer), kept)
     model["conflict_every"] = conflict_every if len(kept) > 1 else 0
     config["seed_everything"] = run.seed
     trainer = config.setdefault("trainer", {})

@@ -151,6 +151,7 @@ def _results(out: Path) -> dict[str, tuple[float, str]]:
     return {str(p.relative_to(out)): (p.stat().st_mtime, p.read_text()) for p in (out / "results").rglob("*.json")}
 
 
+@pytest.mark.slow  # 58 s: the merge-row test keeps a real `unisent ablate` of runs in the default run
 def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unified, tmp_path):
     recipe = _two_objectives(tiny_unified)
     out = tmp_path / "ablate"

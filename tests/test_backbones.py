@@ -445,6 +445,7 @@ def _gloo_fits(rank: int, world: int, runs: list[tuple[str, str, str]]) -> dict:
     return out
 
 
+@pytest.mark.slow  # 26 s: each backbone trains every objective in one process in the default run
 @pytest.mark.distributed
 def test_every_tiny_backbone_trains_every_objective_in_two_gloo_processes(tiny_model, tmp_path):
     from unisent.testing import run_distributed

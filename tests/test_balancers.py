@@ -337,7 +337,10 @@ def _parity_worker(rank, world, model_dir, balancer_name):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("balancer", ["pcgrad", "uncertainty", "dwa"])
+@pytest.mark.parametrize(  # the default run keeps PCGrad; the loss-level ones are slow (17 s each)
+    "balancer",
+    ["pcgrad", pytest.param("uncertainty", marks=pytest.mark.slow), pytest.param("dwa", marks=pytest.mark.slow)],
+)
 def test_two_gloo_processes_equal_one_process_on_the_whole_batch(tiny_bert_dir, balancer):
     from unisent.testing import run_distributed
 
@@ -452,9 +455,10 @@ def test_unified_fit_with_a_balancer_logs_conflicts_and_plots_them(tiny_unified,
 @pytest.mark.parametrize(
     "balancer,strategy,cache_chunk",
     [
-        ("PCGrad", "ddp", None),
-        ("Static", "ddp_find_unused_parameters_true", None),
-        ("Uncertainty", "ddp_find_unused_parameters_true", None),
+        # 30 s each: the default run keeps UPGrad cached (the gradient-level path, GradCache and DDP together)
+        pytest.param("PCGrad", "ddp", None, marks=pytest.mark.slow),
+        pytest.param("Static", "ddp_find_unused_parameters_true", None, marks=pytest.mark.slow),
+        pytest.param("Uncertainty", "ddp_find_unused_parameters_true", None, marks=pytest.mark.slow),
         ("UPGrad", "ddp", 3),
     ],
     ids=["pcgrad", "static", "uncertainty", "upgrad-cached"],

@@ -222,6 +222,7 @@ def test_cli_speed_settings_best_of_each_side_keeps_the_quality():
     }
 
 
+@pytest.mark.slow  # 14 s: a benchmark script on a tiny run
 def test_objective_memory_configurations_and_a_tiny_run(tmp_path, tiny_bert_dir):
     """benchmarks/objective_memory.py: each configuration drops one objective with its data and turns every
     other one on from step 0; a fresh process per configuration reports its peak RSS (on the tiny model)."""

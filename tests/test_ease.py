@@ -405,7 +405,10 @@ def _parity_worker(rank, world, mask_duplicates, hard_negative_weight=0.0):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize(("mask_duplicates", "hard_negative_weight"), [(False, 0.0), (True, 0.0), (False, 1.0)])
+@pytest.mark.parametrize(  # the default run keeps the plain case; the other two are slow (14 s each)
+    ("mask_duplicates", "hard_negative_weight"),
+    [(False, 0.0), pytest.param(True, 0.0, marks=pytest.mark.slow), pytest.param(False, 1.0, marks=pytest.mark.slow)],
+)
 def test_two_processes_equal_one_process_for_both_terms(mask_duplicates, hard_negative_weight):
     # with a weight, each process must put it on its own sentences' hard negatives in the gathered columns
     distributed = run_distributed(_parity_worker, mask_duplicates, hard_negative_weight, world_size=WORLD)

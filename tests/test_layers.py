@@ -76,6 +76,7 @@ ALLOWED_STRING_PATHS: dict[str, str] = {
     "unisent.balancers.DWA": "ablate's balancer table",
     "unisent.balancers.PCGrad": "ablate's balancer table, PCGrad.config(), an example in `unisent fit --help`",
     "unisent.balancers.JacobianAggregator": "ablate's balancer table",
+    "unisent.balancers.Anchored": "ablate's balancer table, Anchored.config(), the anchor-less runs' rule",
     "unisent.amr.parsing.AmrlibParser": "`unisent retrofit --amrlib`: the parser spec saved in retrofit.json",
     "unisent.amr.parsing.PreParsedAMR": "RetrofittedEncoder.save_config: the lookup's spec in retrofit.json",
     # `unisent`'s command table (each command imported when it runs, so `unisent --help` needs no torch)

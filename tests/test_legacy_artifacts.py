@@ -86,7 +86,9 @@ def test_a_checkpoint_holding_the_evaluation_settings_as_an_object_still_loads_a
     "program",
     [
         "import unisent; model = unisent.load('tests/fixtures/legacy/legacy.ckpt')",
-        "from unisent import load; model = load('tests/fixtures/legacy/legacy.ckpt')",
+        pytest.param(
+            "from unisent import load; model = load('tests/fixtures/legacy/legacy.ckpt')", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_a_checkpoint_loads_first_thing_in_a_fresh_interpreter(program):

@@ -294,6 +294,7 @@ def test_a_run_on_s3_killed_mid_step_resumes_exactly(s3_bucket, tiny_bert_dir, t
     _assert_same_training(reference, _checkpoint(f"{run}/checkpoints/last.ckpt"))
 
 
+@pytest.mark.slow  # 30 s: the run killed mid-step keeps the S3 resume in the default run
 def test_a_killed_checkpoint_upload_leaves_the_previous_one(s3_bucket, tiny_bert_dir, tmp_path, local_run):
     """SIGKILL during the second checkpoint write (step 4, bytes written, upload not completed): S3 still holds
     step 2's complete last.ckpt, which ``--ckpt_path last`` resumes, exactly."""

@@ -173,6 +173,7 @@ def test_an_installed_plugin_works_in_fit_evaluate_and_export(installed, tiny_be
     fit_evaluate_export("myplug", tmp_path, tiny_bert_dir, (), pythonpath=installed)
 
 
+@pytest.mark.slow  # 40 s: the installed plugin keeps fit, evaluate and export of a plugin in the default run
 def test_a_module_named_by_import_works_in_fit_evaluate_and_export(tiny_bert_dir, tmp_path):
     write_plugin(tmp_path, "localplug")  # in the current directory, not installed, not on PYTHONPATH
     fit_evaluate_export("localplug", tmp_path, tiny_bert_dir, ("--import", "localplug"), pythonpath=None)

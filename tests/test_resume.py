@@ -502,6 +502,7 @@ def test_sigkill_and_resume_with_two_ddp_processes(tiny_bert_dir, tmp_path):
     )
 
 
+@pytest.mark.slow  # 37 s: the default run keeps the SIGKILL of a map-style run, the same resume
 def test_sigkill_mid_stream_then_ckpt_path_last_reproduces_the_uninterrupted_weights(tiny_bert_dir, tmp_path):
     """The same with the unsupervised objective's data streamed (``streaming: true``): the position in the
     stream is in the checkpoint, and the resumed stream sees the same records in the same order."""

@@ -345,6 +345,7 @@ def test_metric_file_callback(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "m.json").read_text())["metrics"]["val/score"] == 60.0
 
 
+@pytest.mark.slow  # 47 s: the killed Bayes sweep keeps trials of a real model in the default run
 def test_offline_grid_sweep_on_a_tiny_model_measures_every_trial(tiny_bert_dir, tmp_path, monkeypatch, capsys):
     """max_steps (2) ends the run in the middle of its first epoch (8 batches): the metric callback makes
     Lightning validate before it stops, so that every trial has a val/score."""

@@ -403,7 +403,7 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
             "unified-merge-ablation.json",
             " merge",
             ("unified-merge-ablation.png", "unified-merge-tradeoff.png", "unified-merge-conflicts.png"),
-            (b"| merge (ties) | 3 |", b"| only cmlm | 3 |"),
+            (b"| merge (ties) | 3 |", b"| only cmlm | 3 |", b"| unified (imtlg) | 3 |", b"| unified (anchored) | 3 |"),
         ),
     ],
 )

@@ -219,6 +219,7 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
 
 
+@pytest.mark.slow  # 30 s: the real study pages' test keeps --from_json in the default run
 def test_the_page_is_written_again_from_ablation_json_alone(tiny_unified, tmp_path):
     """The study page's safety net: the tiny two-objective study, run in this process (each fit through
     ``unisent.commands.fitting.fit``; pytest's own ``sys.argv`` stays as it is), keeps its ``ablation.json``;

@@ -275,6 +275,7 @@ def test_matryoshka_table_scores_prefixes_of_one_encoding_and_tabulates_interval
     assert "| wrapped (3 seeds) | stsb-test | 81.00 ± 2.48 | 80.00 ± 2.48 |" in text
 
 
+@pytest.mark.slow  # 40 s: tests/test_grad_cache.py keeps cached against uncached in the default run
 def test_cached_batch_runs_cached_and_uncached_with_the_same_losses(tiny_bert_dir, tmp_path):
     """benchmarks/cached_batch.py on the tiny BERT, two steps of batch 8: its table and JSON. Dropout off, the
     cached run (chunks of 4 rows: 16 sequences in 4 passes) logs the uncached run's loss at both steps (the

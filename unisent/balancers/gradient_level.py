@@ -103,7 +103,7 @@ class Anchored(Balancer):
 
     IMTL-G (Liu et al., ICLR 2021, arXiv:2010.04641) gives the update the same projection on each of the two
     unit gradients, so "keep the start" counts as much as all the tasks together, whatever the norms (Distill's
-    gradient is 30-400 times smaller than a task's), while the tasks keep ``aggregator``'s shares among
+    gradient is 25 to 500 times smaller than a task's), while the tasks keep ``aggregator``'s shares among
     themselves (UPGrad's: by their gradients). One rule for every objective and no weight: the anchor is a
     constraint-like second task, not a hand-set weight. A step without the anchor's loss (or with a zero
     anchor gradient, e.g. while the encoder is held) is ``aggregator``'s update; a step with the anchor alone

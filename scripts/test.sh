@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything on a fresh machine (see setup.sh) and runs the test suite (no slow/GPU tests) in
-# about 15 minutes on 2 cores.
+# about 14 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

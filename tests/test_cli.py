@@ -401,7 +401,7 @@ def test_an_abbreviated_option_is_an_error_with_a_suggestion(capsys):
     assert "did you mean --trainer.max_steps" in line
 
 
-@pytest.mark.slow  # 45 s: two fits of the quickstart; quiet commands' output is checked in tests/test_encode.py
+@pytest.mark.slow  # 45 s: two fits of the quickstart; only `encode`'s quiet output stays in the default run
 def test_a_plain_fit_is_quiet_and_verbose_restores_the_rest(tmp_path, tiny_quickstart):
     """`unisent fit -c recipes/quickstart.yaml --trainer.max_steps=2` (on the tiny model): the progress bar
     and at most a few lines (issue 29: it printed 30); --verbose brings back the model summary and the rest."""

@@ -88,7 +88,7 @@ def test_a_preempted_slurm_job_saves_its_step_requeues_once_and_continues_exactl
     _assert_same_as_reference(cluster, run)
 
 
-@pytest.mark.slow  # 45 s: the default run keeps the SLURM SIGTERM case of the same resume
+@pytest.mark.slow  # 45 s: join_elastic_group (torch's restart-key workaround) is then tested under -m slow only
 @pytest.mark.distributed
 def test_torchrun_restarts_a_group_that_lost_a_worker_from_the_newest_resume_point(cluster):
     """Rank 1 is SIGKILLed in its 7th step of the group's first start; torchrun restarts both workers with

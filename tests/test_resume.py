@@ -568,7 +568,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal, also when the tests run in a background job
 
 
-@pytest.mark.slow  # 95 s: tests/test_cluster.py keeps a SIGTERM save and --ckpt_path last in the default run
+@pytest.mark.slow  # 95 s: the default run keeps test_cluster's SIGTERM save and resume; Ctrl-C's is slow only
 def test_sigint_and_sigterm_save_the_running_run_and_ckpt_path_last_continues_that_run(tiny_bert_dir, tmp_path):
     """Run A finishes; run B gets SIGINT in the middle of step 3 and run C SIGTERM in the middle of step 5
     (sent by the process itself through the UNISENT_FAULT hook, so at a known moment). Each saves its own

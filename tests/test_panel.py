@@ -239,6 +239,30 @@ def test_direction_columns_count_the_pairs_by_length_relation(tmp_path):
         assert entry["score"] is None and "no Gaussian head" in entry["reason"]
 
 
+def test_direction_dev_columns_read_snli_dev_not_test(tmp_path):
+    # test: both pairs right; dev: one pair of two right, and no dev pair with a hypothesis not shorter
+    test = [("a b c", 2.0, "a b", 1.0), ("c d", 2.0, "c d e", 1.0)]
+    dev = [("f g h", 2.0, "f g", 1.0), ("i j k l", 1.0, "i j", 2.0)]
+    snli = tmp_path / "nli" / "snli"
+    snli.mkdir(parents=True)
+    for split, pairs in (("test", test), ("dev", dev)):
+        for name, column in (("s1", 0), ("s2", 2)):
+            (snli / f"{name}.{split}").write_text("".join(p[column] + "\n" for p in pairs))
+        (snli / f"labels.{split}").write_text("entailment\n" * len(pairs))
+    model = GaussianLookup({p[0]: p[1] for p in test + dev} | {p[2]: p[3] for p in test + dev})
+    columns = ["snli-direction-dev", "snli-direction", "snli-direction-hyp-not-shorter-dev"]
+    result = evaluate_panel(model, columns, tmp_path)
+    assert result["snli-direction"]["score"] == pytest.approx(100.0)
+    assert result["snli-direction-dev"]["score"] == pytest.approx(50.0)
+    assert result["snli-direction-dev"]["share_premise_longer"] == pytest.approx(100.0)
+    not_shorter = result["snli-direction-hyp-not-shorter-dev"]
+    assert not_shorter["score"] is None and "no SNLI dev entailment pair" in not_shorter["reason"]
+    # a missing dev file is named before anything is encoded
+    (snli / "s2.dev").unlink()
+    with pytest.raises(FileNotFoundError, match=r"'snli-direction-dev'.*nli/snli/s2\.dev"):
+        evaluate_panel(model, ["snli-direction-dev"], tmp_path)
+
+
 # ------------------------------------------------------------------------------------------ task columns
 def test_tatoeba_and_sts_columns_as_computed_by_hand(tmp_path):
     from scipy.stats import spearmanr

@@ -11,6 +11,8 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
 - ``snli-direction``, ``snli-direction-hyp-not-shorter``: the ``snli-direction`` task with the KL
   similarity, all pairs and the pairs whose hypothesis is at least as long as the premise (where the rule
   "the longer sentence is the premise" scores 0); a model without a Gaussian head has no direction;
+  ``snli-direction-dev``, ``snli-direction-hyp-not-shorter-dev``: the same on SNLI dev (the task
+  ``snli-direction-dev``), for choosing settings by direction with the test pairs held out;
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
   linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
 - ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`entity_retrieval`) over the whole entity
@@ -53,6 +55,8 @@ PANEL_COLUMNS: dict[str, str] = {
     "sick-r-dev": "SICK relatedness trial split (500 pairs), Spearman x100; for choosing settings",
     "snli-direction": "SNLI test entailment pairs: sim(hyp||pre) > sim(pre||hyp), KL, accuracy x100 (Gaussian head)",
     "snli-direction-hyp-not-shorter": "the same on the pairs whose hypothesis is not shorter than the premise",
+    "snli-direction-dev": "snli-direction on SNLI dev's entailment pairs; for choosing settings",
+    "snli-direction-hyp-not-shorter-dev": "snli-direction-hyp-not-shorter on SNLI dev; for choosing settings",
     "amr-text-to-graph": "Little Prince v1.6 test: sentence -> its own linearised AMR graph, top-1 x100",
     "amr-graph-to-text": "Little Prince v1.6 test: linearised AMR graph -> its own sentence, top-1 x100",
     "entity-top10": "EASE entity retrieval over the whole entity table, top-10 x100 (needs the run's .ckpt)",
@@ -75,9 +79,12 @@ _TASK_COLUMNS = {
     "sick-r-dev": "sick-r-dev",
     "tatoeba-deu": "tatoeba-deu",
 }
+#: direction column -> (its task, the task's metric); each task is evaluated once for its columns
 _DIRECTION = {
-    "snli-direction": "direction_sim",
-    "snli-direction-hyp-not-shorter": "direction_sim_hypothesis_not_shorter",
+    "snli-direction": ("snli-direction", "direction_sim"),
+    "snli-direction-hyp-not-shorter": ("snli-direction", "direction_sim_hypothesis_not_shorter"),
+    "snli-direction-dev": ("snli-direction-dev", "direction_sim"),
+    "snli-direction-hyp-not-shorter-dev": ("snli-direction-dev", "direction_sim_hypothesis_not_shorter"),
 }
 _AMR = {"amr-text-to-graph": "text_to_graph", "amr-graph-to-text": "graph_to_text"}
 _ENTITY = {"entity-top10": "top10", "entity-top1": "top1"}
@@ -308,7 +315,8 @@ def _check_files(
     for column in columns:
         if column in _TASK_COLUMNS or column in _DIRECTION:
             root = _data_root(column, data_dir)
-            missing = get_task(_TASK_COLUMNS.get(column, "snli-direction")).missing_files(root)
+            task_name = _TASK_COLUMNS[column] if column in _TASK_COLUMNS else _DIRECTION[column][0]
+            missing = get_task(task_name).missing_files(root)
             if missing:
                 raise FileNotFoundError(f"panel column {column!r}: missing data file {missing[0]}")
         elif column in _AMR:
@@ -412,14 +420,17 @@ def _encoder_columns(
         results |= {c: {"score": None, "reason": reason} for c in direction}
     elif direction:
         root = _data_root(direction[0], data_dir)
-        out = evaluate(model, ["snli-direction"], root, batch_size, progress=False, similarity="kl", on_error="raise")
-        task = out["tasks"]["snli-direction"]
-        by_length = {k: v for k, v in task["metrics"].items() if k.startswith(("direction_sim_", "share_"))}
+        splits = list(dict.fromkeys(_DIRECTION[c][0] for c in direction))  # test and/or dev, each once
+        out = evaluate(model, splits, root, batch_size, progress=False, similarity="kl", on_error="raise")
         for column in direction:
-            entry = _task_details(task, _DIRECTION[column], "kl")
+            name, metric = _DIRECTION[column]
+            task = out["tasks"][name]
+            by_length = {k: v for k, v in task["metrics"].items() if k.startswith(("direction_sim_", "share_"))}
+            entry = _task_details(task, metric, "kl")
             entry |= by_length | {"n_pairs": task["metrics"].get("n_pairs"), "data_dir": str(root)}
             if entry["score"] is None:
-                entry["reason"] = f"no SNLI test entailment pair of this relation ({_DIRECTION[column]})"
+                split = "dev" if name.endswith("-dev") else "test"
+                entry["reason"] = f"no SNLI {split} entailment pair of this relation ({metric})"
             results[column] = entry
 
     amr = [c for c in columns if c in _AMR]

@@ -337,6 +337,17 @@ def _nli_tasks() -> None:
                 source=source,
             )
         )
+    # SNLI dev's entailment pairs: for choosing settings by direction with the test pairs held out; like
+    # stsb-dev, in no group but `all`
+    register_task(
+        EntailmentDirectionTask(
+            name="snli-direction-dev",
+            group="nli",
+            description="SNLI dev entailment pairs: which sentence entails (sim, variance); for choosing settings",
+            source=snli["dev"],
+        ),
+        groups=(),
+    )
     # The quickstart's held-out test, bundled in unisent/resources (the default --data-dir; LICENSE.md
     # there): in no group but `all`, and optional there.
     register_task(

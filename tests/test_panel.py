@@ -239,28 +239,36 @@ def test_direction_columns_count_the_pairs_by_length_relation(tmp_path):
         assert entry["score"] is None and "no Gaussian head" in entry["reason"]
 
 
-def test_direction_dev_columns_read_snli_dev_not_test(tmp_path):
-    # test: both pairs right; dev: one pair of two right, and no dev pair with a hypothesis not shorter
+def test_direction_dev_columns_read_sick_trial_not_snli(tmp_path):
+    # SNLI test: both pairs right; SICK trial: one entailment pair of two right (the neutral pair is not
+    # counted), and no trial pair with a hypothesis not shorter
     test = [("a b c", 2.0, "a b", 1.0), ("c d", 2.0, "c d e", 1.0)]
-    dev = [("f g h", 2.0, "f g", 1.0), ("i j k l", 1.0, "i j", 2.0)]
+    trial = [("f g h", 2.0, "f g", 1.0, "ENTAILMENT"), ("i j k l", 1.0, "i j", 2.0, "ENTAILMENT")]
+    trial.append(("m n", 1.0, "m n o p", 9.0, "NEUTRAL"))
     snli = tmp_path / "nli" / "snli"
     snli.mkdir(parents=True)
-    for split, pairs in (("test", test), ("dev", dev)):
-        for name, column in (("s1", 0), ("s2", 2)):
-            (snli / f"{name}.{split}").write_text("".join(p[column] + "\n" for p in pairs))
-        (snli / f"labels.{split}").write_text("entailment\n" * len(pairs))
-    model = GaussianLookup({p[0]: p[1] for p in test + dev} | {p[2]: p[3] for p in test + dev})
-    columns = ["snli-direction-dev", "snli-direction", "snli-direction-hyp-not-shorter-dev"]
+    for name, column in (("s1", 0), ("s2", 2)):
+        (snli / f"{name}.test").write_text("".join(p[column] + "\n" for p in test))
+    (snli / "labels.test").write_text("entailment\n" * len(test))
+    sick = tmp_path / "sts" / "sick"
+    sick.mkdir(parents=True)
+    rows = [f"{i}\t{p[0]}\t{p[2]}\t3.0\t{p[4]}\n" for i, p in enumerate(trial)]
+    (sick / "SICK_trial.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n" + "".join(rows)
+    )
+    model = GaussianLookup({p[0]: p[1] for p in test + trial} | {p[2]: p[3] for p in test + trial})
+    columns = ["sick-direction-dev", "snli-direction", "sick-direction-hyp-not-shorter-dev"]
     result = evaluate_panel(model, columns, tmp_path)
     assert result["snli-direction"]["score"] == pytest.approx(100.0)
-    assert result["snli-direction-dev"]["score"] == pytest.approx(50.0)
-    assert result["snli-direction-dev"]["share_premise_longer"] == pytest.approx(100.0)
-    not_shorter = result["snli-direction-hyp-not-shorter-dev"]
-    assert not_shorter["score"] is None and "no SNLI dev entailment pair" in not_shorter["reason"]
-    # a missing dev file is named before anything is encoded
-    (snli / "s2.dev").unlink()
-    with pytest.raises(FileNotFoundError, match=r"'snli-direction-dev'.*nli/snli/s2\.dev"):
-        evaluate_panel(model, ["snli-direction-dev"], tmp_path)
+    dev = result["sick-direction-dev"]
+    assert dev["score"] == pytest.approx(50.0) and dev["n_pairs"] == 2
+    assert dev["share_premise_longer"] == pytest.approx(100.0)
+    not_shorter = result["sick-direction-hyp-not-shorter-dev"]
+    assert not_shorter["score"] is None and "no SICK trial entailment pair" in not_shorter["reason"]
+    # a missing trial file is named before anything is encoded
+    (sick / "SICK_trial.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"'sick-direction-dev'.*sts/sick/SICK_trial\.txt"):
+        evaluate_panel(model, ["sick-direction-dev"], tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ task columns

@@ -11,8 +11,9 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
 - ``snli-direction``, ``snli-direction-hyp-not-shorter``: the ``snli-direction`` task with the KL
   similarity, all pairs and the pairs whose hypothesis is at least as long as the premise (where the rule
   "the longer sentence is the premise" scores 0); a model without a Gaussian head has no direction;
-  ``snli-direction-dev``, ``snli-direction-hyp-not-shorter-dev``: the same on SNLI dev (the task
-  ``snli-direction-dev``), for choosing settings by direction with the test pairs held out;
+  ``sick-direction-dev``, ``sick-direction-hyp-not-shorter-dev``: the same on the entailment pairs of SICK's
+  trial split (the task ``sick-direction-dev``), for choosing settings by direction with the test pairs held
+  out (not SNLI dev, on whose triples the unified recipes train GaussCSE);
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
   linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
 - ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`entity_retrieval`) over the whole entity
@@ -55,8 +56,8 @@ PANEL_COLUMNS: dict[str, str] = {
     "sick-r-dev": "SICK relatedness trial split (500 pairs), Spearman x100; for choosing settings",
     "snli-direction": "SNLI test entailment pairs: sim(hyp||pre) > sim(pre||hyp), KL, accuracy x100 (Gaussian head)",
     "snli-direction-hyp-not-shorter": "the same on the pairs whose hypothesis is not shorter than the premise",
-    "snli-direction-dev": "snli-direction on SNLI dev's entailment pairs; for choosing settings",
-    "snli-direction-hyp-not-shorter-dev": "snli-direction-hyp-not-shorter on SNLI dev; for choosing settings",
+    "sick-direction-dev": "the same on SICK trial's 144 entailment pairs; for choosing settings",
+    "sick-direction-hyp-not-shorter-dev": "the same on SICK trial's pairs whose hypothesis is not shorter",
     "amr-text-to-graph": "Little Prince v1.6 test: sentence -> its own linearised AMR graph, top-1 x100",
     "amr-graph-to-text": "Little Prince v1.6 test: linearised AMR graph -> its own sentence, top-1 x100",
     "entity-top10": "EASE entity retrieval over the whole entity table, top-10 x100 (needs the run's .ckpt)",
@@ -83,8 +84,8 @@ _TASK_COLUMNS = {
 _DIRECTION = {
     "snli-direction": ("snli-direction", "direction_sim"),
     "snli-direction-hyp-not-shorter": ("snli-direction", "direction_sim_hypothesis_not_shorter"),
-    "snli-direction-dev": ("snli-direction-dev", "direction_sim"),
-    "snli-direction-hyp-not-shorter-dev": ("snli-direction-dev", "direction_sim_hypothesis_not_shorter"),
+    "sick-direction-dev": ("sick-direction-dev", "direction_sim"),
+    "sick-direction-hyp-not-shorter-dev": ("sick-direction-dev", "direction_sim_hypothesis_not_shorter"),
 }
 _AMR = {"amr-text-to-graph": "text_to_graph", "amr-graph-to-text": "graph_to_text"}
 _ENTITY = {"entity-top10": "top10", "entity-top1": "top1"}
@@ -429,8 +430,8 @@ def _encoder_columns(
             entry = _task_details(task, metric, "kl")
             entry |= by_length | {"n_pairs": task["metrics"].get("n_pairs"), "data_dir": str(root)}
             if entry["score"] is None:
-                split = "dev" if name.endswith("-dev") else "test"
-                entry["reason"] = f"no SNLI {split} entailment pair of this relation ({metric})"
+                where = "SICK trial" if name == "sick-direction-dev" else "SNLI test"
+                entry["reason"] = f"no {where} entailment pair of this relation ({metric})"
             results[column] = entry
 
     amr = [c for c in columns if c in _AMR]

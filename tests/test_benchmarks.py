@@ -300,3 +300,36 @@ def test_cached_batch_runs_cached_and_uncached_with_the_same_losses(tiny_bert_di
     lines = out.read_text().splitlines()
     assert lines[2].startswith("| 8 | no |  |") and lines[3].startswith("| 8 | yes | 4 |")
     assert bench.ratio(rows, "b8-c4", "b8") == cached["peak_gb"] / uncached["peak_gb"]
+
+
+def test_direction_dev_reads_the_runs_with_a_direction_and_correlates_by_rank(tmp_path, monkeypatch):
+    import json
+
+    from unisent.evaluation import panel
+
+    module = _load("direction_dev")
+    test = {"a": (80.0, 60.0), "b": (85.0, 70.0), "c": (75.0, 50.0)}  # run: (all, hyp not shorter)
+    dev = {"a": (50.0, 40.0), "b": (70.0, 45.0), "c": (60.0, 30.0)}
+    for run, (full, rest) in [*test.items(), ("d", (None, None))]:  # d: no Gaussian head
+        (tmp_path / "results" / run).mkdir(parents=True)
+        scores = {"snli-direction": full, "snli-direction-hyp-not-shorter": rest}
+        (tmp_path / "results" / run / "seed7.json").write_text(json.dumps({"scores": scores}))
+        (tmp_path / "runs" / run / "seed7" / "encoder").mkdir(parents=True)
+    asked = []
+
+    def fake_panel(model, columns, data_dir):
+        asked.append(Path(model).parts[-3])
+        full, rest = dev[Path(model).parts[-3]]
+        return {"sick-direction-dev": {"score": full}, "sick-direction-hyp-not-shorter-dev": {"score": rest}}
+
+    monkeypatch.setattr(panel, "evaluate_panel", fake_panel)
+    report = module.main([str(tmp_path), "--seeds", "7", "--data-dir", str(tmp_path)])
+    assert asked == ["a", "b", "c"] and report["runs"] == 3
+    assert report["rows"][1] == {"run": "b", "seed": 7, "test_all": 85.0, "test_hyp_not_shorter": 70.0} | {
+        "dev_all": 70.0,
+        "dev_hyp_not_shorter": 45.0,
+    }
+    rho = report["spearman"]
+    # dev hyp-not-shorter ranks c < a < b, as both test measures do; dev all ranks a < c < b: rho 0.5
+    assert rho["dev_hyp_not_shorter~test_hyp_not_shorter"] == pytest.approx(1.0)
+    assert rho["dev_all~test_all"] == pytest.approx(0.5)

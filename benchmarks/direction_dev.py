@@ -1,0 +1,83 @@
+"""Is SICK trial's direction a dev set for SNLI test's? One row per trained run of a ``unisent ablate`` study.
+
+The unified panel's direction column (``snli-direction-hyp-not-shorter``) is a test column, and SNLI dev is
+training data for the unified recipes (GaussCSE trains on its triples), so a setting chosen "by direction"
+needs another held-out set. The candidate is SICK's trial split (``sick-direction-dev``, 144 entailment
+pairs). This script scores it for every run of a study folder whose result file has a direction score
+(the runs with a Gaussian head), from the run's saved encoder, and reports the Spearman correlation over
+runs between each dev measure and each test measure: how far a choice on the dev columns would follow the
+test columns.
+
+    python benchmarks/direction_dev.py runs/study48-keep --seeds 42 43 44 --data-dir ../shared/data \\
+        --output docs/results/unified-direction-dev.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+TEST = {"all": "snli-direction", "hyp_not_shorter": "snli-direction-hyp-not-shorter"}
+DEV = {"all": "sick-direction-dev", "hyp_not_shorter": "sick-direction-hyp-not-shorter-dev"}
+
+
+def study_rows(folder: Path, seeds: list[int], data_dir: str) -> list[dict]:
+    """``{run, seed, test_*, dev_*}`` for every run of ``folder/results`` with a direction score."""
+    from unisent.evaluation.panel import evaluate_panel
+
+    rows = []
+    for seed in seeds:
+        for result in sorted(folder.glob(f"results/*/seed{seed}.json")):
+            scores = json.loads(result.read_text(encoding="utf-8"))["scores"]
+            if scores.get(TEST["hyp_not_shorter"]) is None:
+                continue
+            encoder = folder / "runs" / result.parent.name / f"seed{seed}" / "encoder"
+            if not encoder.is_dir():
+                print(f"direction_dev: {result}: no saved encoder {encoder}; skipped", file=sys.stderr)
+                continue
+            dev = evaluate_panel(str(encoder), list(DEV.values()), data_dir)
+            row = {"run": result.parent.name, "seed": seed}
+            row |= {f"test_{k}": scores[c] for k, c in TEST.items()}
+            row |= {f"dev_{k}": dev[c]["score"] for k, c in DEV.items()}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return rows
+
+
+def correlations(rows: list[dict]) -> dict[str, float]:
+    """Spearman's rho over the rows between each dev measure and each test measure."""
+    from scipy.stats import spearmanr
+
+    return {
+        f"dev_{d}~test_{t}": float(spearmanr([r[f"dev_{d}"] for r in rows], [r[f"test_{t}"] for r in rows])[0])
+        for d in DEV
+        for t in TEST
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("study", type=Path, help="the --out folder of unisent ablate (results/, runs/)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    parser.add_argument("--data-dir", required=True, help="the evaluation data root (sts/sick, nli/snli)")
+    parser.add_argument("--output", type=Path, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    rows = study_rows(args.study, args.seeds, args.data_dir)
+    if len(rows) < 3:
+        parser.error(f"{args.study}: {len(rows)} runs with a direction score and a saved encoder; need 3")
+    report = {"study": str(args.study), "seeds": args.seeds, "runs": len(rows)}
+    report |= {"spearman": correlations(rows), "rows": rows}
+    text = json.dumps(report, indent=1)
+    if args.output:
+        args.output.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -4,9 +4,9 @@ The unified panel's direction column (``snli-direction-hyp-not-shorter``) is a t
 training data for the unified recipes (GaussCSE trains on its triples), so a setting chosen "by direction"
 needs another held-out set. The candidate is SICK's trial split (``sick-direction-dev``, 144 entailment
 pairs). This script scores it for every run of a study folder whose result file has a direction score
-(the runs with a Gaussian head), from the run's saved encoder, and reports the Spearman correlation over
-runs between each dev measure and each test measure: how far a choice on the dev columns would follow the
-test columns.
+(the runs with a Gaussian head), from the run's saved encoder, and reports the Spearman correlation
+between each dev measure and each test measure, over the runs and over the rows' means across seeds (what a
+choice between routes compares): how far a choice on the dev columns would follow the test columns.
 
     python benchmarks/direction_dev.py runs/study48-keep --seeds 42 43 44 --data-dir ../shared/data \\
         --output docs/results/unified-direction-dev.json
@@ -60,6 +60,19 @@ def correlations(rows: list[dict]) -> dict[str, float]:
     }
 
 
+def run_means(rows: list[dict]) -> list[dict]:
+    """One row per run (a study's row: a route or a merge), each measure its mean over the seeds: a choice
+    between routes compares these."""
+    runs: dict[str, list[dict]] = {}
+    for row in rows:
+        runs.setdefault(row["run"], []).append(row)
+    keys = [f"{side}_{k}" for side in ("test", "dev") for k in TEST]
+    return [
+        {"run": run, "seeds": len(group)} | {k: sum(r[k] for r in group) / len(group) for k in keys}
+        for run, group in runs.items()
+    ]
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("study", type=Path, help="the --out folder of unisent ablate (results/, runs/)")
@@ -71,7 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
     if len(rows) < 3:
         parser.error(f"{args.study}: {len(rows)} runs with a direction score and a saved encoder; need 3")
     report = {"study": str(args.study), "seeds": args.seeds, "runs": len(rows)}
-    report |= {"spearman": correlations(rows), "rows": rows}
+    means = run_means(rows)
+    report |= {"spearman": correlations(rows), "spearman_of_run_means": correlations(means)}
+    report |= {"run_means": means, "rows": rows}
     text = json.dumps(report, indent=1)
     if args.output:
         args.output.write_text(text + "\n", encoding="utf-8")

@@ -333,3 +333,12 @@ def test_direction_dev_reads_the_runs_with_a_direction_and_correlates_by_rank(tm
     # dev hyp-not-shorter ranks c < a < b, as both test measures do; dev all ranks a < c < b: rho 0.5
     assert rho["dev_hyp_not_shorter~test_hyp_not_shorter"] == pytest.approx(1.0)
     assert rho["dev_all~test_all"] == pytest.approx(0.5)
+    # one seed: each run's mean is its row
+    assert report["run_means"][2] == {"run": "c", "seeds": 1, "test_all": 75.0, "test_hyp_not_shorter": 50.0} | {
+        "dev_all": 60.0,
+        "dev_hyp_not_shorter": 30.0,
+    }
+    assert report["spearman_of_run_means"] == rho
+    keys = ("test_all", "test_hyp_not_shorter", "dev_all", "dev_hyp_not_shorter")
+    seeds = [{"run": "x"} | dict(zip(keys, (1.0, 2.0, 3.0, 4.0))), {"run": "x"} | dict(zip(keys, (3.0, 2.0, 1.0, 0.0)))]
+    assert module.run_means(seeds) == [{"run": "x", "seeds": 2} | dict.fromkeys(keys, 2.0)]

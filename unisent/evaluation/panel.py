@@ -87,6 +87,8 @@ _DIRECTION = {
     "sick-direction-dev": ("sick-direction-dev", "direction_sim"),
     "sick-direction-hyp-not-shorter-dev": ("sick-direction-dev", "direction_sim_hypothesis_not_shorter"),
 }
+#: direction task -> the pairs it reads (a column's reason when it has no pair of its relation)
+_DIRECTION_PAIRS = {"snli-direction": "SNLI test", "sick-direction-dev": "SICK trial"}
 _AMR = {"amr-text-to-graph": "text_to_graph", "amr-graph-to-text": "graph_to_text"}
 _ENTITY = {"entity-top10": "top10", "entity-top1": "top1"}
 
@@ -430,8 +432,7 @@ def _encoder_columns(
             entry = _task_details(task, metric, "kl")
             entry |= by_length | {"n_pairs": task["metrics"].get("n_pairs"), "data_dir": str(root)}
             if entry["score"] is None:
-                where = "SICK trial" if name == "sick-direction-dev" else "SNLI test"
-                entry["reason"] = f"no {where} entailment pair of this relation ({metric})"
+                entry["reason"] = f"no {_DIRECTION_PAIRS[name]} entailment pair of this relation ({metric})"
             results[column] = entry
 
     amr = [c for c in columns if c in _AMR]

@@ -233,6 +233,12 @@ def test_direction_columns_count_the_pairs_by_length_relation(tmp_path):
     assert full["share_hypothesis_not_shorter"] == pytest.approx(60.0)
     assert rest["share_premise_longer"] == pytest.approx(40.0)
     assert full["seconds"] == rest["seconds"]  # one evaluation for both columns
+    # with the AMR columns in the same call, the AMR entry still names the model (not the direction task)
+    pairs_amr, _ = read_amr_pairs(_amr_data(tmp_path) / AMR_TEST)
+    model.vectors |= {s: [float(i + 1)] for i, p in enumerate(pairs_amr) for s in (p["text"], p["graph"])}
+    both = evaluate_panel(model, ["snli-direction", "amr-text-to-graph"], tmp_path)
+    assert both["amr-text-to-graph"]["model"] == "GaussianLookup"
+    assert both["snli-direction"]["score"] == pytest.approx(40.0)
     # a model without a Gaussian head has no direction: None, with the reason
     plain = evaluate_panel(Lookup({}), ["snli-direction", "snli-direction-hyp-not-shorter"], tmp_path)
     for entry in plain.values():

@@ -426,13 +426,13 @@ def _encoder_columns(
         splits = list(dict.fromkeys(_DIRECTION[c][0] for c in direction))  # test and/or dev, each once
         out = evaluate(model, splits, root, batch_size, progress=False, similarity="kl", on_error="raise")
         for column in direction:
-            name, metric = _DIRECTION[column]
-            task = out["tasks"][name]
+            task_name, metric = _DIRECTION[column]
+            task = out["tasks"][task_name]
             by_length = {k: v for k, v in task["metrics"].items() if k.startswith(("direction_sim_", "share_"))}
             entry = _task_details(task, metric, "kl")
             entry |= by_length | {"n_pairs": task["metrics"].get("n_pairs"), "data_dir": str(root)}
             if entry["score"] is None:
-                entry["reason"] = f"no {_DIRECTION_PAIRS[name]} entailment pair of this relation ({metric})"
+                entry["reason"] = f"no {_DIRECTION_PAIRS[task_name]} entailment pair of this relation ({metric})"
             results[column] = entry
 
     amr = [c for c in columns if c in _AMR]

@@ -412,12 +412,18 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
             tuple(f"unified-merge-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| merge (ties) | 3 |", b"| only gausscse | 3 |", b"| unified (anchored) | 3 |"),
         ),
+        (  # the next route: Anchored at 124 steps, seeds 42-44
+            "unified-long-ablation.json",
+            " long",
+            tuple(f"unified-long-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
+            (b"| unified (anchored) | 3 |",),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
-    and on the fresh seeds 48-50) come from the ``ablation.json`` kept beside the page: ``--from_json`` writes
-    each block again byte for byte, with nothing run."""
+    and on the fresh seeds 48-50; Anchored at 124 steps) come from the ``ablation.json`` kept beside the page:
+    ``--from_json`` writes each block again byte for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"
     kept = results / kept_name

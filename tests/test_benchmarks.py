@@ -342,3 +342,37 @@ def test_direction_dev_reads_the_runs_with_a_direction_and_correlates_by_rank(tm
     keys = ("test_all", "test_hyp_not_shorter", "dev_all", "dev_hyp_not_shorter")
     seeds = [{"run": "x"} | dict(zip(keys, (1.0, 2.0, 3.0, 4.0))), {"run": "x"} | dict(zip(keys, (3.0, 2.0, 1.0, 0.0)))]
     assert module.run_means(seeds) == [{"run": "x", "seeds": 2} | dict.fromkeys(keys, 2.0)]
+
+
+def test_direction_routes_counts_as_the_panel_and_refits_heads_on_a_frozen_encoder(tmp_path, tiny_bert_dir):
+    """benchmarks/direction_routes.py: its direction count on hand-made Gaussians (KL(hyp||pre) < KL(pre||hyp):
+    a premise wider than its hypothesis counts), then ``refit`` on the tiny BERT with one pass, reading only
+    XNLI's entailment rows and counting the pairs whose hypothesis is not shorter."""
+    import json
+
+    module = _load("direction_routes")
+    wide, narrow = torch.full((1, 1), 4.0), torch.ones(1, 1)
+    zero = torch.zeros(2, 1)
+    pre = (zero, torch.cat([wide, narrow]))  # pair 0: premise wide, hypothesis narrow; pair 1: the reverse
+    hyp = (zero, torch.cat([narrow, wide]))
+    # KL(N(0,1) || N(0,4)) = 0.5 (ln 4 + 1/4 - 1) = 0.318 < KL(N(0,4) || N(0,1)) = 0.5 (-ln 4 + 4 - 1) = 0.807
+    assert module.direction(pre, hyp, torch.tensor([False, True])) == {"all": 50.0, "hns": 0.0}
+    assert module.direction(pre, hyp, torch.tensor([True, False])) == {"all": 50.0, "hns": 100.0}
+    xnli = tmp_path / "nli" / "xnli"
+    xnli.mkdir(parents=True)
+    rows = [
+        ("a man plays a guitar on a stage tonight", "a man plays", "entailment"),
+        ("a dog runs", "a dog runs in the park with a ball", "entailment"),
+        ("a cat sleeps", "a cat is awake", "contradiction"),
+        ("two women talk", "two women talk loudly", "entailment"),
+    ]
+    (xnli / "dev-en.tsv").write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "routes.json"
+    argv = ["refit", str(tiny_bert_dir), "--epochs", "1", "--hidden", "8", "--data-dir", str(tmp_path)]
+    assert module.main([*argv, "--output", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["refit"]
+    assert row["pairs_hns"]["xnli-dev"] == 2 and "own head" not in row  # a plain encoder has no Gaussian head
+    assert row["pairs_hns"]["held-fifth"] > 0
+    for head in ("refit linear", "refit mlp"):
+        assert row[head]["xnli-dev"]["all"] in (0.0, 33.33, 66.67, 100.0)  # three entailment pairs
+        assert row[head]["xnli-dev"]["hns"] in (0.0, 50.0, 100.0)  # two of them with the hypothesis not shorter

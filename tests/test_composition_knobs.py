@@ -230,3 +230,53 @@ def test_head_only_steps_hold_the_encoder_then_start_it_with_a_fresh_optimiser_s
         UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_steps=-1)
     with pytest.raises(ValueError, match=r"model.head_only_ratio must be in \[0, 1\)"):
         UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_ratio=1.0)
+
+
+def test_a_gaussian_head_can_read_cls_while_the_encoder_pools_mean(tiny_model_dir, tmp_path):
+    """GaussCSE's ``pooler: cls`` (the paper's [CLS]) under a ``mean`` encoder: the loss's views, the inference
+    model's Gaussians and a reloaded model's all read the first token's state, ``encode`` stays the mean;
+    GradCache passes the pooler on to its replay; a model file naming another pooler is refused, naming it."""
+    import json
+
+    import unisent
+    from unisent.data.schema import pad_batch
+    from unisent.objectives.grad_cache import CachedEncode
+
+    module = _module(tiny_model_dir, pooler="cls", point="pooled")
+    encoder, gauss = module.encoder, module.objectives[1]
+    sentences = ["a man plays .", "a man is playing a guitar on a stage tonight ."]
+    ids, mask = pad_batch(encoder.tokenize_ids(sentences), encoder.pad_token_id)
+    encoder.eval()
+    with torch.no_grad():
+        cls = encoder.backbone(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+        torch.testing.assert_close(encoder(ids, mask, pooler="cls"), cls)
+        assert not torch.allclose(encoder(ids, mask), cls)  # the encoder's own vectors are the mean
+        batch = {
+            "anchor": {"input_ids": ids, "attention_mask": mask},
+            "positive": {"input_ids": ids, "attention_mask": mask},
+        }
+        gauss.setup_for(encoder)
+        views = gauss.embed(encoder, batch)
+        torch.testing.assert_close(views[0], cls)
+    model = module.inference_model().eval()
+    mu, var = model.encode_gaussian(sentences)
+    with torch.no_grad():
+        expected = gauss.head(cls)
+    torch.testing.assert_close(mu, expected[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(var, expected[1], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(model.encode(sentences), encoder.encode(sentences))  # point: pooled, the mean
+    saved = model.save_pretrained(tmp_path / "g")
+    assert json.loads((saved / "gaussian_head.json").read_text())["pooler"] == "cls"
+    for a, b in zip(unisent.load(str(saved)).encode_gaussian(sentences), (mu, var)):
+        torch.testing.assert_close(a, b)
+    cached = CachedEncode(encoder, chunk=1)
+    leaf = cached(ids, mask, pooler="cls")
+    torch.testing.assert_close(leaf.detach(), cls)
+    (replayed, _), (second, _) = list(cached.replay([torch.ones_like(leaf)]))
+    torch.testing.assert_close(torch.cat([replayed, second]).detach(), cls)
+    settings = json.loads((saved / "gaussian_head.json").read_text())
+    (saved / "gaussian_head.json").write_text(json.dumps(settings | {"pooler": "os.system"}))
+    with pytest.raises(ValueError, match=r"gaussian_head\.json.*'os\.system' is not a built-in pooler without weights"):
+        unisent.load(str(saved))
+    with pytest.raises(ValueError, match="GaussCSE pooler: 'cls_mlp' is not a built-in pooler without weights"):
+        GaussCSE(pooler="cls_mlp")

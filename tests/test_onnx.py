@@ -171,3 +171,29 @@ def test_gausscse_exports_means_and_variances(tiny_bert_dir, tmp_path):
     assert float((runner.encode(SENTENCES) - model.encode(SENTENCES, precision="fp32")).abs().max()) <= 1e-5
     sim = runner.similarity(SENTENCES[:2], SENTENCES[2:])
     assert sim.shape == (2, 3)
+
+
+def test_a_gaussian_head_that_reads_cls_exports_its_means_and_variances(tiny_bert_dir, tmp_path):
+    """``GaussianHead(pooler="cls")`` under a ``mean`` encoder (``point: mean``): the ONNX graph feeds the head
+    the first token's state (means and variances equal to 1e-5), and the Sentence Transformers pipeline pools
+    ``cls_token`` before the mean layer (its means equal to 1e-5); the same weights on the mean differ."""
+    from sentence_transformers import SentenceTransformer
+
+    from unisent.models import GaussianEncoder
+    from unisent.models.gaussian import GaussianHead
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=32))
+    torch.manual_seed(1)
+    model = GaussianEncoder(encoder, GaussianHead(32, pooler="cls")).eval()
+    runner = unisent.load(str(export_model(model, tmp_path / "gauss", "onnx").out), backend="onnx")
+    mu, var = model.encode_gaussian(SENTENCES, precision="fp32")
+    mu2, var2 = runner.encode_gaussian(SENTENCES)
+    assert float((mu2 - mu).abs().max()) <= 1e-5 and float(((var2 - var).abs() / var).max()) <= 1e-5
+    mean_head = GaussianEncoder(encoder, GaussianHead(32)).eval()  # the same head weights would read the mean
+    mean_head.head.load_state_dict(model.head.state_dict())
+    assert float((mean_head.encode_gaussian(SENTENCES, precision="fp32")[0] - mu).abs().max()) > 1e-3
+    out = export_model(model, tmp_path / "st", "sentence-transformers").out
+    st = SentenceTransformer(str(out), device="cpu")
+    assert [type(m).__name__ for m in st][1:] == ["Pooling", "Dense"]
+    assert st[1].get_config_dict()["pooling_mode"] == "cls"
+    assert float((torch.as_tensor(st.encode(SENTENCES)) - mu).abs().max()) <= 1e-5

@@ -25,7 +25,7 @@ from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
-from .poolers import build_pooler, check_export_modes, pooler_class
+from .poolers import Pooler, build_pooler, check_export_modes, head_pooler, pooler_class
 from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
@@ -122,27 +122,39 @@ class Encoder(EncoderModel):
         input_ids: torch.Tensor,  # (batch, seq)
         attention_mask: torch.Tensor,  # (batch, seq)
         unpad: bool | None = None,
+        pooler: str | None = None,
         **backbone_kwargs,
     ) -> torch.Tensor:
         """Return pooled sentence vectors of shape (batch, hidden); ``unpad=False``: the backbone's own
-        forward even where the unpadded one applies (``None``: ``config.unpad``)."""
+        forward even where the unpadded one applies (``None``: ``config.unpad``). ``pooler``: the vectors of
+        another parameter-free built-in pooler than the encoder's own (:meth:`named_pooler`; a head that reads
+        e.g. ``cls`` while the encoder's sentence vectors are ``mean``)."""
+        pool = self.pooler if pooler is None else self.named_pooler(pooler)
         packs = self.packs if unpad is None else unpad and self.packs
         if packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
             last, states = packed_forward(
                 self.backbone,
                 input_ids,
                 attention_mask,
-                output_hidden_states=self.pooler.needs_hidden_states,
+                output_hidden_states=pool.needs_hidden_states,
                 **backbone_kwargs,
             )
-            return self.pooler(last, attention_mask, states)
+            return pool(last, attention_mask, states)
         out = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            output_hidden_states=self.pooler.needs_hidden_states,
+            output_hidden_states=pool.needs_hidden_states,
             **backbone_kwargs,
         )
-        return self.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
+        return pool(out.last_hidden_state, attention_mask, out.hidden_states)
+
+    def named_pooler(self, name: str) -> Pooler:
+        """The built-in pooler ``name`` (``cls``, ``mean``, ``max``...) on this backbone, built once; only
+        parameter-free ones, as nothing would train or save another's weights (``ValueError`` otherwise)."""
+        cache = self.__dict__.setdefault("_named_poolers", {})
+        if name not in cache:
+            cache[name] = head_pooler(name, self.backbone.config.hidden_size)
+        return cache[name]
 
     def _checkpointing(self) -> bool:
         flag = (
@@ -246,6 +258,7 @@ class Encoder(EncoderModel):
         workers: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        pooler: str | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -261,6 +274,8 @@ class Encoder(EncoderModel):
         in front of every sentence; by default the model's default prompt, if it has one.
         ``precision``: ``auto`` (bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere:
         :func:`unisent.hardware.inference_precision`), ``fp32`` or ``bf16`` (bfloat16 autocast).
+        ``pooler``: another built-in parameter-free pooler's vectors (:meth:`named_pooler`), e.g. what a
+        Gaussian head that reads ``cls`` was trained on.
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
@@ -278,7 +293,8 @@ class Encoder(EncoderModel):
             warnings.warn(
                 TruncationWarning(truncation_message(truncated, len(ids), self.config.max_length)), stacklevel=3
             )
-        out = torch.empty((len(ids), self.hidden_size), dtype=torch.float32)
+        size = self.hidden_size if pooler is None else self.backbone.config.hidden_size
+        out = torch.empty((len(ids), size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
         threads = torch.get_num_threads()
         reference = reference_batching_enabled()
@@ -297,7 +313,7 @@ class Encoder(EncoderModel):
             autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
             with torch.inference_mode(), autocast:
                 unpad = False if reference else None
-                emb = self(input_ids.to(device), attention_mask.to(device), unpad=unpad).float()
+                emb = self(input_ids.to(device), attention_mask.to(device), unpad=unpad, pooler=pooler).float()
                 if normalize:
                     emb = nn.functional.normalize(emb, dim=-1)
                 return idx, emb.cpu()

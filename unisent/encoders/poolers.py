@@ -26,6 +26,7 @@ __all__ = [
     "RegisteredPoolerName",
     "build_pooler",
     "check_export_modes",
+    "head_pooler",
     "pooler_class",
     "register_pooler",
     "st_pooling",
@@ -387,6 +388,18 @@ def pooler_class(name: str, *, source: str = "model.encoder.pooler", field: str 
 def build_pooler(name: str, hidden_size: int) -> Pooler:
     """Build the pooler called ``name`` (a registered name or a dotted class path)."""
     return pooler_class(name)(hidden_size)
+
+
+def head_pooler(name: Any, hidden_size: int, *, source: str = "pooler") -> Pooler:
+    """A built-in, parameter-free pooler for a head that reads other vectors than its encoder's (GaussCSE's
+    ``pooler: cls``). Only the names in :data:`POOLERS` registered by unisent itself (no class path, no
+    plugin: the name comes from a model file), and only those without weights; ``ValueError`` naming
+    ``source`` and the choices otherwise."""
+    builtin = {k: v for k, v in POOLERS.items() if v.__module__ == __name__}
+    choices = sorted(k for k, v in builtin.items() if not any(True for _ in v(4).parameters()))
+    if not isinstance(name, str) or name not in choices:
+        raise ValueError(f"{source}: {name!r} is not a built-in pooler without weights; one of {', '.join(choices)}")
+    return builtin[name](hidden_size)
 
 
 def check_export_modes(pooler: Pooler, backbone_config: Any) -> None:

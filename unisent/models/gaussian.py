@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..inference.base import ONNX, SENTENCE_TRANSFORMERS, OnnxGraph, STModule, max_abs_diff
+from ..encoders.poolers import head_pooler
+from ..inference.base import ONNX, SENTENCE_TRANSFORMERS, NotExportableError, OnnxGraph, STModule, max_abs_diff
 from ..inference.model_types import register_model
 from ..losses.gaussian_kl import gaussian_similarity_matrix
 from .wrapper import EncoderWrapper
@@ -45,6 +46,9 @@ class GaussianHead(nn.Module):
             count away, and a sentence's specificity, which the variance stands for, goes with its
             length ([CLS] of a fine-tuned BERT, the paper's vector, can carry it). Saved with the
             head; ``forward`` then needs ``lengths``. docs/results/unified.md measures it.
+        pooler: the vectors the head reads: ``None`` (the encoder's sentence vectors) or a built-in
+            pooler without weights, e.g. ``cls`` (the paper's ``[CLS]``) under an encoder that pools
+            ``mean`` for everything else (:func:`unisent.encoders.poolers.head_pooler`). Saved with the head.
     """
 
     def __init__(
@@ -55,8 +59,11 @@ class GaussianHead(nn.Module):
         var_floor: float = 1e-6,
         point: Literal["mean", "pooled"] = "mean",
         length_input: bool = False,
+        pooler: str | None = None,
     ) -> None:
         super().__init__()
+        if pooler is not None:
+            head_pooler(pooler, hidden_size, source="pooler")  # a built-in name without weights, or ValueError
         if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
             raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
         if point not in ("mean", "pooled"):
@@ -71,12 +78,19 @@ class GaussianHead(nn.Module):
             self.settings["point"] = point
         if length_input:  # likewise: absent = False
             self.settings["length_input"] = True
+        if pooler is not None:  # likewise: absent = the encoder's own vectors
+            self.settings["pooler"] = pooler
         self.mean = nn.Linear(hidden_size, hidden_size)
         self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
 
     @property
     def length_input(self) -> bool:
         return bool(self.settings.get("length_input"))
+
+    @property
+    def pooler(self) -> str | None:
+        """The pooler whose vectors the head reads; ``None``: the encoder's."""
+        return self.settings.get("pooler")
 
     def forward(self, pooled: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32. ``lengths`` (batch,): token
@@ -135,8 +149,9 @@ class GaussianEncoder(EncoderWrapper):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Token ids (batch, seq) -> point embeddings (batch, hidden): the means, or the pooled vectors."""
-        pooled = self.encoder(input_ids, attention_mask)
-        return pooled if self.point == "pooled" else self.head(pooled)[0]
+        if self.point == "pooled":
+            return self.encoder(input_ids, attention_mask)
+        return self.head(self.encoder(input_ids, attention_mask, pooler=self.head.pooler))[0]
 
     @torch.inference_mode()
     def encode_gaussian(
@@ -150,7 +165,7 @@ class GaussianEncoder(EncoderWrapper):
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order. The
         encoder runs at ``precision`` as in ``Encoder.encode``; the head in fp32."""
         pooled = self.encoder.encode_pooled(
-            sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar
+            sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar, pooler=self.head.pooler
         )
         if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
@@ -185,7 +200,8 @@ class GaussianEncoder(EncoderWrapper):
                 "Gaussian head",
                 f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
                 f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
-                f"{s['variance']} (+ {s['var_floor']:g})",
+                f"{s['variance']} (+ {s['var_floor']:g})"
+                + (f"; reads the `{s['pooler']}` vector, not the encoder's" if s.get("pooler") else ""),
             ),
             (
                 "point embedding (`encode`)",
@@ -196,6 +212,12 @@ class GaussianEncoder(EncoderWrapper):
     def sentence_transformers_modules(self) -> list[STModule]:
         if self.point == "pooled":  # the encoder's own modules: its pooled (and normalised) vectors
             return self.encoder.sentence_transformers_modules()
+        if self.head.pooler is not None:  # the means: the head's own pooling (e.g. cls), then its mean layer
+            pool = self.encoder.named_pooler(self.head.pooler)
+            return (
+                pool.sentence_transformers_modules(self.encoder.backbone.config)
+                + self.head_sentence_transformers_modules()
+            )
         return super().sentence_transformers_modules()
 
     def head_sentence_transformers_modules(self) -> list[STModule]:
@@ -249,7 +271,10 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         (:meth:`encode`'s point embeddings), ``mean`` and ``variance`` (``encode_gaussian``'s); the token
         counts a ``length_input`` head reads are the attention mask's sums."""
         encoder = self.encoder.onnx_graph(normalize=False)
-        graph = _GaussianOnnxGraph(encoder.module, self.head, self.point, bool(self.encoder.config.normalize))
+        pool = None if self.head.pooler is None else self.encoder.named_pooler(self.head.pooler)
+        if pool is not None and pool.needs_hidden_states:
+            raise NotExportableError(f"a Gaussian head that reads the {self.head.pooler!r} vectors has no ONNX graph")
+        graph = _GaussianOnnxGraph(encoder.module, self.head, self.point, bool(self.encoder.config.normalize), pool)
         return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding", "mean", "variance"), encoder.token_type_ids)
 
     def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
@@ -265,16 +290,20 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
 class _GaussianOnnxGraph(nn.Module):
     """:meth:`GaussianEncoder.onnx_graph`'s module: ``(last_hidden_state, point embedding, mean, variance)``."""
 
-    def __init__(self, encoder: nn.Module, head: GaussianHead, point: str, normalize_pooled: bool) -> None:
+    def __init__(
+        self, encoder: nn.Module, head: GaussianHead, point: str, normalize_pooled: bool, pool: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.encoder, self.head, self.point, self.normalize_pooled = encoder, head, point, normalize_pooled
+        self.pool = pool  # the head's own pooler (GaussianHead.pooler), or None: the encoder's pooled vectors
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         last, pooled = self.encoder.pooled(input_ids, attention_mask, token_type_ids)
         lengths = attention_mask.sum(dim=1) if self.head.length_input else None
-        mu, var = self.head._forward(pooled.float(), lengths)
+        read = pooled if self.pool is None else self.pool(last, attention_mask, None)
+        mu, var = self.head._forward(read.float(), lengths)
         if self.point == "pooled":
             point = F.normalize(pooled, dim=-1) if self.normalize_pooled else pooled
         else:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import torch
 
 from ..encoders.encoder import Encoder
+from ..encoders.poolers import head_pooler
 from ..losses.gaussian_kl import GAUSS_SETS, gauss_cse_loss
 from ..models.gaussian import GaussianEncoder, GaussianHead
 from .objective import EncodeFn, Objective, encode_views
@@ -36,6 +37,9 @@ class GaussCSE(Objective):
         encoder_grad: scale of the gradient this loss sends into the encoder (the head's is unchanged): 1 (the
             paper); 0 trains the head alone, without a graph through the encoder; the unified recipe: 0.1.
         length_input: the variance also reads each sentence's log token count (not in the paper).
+        pooler: the vectors the Gaussian head reads: ``None`` (the encoder's sentence vectors) or a built-in
+            pooler without weights, ``cls`` (the paper's [CLS]) while the encoder pools ``mean`` for the
+            other objectives and ``encode`` (docs/methods/gausscse.md, "The head's own pooler").
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
     """
 
@@ -54,6 +58,7 @@ class GaussCSE(Objective):
         head_lr: float | None = None,
         encoder_grad: float = 1.0,
         length_input: bool = False,
+        pooler: str | None = None,
         hidden_size: int = 0,
         weight: float = 1.0,
         name: str | None = None,
@@ -65,6 +70,8 @@ class GaussCSE(Objective):
             raise ValueError(f"sets must contain 'ent' and be drawn from {GAUSS_SETS}, got {list(self.sets)}")
         if not 0.0 <= encoder_grad <= 1.0:
             raise ValueError(f"encoder_grad must be in [0, 1], got {encoder_grad}")
+        if pooler is not None:
+            head_pooler(pooler, 1, source="GaussCSE pooler")  # a built-in name without weights, or ValueError
         self.temperature = temperature
         self.similarity = similarity
         self.param_lr = head_lr
@@ -75,6 +82,7 @@ class GaussCSE(Objective):
             "var_floor": var_floor,
             "point": point,
             "length_input": length_input,
+            "pooler": pooler,
         }
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
         self.batch_keys = self.text_keys = (
@@ -84,8 +92,9 @@ class GaussCSE(Objective):
     def setup_for(self, encoder: Encoder) -> None:
         """Create the head for ``encoder``."""
         if self.head is None:
-            self.head = GaussianHead(encoder.hidden_size, **self.head_settings)
-            self._init_args["hidden_size"] = encoder.hidden_size
+            size = encoder.hidden_size if self.head_settings["pooler"] is None else encoder.backbone.config.hidden_size
+            self.head = GaussianHead(size, **self.head_settings)
+            self._init_args["hidden_size"] = size
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
@@ -94,7 +103,7 @@ class GaussCSE(Objective):
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """The pooled vectors of each field; the encoder receives ``encoder_grad`` x the loss's gradient."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.encoder_grad > 0):
-            pooled = encode_views(encode, batch, self.text_keys)
+            pooled = encode_views(encode, batch, self.text_keys, pooler=self.head_settings["pooler"])
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
         return pooled

@@ -15,6 +15,7 @@ objective, the balancers and the DDP gather see the cached vectors through the o
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -49,19 +50,20 @@ class CachedEncode:
         self.leaves: list[torch.Tensor] = []  # one per call, in call order
         self._calls: list[tuple[torch.Tensor, torch.Tensor, list[tuple[slice, RandomState]]]] = []
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options: Any) -> torch.Tensor:
+        """``options`` (the encoder's, e.g. ``pooler``) are passed on, and again on :meth:`replay`."""
         if not torch.is_grad_enabled():
-            return self.encoder(input_ids, attention_mask)
+            return self.encoder(input_ids, attention_mask, **options)
         rows = input_ids.shape[0]
         parts, chunks = [], []
         with torch.no_grad():
             for start in range(0, rows, self.chunk):
                 piece = slice(start, min(start + self.chunk, rows))
                 chunks.append((piece, RandomState(input_ids.device)))
-                parts.append(self.encoder(input_ids[piece], attention_mask[piece]))
+                parts.append(self.encoder(input_ids[piece], attention_mask[piece], **options))
         leaf = torch.cat(parts).requires_grad_()
         self.leaves.append(leaf)
-        self._calls.append((input_ids, attention_mask, chunks))
+        self._calls.append((input_ids, attention_mask, chunks, options))
         return leaf
 
     def replay(self, grads: Sequence[torch.Tensor | None]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -73,12 +75,12 @@ class CachedEncode:
             raise ValueError(f"replay needs one gradient per cached call: {len(self._calls)} calls, {len(grads)}")
         now = RandomState(self.leaves[0].device) if self.leaves else None
         try:
-            for (ids, mask, chunks), grad in zip(self._calls, grads):
+            for (ids, mask, chunks, options), grad in zip(self._calls, grads):
                 if grad is None:
                     continue
                 for piece, state in chunks:
                     state.restore()
-                    out = self.encoder(ids[piece], mask[piece])
+                    out = self.encoder(ids[piece], mask[piece], **options)
                     yield out, grad[piece].to(out.dtype)
         finally:
             if now is not None:

@@ -231,12 +231,15 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         return ", ".join(f"{k}={v!r}" for k, v in self._init_args.items())
 
 
-def encode_views(encode: EncodeFn, batch: dict[str, Any], keys: Sequence[str], repeat: int = 1) -> list[torch.Tensor]:
+def encode_views(
+    encode: EncodeFn, batch: dict[str, Any], keys: Sequence[str], repeat: int = 1, pooler: str | None = None
+) -> list[torch.Tensor]:
     """Encode the text fields ``keys`` of a collated batch in ONE forward pass over the stacked views, stacked
-    ``repeat`` times (2: SimCSE's dropout views); one (batch, hidden) tensor per view, keys in order, repeated."""
+    ``repeat`` times (2: SimCSE's dropout views); one (batch, hidden) tensor per view, keys in order, repeated.
+    ``pooler``: the vectors of another built-in pooler than the encoder's (``Encoder.named_pooler``)."""
     ids = torch.cat([batch[k]["input_ids"] for k in keys] * repeat)  # (views * batch, seq)
     mask = torch.cat([batch[k]["attention_mask"] for k in keys] * repeat)
-    pooled = encode(ids, mask)  # (views * batch, hidden)
+    pooled = encode(ids, mask) if pooler is None else encode(ids, mask, pooler=pooler)  # (views * batch, hidden)
     return list(pooled.chunk(len(keys) * repeat))
 
 

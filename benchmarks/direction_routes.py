@@ -4,12 +4,12 @@ The unified recipe that keeps its start (``unified (anchored)`` at 124 steps, do
 one line: direction on the SNLI test pairs whose hypothesis is not shorter than the premise. Two cheap routes
 would keep the encoder, and with it the general columns:
 
-- ``refit``: a Gaussian head trained longer on the frozen encoder's pooled vectors (the unified run trains
-  its head for about 2.7 passes over the triples). A fresh linear head (:class:`unisent.models.gaussian.
-  GaussianHead`, the recipe's own) and one whose variance map has a hidden layer (``--hidden``), each trained
-  ``--epochs`` passes at ``--lr`` with GaussCSE's loss (``ent`` and ``rev`` sets, tau 0.05) on four fifths of
-  the recipe's triples (``samples/snli_dev_triples.jsonl``, shuffled with seed 0). Scored against the run's
-  own head.
+- ``refit``: a Gaussian head trained longer on the frozen encoder's pooled vectors, or with ``--pooler cls`` on
+  its [CLS] state (the unified run trains its head for about 2.7 passes over the triples). A fresh linear
+  head (:class:`unisent.models.gaussian.GaussianHead`, the recipe's own) and one whose variance map has a
+  hidden layer (``--hidden``), each trained ``--epochs`` passes at ``--lr`` with GaussCSE's loss (``ent`` and
+  ``rev`` sets, tau 0.05) on four fifths of the recipe's triples (``samples/snli_dev_triples.jsonl``, shuffled
+  with seed 0). Scored against the run's own head (when it reads the same vectors).
 - ``merge``: the Anchored run plus a share ``lambda`` of GaussCSE alone's task vector (``unisent merge
   --method task_arithmetic --weights 1 lambda``; the Gaussian head is the two runs' weighted mean), scored on
   the general dev columns (STS-B dev, SICK trial) and SICK trial's direction columns.
@@ -21,7 +21,11 @@ triples. A pair counts when ``KL(hyp || pre) < KL(pre || hyp)``, as the panel's 
 read.
 
     python benchmarks/direction_routes.py refit runs/study48-long/runs/unified-anchored/seed42/encoder \\
-        runs/study48-keep/runs/only-gausscse/seed42/encoder --data-dir ../shared/data
+        runs/study48-keep/runs/only-gausscse/seed42/encoder --data-dir ../shared/data \\
+        --output docs/results/unified-direction-routes.json
+    python benchmarks/direction_routes.py refit minilm-l6 runs/study48-long/runs/unified-anchored/seed42/encoder \\
+        runs/study48-keep/runs/only-gausscse/seed42/encoder --pooler cls --data-dir ../shared/data \\
+        --output docs/results/unified-direction-routes.json
     python benchmarks/direction_routes.py merge --anchored runs/study48-long/runs/unified-anchored \\
         --gausscse runs/study48-keep/runs/only-gausscse --seeds 42 43 44 --lambdas 0 0.25 0.5 1 \\
         --data-dir ../shared/data --output docs/results/unified-direction-routes.json
@@ -102,7 +106,7 @@ def refit_one(source: str, train: list[dict], held: list[dict], xnli: list[tuple
     encoder = model.encoder if hasattr(model, "encode_gaussian") else model
 
     def vectors(texts: list[str]) -> torch.Tensor:
-        return encoder.encode_pooled(texts, 64, precision="fp32").float().clone()
+        return encoder.encode_pooled(texts, 64, precision="fp32", pooler=args.pooler).float().clone()
 
     sets = {}
     for name, pre, hyp in (
@@ -118,8 +122,9 @@ def refit_one(source: str, train: list[dict], held: list[dict], xnli: list[tuple
         with torch.no_grad():
             return {name: direction(head(p), head(h), ns) for name, (p, h, ns) in sets.items()}
 
-    row = {"encoder": str(source), "pairs_hns": {name: int(s[2].sum()) for name, s in sets.items()}}
-    if hasattr(model, "encode_gaussian"):
+    row = {"encoder": str(source), "pooler": args.pooler or "the encoder's"}
+    row["pairs_hns"] = {name: int(s[2].sum()) for name, s in sets.items()}
+    if hasattr(model, "encode_gaussian") and model.head.pooler == args.pooler:  # the vectors it was trained on
         row["own head"] = score(model.head)
     size = train_pre.shape[1]
     torch.manual_seed(0)
@@ -176,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--epochs", type=int, default=10)
     one.add_argument("--lr", type=float, default=1e-3)
     one.add_argument("--hidden", type=int, default=768)
+    one.add_argument("--pooler", help="read this built-in pooler's vectors (cls) instead of the encoder's")
     two = sub.add_parser("merge", help="the Anchored run plus a share of GaussCSE alone's task vector")
     two.add_argument("--anchored", required=True, help="the Anchored runs' folder (seed<N>/ under it)")
     two.add_argument("--gausscse", required=True, help="GaussCSE alone's runs' folder (seed<N>/ under it)")

@@ -376,3 +376,10 @@ def test_direction_routes_counts_as_the_panel_and_refits_heads_on_a_frozen_encod
     for head in ("refit linear", "refit mlp"):
         assert row[head]["xnli-dev"]["all"] in (0.0, 33.33, 66.67, 100.0)  # three entailment pairs
         assert row[head]["xnli-dev"]["hns"] in (0.0, 50.0, 100.0)  # two of them with the hypothesis not shorter
+    import unisent
+
+    other = "mean" if unisent.load(str(tiny_bert_dir)).config.pooler == "cls" else "cls"  # not the encoder's own
+    assert module.main([*argv, "--pooler", other, "--output", str(out)]) == 0
+    own, read = json.loads(out.read_text())["refit"]
+    assert own == row and read["pooler"] == other and own["pooler"] == "the encoder's"
+    assert read["refit linear"] != own["refit linear"] or read["refit mlp"] != own["refit mlp"]  # other vectors

@@ -418,11 +418,17 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
             tuple(f"unified-long-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 3 |",),
         ),
+        (  # the same on the fresh seeds (48 and 49; 50 not run)
+            "unified-long-fresh-ablation.json",
+            " long-fresh",
+            tuple(f"unified-long-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
+            (b"| unified (anchored) | 2 |",),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
-    and on the fresh seeds 48-50; Anchored at 124 steps) come from the ``ablation.json`` kept beside the page:
+    and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets) come from the ``ablation.json`` kept beside the page:
     ``--from_json`` writes each block again byte for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"

@@ -424,6 +424,12 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
             tuple(f"unified-long-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 2 |",),
         ),
+        (  # GaussCSE alone with the [CLS] head, seeds 42-44
+            "unified-cls-single-ablation.json",
+            " cls-single",
+            tuple(f"unified-cls-single-{name}.png" for name in ("ablation", "tradeoff")),
+            (b"| only gausscse | 3 |",),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):

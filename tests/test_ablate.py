@@ -440,8 +440,9 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
-    and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets) come from the ``ablation.json`` kept beside the page:
-    ``--from_json`` writes each block again byte for byte, with nothing run."""
+    and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets; the [CLS] route and GaussCSE alone with
+    its head) come from the ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte
+    for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"
     kept = results / kept_name

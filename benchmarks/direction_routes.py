@@ -11,8 +11,9 @@ would keep the encoder, and with it the general columns:
   ``rev`` sets, tau 0.05) on four fifths of the recipe's triples (``samples/snli_dev_triples.jsonl``, shuffled
   with seed 0). Scored against the run's own head (when it reads the same vectors).
 - ``merge``: the Anchored run plus a share ``lambda`` of GaussCSE alone's task vector (``unisent merge
-  --method task_arithmetic --weights 1 lambda``; the Gaussian head is the two runs' weighted mean), scored on
-  the general dev columns (STS-B dev, SICK trial) and SICK trial's direction columns.
+  --method task_arithmetic --weights 1 lambda``, called as :func:`unisent.merging.merge_runs`; the Gaussian head
+  is the two runs' weighted mean), scored on the general dev columns (STS-B dev, SICK trial) and SICK trial's
+  direction columns.
 
 Direction is measured on held-out pairs only: XNLI's English dev entailment pairs (830, from MultiNLI's
 genres; no unisent recipe trains on their direction) and, for the refit heads, the held-out fifth of the
@@ -38,7 +39,6 @@ import csv
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -150,6 +150,7 @@ def refit(args: argparse.Namespace) -> list[dict]:
 def merge(args: argparse.Namespace) -> list[dict]:
     import unisent
     from unisent.evaluation.panel import evaluate_panel
+    from unisent.merging import merge_runs
 
     xnli = xnli_pairs(args.data_dir)
     rows = []
@@ -157,9 +158,8 @@ def merge(args: argparse.Namespace) -> list[dict]:
         for share in args.lambdas:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp, "merged")
-                runs = [str(Path(args.anchored, f"seed{seed}")), str(Path(args.gausscse, f"seed{seed}"))]
-                command = ["unisent", "merge", *runs, "--out", str(out), "--method", "task_arithmetic"]
-                subprocess.run([*command, "--weights", "1", str(share)], check=True, capture_output=True)
+                runs = [Path(args.anchored, f"seed{seed}"), Path(args.gausscse, f"seed{seed}")]
+                merge_runs(runs, out, method="task_arithmetic", weights=[1.0, share])
                 model = unisent.load(out / "encoder")
                 scores = evaluate_panel(model, DEV_COLUMNS, args.data_dir)
                 pre, hyp = [p for p, _ in xnli], [h for _, h in xnli]

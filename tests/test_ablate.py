@@ -463,6 +463,58 @@ def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, ke
     assert {p.name for p in (tmp_path / "out").iterdir()} <= {"ablation.md", "ablation.png", "tradeoff.png"}
 
 
+def _part(summary: dict, seeds: set[int]) -> dict:
+    """The summary a study tabulated on ``seeds`` alone would have kept (cells left out: joining recomputes them)."""
+    rows = []
+    for row in summary["rows"]:
+        index = [i for i, seed in enumerate(row["seeds"]) if seed in seeds]
+        if index:
+            picked = {k: [row[k][i] for i in index] for k in ("seeds", "per_seed", "train_minutes")}
+            rows.append({k: row[k] for k in ("row", "kind", "slug")} | picked)
+    return {k: v for k, v in summary.items() if k not in ("rows", "seeds")} | {"rows": rows, "seeds": sorted(seeds)}
+
+
+def test_from_json_joins_a_study_tabulated_in_parts(tmp_path):
+    """A study whose seed 42 was kept from an earlier round (its runs gone) and whose seeds 43 and 44 were
+    tabulated now: ``--from_json A B`` joins the rows by seed and writes the same table, intervals, verdicts and
+    trade-off as the whole study's summary, names the parts on the page and keeps the joined summary; a seed in
+    both parts, or parts of different studies, is refused naming the file."""
+    root = Path(__file__).resolve().parents[1]
+    whole = json.loads((root / "docs" / "results" / "unified-merge-ablation.json").read_text(encoding="utf-8"))
+    recipe = str(root / whole["recipe"])
+    parts = []
+    for name, seeds in (("kept42.json", {42}), ("now.json", {43, 44})):
+        parts.append(tmp_path / name)
+        parts[-1].write_text(json.dumps(_part(whole, seeds)), encoding="utf-8")
+    (tmp_path / "whole.json").write_text(json.dumps(whole), encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text("# Results\n", encoding="utf-8")
+    ablate(recipe, out=str(tmp_path / "whole"), page=str(page), from_json=[str(tmp_path / "whole.json")])
+    expected = page.read_text(encoding="utf-8")
+
+    joined = ablate(recipe, out=str(tmp_path / "joined"), page=str(page), from_json=[str(p) for p in parts])
+    assert joined["seeds"] == [42, 43, 44] and joined["targets"] == whole["targets"]
+    assert joined["best_balancer"] == whole["best_balancer"]
+    by_row = {r["row"]: r for r in joined["rows"]}
+    for row in whole["rows"]:
+        assert by_row[row["row"]]["seeds"] == row["seeds"] and by_row[row["row"]]["cells"] == row["cells"]
+    written = page.read_text(encoding="utf-8")
+    assert f", joined by seed from {parts[0]}, {parts[1]}." in written
+    assert written.replace(f", joined by seed from {parts[0]}, {parts[1]}.", ".") == expected
+    assert "--seeds 42 43 44 --runs untrained unified" in written
+    kept = json.loads((tmp_path / "joined" / "ablation.json").read_text(encoding="utf-8"))
+    assert kept["rows"] == joined["rows"] and kept["from_json"] == [str(p) for p in parts]
+
+    with pytest.raises(ValueError, match=r"now.json: row 'untrained' has seed 42 twice"):
+        twice = _part(whole, {42, 43})
+        parts[1].write_text(json.dumps(twice), encoding="utf-8")
+        ablate(recipe, out=str(tmp_path / "bad"), from_json=[str(p) for p in parts])
+    other = _part(whole, {43, 44}) | {"steps": 124}
+    parts[1].write_text(json.dumps(other), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"now.json: steps 124 is not .*kept42.json's 62"):
+        ablate(recipe, out=str(tmp_path / "bad"), from_json=[str(p) for p in parts])
+
+
 # ------------------------------------------------------------------------------------------------ trade-off
 T1, T2 = 12.706205, 4.302653  # Student's t(0.975) with 1 and 2 degrees of freedom
 

@@ -26,7 +26,7 @@ from .plan import (
     run_steps,
 )
 from .run import Study, StudyInterrupted, log_to_wandb, run_all, sweep_file, write
-from .summarise import best_balancer, publish, summarize, target_verdicts
+from .summarise import best_balancer, combine, publish, summarize, target_verdicts
 
 __all__ = ["ablate", "main"]
 
@@ -48,7 +48,7 @@ def ablate(
     entity_records: str | None = None,
     page: str | None = None,
     block: str | None = None,
-    from_json: str | None = None,
+    from_json: list[str] | None = None,
     jobs: int = 1,
     sweep: bool = False,
     run: str | None = None,
@@ -85,7 +85,9 @@ def ablate(
             <!-- /unisent ablate --> (appended if absent), with the plots copied beside it
         block: with --page, the name of this study's block on the page (its markers <!-- unisent ablate NAME -->
             and <!-- /unisent ablate NAME -->, its plots PAGE-NAME-*.png), so that one page holds several studies
-        from_json: rebuild OUT/ablation.md, OUT/ablation.png and the --page from this ablation.json alone
+        from_json: rebuild OUT/ablation.md, OUT/ablation.png and the --page from this ablation.json alone; with
+            several (parts of one study tabulated apart, e.g. a kept seed whose runs are gone and seeds run now),
+            from their rows joined by seed, written to OUT/ablation.json
         jobs: runs at a time (each gets CPUs / jobs threads)
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
@@ -124,7 +126,8 @@ def ablate(
             raise UsageError(
                 "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
             )
-        return _from_summary(Path(from_json), recipe_path, config, folder, page, kinds, options)
+        paths = [from_json] if isinstance(from_json, str) else list(from_json)
+        return _from_summary([Path(p) for p in paths], recipe_path, config, folder, page, kinds, options)
     planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [], merges)
     steps = run_steps(config, steps)
     chosen = panel_columns(config, columns)
@@ -240,7 +243,7 @@ def _command(recipe: Path, passed: list[str], seeds: Sequence[int], kinds: Seque
 
 
 def _from_summary(
-    path: Path,
+    paths: list[Path],
     recipe: Path,
     config: dict[str, Any],
     folder: Path,
@@ -248,14 +251,11 @@ def _from_summary(
     kinds: list[str],
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """``--from_json``: the table, plot and page from ``path`` alone (an older summary's missing own columns,
-    units, targets and command come from the recipe and the options)."""
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--from_json {path}: not JSON ({err})") from None
-    if not isinstance(summary, dict) or not {"rows", "columns", "seeds", "steps"} <= set(summary):
-        raise ValueError(f"--from_json {path}: not an ablation.json of unisent ablate (rows, columns, seeds, steps)")
+    """``--from_json``: the table, plot and page from ``paths`` alone (an older summary's missing own columns,
+    units, targets and command come from the recipe and the options); several are joined by seed
+    (:func:`.summarise.combine`) and the joined summary is written to ``OUT/ablation.json``."""
+    summaries = [(str(path), _read_summary(path)) for path in paths]
+    summary = summaries[0][1] if len(summaries) == 1 else combine(summaries)
     if "own" not in summary:
         summary["own"] = _own_columns(config)
     if "units" not in summary:
@@ -265,9 +265,26 @@ def _from_summary(
     if "command" not in summary:
         passed = _passed(summary["steps"], summary["columns"], **options)
         summary["command"] = _command(recipe, passed, summary["seeds"], kinds)
+    if len(summaries) > 1:
+        summary["best_balancer"] = best_balancer(summary["rows"], summary["own"])
+        if summary["panel_targets"]:
+            units = {u: tuple(m) for u, m in summary["units"].items()}
+            summary["targets"] = target_verdicts(summary["rows"], summary["panel_targets"], summary["own"], units)
+        write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     text = publish(summary, folder, Path(page) if page else None, keep_plots=True)
     print(text)
-    print(f"unisent ablate: table of {path} in {folder / 'ablation.md'} (no run)", file=sys.stderr)
+    names = ", ".join(name for name, _ in summaries)
+    print(f"unisent ablate: table of {names} in {folder / 'ablation.md'} (no run)", file=sys.stderr)
+    return summary
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--from_json {path}: not JSON ({err})") from None
+    if not isinstance(summary, dict) or not {"rows", "columns", "seeds", "steps"} <= set(summary):
+        raise ValueError(f"--from_json {path}: not an ablation.json of unisent ablate (rows, columns, seeds, steps)")
     return summary
 
 

@@ -17,6 +17,7 @@ from .run import write
 
 __all__ = [
     "best_balancer",
+    "combine",
     "interval",
     "own_columns",
     "publish",
@@ -62,6 +63,51 @@ def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[st
     for row in rows.values():
         row["cells"] = {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in row["cells"].items()}
     return list(rows.values())
+
+
+def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The summary of one study whose runs were tabulated in parts (``--from_json A B``: seed 42 kept from an
+    earlier round whose result files are gone, 43 and 44 tabulated now): each row's seeds, per-seed scores and
+    training minutes joined in seed order, its cells computed again from the joined scores. The parts must share
+    the recipe, steps and columns; a row may hold a seed once. Each mismatch is a :class:`ValueError` naming the
+    file; ``best_balancer`` and ``targets`` are left to the caller, which has the recipe."""
+    (first_name, first), *rest = summaries
+    rows: dict[str, dict[str, Any]] = {}
+    for name, summary in summaries:
+        for key in ("recipe", "steps", "columns"):
+            if summary.get(key) != first.get(key):
+                raise ValueError(
+                    f"--from_json {name}: {key} {summary.get(key)!r} is not {first_name}'s {first.get(key)!r}"
+                )
+        for part in summary["rows"]:
+            if "per_seed" not in part:
+                raise ValueError(f"--from_json {name}: row {part['row']!r} has no per_seed scores to join")
+            row = rows.setdefault(part["row"], {k: part[k] for k in ("row", "kind", "slug")} | {"runs": {}})
+            for i, seed in enumerate(part["seeds"]):
+                if seed in row["runs"]:
+                    raise ValueError(f"--from_json {name}: row {part['row']!r} has seed {seed} twice")
+                row["runs"][seed] = (part["per_seed"][i], part["train_minutes"][i])
+    joined = []
+    for row in rows.values():
+        seeds = sorted(row.pop("runs").items())
+        row["seeds"] = [seed for seed, _ in seeds]
+        row["train_minutes"] = [minutes for _, (_, minutes) in seeds]
+        row["per_seed"] = [scores for _, (scores, _) in seeds]
+        values = {c: [s[c] for s in row["per_seed"] if s.get(c) is not None] for c in first["columns"]}
+        row["cells"] = {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in values.items() if v}
+        joined.append(row)
+    seeds = sorted({seed for row in joined for seed in row["seeds"]})
+    summary = {k: v for k, v in first.items() if k not in ("rows", "seeds", "best_balancer", "targets", "missing")}
+    summary |= {"seeds": seeds, "rows": joined, "from_json": [name for name, _ in summaries]}
+    ran = {f"{row['slug']}/seed{seed}" for row in joined for seed in row["seeds"]}
+    missing = [key for _, part in summaries for key in part.get("missing") or [] if key not in ran]
+    if missing:  # planned in a part and run in none
+        summary["missing"] = list(dict.fromkeys(missing))
+    if "command" in summary:  # the page names the seeds the joined table holds
+        head, sep, tail = summary["command"].partition(" --seeds ")
+        runs = tail.partition(" --runs ")[2]
+        summary["command"] = head + sep + " ".join(map(str, seeds)) + (" --runs " + runs if runs else "")
+    return summary
 
 
 def _cell(cell: dict[str, Any] | None) -> str:
@@ -412,7 +458,9 @@ def update_page(
         (f"<!-- unisent ablate {name} -->", f"<!-- /unisent ablate {name} -->") if name else (PAGE_START, PAGE_END)
     )
     stem = f"{page.stem}-{name}" if name else page.stem
-    lines = [start, "", f"Written by `{command}`.", "", text.rstrip(), ""]
+    joined = summary.get("from_json")  # parts of one study tabulated apart, joined by seed
+    written = f"Written by `{command}`" + (f", joined by seed from {', '.join(joined)}." if joined else ".")
+    lines = [start, "", written, "", text.rstrip(), ""]
     beside = page.parent / f"{stem}-tradeoff.png"
     if with_tradeoff and _beside(folder / "tradeoff.png", beside, keep_plots):
         lines += [f"![{TRADEOFF_ALT}]({beside.name})", ""]

@@ -22,6 +22,7 @@ from unisent.commands.ablate import ablate
 from unisent.commands.ablate import run as ablate_run
 from unisent.commands.ablate.plan import PER_OBJECTIVE_DATA, Run, plan, run_recipe
 from unisent.commands.ablate.summarise import interval, table, target_verdicts
+from unisent.commands.function_commands import UsageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +111,6 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     # --leave_out: the leave-one-out rows of the units named only (a group by its label); a typo is one line
     chosen = plan(config, [1], ["upgrad"], ["unified", "leave-one-out"], ["cmlm=cmlm,bitext"], ["ease", "cmlm"])
     assert [r.row for r in chosen] == ["unified (upgrad)", "without ease", "without cmlm"]
-    from unisent.commands.function_commands import UsageError
-
     with pytest.raises(UsageError, match=r"--leave_out: eas \(did you mean 'ease'\?\) not a unit"):
         plan(config, [1], ["upgrad"], ["leave-one-out"], ["cmlm=cmlm,bitext"], ["eas"])
 
@@ -509,6 +508,8 @@ def test_from_json_joins_a_study_tabulated_in_parts(tmp_path):
         twice = _part(whole, {42, 43})
         parts[1].write_text(json.dumps(twice), encoding="utf-8")
         ablate(recipe, out=str(tmp_path / "bad"), from_json=[str(p) for p in parts])
+    with pytest.raises(UsageError, match="--from_json needs at least one ablation.json"):
+        ablate(recipe, out=str(tmp_path / "bad"), from_json=[])
     other = _part(whole, {43, 44}) | {"steps": 124}
     parts[1].write_text(json.dumps(other), encoding="utf-8")
     with pytest.raises(ValueError, match=r"now.json: steps 124 is not .*kept42.json's 62"):

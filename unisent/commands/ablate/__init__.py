@@ -127,6 +127,8 @@ def ablate(
                 "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
             )
         paths = [from_json] if isinstance(from_json, str) else list(from_json)
+        if not paths:
+            raise UsageError("--from_json needs at least one ablation.json")
         return _from_summary([Path(p) for p in paths], recipe_path, config, folder, page, kinds, options)
     planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [], merges)
     steps = run_steps(config, steps)

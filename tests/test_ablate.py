@@ -423,11 +423,11 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
             tuple(f"unified-long-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 2 |",),
         ),
-        (  # the [CLS] route: Anchored at 124 steps, GaussCSE's head reading [CLS], seed 42 (the rule's seed)
+        (  # the [CLS] route: Anchored at 124 steps, GaussCSE's head reading [CLS], seeds 42-44 (42 kept, 43-44 joined)
             "unified-cls-ablation.json",
             " cls",
             tuple(f"unified-cls-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 1 |",),
+            (b"| unified (anchored) | 3 |",),
         ),
         (  # GaussCSE alone with the [CLS] head, seeds 42-44
             "unified-cls-single-ablation.json",

@@ -127,6 +127,14 @@ def test_anchored_runs_hold_the_start_only_where_the_anchor_is(tmp_path):
     assert run_recipe(config, runs["without ease"], 62, tmp_path, 10)["model"]["balancer"] == anchored
     for row in ("only ease", "without distill"):
         assert run_recipe(config, runs[row], 62, tmp_path, 10)["model"]["balancer"] == upgrad
+    # a class path with its own anchor and aggregator: the run without that anchor gets that aggregator
+    from unisent.balancers import Anchored
+
+    mgda = {"class_path": "unisent.balancers.Anchored", "init_args": {"anchor": "ease", "aggregator": "MGDA"}}
+    runs = {r.row: r for r in plan(config, [42], [mgda["class_path"]], ["single"], [])}
+    assert Anchored.without_anchor(mgda["init_args"], set(runs["only ease"].objectives)) is None
+    expected = {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "MGDA"}}
+    assert Anchored.without_anchor(mgda["init_args"], set(runs["only amr"].objectives)) == expected
 
 
 def test_the_real_unified_recipe_split_by_objective(tmp_path):

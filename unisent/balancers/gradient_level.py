@@ -3,6 +3,7 @@ gradient matrix of the shared encoder (gathered by :class:`~unisent.balancers.ja
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -142,6 +143,17 @@ class Anchored(Balancer):
             return jacobian[at]
         tasks = self.tasks.aggregate(jacobian[rest], [names[i] for i in rest], step)
         return self._pair(torch.stack([tasks, jacobian[at]]))
+
+    @classmethod
+    def without_anchor(cls, init_args: dict[str, Any], objectives: set[str]) -> dict[str, Any] | None:
+        """The balancer of a run of ``objectives`` that lacks the anchor (an ablation's ``only ease`` or
+        ``without distill``): the tasks' aggregator alone, which is what :meth:`aggregate` does on a step without
+        the anchor's loss. ``None`` when the anchor is among them. Defaults are this class's own."""
+        defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items() if k != "self"}
+        args = defaults | dict(init_args)
+        if args["anchor"] in objectives:
+            return None
+        return {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": args["aggregator"]}}
 
     def config(self):
         return {

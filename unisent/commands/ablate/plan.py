@@ -167,13 +167,11 @@ def balancer_spec(name: str) -> dict[str, Any]:
 
 def _without_missing_anchor(spec: dict[str, Any], kept: set[str]) -> dict[str, Any]:
     """``Anchored`` in a run without its anchor (``only ease``, ``without distill``) is its tasks' aggregator."""
-    if spec.get("class_path") != "unisent.balancers.Anchored":
+    if spec.get("class_path") != BALANCERS["anchored"]["class_path"]:
         return spec
-    args = spec.get("init_args") or {}
-    if args.get("anchor", "distill") in kept:
-        return spec
-    aggregator = args.get("aggregator", "UPGrad")
-    return {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": aggregator}}
+    from ...balancers import Anchored
+
+    return Anchored.without_anchor(spec.get("init_args") or {}, kept) or spec
 
 
 def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict_every: int) -> dict[str, Any]:

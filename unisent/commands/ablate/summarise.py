@@ -56,13 +56,15 @@ def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[st
         row.setdefault("seeds", []).append(result["run"]["seed"])
         row.setdefault("train_minutes", []).append(result["train_seconds"] / 60)
         row.setdefault("per_seed", []).append({c: result["scores"].get(c) for c in columns})
-        for c in columns:
-            value = result["scores"].get(c)
-            if value is not None:
-                row["cells"].setdefault(c, []).append(value)
     for row in rows.values():
-        row["cells"] = {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in row["cells"].items()}
+        row["cells"] = _cells(row["per_seed"], columns)
     return list(rows.values())
+
+
+def _cells(per_seed: list[dict[str, Any]], columns: list[str]) -> dict[str, dict[str, Any]]:
+    """Each column's mean, interval and values over the seeds that have it (a column no seed has is left out)."""
+    values = {c: [s[c] for s in per_seed if s.get(c) is not None] for c in columns}
+    return {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in values.items() if v}
 
 
 def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -71,7 +73,7 @@ def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     training minutes joined in seed order, its cells computed again from the joined scores. The parts must share
     the recipe, steps and columns; a row may hold a seed once. Each mismatch is a :class:`ValueError` naming the
     file; ``best_balancer`` and ``targets`` are left to the caller, which has the recipe."""
-    (first_name, first), *rest = summaries
+    first_name, first = summaries[0]
     rows: dict[str, dict[str, Any]] = {}
     for name, summary in summaries:
         for key in ("recipe", "steps", "columns"):
@@ -93,8 +95,7 @@ def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         row["seeds"] = [seed for seed, _ in seeds]
         row["train_minutes"] = [minutes for _, (_, minutes) in seeds]
         row["per_seed"] = [scores for _, (scores, _) in seeds]
-        values = {c: [s[c] for s in row["per_seed"] if s.get(c) is not None] for c in first["columns"]}
-        row["cells"] = {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in values.items() if v}
+        row["cells"] = _cells(row["per_seed"], first["columns"])
         joined.append(row)
     seeds = sorted({seed for row in joined for seed in row["seeds"]})
     summary = {k: v for k, v in first.items() if k not in ("rows", "seeds", "best_balancer", "targets", "missing")}
@@ -103,8 +104,8 @@ def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     missing = [key for _, part in summaries for key in part.get("missing") or [] if key not in ran]
     if missing:  # planned in a part and run in none
         summary["missing"] = list(dict.fromkeys(missing))
-    if "command" in summary:  # the page names the seeds the joined table holds
-        head, sep, tail = summary["command"].partition(" --seeds ")
+    head, sep, tail = summary.get("command", "").partition(" --seeds ")
+    if sep:  # the page names the seeds the joined table holds
         runs = tail.partition(" --runs ")[2]
         summary["command"] = head + sep + " ".join(map(str, seeds)) + (" --runs " + runs if runs else "")
     return summary

@@ -56,6 +56,7 @@ def ablate(
     dry_run: bool = False,
     tabulate: bool = False,
     keep_checkpoints: bool = True,
+    precision: str | None = None,
 ) -> dict[str, Any]:
     """Train a multi-objective recipe unified, each objective alone and leave-one-out, over seeds, and tabulate.
 
@@ -97,13 +98,12 @@ def ablate(
             without one are named under the table (a study stopped early; a row's seeds column counts its runs)
         keep_checkpoints: keep each run's checkpoints (~0.8 GB per unified run) after it is scored;
             --no-keep-checkpoints deletes them once its result file is written (encoder/ and logs stay)
+        precision: every run's training precision (fp32, bf16 or a Lightning name; default: the recipe's
+            trainer.precision). A study whose seeds run on different machines pins it: ``auto`` picks bf16 on a
+            CPU with AVX512-BF16 or AMX and fp32 elsewhere. Each result file records the precision it trained in
     """
     recipe_path = Path(recipe)
-    if not recipe_path.is_file():
-        raise FileNotFoundError(f"no recipe {recipe}")
-    config = yaml.safe_load(recipe_path.read_text(encoding="utf-8"))
-    if not isinstance(config, dict):
-        raise UsageError(f"{recipe} is not a recipe (a YAML mapping with model:, data:, trainer:)")
+    config = _read_recipe(recipe_path, precision)
     # --run/--seed (a --jobs worker or a sweep trial): its seed is the plan's
     seeds = [seed] if seed is not None else list(seeds or [42, 43, 44])
     balancers = list(balancers or ["static"])
@@ -120,6 +120,7 @@ def ablate(
         "data_dir": data_dir,
         "entity_records": entity_records,
         "keep_checkpoints": keep_checkpoints,
+        "precision": precision,
     }
     if from_json is not None:
         if sweep or dry_run or run is not None or seed is not None:
@@ -193,6 +194,18 @@ def ablate(
     return summary
 
 
+def _read_recipe(path: Path, precision: str | None) -> dict[str, Any]:
+    """The recipe, with ``--precision`` as every run's ``trainer.precision`` when given."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no recipe {path}")
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not a recipe (a YAML mapping with model:, data:, trainer:)")
+    if precision is not None:
+        config.setdefault("trainer", {})["precision"] = precision
+    return config
+
+
 def _check_options(balancers: list[str], kinds: list[str], jobs: int, merges: list[str]) -> list[str]:
     """Each mistake in the run options one line (:class:`UsageError`); the merge methods."""
     for name in balancers:
@@ -228,6 +241,7 @@ def _passed(
     data_dir: str | None,
     entity_records: str | None,
     keep_checkpoints: bool,
+    precision: str | None = None,
 ) -> list[str]:
     """The options every run of the study is started with (``--jobs`` workers, sweep trials, the page's line)."""
     passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
@@ -236,6 +250,7 @@ def _passed(
     passed += [f"--columns={c}" for c in columns] + ([f"--data_dir={data_dir}"] if data_dir else [])
     passed += [f"--entity_records={entity_records}"] if entity_records else []
     passed += [] if keep_checkpoints else ["--no_keep_checkpoints"]
+    passed += [f"--precision={precision}"] if precision else []
     return passed
 
 

@@ -106,6 +106,13 @@ class Study:
                     fit_run(recipe_path, run.key)
             model, ckpt = str(folder / "encoder"), folder / "checkpoints" / "last.ckpt"
             result |= {"steps": self.steps if run.kind != MERGE else 0, "folder": str(folder)}
+            if run.kind != MERGE:  # what it trained in (auto: this machine's choice)
+                from ...hardware import resolve_precision
+                from ...trainer import trainer_device
+
+                trainer = self.config.get("trainer") or {}
+                device = trainer_device(trainer.get("accelerator", "auto"))
+                result["precision"] = resolve_precision(trainer.get("precision") or "auto", device)[0]
             result["train_seconds"] = round(time.perf_counter() - start, 1)
         result = self._score(run, result, model, ckpt, self.columns)
         # scored (the entity column read them): not needed, unless a merge of this seed reads a single run's

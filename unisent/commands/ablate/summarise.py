@@ -56,6 +56,7 @@ def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[st
         row.setdefault("seeds", []).append(result["run"]["seed"])
         row.setdefault("train_minutes", []).append(result["train_seconds"] / 60)
         row.setdefault("per_seed", []).append({c: result["scores"].get(c) for c in columns})
+        row.setdefault("precision", []).append(result.get("precision"))  # None: untrained, merged or older
     for row in rows.values():
         row["cells"] = _cells(row["per_seed"], columns)
     return list(rows.values())
@@ -88,13 +89,15 @@ def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             for i, seed in enumerate(part["seeds"]):
                 if seed in row["runs"]:
                     raise ValueError(f"--from_json {name}: row {part['row']!r} has seed {seed} twice")
-                row["runs"][seed] = (part["per_seed"][i], part["train_minutes"][i])
+                precision = (part.get("precision") or [None] * len(part["seeds"]))[i]
+                row["runs"][seed] = (part["per_seed"][i], part["train_minutes"][i], precision)
     joined = []
     for row in rows.values():
         seeds = sorted(row.pop("runs").items())
         row["seeds"] = [seed for seed, _ in seeds]
-        row["train_minutes"] = [minutes for _, (_, minutes) in seeds]
-        row["per_seed"] = [scores for _, (scores, _) in seeds]
+        row["train_minutes"] = [minutes for _, (_, minutes, _) in seeds]
+        row["per_seed"] = [scores for _, (scores, _, _) in seeds]
+        row["precision"] = [precision for _, (_, _, precision) in seeds]
         row["cells"] = _cells(row["per_seed"], first["columns"])
         joined.append(row)
     seeds = sorted({seed for row in joined for seed in row["seeds"]})
@@ -407,10 +410,26 @@ def summary_table(summary: dict[str, Any]) -> str:
     text = table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
     points, own_cols = tradeoff_points(summary)
     text += "\n" + tradeoff_table(points, own_cols) if points else ""
+    trained = _precisions(summary["rows"])
+    if trained:
+        text += f"\nTraining precision per seed: {trained}.\n"
     missing = summary.get("missing") or []
     if missing:  # --tabulate: the planned runs without a result, named on the page
         text += f"\nNot run ({len(missing)} planned runs, left out of every row above): {', '.join(missing)}.\n"
     return text
+
+
+def _precisions(rows: list[dict[str, Any]]) -> str:
+    """``unified (anchored) fp32 (42), bf16-mixed (43, 44)``: each trained row's precision by seed, from the
+    result files that record it (a summary written before they did names none: the empty string)."""
+    parts = []
+    for row in rows:
+        by: dict[str, list[str]] = {}
+        for seed, precision in zip(row["seeds"], row.get("precision") or []):
+            by.setdefault(str(precision or "not recorded"), []).append(str(seed))
+        if set(by) - {"not recorded", "None"} and row["kind"] not in ("untrained", "merge"):
+            parts.append(row["row"] + " " + ", ".join(f"{p} ({', '.join(s)})" for p, s in by.items()))
+    return "; ".join(parts)
 
 
 def publish(summary: dict[str, Any], folder: Path, page: Path | None, *, keep_plots: bool = False) -> str:

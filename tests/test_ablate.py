@@ -398,6 +398,51 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
     assert (folder / "encoder").is_dir() and (folder / "metrics.csv").exists()
 
 
+def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monkeypatch):
+    """``--precision`` is every run's ``trainer.precision`` (and is passed on to ``--jobs`` workers); a result
+    records what its run trained in (``auto``: this machine's choice, bf16 only with AVX512-BF16 or AMX), and
+    the table names each row's precision by seed, also after parts are joined."""
+    from unisent import hardware
+    from unisent.commands.ablate import _passed, _read_recipe
+    from unisent.commands.ablate.summarise import combine, summarize, summary_table
+    from unisent.evaluation import panel
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"model": {"objectives": []}, "trainer": {"precision": "auto"}}))
+    assert _read_recipe(recipe, "fp32")["trainer"]["precision"] == "fp32"
+    assert _read_recipe(recipe, None)["trainer"]["precision"] == "auto"
+    options = {"out": "o", "conflict_every": 0, "group": [], "leave_out": [], "balancers": [], "merges": []}
+    options |= {"data_dir": None, "entity_records": None, "keep_checkpoints": True}
+    assert "--precision=bf16" in _passed(2, ["stsb-test"], **options, precision="bf16")
+
+    monkeypatch.setattr(ablate_run, "fit_run", lambda recipe_path, key: None)
+    monkeypatch.setattr(panel, "evaluate_panel", lambda model, columns, *a, **k: {c: {"score": 1.0} for c in columns})
+    monkeypatch.setattr(ablate_run.Study, "write_recipe", lambda self, r: recipe)
+    results = []
+    for seed, flags in ((1, {"avx2", "avx512_bf16"}), (2, {"avx2"})):  # the same recipe on two machines
+        monkeypatch.setattr(hardware, "cpu_flags", lambda flags=flags: frozenset(flags))
+        config = _read_recipe(recipe, None)
+        study = ablate_run.Study(recipe, config, tmp_path / "out", 2, ["stsb-test"], None, 0, None, [])
+        results.append(study.execute(Run("only ease", "single", ("ease",), "static", seed)))
+    assert [r["precision"] for r in results] == ["bf16-mixed", "32-true"]
+    study = ablate_run.Study(
+        recipe, _read_recipe(recipe, "fp32"), tmp_path / "out", 2, ["stsb-test"], None, 0, None, []
+    )
+    assert study.execute(Run("only amr", "single", ("amr",), "static", 1))["precision"] == "32-true"
+
+    rows = summarize(results, ["stsb-test"])
+    summary = {"rows": rows, "columns": ["stsb-test"], "own": {}, "units": {}, "panel_targets": {}}
+    assert "Training precision per seed: only ease bf16-mixed (1), 32-true (2)." in summary_table(summary)
+    part = {"recipe": "r.yaml", "steps": 2, "columns": ["stsb-test"], "seeds": [3], "command": "unisent ablate"}
+    old = dict(rows[0], seeds=[3], per_seed=[{"stsb-test": 2.0}], train_minutes=[0.0])
+    old.pop("precision")  # a summary written before results recorded it
+    joined = combine([("a.json", part | {"rows": rows, "seeds": [1, 2]}), ("b.json", part | {"rows": [old]})])
+    assert joined["rows"][0]["precision"] == ["bf16-mixed", "32-true", None]
+    assert "only ease bf16-mixed (1), 32-true (2), not recorded (3)" in summary_table(
+        joined | summary | {"rows": joined["rows"]}
+    )
+
+
 @pytest.mark.parametrize(
     ("kept_name", "block", "plots", "rows"),
     [

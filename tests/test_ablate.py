@@ -404,7 +404,8 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     the table names each row's precision by seed, also after parts are joined."""
     from unisent import hardware
     from unisent.commands.ablate import _passed, _read_recipe
-    from unisent.commands.ablate.summarise import combine, summarize, summary_table
+    from unisent.commands.ablate.join import combine
+    from unisent.commands.ablate.summarise import summarize, summary_table
     from unisent.evaluation import panel
 
     recipe = tmp_path / "r.yaml"

@@ -93,11 +93,13 @@ def test_two_processes_shard_the_encoding_and_score_as_one(tiny_bert_dir):
     torch.testing.assert_close(torch.from_numpy(mu), want_mu, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.from_numpy(var), want_var, rtol=1e-4, atol=1e-5)
     # the scores (x 100) equal one process's; the encodings differ only by float rounding (other batches,
-    # another process's threads), which can reorder near-tied cosines of this random model: a fresh-clone CI
-    # run saw 1.4e-4 on Spearman; a sentence lost or scored twice by the sharding moves it by far more
-    assert scores == pytest.approx(
-        _flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16))), abs=1e-3
-    )
+    # another process's threads), which can reorder near-tied cosines of this random model: fresh-clone CI
+    # runs saw 1.4e-4 on Spearman (Zen 3) and 3.8e-3 (Zen 4, AVX-512 kernels); a sentence lost or scored twice
+    # by the sharding misaligns the pairs after it (far more than rounding) and changes n_pairs
+    single = _flat(evaluate_config(encoder, ["stsb-dev"], EvaluationConfig(batch_size=16)))
+    assert scores == pytest.approx(single, abs=2e-2)
+    pairs = {k: v for k, v in scores.items() if k.endswith("n_pairs")}
+    assert pairs and pairs == {k: v for k, v in single.items() if k.endswith("n_pairs")}
     # each process encoded about half of the distinct sentences (the rest came from the other one)
     assert abs(encoded[0] - encoded[1]) <= 1 and encoded[0] > 0
 

@@ -1,5 +1,6 @@
 """``unisent ablate RECIPE`` (docs/training.md, "Ablations"): the options and modes; :mod:`.plan` (the
-runs and their recipes), :mod:`.run` (training and scoring) and :mod:`.summarise` (tables, plot, page)."""
+runs and their recipes), :mod:`.run` (training and scoring), :mod:`.summarise` (tables, plot, page) and
+:mod:`.join` (a study tabulated in parts, joined by seed)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from ..function_commands import UsageError, call, command_parser, parse
+from .join import combine
 from .plan import (
     KINDS,
     MERGES,
@@ -26,7 +28,7 @@ from .plan import (
     run_steps,
 )
 from .run import Study, StudyInterrupted, log_to_wandb, run_all, sweep_file, write
-from .summarise import best_balancer, combine, publish, summarize, target_verdicts
+from .summarise import best_balancer, publish, summarize, target_verdicts
 
 __all__ = ["ablate", "main"]
 
@@ -270,7 +272,7 @@ def _from_summary(
 ) -> dict[str, Any]:
     """``--from_json``: the table, plot and page from ``paths`` alone (an older summary's missing own columns,
     units, targets and command come from the recipe and the options); several are joined by seed
-    (:func:`.summarise.combine`) and the joined summary is written to ``OUT/ablation.json``."""
+    (:func:`.join.combine`) and the joined summary is written to ``OUT/ablation.json``."""
     summaries = [(str(path), _read_summary(path)) for path in paths]
     summary = summaries[0][1] if len(summaries) == 1 else combine(summaries)
     if "own" not in summary:

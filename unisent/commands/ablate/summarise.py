@@ -17,7 +17,7 @@ from .run import write
 
 __all__ = [
     "best_balancer",
-    "combine",
+    "cells",
     "interval",
     "own_columns",
     "publish",
@@ -58,60 +58,14 @@ def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[st
         row.setdefault("per_seed", []).append({c: result["scores"].get(c) for c in columns})
         row.setdefault("precision", []).append(result.get("precision"))  # None: untrained, merged or older
     for row in rows.values():
-        row["cells"] = _cells(row["per_seed"], columns)
+        row["cells"] = cells(row["per_seed"], columns)
     return list(rows.values())
 
 
-def _cells(per_seed: list[dict[str, Any]], columns: list[str]) -> dict[str, dict[str, Any]]:
+def cells(per_seed: list[dict[str, Any]], columns: list[str]) -> dict[str, dict[str, Any]]:
     """Each column's mean, interval and values over the seeds that have it (a column no seed has is left out)."""
     values = {c: [s[c] for s in per_seed if s.get(c) is not None] for c in columns}
     return {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in values.items() if v}
-
-
-def combine(summaries: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The summary of one study whose runs were tabulated in parts (``--from_json A B``: seed 42 kept from an
-    earlier round whose result files are gone, 43 and 44 tabulated now): each row's seeds, per-seed scores and
-    training minutes joined in seed order, its cells computed again from the joined scores. The parts must share
-    the recipe, steps and columns; a row may hold a seed once. Each mismatch is a :class:`ValueError` naming the
-    file; ``best_balancer`` and ``targets`` are left to the caller, which has the recipe."""
-    first_name, first = summaries[0]
-    rows: dict[str, dict[str, Any]] = {}
-    for name, summary in summaries:
-        for key in ("recipe", "steps", "columns"):
-            if summary.get(key) != first.get(key):
-                raise ValueError(
-                    f"--from_json {name}: {key} {summary.get(key)!r} is not {first_name}'s {first.get(key)!r}"
-                )
-        for part in summary["rows"]:
-            if "per_seed" not in part:
-                raise ValueError(f"--from_json {name}: row {part['row']!r} has no per_seed scores to join")
-            row = rows.setdefault(part["row"], {k: part[k] for k in ("row", "kind", "slug")} | {"runs": {}})
-            for i, seed in enumerate(part["seeds"]):
-                if seed in row["runs"]:
-                    raise ValueError(f"--from_json {name}: row {part['row']!r} has seed {seed} twice")
-                precision = (part.get("precision") or [None] * len(part["seeds"]))[i]
-                row["runs"][seed] = (part["per_seed"][i], part["train_minutes"][i], precision)
-    joined = []
-    for row in rows.values():
-        seeds = sorted(row.pop("runs").items())
-        row["seeds"] = [seed for seed, _ in seeds]
-        row["train_minutes"] = [minutes for _, (_, minutes, _) in seeds]
-        row["per_seed"] = [scores for _, (scores, _, _) in seeds]
-        row["precision"] = [precision for _, (_, _, precision) in seeds]
-        row["cells"] = _cells(row["per_seed"], first["columns"])
-        joined.append(row)
-    seeds = sorted({seed for row in joined for seed in row["seeds"]})
-    summary = {k: v for k, v in first.items() if k not in ("rows", "seeds", "best_balancer", "targets", "missing")}
-    summary |= {"seeds": seeds, "rows": joined, "from_json": [name for name, _ in summaries]}
-    ran = {f"{row['slug']}/seed{seed}" for row in joined for seed in row["seeds"]}
-    missing = [key for _, part in summaries for key in part.get("missing") or [] if key not in ran]
-    if missing:  # planned in a part and run in none
-        summary["missing"] = list(dict.fromkeys(missing))
-    head, sep, tail = summary.get("command", "").partition(" --seeds ")
-    if sep:  # the page names the seeds the joined table holds
-        runs = tail.partition(" --runs ")[2]
-        summary["command"] = head + sep + " ".join(map(str, seeds)) + (" --runs " + runs if runs else "")
-    return summary
 
 
 def _cell(cell: dict[str, Any] | None) -> str:

@@ -416,9 +416,15 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     options |= {"data_dir": None, "entity_records": None, "keep_checkpoints": True}
     assert "--precision=bf16" in _passed(2, ["stsb-test"], **options, precision="bf16")
 
-    monkeypatch.setattr(ablate_run, "fit_run", lambda recipe_path, key: None)
+    from unisent.trainer import UnisentTrainer
+
+    def fake_fit(recipe_path, key):  # the run's own Trainer resolves its recipe's precision; nothing trains
+        trainer = yaml.safe_load(Path(recipe_path).read_text(encoding="utf-8"))["trainer"]
+        options = {"accelerator": "cpu", "logger": False, "enable_checkpointing": False}
+        return UnisentTrainer(precision=trainer["precision"], **options).precision_choice
+
+    monkeypatch.setattr(ablate_run, "fit_run", fake_fit)
     monkeypatch.setattr(panel, "evaluate_panel", lambda model, columns, *a, **k: {c: {"score": 1.0} for c in columns})
-    monkeypatch.setattr(ablate_run.Study, "write_recipe", lambda self, r: recipe)
     results = []
     for seed, flags in ((1, {"avx2", "avx512_bf16"}), (2, {"avx2"})):  # the same recipe on two machines
         monkeypatch.setattr(hardware, "cpu_flags", lambda flags=flags: frozenset(flags))
@@ -430,6 +436,9 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
         recipe, _read_recipe(recipe, "fp32"), tmp_path / "out", 2, ["stsb-test"], None, 0, None, []
     )
     assert study.execute(Run("only amr", "single", ("amr",), "static", 1))["precision"] == "32-true"
+    # a run trained to the end before (its encoder is there) is not trained again: its precision is not known
+    (tmp_path / "out" / "runs" / "only-cmlm" / "seed1" / "encoder").mkdir(parents=True)
+    assert "precision" not in study.execute(Run("only cmlm", "single", ("cmlm",), "static", 1))
 
     rows = summarize(results, ["stsb-test"])
     summary = {"rows": rows, "columns": ["stsb-test"], "own": {}, "units": {}, "panel_targets": {}}

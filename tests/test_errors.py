@@ -372,9 +372,10 @@ def test_the_typed_fit_returns_its_run_and_what_an_interruption_left(tmp_path, t
     from unisent.commands.fitting import fit
     from unisent.lightning_module import UnisentModule
 
-    words = _fit(tmp_path, tiny_bert_dir, "--trainer.max_steps", "1")
+    words = _fit(tmp_path, tiny_bert_dir, "--trainer.max_steps", "1", "--trainer.precision", "fp32")
     done = fit([words[2]], words[3:])
     assert done.interrupted is None and done.status == 0 and done.command == "fit"
+    assert done.precision == "32-true"  # what its Trainer trained in (unisent ablate records it per run)
     assert done.run_dir == tmp_path / "runs" / "quickstart" / "version_0" and (done.run_dir / "encoder").is_dir()
     assert done.checkpoint == done.run_dir / "checkpoints" / "last.ckpt" and done.checkpoint.is_file()
 

@@ -41,6 +41,8 @@ class FitOutcome:
     requeued: str | None = None
     #: why ``scontrol requeue`` failed (``None``: it worked, or was not tried)
     requeue_failed: str | None = None
+    #: the precision the Trainer trained in (``auto`` resolved for this machine; ``None`` when interrupted)
+    precision: str | int | None = None
 
     @property
     def status(self) -> int:
@@ -87,7 +89,8 @@ def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
 
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    return FitOutcome(command, run_dir_of(cli.trainer), _last_checkpoint(cli.trainer))
+    precision = getattr(cli.trainer, "precision_choice", None)
+    return FitOutcome(command, run_dir_of(cli.trainer), _last_checkpoint(cli.trainer), precision=precision)
 
 
 def _cli(words: list[str], verbose: bool):

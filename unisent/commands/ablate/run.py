@@ -103,16 +103,9 @@ class Study:
                 recipe_path = self.write_recipe(run)
                 result["recipe"] = str(recipe_path)
                 if not (folder / "encoder").exists():  # trained to the end before: do not train again
-                    fit_run(recipe_path, run.key)
+                    result["precision"] = fit_run(recipe_path, run.key)  # what it trained in
             model, ckpt = str(folder / "encoder"), folder / "checkpoints" / "last.ckpt"
             result |= {"steps": self.steps if run.kind != MERGE else 0, "folder": str(folder)}
-            if run.kind != MERGE:  # what it trained in (auto: this machine's choice)
-                from ...hardware import resolve_precision
-                from ...trainer import trainer_device
-
-                trainer = self.config.get("trainer") or {}
-                device = trainer_device(trainer.get("accelerator", "auto"))
-                result["precision"] = resolve_precision(trainer.get("precision") or "auto", device)[0]
             result["train_seconds"] = round(time.perf_counter() - start, 1)
         result = self._score(run, result, model, ckpt, self.columns)
         # scored (the entity column read them): not needed, unless a merge of this seed reads a single run's
@@ -164,9 +157,9 @@ class Study:
         return merge_runs(inputs, folder, method=run.slug[len("merge-") :], seed=run.seed)
 
 
-def fit_run(recipe_path: Path, key: str) -> None:
-    """``unisent fit -c RECIPE --ckpt_path last`` in this process: user errors as :class:`CommandFailed`,
-    Ctrl-C or SIGTERM as :class:`StudyInterrupted`."""
+def fit_run(recipe_path: Path, key: str) -> str | int | None:
+    """``unisent fit -c RECIPE --ckpt_path last`` in this process, and the precision it trained in: user errors
+    as :class:`CommandFailed`, Ctrl-C or SIGTERM as :class:`StudyInterrupted`."""
     from jsonargparse import ArgumentError
 
     from ..config_errors import config_error, describe_user_error, user_error_in_chain
@@ -192,6 +185,7 @@ def fit_run(recipe_path: Path, key: str) -> None:
             "are kept, this one goes on from its last checkpoint)",
             outcome.status,
         )
+    return outcome.precision
 
 
 def log_to_wandb(result: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .plan import Run
+from .plan import UNTRAINED, Run
 from .run import write
 
 __all__ = [
@@ -381,7 +381,7 @@ def _precisions(rows: list[dict[str, Any]]) -> str:
         by: dict[str, list[str]] = {}
         for seed, precision in zip(row["seeds"], row.get("precision") or []):
             by.setdefault(str(precision or "not recorded"), []).append(str(seed))
-        if set(by) - {"not recorded", "None"} and row["kind"] not in ("untrained", "merge"):
+        if set(by) - {"not recorded"} and row["kind"] not in (UNTRAINED, "merge"):
             parts.append(row["row"] + " " + ", ".join(f"{p} ({', '.join(s)})" for p, s in by.items()))
     return "; ".join(parts)
 

@@ -352,7 +352,7 @@ def child_encode_unisent(args) -> dict:
         "peak_rss_mb": _peak_rss_mb(),
         "achieved_flops": _encode_flops(model.backbone, lengths) / seconds,
         "checksum": float(out[:8].sum()),
-    }
+    } | _gpu_memory(args)
 
 
 def child_encode_st(args) -> dict:
@@ -377,7 +377,7 @@ def child_encode_st(args) -> dict:
         "peak_rss_mb": _peak_rss_mb(),
         "achieved_flops": _encode_flops(model[0].auto_model, lengths) / seconds,
         "checksum": float(out[:8].float().sum()),
-    }
+    } | _gpu_memory(args)
 
 
 def child_tokenize(args) -> dict:
@@ -414,11 +414,16 @@ def _report(args, clock: _Clock, flops: float) -> dict:
         "achieved_flops": flops / seconds,
         "peak_rss_mb": _peak_rss_mb(),
     }
-    if args.device == "cuda":
-        import torch
+    return out | _gpu_memory(args)
 
-        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    return out
+
+def _gpu_memory(args) -> dict:
+    """The peak GPU memory the child's tensors took (CUDA only)."""
+    if args.device != "cuda":
+        return {}
+    import torch
+
+    return {"peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20}
 
 
 CHILDREN = {
@@ -449,7 +454,8 @@ def _run_child(kind: str, args, **overrides) -> dict:
         ):
             cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
         cmd += [f"--{key.replace('_', '-')}" for key in ("no_unpad", "length_grouped") if settings[key]]
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
         if done.returncode != 0:
             raise RuntimeError(f"{kind} failed:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -500,6 +506,7 @@ def objective_costs(args) -> list[dict]:
                 "runs": runs,
                 "tokens_per_step": statistics.median(r["tokens_per_step"] for r in runs),
                 "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+                "peak_gpu_mb": _median(runs, "peak_gpu_mb"),
             }
         )
         print(f"objective {name}: {step:.2f} s/step", flush=True)
@@ -547,19 +554,26 @@ def results_markdown(
     import torch
 
     peak = peaks[args.precision]
+    gpu = args.device == "cuda"  # then every table also has the peak GPU memory of its runs
+    gpu_head, gpu_rule = (" peak GPU MB |", "---:|") if gpu else ("", "")
+
+    def gpu_cell(value) -> str:
+        return f" {_fmt(value, 0)} |" if gpu else ""
+
     lines = [
         f"Medians over {args.repeats} runs per system, each in a fresh process, the systems alternating.",
         "",
         f"- machine: {platform.machine()}, {cpu_description()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"device `{args.device}`, {args.threads} threads, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"device `{args.device}`{f' ({torch.cuda.get_device_name()})' if gpu else ''}, {args.threads} threads, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         f"- model: all-MiniLM-L6-v2 (packaged), mean pooling; data: {_sentence_source()}",
         f"- batch {args.batch}, max length {args.max_length}, precision `{args.precision}`, "
         f"{args.warmup} warm-up steps then {args.steps} timed steps (training); {args.encode_n} sentences (encode)",
         "- measured matmul peak: " + ", ".join(f"`{k}` {v / 1e9:,.1f} GFLOP/s" for k, v in peaks.items()),
         "",
         "| task | system | sentences/s | ratio to sentence-transformers | mean loss (timed steps) | final loss "
-        "| useful GFLOP/s | % of matmul peak | peak RSS MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| useful GFLOP/s | % of matmul peak | peak RSS MB |" + gpu_head,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|" + gpu_rule,
     ]
     for task, runs in results.items():
         base = _median(runs["st"], "sentences_per_s")
@@ -570,6 +584,7 @@ def results_markdown(
                 f"{_fmt(_median(values, 'mean_loss'), 4)} | {_fmt(_median(values, 'final_loss'), 4)} | "
                 f"{_fmt(flops / 1e9 if flops else None)} | "
                 f"{_fmt(100 * flops / peak if flops else None)} | {_fmt(_median(values, 'peak_rss_mb'), 0)} |"
+                + gpu_cell(_median(values, "peak_gpu_mb"))
             )
     lines += ["", "Every run (sentences/s):", ""]
     for task, runs in results.items():
@@ -585,7 +600,7 @@ def results_markdown(
             f"`encode` of {bf16['n']} sentences under bf16 (the sentence-transformers model cast to bf16, "
             "unisent under bf16 autocast), one run each:",
             "",
-            "| system | sentences/s (bf16) | sentences/s (fp32, above) |",
+            f"| system | sentences/s (bf16) | sentences/s (`{args.precision}`, above) |",
             "|---|---:|---:|",
         ]
         for system in ("unisent", "st"):
@@ -612,27 +627,28 @@ def results_markdown(
             f"{args.objective_steps} timed steps after 2 warm-up steps, the bundled samples as data "
             "(their sentence lengths differ: compare tokens per step).",
             "",
-            "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |",
-            "|---|---:|---:|---:|---:|",
+            "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |" + gpu_head,
+            "|---|---:|---:|---:|---:|" + gpu_rule,
         ]
         for row in costs:
             lines.append(
                 f"| `{row['objective']}` | {_fmt(row['seconds_per_step'], 2)} | "
                 f"{_fmt(row['seconds_per_step'] / ref, 2)} | {_fmt(row['tokens_per_step'], 0)} | "
-                f"{_fmt(row['peak_rss_mb'], 0)} |"
+                f"{_fmt(row['peak_rss_mb'], 0)} |" + gpu_cell(row.get("peak_gpu_mb"))
             )
     if scale:
         lines += [
             "",
             "### Scaling (unisent unsupervised SimCSE training)",
             "",
-            "| batch | max length | sentences/s | useful GFLOP/s | peak RSS MB |",
-            "|---:|---:|---:|---:|---:|",
+            "| batch | max length | sentences/s | useful GFLOP/s | peak RSS MB |" + gpu_head,
+            "|---:|---:|---:|---:|---:|" + gpu_rule,
         ]
         for row in scale["batch"] + scale["length"]:
             lines.append(
                 f"| {row['batch']} | {row['max_length']} | {_fmt(row['sentences_per_s'])} | "
                 f"{_fmt(row['achieved_flops'] / 1e9)} | {_fmt(row['peak_rss_mb'], 0)} |"
+                + gpu_cell(row.get("peak_gpu_mb"))
             )
     return "\n".join(lines)
 
@@ -703,27 +719,29 @@ def main() -> None:
     if args.quick:
         args.objective_steps = args.scaling_steps = 2
         args.steps, args.warmup, args.repeats, args.encode_n = 2, 1, 1, 256
-    peaks = {precision: matmul_peak(args.device, precision) for precision in ("32-true", "bf16-mixed")}
-    results = compare(args)
-    bf16 = bf16_check(args) if args.bf16_check else None
-    costs = objective_costs(args) if args.objectives else None
-    tokenize = _run_child("tokenize", args) if args.objectives else None
-    scale = scaling(args) if args.scaling else None
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "peaks": peaks,
-                    "results": results,
-                    "bf16": bf16,
-                    "objectives": costs,
-                    "tokenize": tokenize,
-                    "scaling": scale,
-                },
-                indent=1,
-            )
-        )
-    text = results_markdown(args, results, peaks, scale, costs, bf16, tokenize)
+    raw: dict = {"peaks": {precision: matmul_peak(args.device, precision) for precision in ("32-true", "bf16-mixed")}}
+
+    def keep(key: str, value) -> None:  # the raw results so far, written after every stage
+        raw[key] = value
+        if args.json:
+            Path(args.json).write_text(json.dumps(raw, indent=1))
+
+    keep("results", compare(args))
+    stages = {
+        "bf16": (args.bf16_check, bf16_check),
+        "objectives": (args.objectives, objective_costs),
+        "tokenize": (args.objectives, lambda a: _run_child("tokenize", a)),
+        "scaling": (args.scaling, scaling),
+    }
+    for key, (wanted, stage) in stages.items():
+        try:  # an extra table that fails (a missing package on a new machine) costs that table, not the others
+            keep(key, stage(args) if wanted else None)
+        except RuntimeError as error:
+            print(f"{key} failed, left out of the tables: {error}", flush=True)
+            keep(key, None)
+            keep("failed", {**raw.get("failed", {}), key: str(error)[-2000:]})
+    tables = (raw["scaling"], raw["objectives"], raw["bf16"], raw["tokenize"])
+    text = results_markdown(args, raw["results"], raw["peaks"], *tables)
     print(text)
     if not args.quick:
         write_markdown(text, Path(args.output))

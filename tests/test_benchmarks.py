@@ -32,6 +32,41 @@ def test_write_markdown_replaces_only_the_results_block(tmp_path):
     assert harness.START in fresh.read_text() and "first" in fresh.read_text()
 
 
+def test_a_failed_extra_table_is_recorded_and_the_others_are_written(tmp_path, monkeypatch):
+    """A GPU run: every table has the peak GPU memory; a stage whose child fails (scaling, here) is named in
+    the raw results and left out of the page, and the stages before and after it are kept."""
+    harness = _harness()
+    calls = []
+
+    def fake_child(kind, args, **overrides):
+        calls.append(kind)
+        if "batch" in overrides:  # the scaling table's first child
+            raise RuntimeError("train-unisent failed:\nModuleNotFoundError: No module named 'penman'")
+        rate = 100.0 if "unisent" in kind else 50.0
+        timing = {"sentences_per_s": rate, "seconds": 1.0, "achieved_flops": 2e9, "peak_rss_mb": 10.0}
+        losses = {"peak_gpu_mb": 321.0, "tokens_per_step": 7.0, "mean_loss": 1.5, "final_loss": 1.25}
+        return timing | losses | {"sentences": 5, "first_s": 1.0, "cached_s": 0.1}
+
+    monkeypatch.setattr(harness, "_run_child", fake_child)
+    monkeypatch.setattr(harness, "matmul_peak", lambda device, precision: 1e12)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU 9000")
+    raw, page = tmp_path / "raw.json", tmp_path / "benchmarks.md"
+    argv = ["throughput.py", "--device", "cuda", "--precision", "bf16-mixed", "--all", "--repeats", "1"]
+    argv += ["--threads", str(torch.get_num_threads()), "--json", str(raw), "--output", str(page)]
+    monkeypatch.setattr(sys, "argv", argv)
+    harness.main()
+    import json
+
+    results = json.loads(raw.read_text())
+    assert results["scaling"] is None and "No module named 'penman'" in results["failed"]["scaling"]
+    assert results["objectives"][0]["peak_gpu_mb"] == 321.0 and results["tokenize"]["sentences"] == 5
+    text = page.read_text()
+    assert "Fake GPU 9000" in text and "### Cost of each objective" in text and "### Scaling" not in text
+    assert text.count("peak GPU MB") == 2  # the systems' table and the objectives' table
+    assert "| 100.0 | 2.00 | 1.5000 | 1.2500 | 2.0 | 0.2 | 10 | 321 |" in text  # unisent against ST at 50/s
+    assert "sentences/s (`bf16-mixed`, above)" in text
+
+
 def test_real_tokens_counts_every_attention_mask_of_a_nested_batch():
     harness = _harness()
     batch = {

@@ -412,6 +412,9 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     recipe.write_text(yaml.safe_dump({"model": {"objectives": []}, "trainer": {"precision": "auto"}}))
     assert _read_recipe(recipe, "fp32")["trainer"]["precision"] == "fp32"
     assert _read_recipe(recipe, None)["trainer"]["precision"] == "auto"
+    assert _read_recipe(recipe, "bf16-mixed")["trainer"]["precision"] == "bf16-mixed"  # Lightning's names too
+    with pytest.raises(UsageError, match=r"--precision 'fp23': one of auto, fp32, bf16, or Lightning's 32-true"):
+        _read_recipe(recipe, "fp23")  # before any run starts
     options = {"out": "o", "conflict_every": 0, "group": [], "leave_out": [], "balancers": [], "merges": []}
     options |= {"data_dir": None, "entity_records": None, "keep_checkpoints": True}
     assert "--precision=bf16" in _passed(2, ["stsb-test"], **options, precision="bf16")

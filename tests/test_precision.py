@@ -204,3 +204,15 @@ def test_a_recipe_without_precision_trains_by_the_same_rule(cpu, tmp_path, tiny_
     assert "unisent: precision auto: bf16-mixed (the CPU has avx512_bf16)" in capsys.readouterr().err
     saved = yaml.safe_load(next((tmp_path / "runs").rglob("config.yaml")).read_text())
     assert saved["trainer"]["precision"] == "auto"  # the default the recipe left out
+
+
+def test_the_precision_names_are_lightnings():
+    """``LIGHTNING_PRECISIONS`` (what ``unisent ablate --precision`` accepts beside auto/fp32/bf16) is Lightning's
+    own list, so a Lightning release that adds or drops a name fails here rather than in a study's runs."""
+    from typing import get_args
+
+    from lightning.fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
+
+    from unisent.hardware import LIGHTNING_PRECISIONS
+
+    assert set(LIGHTNING_PRECISIONS) == set(get_args(_PRECISION_INPUT_STR)) | set(get_args(_PRECISION_INPUT_STR_ALIAS))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 __all__ = [
     "BF16_CPU_FLAGS",
+    "LIGHTNING_PRECISIONS",
     "PRECISIONS",
     "PrecisionChoice",
     "choose_precision",
@@ -45,6 +46,10 @@ BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 BF16, FP32 = "bf16-mixed", "32-true"
 #: the one vocabulary users write (the CLI, the Python API, the exports, recipes)
 PRECISIONS = ("auto", "fp32", "bf16")
+#: Lightning's own names, which a recipe's ``trainer.precision`` may also use (tests/test_precision.py holds this
+#: to Lightning's list)
+LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
+LIGHTNING_PRECISIONS += ("transformer-engine", "transformer-engine-float16", "64", "32", "16", "bf16")
 
 
 @dataclass(frozen=True)

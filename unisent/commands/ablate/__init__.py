@@ -204,6 +204,13 @@ def _read_recipe(path: Path, precision: str | None) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UsageError(f"{path} is not a recipe (a YAML mapping with model:, data:, trainer:)")
     if precision is not None:
+        from ...hardware import LIGHTNING_PRECISIONS, PRECISIONS
+
+        if precision not in PRECISIONS + LIGHTNING_PRECISIONS:  # before any run starts, not in each run's Trainer
+            raise UsageError(
+                f"--precision {precision!r}: one of {', '.join(PRECISIONS)}, "
+                f"or Lightning's {', '.join(n for n in LIGHTNING_PRECISIONS if n not in PRECISIONS)}"
+            )
         config.setdefault("trainer", {})["precision"] = precision
     return config
 

@@ -418,3 +418,15 @@ def test_direction_routes_counts_as_the_panel_and_refits_heads_on_a_frozen_encod
     own, read = json.loads(out.read_text())["refit"]
     assert own == row and read["pooler"] == other and own["pooler"] == "the encoder's"
     assert read["refit linear"] != own["refit linear"] or read["refit mlp"] != own["refit mlp"]  # other vectors
+
+
+def test_the_gpu_checks_script_is_bash_and_names_recipes_that_exist():
+    """benchmarks/gpu_checks.sh only runs where a GPU is (docs/benchmarks.md, "On a GPU"): here, that it parses and
+    that every recipe it launches is in the repository."""
+    import re
+    import subprocess
+
+    script = ROOT / "benchmarks" / "gpu_checks.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    recipes = re.findall(r"recipes/[\w/.-]+\.yaml", script.read_text(encoding="utf-8"))
+    assert len(recipes) == 2 and all((ROOT / recipe).is_file() for recipe in recipes)

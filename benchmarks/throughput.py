@@ -495,7 +495,7 @@ def objective_costs(args) -> list[dict]:
     rows = []
     for name in OBJECTIVES:
         runs = [
-            _run_child("train-unisent", args, objective=name, steps=args.objective_steps, warmup=2)
+            _run_child("train-unisent", args, objective=name, steps=args.objective_steps, warmup=args.short_warmup)
             for _ in range(args.objective_repeats)
         ]
         step = statistics.median(r["seconds"] / args.objective_steps for r in runs)
@@ -516,11 +516,11 @@ def objective_costs(args) -> list[dict]:
 def scaling(args) -> dict:
     out = {"batch": [], "length": []}
     for batch in (16, 32, 64, 128, 256, 512):
-        r = _run_child("train-unisent", args, batch=batch, steps=args.scaling_steps, warmup=2)
+        r = _run_child("train-unisent", args, batch=batch, steps=args.scaling_steps, warmup=args.short_warmup)
         out["batch"].append({"batch": batch, "max_length": args.max_length, **r})
         print(f"scaling batch {batch}: {r['sentences_per_s']:.1f}", flush=True)
     for length in (32, 64, 128, 256):
-        r = _run_child("train-unisent", args, max_length=length, steps=args.scaling_steps, warmup=2)
+        r = _run_child("train-unisent", args, max_length=length, steps=args.scaling_steps, warmup=args.short_warmup)
         out["length"].append({"batch": args.batch, "max_length": length, **r})
         print(f"scaling length {length}: {r['sentences_per_s']:.1f}", flush=True)
     return out
@@ -624,7 +624,7 @@ def results_markdown(
             "### Cost of each objective relative to SimCSE",
             "",
             f"unisent training, batch {args.batch} records, max length {args.max_length}, "
-            f"{args.objective_steps} timed steps after 2 warm-up steps, the bundled samples as data "
+            f"{args.objective_steps} timed steps after {args.short_warmup} warm-up steps, the bundled samples as data "
             "(their sentence lengths differ: compare tokens per step).",
             "",
             "| objective | s / step | relative to unsupervised SimCSE | real tokens / step | peak RSS MB |" + gpu_head,
@@ -681,8 +681,8 @@ def main() -> None:
     parser.add_argument("--workdir")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="timed training steps (12 on a CPU, 60 on CUDA)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed first steps (3 on a CPU, 10 on CUDA)")
     parser.add_argument("--encode-n", type=int, default=2048)
     parser.add_argument("--precision", default="32-true", choices=("32-true", "bf16-mixed"))
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -698,12 +698,12 @@ def main() -> None:
         help="also unisent training without unpadding and with length-grouped batches",
     )
     parser.add_argument("--objectives", action="store_true", help="also the cost of each objective vs SimCSE")
-    parser.add_argument("--objective-steps", type=int, default=8)
+    parser.add_argument("--objective-steps", type=int, default=None, help="8 on a CPU, 40 on CUDA")
     parser.add_argument("--objective-repeats", type=int, default=1)
     parser.add_argument("--bf16-check", action="store_true", help="also encode 128 sentences in bf16 (both systems)")
     parser.add_argument("--all", action="store_true", help="--ablations --objectives --bf16-check --scaling")
     parser.add_argument("--scaling", action="store_true")
-    parser.add_argument("--scaling-steps", type=int, default=5)
+    parser.add_argument("--scaling-steps", type=int, default=None, help="5 on a CPU, 30 on CUDA")
     parser.add_argument("--quick", action="store_true", help="2 timed steps, 1 repeat, no docs")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--json", default=None, help="also write the raw results here")
@@ -716,8 +716,17 @@ def main() -> None:
         return
     if args.all:
         args.ablations = args.objectives = args.bf16_check = args.scaling = True
+    # a GPU step of MiniLM takes milliseconds: CPU-sized windows time the host's jitter (docs/benchmarks.md, "On a
+    # GPU": 325 to 1,734 sentences/s for one setting over 12 steps)
+    gpu = args.device == "cuda"
+    defaults = {"steps": (12, 60), "warmup": (3, 10), "objective_steps": (8, 40), "scaling_steps": (5, 30)}
+    defaults["short_warmup"] = (2, 10)  # the objective and scaling tables' warm-up
+    for key, (cpu_value, gpu_value) in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, gpu_value if gpu else cpu_value)
     if args.quick:
         args.objective_steps = args.scaling_steps = 2
+        args.short_warmup = 1
         args.steps, args.warmup, args.repeats, args.encode_n = 2, 1, 1, 256
     raw: dict = {"peaks": {precision: matmul_peak(args.device, precision) for precision in ("32-true", "bf16-mixed")}}
 

@@ -39,7 +39,7 @@ def test_a_failed_extra_table_is_recorded_and_the_others_are_written(tmp_path, m
     calls = []
 
     def fake_child(kind, args, **overrides):
-        calls.append(kind)
+        calls.append((kind, overrides.get("steps", args.steps), overrides.get("warmup", args.warmup)))
         if "batch" in overrides:  # the scaling table's first child
             raise RuntimeError("train-unisent failed:\nModuleNotFoundError: No module named 'penman'")
         rate = 100.0 if "unisent" in kind else 50.0
@@ -65,6 +65,9 @@ def test_a_failed_extra_table_is_recorded_and_the_others_are_written(tmp_path, m
     assert text.count("peak GPU MB") == 2  # the systems' table and the objectives' table
     assert "| 100.0 | 2.00 | 1.5000 | 1.2500 | 2.0 | 0.2 | 10 | 321 |" in text  # unisent against ST at 50/s
     assert "sentences/s (`bf16-mixed`, above)" in text
+    # on CUDA the timed windows are longer than a CPU's (12 steps after 3 time the host's jitter there)
+    assert calls[0] == ("train-unisent", 60, 10) and ("train-unisent", 40, 10) in calls[-12:]
+    assert "10 warm-up steps then 60 timed steps" in text and "40 timed steps after 10 warm-up steps" in text
 
 
 def test_real_tokens_counts_every_attention_mask_of_a_nested_batch():

@@ -2,7 +2,7 @@
 # unisent's checks on one GPU, in one go (docs/benchmarks.md, "On a GPU"): bf16 on CUDA by the user's path, throughput
 # and memory against sentence-transformers, and one run of the unified study. Needs an installed unisent with the
 # `bench` extra (sentence-transformers, accelerate) and, for the study run, the evaluation data (DATA_DIR).
-#   bash benchmarks/gpu_checks.sh OUT_DIR [DATA_DIR]      # about 8 minutes on one H200
+#   bash benchmarks/gpu_checks.sh OUT_DIR [DATA_DIR]
 # 1. the quickstart recipe as it is (precision auto: bf16-mixed on a GPU with bf16), its evaluation and export;
 # 2. benchmarks/throughput.py --device cuda --precision bf16-mixed (one run per system, and the scaling table);
 # 3. the unified study's [CLS] route, seed 42, in fp32 as the 2-core CPU ran it (needs DATA_DIR).

@@ -720,7 +720,7 @@ def main() -> None:
     # GPU": 325 to 1,734 sentences/s for one setting over 12 steps)
     gpu = args.device == "cuda"
     defaults = {"steps": (12, 60), "warmup": (3, 10), "objective_steps": (8, 40), "scaling_steps": (5, 30)}
-    defaults["short_warmup"] = (2, 10)  # the objective and scaling tables' warm-up
+    defaults |= {"short_warmup": (2, 10)}  # the objective and scaling tables' warm-up (no option)
     for key, (cpu_value, gpu_value) in defaults.items():
         if getattr(args, key, None) is None:
             setattr(args, key, gpu_value if gpu else cpu_value)
@@ -747,7 +747,7 @@ def main() -> None:
             keep(key, stage(args) if wanted else None)
         except RuntimeError as error:
             print(f"{key} failed, left out of the tables: {error}", flush=True)
-            keep(key, None)
+            raw[key] = None
             keep("failed", {**raw.get("failed", {}), key: str(error)[-2000:]})
     tables = (raw["scaling"], raw["objectives"], raw["bf16"], raw["tokenize"])
     text = results_markdown(args, raw["results"], raw["peaks"], *tables)

@@ -48,8 +48,20 @@ BF16, FP32 = "bf16-mixed", "32-true"
 PRECISIONS = ("auto", "fp32", "bf16")
 #: Lightning's own names, which a recipe's ``trainer.precision`` may also use (tests/test_precision.py holds this
 #: to Lightning's list)
-LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "64-true")
-LIGHTNING_PRECISIONS += ("transformer-engine", "transformer-engine-float16", "64", "32", "16", "bf16")
+LIGHTNING_PRECISIONS = (
+    "32-true",
+    "bf16-mixed",
+    "bf16-true",
+    "16-mixed",
+    "16-true",
+    "64-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+    "64",
+    "32",
+    "16",
+    "bf16",
+)
 
 
 @dataclass(frozen=True)

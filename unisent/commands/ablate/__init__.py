@@ -179,9 +179,7 @@ def ablate(
     results = run_all(study, [r for r in planned if r.key not in missing], jobs)
     rows = summarize(results, chosen)
     summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
-    summary["best_balancer"] = best_balancer(rows, own)
-    if targets:
-        summary["targets"] = target_verdicts(rows, targets, own, units)
+    summary |= _verdicts(rows, own, targets, units)
     # what the table is made of besides the rows, so that ablation.json alone writes it again (--from_json)
     summary |= {"own": own, "units": {u: list(m) for u, m in units.items()}, "panel_targets": targets}
     summary["command"] = _command(recipe_path, passed, seeds, kinds) + (" --tabulate" if tabulate else "")
@@ -291,17 +289,24 @@ def _from_summary(
     if "command" not in summary:
         passed = _passed(summary["steps"], summary["columns"], **options)
         summary["command"] = _command(recipe, passed, summary["seeds"], kinds)
-    if len(summaries) > 1:
-        summary["best_balancer"] = best_balancer(summary["rows"], summary["own"])
-        if summary["panel_targets"]:
-            units = {u: tuple(m) for u, m in summary["units"].items()}
-            summary["targets"] = target_verdicts(summary["rows"], summary["panel_targets"], summary["own"], units)
+    if len(summaries) > 1:  # the joined rows are judged again, as a study's own rows are
+        summary |= _verdicts(summary["rows"], summary["own"], summary["panel_targets"], summary["units"])
         write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
     text = publish(summary, folder, Path(page) if page else None, keep_plots=True)
     print(text)
     names = ", ".join(name for name, _ in summaries)
     print(f"unisent ablate: table of {names} in {folder / 'ablation.md'} (no run)", file=sys.stderr)
     return summary
+
+
+def _verdicts(
+    rows: list[dict[str, Any]], own: dict[str, str], targets: dict[str, float], units: dict[str, Sequence[str]]
+) -> dict[str, Any]:
+    """The summary's judgements of its rows: the best balancer, and each row against the panel's targets."""
+    verdicts: dict[str, Any] = {"best_balancer": best_balancer(rows, own)}
+    if targets:
+        verdicts["targets"] = target_verdicts(rows, targets, own, units)
+    return verdicts
 
 
 def _read_summary(path: Path) -> dict[str, Any]:

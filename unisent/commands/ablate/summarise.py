@@ -374,7 +374,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 def _precisions(rows: list[dict[str, Any]]) -> str:
-    """``unified (anchored) fp32 (42), bf16-mixed (43, 44)``: each trained row's precision by seed, from the
+    """``unified (anchored) 32-true (42), bf16-mixed (43, 44)``: each trained row's precision by seed, from the
     result files that record it (a summary written before they did names none: the empty string)."""
     parts = []
     for row in rows:

@@ -52,20 +52,23 @@ def parameter_groups(
     again, with ``lr`` set, for the own parameters of each objective with a
     :attr:`~unisent.objectives.Objective.param_lr` or, given ``head_lr``, of every other objective (not
     a balancer's). Without either, the same two groups as ever, so checkpoints resume. With ``encoder``,
-    its parameters get groups of their own marked ``"encoder": True`` (for ``head_only_steps``)."""
+    its parameters get groups of their own marked ``"encoder": True`` (for ``head_only_steps``), with the
+    objectives' :meth:`~unisent.objectives.Objective.encoder_like_parameters`, which never take ``head_lr``."""
     own: dict[int, float] = {}
+    encoder_like: set[int] = set()
     for objective in objectives:
         lr = objective.param_lr
-        if lr is None and isinstance(objective, Objective):
-            lr = head_lr
+        if isinstance(objective, Objective):
+            lr = head_lr if lr is None else lr
+            encoder_like |= {id(p) for p in objective.encoder_like_parameters()}
         if lr is not None:
-            own.update({id(p): float(lr) for p in objective.parameters()})
+            own.update({id(p): float(lr) for p in objective.parameters() if id(p) not in encoder_like})
     named = list(named_parameters)
     rest = [(n, p) for n, p in named if id(p) not in own]
     if encoder is None:
         groups = split_weight_decay(rest)
     else:
-        shared = {id(p) for p in encoder.parameters()}
+        shared = {id(p) for p in encoder.parameters()} | encoder_like
         groups = [g | {"encoder": True} for g in split_weight_decay((n, p) for n, p in rest if id(p) in shared)]
         groups = [g for g in groups + split_weight_decay((n, p) for n, p in rest if id(p) not in shared) if g["params"]]
     for lr in sorted(set(own.values())):
@@ -365,7 +368,11 @@ class UnisentModule(L.LightningModule):
         """During ``head_only_steps`` the encoder runs in eval mode, so the heads fit the features they
         will be used with (a linear probe)."""
         if self._head_only:
-            self.encoder.train(self.global_step >= self._head_only)
+            training = self.global_step >= self._head_only
+            self.encoder.train(training)
+            for objective in self.objectives:
+                for module in objective.encoder_like_modules():
+                    module.train(training)
 
     def on_before_optimizer_step(self, optimizer) -> None:
         """At step ``head_only_steps`` the encoder's optimiser state (moments gathered at rate 0 under fresh

@@ -3,6 +3,7 @@ export declarations in :mod:`.model`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import warnings
@@ -123,20 +124,31 @@ class Encoder(EncoderModel):
         attention_mask: torch.Tensor,  # (batch, seq)
         unpad: bool | None = None,
         pooler: str | None = None,
+        top_layers: nn.ModuleList | None = None,
         **backbone_kwargs,
     ) -> torch.Tensor:
         """Return pooled sentence vectors of shape (batch, hidden); ``unpad=False``: the backbone's own
         forward even where the unpadded one applies (``None``: ``config.unpad``). ``pooler``: the vectors of
         another parameter-free built-in pooler than the encoder's own (:meth:`named_pooler`; a head that reads
-        e.g. ``cls`` while the encoder's sentence vectors are ``mean``)."""
+        e.g. ``cls`` while the encoder's sentence vectors are ``mean``). ``top_layers``: k layers that replace
+        the backbone's top k (a head's own copies, :meth:`top_layer_copies`); always the unpadded forward."""
         pool = self.pooler if pooler is None else self.named_pooler(pooler)
         packs = self.packs if unpad is None else unpad and self.packs
-        if packs and set(backbone_kwargs) <= {"token_type_ids"} and not self._checkpointing():
+        layers = None
+        if top_layers:
+            if not supports_packing(self.backbone) or set(backbone_kwargs) - {"token_type_ids"}:
+                raise ValueError(
+                    f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
+                )
+            own = list(self.backbone.encoder.layer)
+            layers, packs = own[: len(own) - len(top_layers)] + list(top_layers), True
+        if packs and set(backbone_kwargs) <= {"token_type_ids"} and (layers or not self._checkpointing()):
             last, states = packed_forward(
                 self.backbone,
                 input_ids,
                 attention_mask,
                 output_hidden_states=pool.needs_hidden_states,
+                layers=layers,
                 **backbone_kwargs,
             )
             return pool(last, attention_mask, states)
@@ -147,6 +159,17 @@ class Encoder(EncoderModel):
             **backbone_kwargs,
         )
         return pool(out.last_hidden_state, attention_mask, out.hidden_states)
+
+    def top_layer_copies(self, k: int) -> nn.ModuleList:
+        """Copies of the backbone's top ``k`` layers, with their current weights (for ``top_layers``)."""
+        if not supports_packing(self.backbone):
+            raise ValueError(
+                f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
+            )
+        layers = self.backbone.encoder.layer
+        if not 0 < k < len(layers):
+            raise ValueError(f"own top layers: k must be in [1, {len(layers) - 1}] for this backbone, got {k}")
+        return copy.deepcopy(nn.ModuleList(layers[len(layers) - k :]))
 
     def named_pooler(self, name: str) -> Pooler:
         """The built-in pooler ``name`` (``cls``, ``mean``, ``max``...) on this backbone, built once; only
@@ -259,6 +282,7 @@ class Encoder(EncoderModel):
         prompt_name: str | None = None,
         prompt: str | None = None,
         pooler: str | None = None,
+        top_layers: nn.ModuleList | None = None,
     ) -> torch.Tensor:
         """The pooler's vectors of ``sentences`` without ``config.normalize``: what the training losses
         see and what a head on the encoder (GaussCSE, CMLM's projection) is trained on. A float32
@@ -275,14 +299,15 @@ class Encoder(EncoderModel):
         ``precision``: ``auto`` (bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere:
         :func:`unisent.hardware.inference_precision`), ``fp32`` or ``bf16`` (bfloat16 autocast).
         ``pooler``: another built-in parameter-free pooler's vectors (:meth:`named_pooler`), e.g. what a
-        Gaussian head that reads ``cls`` was trained on.
+        Gaussian head that reads ``cls`` was trained on. ``top_layers``: as in :meth:`forward` (run in eval mode).
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
         declared = self.config.sentence_transformers or {}
         sentences, prompt_length = apply_prompt(self.tokenizer, declared, sentences, prompt, prompt_name)
-        was_training = self.training
-        self.eval()
+        was_training = [(m, m.training) for m in (self, top_layers) if m is not None]
+        for module, _ in was_training:
+            module.eval()
         device = next(self.parameters()).device
         bf16 = inference_precision(precision, device.type)[0]
         ids, truncated = self._tokenize_counting(sentences)
@@ -313,7 +338,8 @@ class Encoder(EncoderModel):
             autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
             with torch.inference_mode(), autocast:
                 unpad = False if reference else None
-                emb = self(input_ids.to(device), attention_mask.to(device), unpad=unpad, pooler=pooler).float()
+                options = {"unpad": unpad, "pooler": pooler, "top_layers": top_layers}
+                emb = self(input_ids.to(device), attention_mask.to(device), **options).float()
                 if normalize:
                     emb = nn.functional.normalize(emb, dim=-1)
                 return idx, emb.cpu()
@@ -324,7 +350,8 @@ class Encoder(EncoderModel):
                     out[torch.as_tensor(idx)] = emb
         finally:
             torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
-            self.train(was_training)
+            for module, mode in was_training:
+                module.train(mode)
         return out
 
     # ----------------------------------------------------------------------------------- save/load

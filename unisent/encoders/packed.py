@@ -53,9 +53,12 @@ def packed_forward(
     *,
     token_type_ids: torch.Tensor | None = None,
     output_hidden_states: bool = False,
+    layers: list[nn.Module] | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
     """``(last_hidden_state, hidden_states)`` of ``backbone`` like its own forward, padding skipped;
-    ``hidden_states`` (embeddings, then every layer's output) is None unless ``output_hidden_states``."""
+    ``hidden_states`` (embeddings, then every layer's output) is None unless ``output_hidden_states``.
+    ``layers``: the stack to run instead of ``backbone.encoder.layer`` (e.g. its lower layers, then a
+    head's own copies of the top ones: :meth:`unisent.encoders.Encoder.forward`'s ``top_layers``)."""
     batch, seq = input_ids.shape
     keep = attention_mask.bool()
     index = keep.reshape(-1).nonzero().squeeze(1)  # (tokens,) positions of real tokens in batch*seq
@@ -73,7 +76,7 @@ def packed_forward(
         return x.new_zeros(batch * seq, x.shape[-1]).index_copy(0, index, x).view(batch, seq, -1)
 
     states = [embeddings.masked_fill(~keep[..., None], 0.0)] if output_hidden_states else None
-    for layer in backbone.encoder.layer:
+    for layer in backbone.encoder.layer if layers is None else layers:
         hidden = _packed_layer(layer, hidden, pad, index, key_mask, batch, seq)
         if states is not None:
             states.append(pad(hidden))

@@ -49,6 +49,11 @@ class GaussianHead(nn.Module):
         pooler: the vectors the head reads: ``None`` (the encoder's sentence vectors) or a built-in
             pooler without weights, e.g. ``cls`` (the paper's ``[CLS]``) under an encoder that pools
             ``mean`` for everything else (:func:`unisent.encoders.poolers.head_pooler`). Saved with the head.
+        own_layers: the head reads the pooled output of its own copies of the encoder's top ``own_layers``
+            layers over the encoder's lower ones (task-specific top layers, as in hard parameter sharing),
+            so its loss does not move the top of the encoder that the other objectives and ``encode`` read.
+            0: none. The copies are made from the encoder by :meth:`attach` (training starts them from the
+            encoder's weights) and saved with the head.
     """
 
     def __init__(
@@ -60,10 +65,13 @@ class GaussianHead(nn.Module):
         point: Literal["mean", "pooled"] = "mean",
         length_input: bool = False,
         pooler: str | None = None,
+        own_layers: int = 0,
     ) -> None:
         super().__init__()
         if pooler is not None:
             head_pooler(pooler, hidden_size, source="pooler")  # a built-in name without weights, or ValueError
+        if type(own_layers) is not int or own_layers < 0:
+            raise ValueError(f"own_layers must be an integer >= 0, got {own_layers!r}")
         if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
             raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
         if point not in ("mean", "pooled"):
@@ -80,8 +88,23 @@ class GaussianHead(nn.Module):
             self.settings["length_input"] = True
         if pooler is not None:  # likewise: absent = the encoder's own vectors
             self.settings["pooler"] = pooler
+        if own_layers:  # likewise: absent = 0
+            self.settings["own_layers"] = own_layers
         self.mean = nn.Linear(hidden_size, hidden_size)
         self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
+        self.layers = nn.ModuleList()  # the own top layers, from :meth:`attach`
+
+    def attach(self, encoder: nn.Module) -> GaussianHead:
+        """Give the head its own copies of ``encoder``'s top ``own_layers`` layers (once; none without)."""
+        k = self.settings.get("own_layers", 0)
+        if k and not len(self.layers):
+            self.layers = encoder.top_layer_copies(k)
+        return self
+
+    @property
+    def top_layers(self) -> nn.ModuleList | None:
+        """The layers the encoder runs on top of its lower ones for this head, or ``None``: its own."""
+        return self.layers if len(self.layers) else None
 
     @property
     def length_input(self) -> bool:
@@ -140,7 +163,12 @@ class GaussianEncoder(EncoderWrapper):
     def __init__(self, encoder: nn.Module, head: GaussianHead) -> None:
         super().__init__()
         self.encoder = encoder
-        self.head = head
+        self.head = head.attach(encoder)
+
+    @classmethod
+    def build_head(cls, settings: dict, encoder: nn.Module) -> GaussianHead:
+        """The head of ``settings``, with its own top layers shaped as ``encoder``'s (weights loaded after)."""
+        return GaussianHead(**settings).attach(encoder)
 
     @property
     def point(self) -> str:
@@ -151,7 +179,8 @@ class GaussianEncoder(EncoderWrapper):
         """Token ids (batch, seq) -> point embeddings (batch, hidden): the means, or the pooled vectors."""
         if self.point == "pooled":
             return self.encoder(input_ids, attention_mask)
-        return self.head(self.encoder(input_ids, attention_mask, pooler=self.head.pooler))[0]
+        pooled = self.encoder(input_ids, attention_mask, pooler=self.head.pooler, top_layers=self.head.top_layers)
+        return self.head(pooled)[0]
 
     @torch.inference_mode()
     def encode_gaussian(
@@ -165,7 +194,12 @@ class GaussianEncoder(EncoderWrapper):
         """Means and variances, each a float32 (n, hidden) tensor on the CPU, rows in input order. The
         encoder runs at ``precision`` as in ``Encoder.encode``; the head in fp32."""
         pooled = self.encoder.encode_pooled(
-            sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar, pooler=self.head.pooler
+            sentences,
+            batch_size,
+            precision=precision,
+            show_progress_bar=show_progress_bar,
+            pooler=self.head.pooler,
+            top_layers=self.head.top_layers,
         )
         if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
@@ -201,7 +235,8 @@ class GaussianEncoder(EncoderWrapper):
                 f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
                 f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
                 f"{s['variance']} (+ {s['var_floor']:g})"
-                + (f"; reads the `{s['pooler']}` vector, not the encoder's" if s.get("pooler") else ""),
+                + (f"; reads the `{s['pooler']}` vector, not the encoder's" if s.get("pooler") else "")
+                + (f"; over its own copies of the top {s['own_layers']} layers" if s.get("own_layers") else ""),
             ),
             (
                 "point embedding (`encode`)",
@@ -212,6 +247,11 @@ class GaussianEncoder(EncoderWrapper):
     def sentence_transformers_modules(self) -> list[STModule]:
         if self.point == "pooled":  # the encoder's own modules: its pooled (and normalised) vectors
             return self.encoder.sentence_transformers_modules()
+        if self.head.top_layers is not None:
+            raise NotExportableError(
+                "a Gaussian head over its own top layers has no Sentence Transformers modules for its means "
+                "(with point: pooled the encoder's vectors export, and unisent.load reads the head)"
+            )
         if self.head.pooler is not None:  # the means: the head's own pooling (e.g. cls), then its mean layer
             pool = self.encoder.named_pooler(self.head.pooler)
             return (
@@ -270,6 +310,8 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         """The encoder's graph and the head: outputs ``last_hidden_state``, ``sentence_embedding``
         (:meth:`encode`'s point embeddings), ``mean`` and ``variance`` (``encode_gaussian``'s); the token
         counts a ``length_input`` head reads are the attention mask's sums."""
+        if self.head.top_layers is not None:
+            raise NotExportableError("a Gaussian head over its own top layers has no ONNX graph")
         encoder = self.encoder.onnx_graph(normalize=False)
         pool = None if self.head.pooler is None else self.encoder.named_pooler(self.head.pooler)
         if pool is not None and pool.needs_hidden_states:

@@ -59,20 +59,26 @@ class EncoderWrapper(InferenceModel):
         directory = Path(directory)
         settings_file, weights_file = directory / f"{cls.head_stem}.json", directory / f"{cls.head_stem}.pt"
         settings = read_model_json(settings_file, dict)
+        encoder = Encoder.from_pretrained(directory)
         # the head's sizes against its weights, built on the meta device first: nothing allocated for a wrong size
         check_fits(
-            lambda: cls.head_class(**settings),
+            lambda: cls.build_head(settings, encoder),
             weight_shapes(weights_file),
             config_file=settings_file,
             settings=settings,
             weights_file=weights_file,
         )
         try:
-            head = cls.head_class(**settings)
+            head = cls.build_head(settings, encoder)
         except (TypeError, ValueError) as err:
             raise ModelFileError(f"{settings_file}: {str(err).splitlines()[0] if str(err) else err!r}") from None
         load_state(head, read_state(weights_file), source=weights_file)
-        return cls(Encoder.from_pretrained(directory), head)
+        return cls(encoder, head)
+
+    @classmethod
+    def build_head(cls, settings: dict, encoder: nn.Module) -> nn.Module:
+        """The head ``settings`` describe, before its weights are loaded (``encoder``: for a head shaped by it)."""
+        return cls.head_class(**settings)
 
     @classmethod
     def is_saved_in(cls, directory: str | os.PathLike) -> bool:

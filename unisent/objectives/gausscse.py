@@ -40,6 +40,11 @@ class GaussCSE(Objective):
         pooler: the vectors the Gaussian head reads: ``None`` (the encoder's sentence vectors) or a built-in
             pooler without weights, ``cls`` (the paper's [CLS]) while the encoder pools ``mean`` for the
             other objectives and ``encode`` (docs/methods/gausscse.md, "The head's own pooler").
+        own_layers: the head reads its own copies of the encoder's top ``own_layers`` layers, started from
+            the encoder's weights, over the encoder's lower layers (not in the paper; task-specific top layers):
+            this loss then moves the encoder's lower layers and its own copies, not the top that ``encode`` and
+            the other objectives read. The copies learn as the encoder does (its rate, held while
+            ``head_only_ratio`` holds it), not at ``head_lr`` (docs/methods/gausscse.md, "Own top layers").
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
     """
 
@@ -59,6 +64,7 @@ class GaussCSE(Objective):
         encoder_grad: float = 1.0,
         length_input: bool = False,
         pooler: str | None = None,
+        own_layers: int = 0,
         hidden_size: int = 0,
         weight: float = 1.0,
         name: str | None = None,
@@ -83,6 +89,7 @@ class GaussCSE(Objective):
             "point": point,
             "length_input": length_input,
             "pooler": pooler,
+            "own_layers": own_layers,
         }
         self.head = GaussianHead(hidden_size, **self.head_settings) if hidden_size else None
         self.batch_keys = self.text_keys = (
@@ -95,6 +102,15 @@ class GaussCSE(Objective):
             size = encoder.hidden_size if self.head_settings["pooler"] is None else encoder.backbone.config.hidden_size
             self.head = GaussianHead(size, **self.head_settings)
             self._init_args["hidden_size"] = size
+        self.head.attach(encoder)
+
+    def encoder_like_parameters(self) -> list[torch.nn.Parameter]:
+        """The own top layers' parameters: they learn at the encoder's rate and schedule."""
+        return list(self.head.layers.parameters()) if self.head is not None else []
+
+    def encoder_like_modules(self) -> list[torch.nn.Module]:
+        """The own top layers: in eval mode while the encoder is held (``head_only_ratio``)."""
+        return [self.head.layers] if self.head is not None and len(self.head.layers) else []
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
@@ -103,7 +119,9 @@ class GaussCSE(Objective):
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """The pooled vectors of each field; the encoder receives ``encoder_grad`` x the loss's gradient."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.encoder_grad > 0):
-            pooled = encode_views(encode, batch, self.text_keys, pooler=self.head_settings["pooler"])
+            pooled = encode_views(
+                encode, batch, self.text_keys, pooler=self.head_settings["pooler"], top_layers=self.head.top_layers
+            )
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
         return pooled

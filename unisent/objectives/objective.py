@@ -120,6 +120,15 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: the optimiser's. GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
 
+    def encoder_like_parameters(self) -> list[torch.nn.Parameter]:
+        """Own parameters that learn as the encoder does (its rate and schedule, held while it is held)
+        rather than at ``param_lr`` / ``model.head_lr``: e.g. GaussCSE's own copies of top layers."""
+        return []
+
+    def encoder_like_modules(self) -> list[torch.nn.Module]:
+        """Own modules in eval mode while the encoder is held (``model.head_only_ratio``), as it is."""
+        return []
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         old = [flag for flag in ("cache_ready", "matryoshka_ready") if flag in vars(cls)]
@@ -232,14 +241,21 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
 
 def encode_views(
-    encode: EncodeFn, batch: dict[str, Any], keys: Sequence[str], repeat: int = 1, pooler: str | None = None
+    encode: EncodeFn,
+    batch: dict[str, Any],
+    keys: Sequence[str],
+    repeat: int = 1,
+    pooler: str | None = None,
+    top_layers: torch.nn.ModuleList | None = None,
 ) -> list[torch.Tensor]:
     """Encode the text fields ``keys`` of a collated batch in ONE forward pass over the stacked views, stacked
     ``repeat`` times (2: SimCSE's dropout views); one (batch, hidden) tensor per view, keys in order, repeated.
-    ``pooler``: the vectors of another built-in pooler than the encoder's (``Encoder.named_pooler``)."""
+    ``pooler``: the vectors of another built-in pooler than the encoder's (``Encoder.named_pooler``);
+    ``top_layers``: a head's own top layers over the encoder's lower ones (``Encoder.forward``)."""
     ids = torch.cat([batch[k]["input_ids"] for k in keys] * repeat)  # (views * batch, seq)
     mask = torch.cat([batch[k]["attention_mask"] for k in keys] * repeat)
-    pooled = encode(ids, mask) if pooler is None else encode(ids, mask, pooler=pooler)  # (views * batch, hidden)
+    options = {k: v for k, v in (("pooler", pooler), ("top_layers", top_layers)) if v is not None}
+    pooled = encode(ids, mask, **options)  # (views * batch, hidden)
     return list(pooled.chunk(len(keys) * repeat))
 
 

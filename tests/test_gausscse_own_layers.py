@@ -111,3 +111,22 @@ def test_trained_with_distill_it_saves_loads_and_exports(tiny_bert_dir, tmp_path
     torch.testing.assert_close(unisent.load(str(tmp_path / "st")).encode_gaussian(SENTS, precision="fp32")[1], var)
     with pytest.raises(NotExportableError, match="own top layers has no ONNX graph"):
         loaded.onnx_graph()
+
+
+@pytest.mark.parametrize(
+    ("own_layers", "words"),
+    [(0, ["gaussian_head.pt", "layers.0"]), (9, ["gaussian_head.json", "k must be in"]), ("x", ["own_layers", "'x'"])],
+)
+def test_a_head_file_whose_own_layers_do_not_fit_is_refused_by_name(tiny_bert_dir, tmp_path, own_layers, words):
+    import json
+
+    from unisent.io.model_files import ModelFileError
+
+    encoder = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean"))
+    saved = GaussianEncoder(encoder, GaussianHead(encoder.hidden_size, own_layers=1)).save_pretrained(tmp_path / "g")
+    settings = json.loads((saved / "gaussian_head.json").read_text())
+    (saved / "gaussian_head.json").write_text(json.dumps(settings | {"own_layers": own_layers}))
+    with pytest.raises(ModelFileError) as err:
+        unisent.load(str(saved))
+    message = str(err.value)
+    assert "\n" not in message and all(w in message for w in words), message

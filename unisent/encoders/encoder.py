@@ -168,7 +168,7 @@ class Encoder(EncoderModel):
             )
         layers = self.backbone.encoder.layer
         if not 0 < k < len(layers):
-            raise ValueError(f"own top layers: k must be in [1, {len(layers) - 1}] for this backbone, got {k}")
+            raise ValueError(f"k must be in [1, {len(layers) - 1}] for this backbone ({len(layers)} layers), got {k}")
         return copy.deepcopy(nn.ModuleList(layers[len(layers) - k :]))
 
     def named_pooler(self, name: str) -> Pooler:

@@ -98,7 +98,10 @@ class GaussianHead(nn.Module):
         """Give the head its own copies of ``encoder``'s top ``own_layers`` layers (once; none without)."""
         k = self.settings.get("own_layers", 0)
         if k and not len(self.layers):
-            self.layers = encoder.top_layer_copies(k)
+            try:
+                self.layers = encoder.top_layer_copies(k)
+            except ValueError as err:
+                raise ValueError(f"GaussCSE own_layers: {err}") from None
         return self
 
     @property

@@ -540,13 +540,19 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
             tuple(f"unified-own-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (42, 43, 44)."),
         ),
+        (  # the same route on the fresh seeds
+            "unified-own-fresh-ablation.json",
+            " own-fresh",
+            tuple(f"unified-own-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
+            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
     and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets; the [CLS] route and GaussCSE alone with
     its head, on both seed sets, the fresh seeds in bf16 and in fp32, and the route's bf16 seeds; the route over
-    GaussCSE's own top layers) come from the
+    GaussCSE's own top layers, on both seed sets) come from the
     ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"

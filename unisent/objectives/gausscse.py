@@ -44,7 +44,8 @@ class GaussCSE(Objective):
             the encoder's weights, over the encoder's lower layers (not in the paper; task-specific top layers):
             this loss then moves the encoder's lower layers and its own copies, not the top that ``encode`` and
             the other objectives read. The copies learn as the encoder does (its rate, held while
-            ``head_only_ratio`` holds it), not at ``head_lr`` (docs/methods/gausscse.md, "Own top layers").
+            ``head_only_ratio`` holds it), not at ``head_lr``, and ``encoder_grad`` scales their gradient as
+            the encoder's (docs/methods/gausscse.md, "Own top layers").
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
     """
 

@@ -255,6 +255,8 @@ def tiny_recipe_config(
             init[key] = _resolve_files(value, root)
         if objective["class_path"].endswith(".Matryoshka"):  # prefix sizes of the tiny model's 32 dimensions
             init["dims"] = [32, 16]
+        if init.get("own_layers"):  # GaussCSE's own top layers: one, of the tiny model's two
+            init["own_layers"] = 1
         name = _objective_name(objective["class_path"], init)
         source = train.get(name)
         source = {"path": source} if isinstance(source, str) else dict(source or {})

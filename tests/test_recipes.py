@@ -70,7 +70,9 @@ def test_recipe_instantiates_its_model_and_data(recipe, tiny_recipe, tmp_path, m
         assert isinstance(objective, Objective) and type(objective).__name__ == spec["class_path"].rsplit(".", 1)[-1]
         recorded = objective.config()["init_args"]
         for key, value in (spec.get("init_args") or {}).items():
-            if isinstance(value, (int, float, bool)) or key in ("mode", "sets", "languages", "forms", "name"):
+            if key == "own_layers":  # set to 1 for the tiny model's two layers (tiny_recipe_config)
+                assert recorded[key] == 1 and len(objective.head.layers) == 1
+            elif isinstance(value, (int, float, bool)) or key in ("mode", "sets", "languages", "forms", "name"):
                 assert recorded[key] == value, (key, recorded[key], value)
         if (spec.get("init_args") or {}).get("symbol_counts"):  # AMR: the vocabulary files were read
             vocabulary = module.encoder.tokenizer.get_vocab()

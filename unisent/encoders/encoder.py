@@ -131,7 +131,8 @@ class Encoder(EncoderModel):
         forward even where the unpadded one applies (``None``: ``config.unpad``). ``pooler``: the vectors of
         another parameter-free built-in pooler than the encoder's own (:meth:`named_pooler`; a head that reads
         e.g. ``cls`` while the encoder's sentence vectors are ``mean``). ``top_layers``: k layers that replace
-        the backbone's top k (a head's own copies, :meth:`top_layer_copies`); always the unpadded forward."""
+        the backbone's top k (a head's own copies, :meth:`top_layer_copies`); always the unpadded forward, without
+        gradient checkpointing."""
         pool = self.pooler if pooler is None else self.named_pooler(pooler)
         packs = self.packs if unpad is None else unpad and self.packs
         layers = None

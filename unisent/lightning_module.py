@@ -53,14 +53,15 @@ def parameter_groups(
     :attr:`~unisent.objectives.Objective.param_lr` or, given ``head_lr``, of every other objective (not
     a balancer's). Without either, the same two groups as ever, so checkpoints resume. With ``encoder``,
     its parameters get groups of their own marked ``"encoder": True`` (for ``head_only_steps``), with the
-    objectives' :meth:`~unisent.objectives.Objective.encoder_like_parameters`, which never take ``head_lr``."""
+    parameters of the objectives' :meth:`~unisent.objectives.Objective.encoder_like_modules`, which never
+    take ``head_lr``."""
     own: dict[int, float] = {}
     encoder_like: set[int] = set()
     for objective in objectives:
         lr = objective.param_lr
         if isinstance(objective, Objective):
             lr = head_lr if lr is None else lr
-            encoder_like |= {id(p) for p in objective.encoder_like_parameters()}
+            encoder_like |= {id(p) for m in objective.encoder_like_modules() for p in m.parameters()}
         if lr is not None:
             own.update({id(p): float(lr) for p in objective.parameters() if id(p) not in encoder_like})
     named = list(named_parameters)

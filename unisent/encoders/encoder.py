@@ -137,12 +137,8 @@ class Encoder(EncoderModel):
         packs = self.packs if unpad is None else unpad and self.packs
         layers = None
         if top_layers:
-            if not supports_packing(self.backbone) or set(backbone_kwargs) - {"token_type_ids"}:
-                raise ValueError(
-                    f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
-                )
-            own = list(self.backbone.encoder.layer)
-            layers, packs = own[: len(own) - len(top_layers)] + list(top_layers), True
+            own = self._own_layers_backbone(set(backbone_kwargs) - {"token_type_ids"})
+            layers, packs = list(own[: len(own) - len(top_layers)]) + list(top_layers), True
         if packs and set(backbone_kwargs) <= {"token_type_ids"} and (layers or not self._checkpointing()):
             last, states = packed_forward(
                 self.backbone,
@@ -163,14 +159,19 @@ class Encoder(EncoderModel):
 
     def top_layer_copies(self, k: int) -> nn.ModuleList:
         """Copies of the backbone's top ``k`` layers, with their current weights (for ``top_layers``)."""
-        if not supports_packing(self.backbone):
-            raise ValueError(
-                f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
-            )
-        layers = self.backbone.encoder.layer
+        layers = self._own_layers_backbone()
         if not 0 < k < len(layers):
             raise ValueError(f"k must be in [1, {len(layers) - 1}] for this backbone ({len(layers)} layers), got {k}")
         return copy.deepcopy(nn.ModuleList(layers[len(layers) - k :]))
+
+    def _own_layers_backbone(self, other_inputs: set[str] | None = None) -> nn.ModuleList:
+        """The backbone's layers, which own top layers replace in the unpadded forward, or ``ValueError``."""
+        if not supports_packing(self.backbone) or other_inputs:
+            raise ValueError(
+                f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
+                + (f" (or inputs besides token_type_ids: {sorted(other_inputs)})" if other_inputs else "")
+            )
+        return self.backbone.encoder.layer
 
     def named_pooler(self, name: str) -> Pooler:
         """The built-in pooler ``name`` (``cls``, ``mean``, ``max``...) on this backbone, built once; only

@@ -105,12 +105,8 @@ class GaussCSE(Objective):
             self._init_args["hidden_size"] = size
         self.head.attach(encoder)
 
-    def encoder_like_parameters(self) -> list[torch.nn.Parameter]:
-        """The own top layers' parameters: they learn at the encoder's rate and schedule."""
-        return list(self.head.layers.parameters()) if self.head is not None else []
-
     def encoder_like_modules(self) -> list[torch.nn.Module]:
-        """The own top layers: in eval mode while the encoder is held (``head_only_ratio``)."""
+        """The own top layers: they learn at the encoder's rate and are held with it (``head_only_ratio``)."""
         return [self.head.layers] if self.head is not None and len(self.head.layers) else []
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -96,9 +96,6 @@ class Matryoshka(Objective):
     def param_lr(self) -> float | None:
         return self.objective.param_lr
 
-    def encoder_like_parameters(self) -> list[torch.nn.Parameter]:
-        return self.objective.encoder_like_parameters()
-
     def encoder_like_modules(self) -> list[torch.nn.Module]:
         return self.objective.encoder_like_modules()
 

@@ -120,13 +120,10 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     #: the optimiser's. GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
 
-    def encoder_like_parameters(self) -> list[torch.nn.Parameter]:
-        """Own parameters that learn as the encoder does (its rate and schedule, held while it is held)
-        rather than at ``param_lr`` / ``model.head_lr``: e.g. GaussCSE's own copies of top layers."""
-        return []
-
     def encoder_like_modules(self) -> list[torch.nn.Module]:
-        """Own modules in eval mode while the encoder is held (``model.head_only_ratio``), as it is."""
+        """Own modules that learn as the encoder does: their parameters take its rate and schedule rather
+        than ``param_lr`` / ``model.head_lr``, and they are held and in eval mode while it is held
+        (``model.head_only_ratio``); e.g. GaussCSE's own copies of top layers."""
         return []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -239,6 +239,27 @@ def test_gaussian_similarity_end_to_end(data_dir: Path, gaussian_model) -> None:
     assert evaluate(gaussian_model, ["stsb-test"], data_dir, progress=False, similarity=sym)["tasks"]
 
 
+def test_direction_defaults_to_kl_on_a_gaussian_model(data_dir: Path, gaussian_model, model) -> None:
+    """No similarity named: direction tasks read a Gaussian model's KL (cosine would score every pair a tie), the
+    other tasks cosine; a similarity named is every task's, and a model without a Gaussian head keeps cosine."""
+    tasks = ["stsb-test", "snli-direction"]
+    default = evaluate(gaussian_model, tasks, data_dir, progress=False)
+    kl = evaluate(gaussian_model, tasks, data_dir, progress=False, similarity="kl")
+    cosine = evaluate(gaussian_model, tasks, data_dir, progress=False, similarity="cosine")
+    assert default["tasks"]["snli-direction"]["metrics"] == kl["tasks"]["snli-direction"]["metrics"]
+    assert default["tasks"]["snli-direction"]["score"] > 0.0
+    assert cosine["tasks"]["snli-direction"]["score"] == 0.0
+    assert default["tasks"]["stsb-test"]["score"] == cosine["tasks"]["stsb-test"]["score"]
+    assert default["tasks"]["stsb-test"]["score"] != kl["tasks"]["stsb-test"]["score"]
+    assert default["config"]["similarity"] == "cosine"
+    assert default["config"]["similarity_by_task"] == {"snli-direction": "kl"}
+    assert "snli-direction: scored with kl" in format_markdown(default)
+    assert "similarity_by_task" not in kl["config"] and "similarity_by_task" not in cosine["config"]
+    plain = evaluate(model, tasks, data_dir, progress=False)
+    assert "similarity_by_task" not in plain["config"] and plain["tasks"]["snli-direction"]["score"] == 0.0
+    assert get_task("snli-direction").run(gaussian_model, data_dir) == default["tasks"]["snli-direction"]["metrics"]
+
+
 def test_custom_task_with_custom_probe(data_dir: Path, model) -> None:
     from functools import partial
 

@@ -18,7 +18,7 @@ def evaluate(
     data_dir: str | None = None,
     output: str | None = None,
     batch_size: int = 128,
-    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "cosine",
+    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] | None = None,
     device: str | None = None,
     precision: Literal["fp32", "auto", "bf16"] = "fp32",
     list: bool = False,
@@ -43,7 +43,8 @@ def evaluate(
             a task whose files it lacks uses the bundled copy where one is bundled (STS-B), and says so
         output: write the results as JSON to this file
         batch_size: sentences per forward pass
-        similarity: pairwise similarity for STS/NLI tasks; kl* need a Gaussian model (GaussCSE)
+        similarity: pairwise similarity for every STS/NLI task; kl* need a Gaussian model (GaussCSE). Default:
+            cosine, and kl for the entailment-direction tasks of a Gaussian model (cosine would score them 0)
         device: cpu, cuda, cuda:1 ... (default: cpu)
         precision: fp32 (the papers' protocols), bf16 (bfloat16 autocast while encoding), or auto (bf16
             where the device computes fast in bf16: GPUs with bf16, CPUs with AVX512-BF16 or AMX)
@@ -98,7 +99,15 @@ def evaluate(
 
 
 def _evaluate_tasks(
-    model: str, tasks: str, data_dir, batch_size: int, similarity: str, device, precision: str, quiet: bool, *cuts
+    model: str,
+    tasks: str,
+    data_dir,
+    batch_size: int,
+    similarity: str | None,
+    device,
+    precision: str,
+    quiet: bool,
+    *cuts,
 ) -> dict:
     """``--tasks`` at ``precision`` (``auto`` resolved, said here); ``cuts``: ``--max-length``, ``--truncate-dim``."""
     import sys
@@ -119,7 +128,7 @@ def _evaluate_tasks(
         data_dir,
         batch_size=batch_size,
         progress=not quiet,
-        similarity=get_similarity(similarity),
+        similarity=None if similarity is None else get_similarity(similarity),
         precision="bf16" if bf16 else "fp32",
     )
 
@@ -154,7 +163,13 @@ def _check_mteb_options(precision: str, max_length: int | None, truncate_dim: in
 
 
 def _evaluate_mteb(
-    model: str, tasks: str, data_dir: str | None, batch_size: int, similarity: str, device: str | None, quiet: bool
+    model: str,
+    tasks: str,
+    data_dir: str | None,
+    batch_size: int,
+    similarity: str | None,
+    device: str | None,
+    quiet: bool,
 ) -> dict:
     """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, reported like ``--tasks``."""
     names = [name.strip() for name in tasks.split(",") if name.strip()]
@@ -169,7 +184,7 @@ def _evaluate_mteb(
             model,
             names,
             data_dir=data_dir,
-            similarity=None if similarity == "cosine" else similarity,
+            similarity=None if similarity in (None, "cosine") else similarity,
             batch_size=batch_size,
             device=device,
         )

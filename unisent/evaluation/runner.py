@@ -60,7 +60,9 @@ def evaluate(
         batch_size: encoding batch size.
         progress: show progress bars and one line per finished task on stderr.
         similarity: pairwise similarity for STS and NLI tasks (a ``Similarity`` or its name: ``"kl"``,
-            ...; see :mod:`unisent.evaluation.similarities`); cosine of ``encode`` by default.
+            ...; see :mod:`unisent.evaluation.similarities`), for every task. By default cosine of ``encode``,
+            except that a task with a ``gaussian_similarity`` (entailment direction: ``kl``) uses that on a model
+            with ``encode_gaussian``; ``config["similarity_by_task"]`` then names those tasks.
         on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
             malformed file then raises before anything is encoded).
         precision: ``fp32`` (the protocols'), ``bf16`` (bfloat16 while encoding) or ``auto`` (resolved for the
@@ -111,11 +113,14 @@ def evaluate(
     config = {"data_dir": str(data_dir), "batch_size": batch_size, "similarity": embedder.similarity.name}
     results: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": skipped, "failed": failed}
     results["config"] = config | {"precision": embedder.precision}
+    own = {} if similarity is not None else _task_similarities(runnable, model)
+    if own:
+        results["config"]["similarity_by_task"] = {name: sim.name for name, sim in own.items()}
     fallbacks = {task.name: str(bundled) for task in present if dirs[task.name] != data_dir}
     if fallbacks:
         results["config"]["bundled_data"] = fallbacks
     with use_loaded(loaded):  # pass 2: encode and score
-        _score_tasks(runnable, dirs, loaded, embedder, fail, results["tasks"], progress)
+        _score_tasks(runnable, dirs, loaded, embedder, fail, results["tasks"], progress, own)
     results["groups"] = _group_scores(results["tasks"])
     return results
 
@@ -166,13 +171,27 @@ def _read_data(present: list[Task], dirs: dict[str, Path], fail) -> tuple[Loaded
     return loaded, runnable
 
 
-def _score_tasks(runnable, dirs, loaded: LoadedData, embedder, fail, scores: dict[str, Any], progress: bool) -> None:
-    """Pass 2: each task encoded and scored into ``scores``; each file's data freed after the last task using it."""
+def _task_similarities(runnable: list[Task], model: SentenceModel) -> dict[str, Similarity]:
+    """``{task: its gaussian_similarity}`` for a model with a Gaussian head (none without one)."""
+    if not callable(getattr(model, "encode_gaussian", None)):
+        return {}
+    from .similarities import get_similarity
+
+    return {task.name: get_similarity(task.gaussian_similarity) for task in runnable if task.gaussian_similarity}
+
+
+def _score_tasks(
+    runnable, dirs, loaded: LoadedData, embedder, fail, scores: dict[str, Any], progress: bool, own: dict
+) -> None:
+    """Pass 2: each task encoded and scored into ``scores``; each file's data freed after the last task using it.
+    ``own``: the tasks scored with a similarity of their own (``{task: Similarity}``), the others the embedder's."""
     last_use = {key: i for i, task in enumerate(runnable) for key in _keys(task, dirs[task.name])}
     bar = tqdm(runnable, desc="tasks", unit="task", disable=not progress)
+    shared = embedder.similarity
     for i, task in enumerate(bar):
         bar.set_description(f"task {task.name}")  # the bar names the task it is on
         embedder.label = f"encoding {task.name}"
+        embedder.similarity = own.get(task.name, shared)  # the encodings are cached by method, not similarity
         start = time.perf_counter()
         try:
             metrics = task.evaluate(embedder, dirs[task.name])
@@ -181,6 +200,7 @@ def _score_tasks(runnable, dirs, loaded: LoadedData, embedder, fail, scores: dic
             fail(task, error, "being scored")
             continue
         finally:
+            embedder.similarity = shared
             for key in _keys(task, dirs[task.name]):
                 if last_use.get(key) == i:
                     loaded.pop(key, None)
@@ -275,6 +295,10 @@ def format_markdown(results: dict[str, Any]) -> str:
             f"Data: `{config.get('data_dir')}`, batch size {config.get('batch_size')}, "
             f"similarity: {config.get('similarity')}."
         )
+        for name, similarity in (config.get("similarity_by_task") or {}).items():
+            lines.append(
+                f"{name}: scored with {similarity} (the model's Gaussian head; --similarity sets every task's)."
+            )
         for name, where in (config.get("bundled_data") or {}).items():
             lines.append(f"{name}: its files are not in the data directory; the bundled copy in `{where}` was used.")
         lines.append("")

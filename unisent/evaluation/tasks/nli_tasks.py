@@ -69,13 +69,14 @@ class EntailmentDirectionTask(Task):
     """Which sentence of an entailment pair entails the other (pairs labelled entailment only).
 
     ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` (a symmetric similarity
-    such as cosine scores 0); ``direction_var``: of "the premise has the larger variance", for Gaussian
-    similarities only. Each also by length relation in the model's tokens
-    (:func:`~unisent.evaluation.metrics.nli.direction_by_length`). ``source``: labelled pairs, premise
-    first; ``positive_label`` is compared case-insensitively.
+    such as cosine scores 0, so a run that names no similarity scores a Gaussian model with ``kl``);
+    ``direction_var``: of "the premise has the larger variance", for Gaussian similarities only. Each also by
+    length relation in the model's tokens (:func:`~unisent.evaluation.metrics.nli.direction_by_length`).
+    ``source``: labelled pairs, premise first; ``positive_label`` is compared case-insensitively.
     """
 
     main_metric: ClassVar[str] = "direction_sim"
+    gaussian_similarity: ClassVar[str | None] = "kl"  # the paper's asymmetric similarity, unless the run names one
     source: Source
     positive_label: str = "entailment"
 

@@ -74,9 +74,13 @@ class Task(ABC):
         description: one line for ``list_tasks``.
         optional: when reached through a group, skip the task if its files are absent (data not
             redistributed with the rest, such as STS12-16); named explicitly it still raises.
+        gaussian_similarity: the similarity the task is scored with on a model with a Gaussian head
+            (``encode_gaussian``) when the run names none; ``None``: cosine, as every other task. A task
+            that a symmetric similarity cannot score (entailment direction) sets ``"kl"``.
     """
 
     main_metric: ClassVar[str] = "score"
+    gaussian_similarity: ClassVar[str | None] = None
 
     name: str
     group: str
@@ -144,13 +148,15 @@ class Task(ABC):
     ) -> dict[str, float]:
         """Evaluate ``model`` (``encode(sentences, batch_size)``) on this task: metric name -> value, with
         ``main_metric`` always present. ``embedder``: a shared :class:`Embedder`, used instead of ``model``
-        and ``batch_size``."""
+        and ``batch_size``; without one, the task's ``gaussian_similarity`` on a model with a Gaussian head."""
         data_dir = Path(data_dir)
         self.check_files(data_dir)
         loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
         if embedder is None:
             from ..encoding import Embedder
+            from ..similarities import get_similarity
 
-            embedder = Embedder(model, batch_size)
+            own = self.gaussian_similarity if callable(getattr(model, "encode_gaussian", None)) else None
+            embedder = Embedder(model, batch_size, similarity=get_similarity(own) if own else None)
         with use_loaded(loaded):
             return self.evaluate(embedder, data_dir)

@@ -79,18 +79,23 @@ def test_a_method_that_needs_the_start_refuses_without_it():
 # ------------------------------------------------------------------------------------ runs
 @pytest.fixture(scope="module")
 def runs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
-    """Three runs of the tiny BERT from one start: EASE, the AMR objective (adds tokens), GaussCSE (a head)."""
+    """Runs of the tiny BERT from one start: EASE, the AMR objective (adds tokens), GaussCSE (a head), and GaussCSE
+    with its head over its own copy of the top layer."""
     from tests.conftest import tiny_recipe_config
 
     root = tmp_path_factory.mktemp("merge-runs")
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "unified" / "minilm-cpu.yaml"
     base = tiny_recipe_config(recipe, tiny_bert_dir, root, max_records=32)
-    names = {"EASE": "ease", "AMRSimCSE": "amr", "GaussCSE": "gausscse"}
+    # the last: GaussCSE with its head over its own copy of the top layer (own_layers)
+    names = [("EASE", "ease", {}), ("AMRSimCSE", "amr", {}), ("GaussCSE", "gausscse", {})]
+    names.append(("GaussCSE", "gausscse-own", {"own_layers": 1}))
     folders = {}
-    for cls, name in names.items():
+    for cls, name, extra in names:
         config = yaml.safe_load(yaml.safe_dump(base))
         config["model"]["objectives"] = [o for o in config["model"]["objectives"] if o["class_path"].endswith(cls)]
-        config["data"]["train"] = {name: config["data"]["train"][name]}
+        config["model"]["objectives"][0]["init_args"].update(extra)
+        data_name = name.removesuffix("-own")
+        config["data"]["train"] = {data_name: config["data"]["train"][data_name]}
         config["data"]["batch_size"] = 8
         config["data"]["cache_dir"] = str(root / "cache")
         config["data"].pop("length_grouped", None)
@@ -182,6 +187,29 @@ def test_the_merged_model_loads_scores_and_exports_to_st_and_onnx_equal_to_1e_5(
     np.testing.assert_allclose(st.encode(SENTENCES, convert_to_numpy=True), vectors.numpy(), atol=1e-5, rtol=0)
     onnx = unisent.load(str(tmp_path / "onnx"), backend="onnx")
     np.testing.assert_allclose(onnx.encode(SENTENCES).numpy(), vectors.numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_head_over_its_own_top_layers_is_carried_and_reads_the_merged_lower_layers(runs, tmp_path):
+    """GaussCSE's own copies of the top layer are its head's (its run's, unmerged); the lower layers they read are
+    merged; the merged model loads with the copies and its Gaussian reads them."""
+    out = tmp_path / "merged"
+    merge_runs([runs["ease"], runs["gausscse-own"]], out, method="task_arithmetic")
+    merged, own, ease = _state(out), _state(runs["gausscse-own"]), _state(runs["ease"])
+    copies = [k for k in own if k.startswith("objectives.0.") and ".layer" in k]
+    assert copies, "the run has no copies of the top layer"
+    for k in copies:
+        torch.testing.assert_close(merged[k.replace("objectives.0.", "objectives.1.")], own[k], atol=0, rtol=0)
+    base = _start(out).state_dict()
+    lower = next(k for k in merged if k.startswith("encoder.") and k.endswith("layer.0.attention.self.query.weight"))
+    expected = base[lower] + (ease[lower] - base[lower]) + (own[lower] - base[lower])
+    torch.testing.assert_close(merged[lower], expected, atol=1e-6, rtol=0)
+    model = unisent.load(str(out / "encoder"))
+    assert model.head.top_layers is not None and len(model.head.top_layers) == 1
+    mu, var = model.encode_gaussian(SENTENCES)
+    assert torch.isfinite(mu).all() and (var > 0).all()
+    # the Gaussian reads the copy: the run's own head over the merged encoder's lower layers, not the encoder's top
+    alone = unisent.load(str(runs["gausscse-own"] / "encoder"))
+    assert not torch.allclose(mu, alone.encode_gaussian(SENTENCES)[0], atol=1e-4)
 
 
 def test_two_merges_with_one_seed_are_equal_and_linear_of_one_run_twice_is_that_run(runs, tmp_path):

@@ -546,6 +546,12 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
             tuple(f"unified-own-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
         ),
+        (  # the route with GaussCSE's head over its own top five layers (own_layers: 5), fp32
+            "unified-own5-ablation.json",
+            " own5",
+            tuple(f"unified-own5-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
+            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (42, 43, 44)."),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):

@@ -278,6 +278,13 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ablate_command, "log_to_wandb", lambda result: None)
     ablate(str(recipe), out=str(out), balancers=["pcgrad", "uncertainty"], run="unified-uncertainty", seed=2)
     assert started == ["unified-uncertainty/seed2"]
+    capsys.readouterr()
+    # --dry_run with --run and --seed: that run's recipe and state only, and it is not trained
+    ablate(str(recipe), out=str(tmp_path / "one"), run="only-ease", seed=2, dry_run=True)
+    assert started == ["unified-uncertainty/seed2"]
+    listed = capsys.readouterr().out.strip().splitlines()
+    assert len(listed) == 1 and listed[0].startswith("only-ease/seed2") and "to run" in listed[0]
+    assert sorted(p.name for p in (tmp_path / "one" / "recipes").iterdir()) == ["only-ease-seed2.yaml"]
     lean = ablate(str(recipe), out=str(tmp_path / "lean"), seeds=[1], sweep=True, keep_checkpoints=False)
     assert "--no_keep_checkpoints" in yaml.safe_load(Path(lean["sweep"]).read_text())["command"]  # trials too
     ablate(str(recipe), out=str(out), seeds=[1], dry_run=True)

@@ -95,7 +95,8 @@ def ablate(
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
         seed: only this seed (with --run)
-        dry_run: write every run's recipe to OUT/recipes and list the runs (done or to run); train nothing
+        dry_run: write every run's recipe to OUT/recipes and list the runs (done or to run); train nothing. With
+            --run and --seed: that run only
         tabulate: the table of the runs that have a result file, training and merging nothing; the planned runs
             without one are named under the table (a study stopped early; a row's seeds column counts its runs)
         keep_checkpoints: keep each run's checkpoints (~0.8 GB per unified run) after it is scored;
@@ -166,9 +167,11 @@ def ablate(
             raise UsageError(
                 f"no run {run!r} with seed {seed}; the runs are {', '.join(sorted({r.slug for r in planned}))}"
             )
-        result = study.execute(match[0])
-        log_to_wandb(result)
-        return result
+        if not dry_run:
+            result = study.execute(match[0])
+            log_to_wandb(result)
+            return result
+        planned = match  # --dry_run with --run: that run's recipe and state, nothing trained
     if dry_run:
         for r in planned:
             state = "to run" if study.needs(r) else "done"

@@ -559,6 +559,12 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
             tuple(f"unified-own5-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (42, 43, 44)."),
         ),
+        (  # the same route on the fresh seeds
+            "unified-own5-fresh-ablation.json",
+            " own5-fresh",
+            tuple(f"unified-own5-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
+            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):

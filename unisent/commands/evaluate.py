@@ -18,7 +18,7 @@ def evaluate(
     data_dir: str | None = None,
     output: str | None = None,
     batch_size: int = 128,
-    similarity: Literal["cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] | None = None,
+    similarity: Literal["auto", "cosine", "kl", "kl_mean", "kl_symmetric", "kl_symmetric_mean", "kl_avg_sim"] = "auto",
     device: str | None = None,
     precision: Literal["fp32", "auto", "bf16"] = "fp32",
     list: bool = False,
@@ -43,7 +43,7 @@ def evaluate(
             a task whose files it lacks uses the bundled copy where one is bundled (STS-B), and says so
         output: write the results as JSON to this file
         batch_size: sentences per forward pass
-        similarity: pairwise similarity for every STS/NLI task; kl* need a Gaussian model (GaussCSE). Default:
+        similarity: pairwise similarity for every STS/NLI task; kl* need a Gaussian model (GaussCSE). auto:
             cosine, and kl for the entailment-direction tasks of a Gaussian model (cosine would score them 0)
         device: cpu, cuda, cuda:1 ... (default: cpu)
         precision: fp32 (the papers' protocols), bf16 (bfloat16 autocast while encoding), or auto (bf16
@@ -103,7 +103,7 @@ def _evaluate_tasks(
     tasks: str,
     data_dir,
     batch_size: int,
-    similarity: str | None,
+    similarity: str,
     device,
     precision: str,
     quiet: bool,
@@ -128,7 +128,7 @@ def _evaluate_tasks(
         data_dir,
         batch_size=batch_size,
         progress=not quiet,
-        similarity=None if similarity is None else get_similarity(similarity),
+        similarity=None if similarity == "auto" else get_similarity(similarity),
         precision="bf16" if bf16 else "fp32",
     )
 
@@ -167,7 +167,7 @@ def _evaluate_mteb(
     tasks: str,
     data_dir: str | None,
     batch_size: int,
-    similarity: str | None,
+    similarity: str,
     device: str | None,
     quiet: bool,
 ) -> dict:
@@ -184,7 +184,7 @@ def _evaluate_mteb(
             model,
             names,
             data_dir=data_dir,
-            similarity=None if similarity in (None, "cosine") else similarity,
+            similarity=None if similarity in ("auto", "cosine") else similarity,
             batch_size=batch_size,
             device=device,
         )

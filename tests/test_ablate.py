@@ -565,6 +565,18 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
             tuple(f"unified-own5-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
         ),
+        (  # GaussCSE alone at the routes' 124 steps (the head on the mean), fp32
+            "unified-single124-ablation.json",
+            " single124",
+            tuple(f"unified-single124-{name}.png" for name in ("ablation", "tradeoff")),
+            (b"| only gausscse | 3 |", b"Training precision per seed: only gausscse 32-true (42, 43, 44)."),
+        ),
+        (  # the same on the fresh seeds
+            "unified-single124-fresh-ablation.json",
+            " single124-fresh",
+            tuple(f"unified-single124-fresh-{name}.png" for name in ("ablation", "tradeoff")),
+            (b"| only gausscse | 3 |", b"Training precision per seed: only gausscse 32-true (48, 49, 50)."),
+        ),
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):

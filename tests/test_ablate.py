@@ -463,6 +463,19 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     )
 
 
+def _fp32_block(stem: str, row: str, seeds: str) -> tuple[str, str, tuple[str, ...], tuple[bytes, ...]]:
+    """A kept block of one fp32 row over three seeds, named ``stem``: its file, marker, plots (no conflicts plot for a
+    single objective's row) and the lines the table must hold."""
+    plots = ("ablation", "tradeoff") if row.startswith("only ") else ("ablation", "tradeoff", "conflicts")
+    lines = (f"| {row} | 3 |", f"Training precision per seed: {row} 32-true ({seeds}).")
+    return (
+        f"unified-{stem}-ablation.json",
+        f" {stem}",
+        tuple(f"unified-{stem}-{name}.png" for name in plots),
+        tuple(line.encode() for line in lines),
+    )
+
+
 @pytest.mark.parametrize(
     ("kept_name", "block", "plots", "rows"),
     [
@@ -529,61 +542,31 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
             tuple(f"unified-cls-bf16-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
             (b"| unified (anchored) | 2 |",),
         ),
-        (  # the [CLS] route on the fresh seeds again, in fp32 (--precision fp32)
-            "unified-cls-fresh-fp32-ablation.json",
-            " cls-fresh-fp32",
-            tuple(f"unified-cls-fresh-fp32-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
-        ),
-        (  # GaussCSE alone with the [CLS] head on the fresh seeds, in fp32
-            "unified-cls-single-fresh-fp32-ablation.json",
-            " cls-single-fresh-fp32",
-            tuple(f"unified-cls-single-fresh-fp32-{name}.png" for name in ("ablation", "tradeoff")),
-            (b"| only gausscse | 3 |", b"Training precision per seed: only gausscse 32-true (48, 49, 50)."),
-        ),
-        (  # the route with GaussCSE's head over its own top layers (own_layers: 2), fp32
-            "unified-own-ablation.json",
-            " own",
-            tuple(f"unified-own-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (42, 43, 44)."),
-        ),
-        (  # the same route on the fresh seeds
-            "unified-own-fresh-ablation.json",
-            " own-fresh",
-            tuple(f"unified-own-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
-        ),
-        (  # the route with GaussCSE's head over its own top five layers (own_layers: 5), fp32
-            "unified-own5-ablation.json",
-            " own5",
-            tuple(f"unified-own5-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (42, 43, 44)."),
-        ),
-        (  # the same route on the fresh seeds
-            "unified-own5-fresh-ablation.json",
-            " own5-fresh",
-            tuple(f"unified-own5-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |", b"Training precision per seed: unified (anchored) 32-true (48, 49, 50)."),
-        ),
-        (  # GaussCSE alone at the routes' 124 steps (the head on the mean), fp32
-            "unified-single124-ablation.json",
-            " single124",
-            tuple(f"unified-single124-{name}.png" for name in ("ablation", "tradeoff")),
-            (b"| only gausscse | 3 |", b"Training precision per seed: only gausscse 32-true (42, 43, 44)."),
-        ),
-        (  # the same on the fresh seeds
-            "unified-single124-fresh-ablation.json",
-            " single124-fresh",
-            tuple(f"unified-single124-fresh-{name}.png" for name in ("ablation", "tradeoff")),
-            (b"| only gausscse | 3 |", b"Training precision per seed: only gausscse 32-true (48, 49, 50)."),
-        ),
+        _fp32_block(
+            "cls-fresh-fp32", "unified (anchored)", "48, 49, 50"
+        ),  # the [CLS] route on the fresh seeds again, in fp32 (--precision fp32)
+        _fp32_block(
+            "cls-single-fresh-fp32", "only gausscse", "48, 49, 50"
+        ),  # GaussCSE alone with the [CLS] head on the fresh seeds, in fp32
+        _fp32_block(
+            "own", "unified (anchored)", "42, 43, 44"
+        ),  # the route with GaussCSE's head over its own top layers (own_layers: 2), fp32
+        _fp32_block("own-fresh", "unified (anchored)", "48, 49, 50"),  # the same route on the fresh seeds
+        _fp32_block(
+            "own5", "unified (anchored)", "42, 43, 44"
+        ),  # the route with GaussCSE's head over its own top five layers (own_layers: 5), fp32
+        _fp32_block("own5-fresh", "unified (anchored)", "48, 49, 50"),  # the same route on the fresh seeds
+        _fp32_block(
+            "single124", "only gausscse", "42, 43, 44"
+        ),  # GaussCSE alone at the routes' 124 steps (the head on the mean), fp32
+        _fp32_block("single124-fresh", "only gausscse", "48, 49, 50"),  # the same on the fresh seeds
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
     and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets; the [CLS] route and GaussCSE alone with
-    its head, on both seed sets, the fresh seeds in bf16 and in fp32, and the route's bf16 seeds; the route over
-    GaussCSE's own top layers, on both seed sets) come from the
+    its head, on both seed sets, the fresh seeds in bf16 and in fp32, and the route's bf16 seeds; the routes over
+    GaussCSE's own top two and five layers, and GaussCSE alone at their 124 steps, on both seed sets) come from the
     ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"

@@ -113,7 +113,7 @@ def evaluate(
     config = {"data_dir": str(data_dir), "batch_size": batch_size, "similarity": embedder.similarity.name}
     results: dict[str, Any] = {"tasks": {}, "groups": {}, "skipped": skipped, "failed": failed}
     results["config"] = config | {"precision": embedder.precision}
-    own = {} if similarity is not None else _task_similarities(runnable, model)
+    own = {} if similarity is not None else {t.name: sim for t in runnable if (sim := t.own_similarity(model))}
     if own:
         results["config"]["similarity_by_task"] = {name: sim.name for name, sim in own.items()}
     fallbacks = {task.name: str(bundled) for task in present if dirs[task.name] != data_dir}
@@ -169,15 +169,6 @@ def _read_data(present: list[Task], dirs: dict[str, Path], fail) -> tuple[Loaded
             continue
         runnable.append(task)
     return loaded, runnable
-
-
-def _task_similarities(runnable: list[Task], model: SentenceModel) -> dict[str, Similarity]:
-    """``{task: its gaussian_similarity}`` for a model with a Gaussian head (none without one)."""
-    if not callable(getattr(model, "encode_gaussian", None)):
-        return {}
-    from .similarities import get_similarity
-
-    return {task.name: get_similarity(task.gaussian_similarity) for task in runnable if task.gaussian_similarity}
 
 
 def _score_tasks(

@@ -14,6 +14,7 @@ from ...data.benchmark_readers import DataFormatError
 
 if TYPE_CHECKING:  # torch is imported when a task runs, not when the registry is built (`evaluate --list`)
     from ..encoding import Embedder, SentenceModel
+    from ..metrics.similarity import Similarity
 
 __all__ = ["DataFormatError", "LoadedData", "Source", "Task", "use_loaded"]
 
@@ -96,6 +97,15 @@ class Task(ABC):
         """Score the embedder's model; ``data_dir`` is already checked to hold every file. Read the data
         with ``source.load(data_dir)``: in a run it returns what was read before anything was encoded."""
 
+    def own_similarity(self, model: SentenceModel) -> Similarity | None:
+        """The similarity this task is scored with on ``model`` when the run names none: its
+        ``gaussian_similarity`` on a model with ``encode_gaussian``, else ``None`` (cosine)."""
+        if not self.gaussian_similarity or not callable(getattr(model, "encode_gaussian", None)):
+            return None
+        from ..similarities import get_similarity
+
+        return get_similarity(self.gaussian_similarity)
+
     def files(self) -> tuple[str, ...]:
         """Every file the task reads, relative to the data directory."""
         return tuple(name for source in self.sources() for name in source.files)
@@ -154,9 +164,7 @@ class Task(ABC):
         loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
         if embedder is None:
             from ..encoding import Embedder
-            from ..similarities import get_similarity
 
-            own = self.gaussian_similarity if callable(getattr(model, "encode_gaussian", None)) else None
-            embedder = Embedder(model, batch_size, similarity=get_similarity(own) if own else None)
+            embedder = Embedder(model, batch_size, similarity=self.own_similarity(model))
         with use_loaded(loaded):
             return self.evaluate(embedder, data_dir)

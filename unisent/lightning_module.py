@@ -217,6 +217,16 @@ class UnisentModule(L.LightningModule):
                 weight = value
         return weight
 
+    def stop_objective(self, name: str, step: int) -> None:
+        """From optimiser step ``step`` on, objective ``name`` weighs 0 (appended to ``weight_schedule``): its
+        loss is not computed and its own parameters get no gradient (:class:`unisent.callbacks.BestOnDev`)."""
+        self.weight_schedule[name] = [*self.weight_schedule.get(name, ()), (step, 0.0)]
+
+    @property
+    def encoder_start_step(self) -> int:
+        """The optimiser step at which the encoder starts learning (the head-only steps; 0 without)."""
+        return self._head_only
+
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         """Each objective's forward pass and at once its gradients, then the balancer's combination."""
         self.start_step()

@@ -13,7 +13,9 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
   "the longer sentence is the premise" scores 0); a model without a Gaussian head has no direction;
   ``sick-direction-dev``, ``sick-direction-hyp-not-shorter-dev``: the same on the entailment pairs of SICK's
   trial split (the task ``sick-direction-dev``), for choosing settings by direction with the test pairs held
-  out (not SNLI dev, on whose triples the unified recipes train GaussCSE);
+  out (not SNLI dev, on whose triples the unified recipes train GaussCSE); ``sick-direction-train``,
+  ``sick-direction-hyp-not-shorter-train``: the same on SICK's train split (1,299 entailment pairs, nine times
+  the trial split's), which no recipe trains on: the held-out set of :class:`unisent.callbacks.BestOnDev`;
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
   linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
 - ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`entity_retrieval`) over the whole entity
@@ -58,6 +60,8 @@ PANEL_COLUMNS: dict[str, str] = {
     "snli-direction-hyp-not-shorter": "the same on the pairs whose hypothesis is not shorter than the premise",
     "sick-direction-dev": "the same on SICK trial's 144 entailment pairs; for choosing settings",
     "sick-direction-hyp-not-shorter-dev": "the same on SICK trial's pairs whose hypothesis is not shorter",
+    "sick-direction-train": "the same on SICK train's 1,299 entailment pairs (held out: no recipe trains on SICK)",
+    "sick-direction-hyp-not-shorter-train": "the same on SICK train's 694 pairs whose hypothesis is not shorter",
     "amr-text-to-graph": "Little Prince v1.6 test: sentence -> its own linearised AMR graph, top-1 x100",
     "amr-graph-to-text": "Little Prince v1.6 test: linearised AMR graph -> its own sentence, top-1 x100",
     "entity-top10": "EASE entity retrieval over the whole entity table, top-10 x100 (needs the run's .ckpt)",
@@ -86,9 +90,15 @@ _DIRECTION = {
     "snli-direction-hyp-not-shorter": ("snli-direction", "direction_sim_hypothesis_not_shorter"),
     "sick-direction-dev": ("sick-direction-dev", "direction_sim"),
     "sick-direction-hyp-not-shorter-dev": ("sick-direction-dev", "direction_sim_hypothesis_not_shorter"),
+    "sick-direction-train": ("sick-direction-train", "direction_sim"),
+    "sick-direction-hyp-not-shorter-train": ("sick-direction-train", "direction_sim_hypothesis_not_shorter"),
 }
 #: direction task -> the pairs it reads (a column's reason when it has no pair of its relation)
-_DIRECTION_PAIRS = {"snli-direction": "SNLI test", "sick-direction-dev": "SICK trial"}
+_DIRECTION_PAIRS = {
+    "snli-direction": "SNLI test",
+    "sick-direction-dev": "SICK trial",
+    "sick-direction-train": "SICK train",
+}
 _AMR = {"amr-text-to-graph": "text_to_graph", "amr-graph-to-text": "graph_to_text"}
 _ENTITY = {"entity-top10": "top10", "entity-top1": "top1"}
 

@@ -380,6 +380,30 @@ def test_direction_dev_reads_the_runs_with_a_direction_and_correlates_by_rank(tm
     keys = ("test_all", "test_hyp_not_shorter", "dev_all", "dev_hyp_not_shorter")
     seeds = [{"run": "x"} | dict(zip(keys, (1.0, 2.0, 3.0, 4.0))), {"run": "x"} | dict(zip(keys, (3.0, 2.0, 1.0, 0.0)))]
     assert module.run_means(seeds) == [{"run": "x", "seeds": 2} | dict.fromkeys(keys, 2.0)]
+    # --split train reads SICK train's columns; two study folders are pooled, each run named <folder>/<run>
+    import shutil
+
+    shutil.copytree(tmp_path / "results", tmp_path / "other" / "results")
+    shutil.copytree(tmp_path / "runs", tmp_path / "other" / "runs")
+    asked.clear()
+
+    def fake_train(model, columns, data_dir):
+        assert columns == ["sick-direction-train", "sick-direction-hyp-not-shorter-train"]
+        asked.append(Path(model).parts[-3])
+        return dict(zip(columns, ({"score": s} for s in dev[Path(model).parts[-3]])))
+
+    monkeypatch.setattr(panel, "evaluate_panel", fake_train)
+    pooled = module.main(
+        [str(tmp_path), str(tmp_path / "other"), "--seeds", "7", "--data-dir", "x", "--split", "train"]
+    )
+    assert pooled["runs"] == 6 and pooled["split"] == "train" and len(asked) == 6
+    assert [r["run"] for r in pooled["run_means"]][:4] == [
+        f"{tmp_path.name}/a",
+        f"{tmp_path.name}/b",
+        f"{tmp_path.name}/c",
+        "other/a",
+    ]
+    assert pooled["spearman"]["dev_hyp_not_shorter~test_hyp_not_shorter"] == pytest.approx(1.0)
 
 
 def test_direction_routes_counts_as_the_panel_and_refits_heads_on_a_frozen_encoder(tmp_path, tiny_bert_dir):

@@ -127,3 +127,26 @@ def test_bad_settings_are_one_line(tiny_bert_dir, tmp_path):
     module = _module(tiny_bert_dir)
     with pytest.raises(ValueError, match=r"BestOnDev.columns names 'gauss' \(did you mean 'gausscse'\?\)"):
         _fit(module, BestOnDev({"gauss": "sick-direction-train"}), tmp_path, steps=2)
+
+
+def test_a_resumed_run_keeps_the_stop_and_the_best_parameters(tiny_bert_dir, tmp_path):
+    module = _module(tiny_bert_dir)
+    callback = Scripted([50.0, 40.0], every_n_steps=2, patience=1)  # best at 2, stopped at 4
+    trainer = _fit(module, callback, tmp_path, steps=6)
+    assert callback.stopped == {"gausscse": 4}
+    path = tmp_path / "six.ckpt"
+    trainer.save_checkpoint(path)
+    best = {k: v.clone() for k, v in module.objectives[0].state_dict().items()}
+    again = _module(tiny_bert_dir)
+    resumed = Scripted([], every_n_steps=2, patience=1)  # no reading is due: gausscse stays stopped
+    data = UnisentDataModule(
+        train={"gausscse": str(SAMPLE_DIR / "nli_triples.jsonl"), "distill": str(SAMPLE_DIR / "sentences.txt")},
+        batch_size=8,
+    )
+    L.Trainer(
+        max_steps=9, logger=False, enable_progress_bar=False, enable_checkpointing=False, callbacks=[resumed]
+    ).fit(again, datamodule=data, ckpt_path=path)
+    assert resumed.stopped == {"gausscse": 4} and resumed.best["gausscse"]["step"] == 2
+    assert again.objective_weight(again.objectives[0], 6) == 0.0
+    assert _same(best, again.objectives[0].state_dict())  # resting since step 4, through the resume
+    assert _same(resumed.snapshots["gausscse"], best)

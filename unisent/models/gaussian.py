@@ -313,12 +313,12 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         """The encoder's graph and the head: outputs ``last_hidden_state``, ``sentence_embedding``
         (:meth:`encode`'s point embeddings), ``mean`` and ``variance`` (``encode_gaussian``'s); the token
         counts a ``length_input`` head reads are the attention mask's sums."""
-        if self.head.top_layers is not None:
-            raise NotExportableError("a Gaussian head over its own top layers has no ONNX graph")
         encoder = self.encoder.onnx_graph(normalize=False)
         pool = None if self.head.pooler is None else self.encoder.named_pooler(self.head.pooler)
         if pool is not None and pool.needs_hidden_states:
             raise NotExportableError(f"a Gaussian head that reads the {self.head.pooler!r} vectors has no ONNX graph")
+        if self.head.top_layers is not None and (pool or self.encoder.pooler).needs_hidden_states:
+            raise NotExportableError("a Gaussian head over its own top layers pools the last layer only in ONNX")
         graph = _GaussianOnnxGraph(encoder.module, self.head, self.point, bool(self.encoder.config.normalize), pool)
         return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding", "mean", "variance"), encoder.token_type_ids)
 
@@ -345,12 +345,34 @@ class _GaussianOnnxGraph(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        last, pooled = self.encoder.pooled(input_ids, attention_mask, token_type_ids)
+        if self.head.top_layers is None:
+            last, pooled = self.encoder.pooled(input_ids, attention_mask, token_type_ids)
+            read = pooled if self.pool is None else self.pool(last, attention_mask, None)
+        else:
+            last, pooled, read = self._own_layers(input_ids, attention_mask, token_type_ids)
         lengths = attention_mask.sum(dim=1) if self.head.length_input else None
-        read = pooled if self.pool is None else self.pool(last, attention_mask, None)
         mu, var = self.head._forward(read.float(), lengths)
         if self.point == "pooled":
             point = F.normalize(pooled, dim=-1) if self.normalize_pooled else pooled
         else:
             point = mu * 1.0  # a tensor of its own: an ONNX output is one tensor, "mean" is another
         return last, point, mu, var
+
+    def _own_layers(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(last_hidden_state, the encoder's pooled vectors, what the head reads)``: the head's own copies run
+        on the backbone's state below its top ``k`` layers, padded, with BERT's additive attention mask (the
+        unpadded forward of ``Encoder.forward(top_layers=...)`` is not traceable; equal to 1e-5)."""
+        encoder = self.encoder.encoder
+        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        out = encoder.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **extra)
+        pooled = encoder.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
+        own = self.head.top_layers
+        hidden = out.hidden_states[-1 - len(own)]  # the input of the first layer the copies replace
+        additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
+        for layer in own:
+            hidden = layer(hidden, attention_mask=additive)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+        pool = self.pool if self.pool is not None else encoder.pooler
+        return out.last_hidden_state, pooled, pool(hidden, attention_mask, None)

@@ -52,7 +52,8 @@ class BestOnDev(L.Callback):
     objective still learning gets its best parameters back too, before the last checkpoint and the saved
     encoder. The encoder itself is shared and is not rolled back.
 
-    Readings are logged as ``dev/<objective>/<column>`` and written to ``<log dir>/best_on_dev.json``.
+    Readings are logged as ``dev/<objective>/<column>`` (NaN between readings) and written to
+    ``<log dir>/best_on_dev.json``, each with its step: the optimiser steps taken when it was read.
     Columns that need a checkpoint (the entity columns) cannot be read during a run. Usage:
     docs/training.md, "Early stopping per objective".
 
@@ -118,12 +119,17 @@ class BestOnDev(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
-        if step == self._last_step or not self._due(trainer, pl_module, step):
+        if step == self._last_step:
             return  # (gradient accumulation: one reading per optimiser step)
         self._last_step = step
+        if not self._due(trainer, pl_module, step):
+            for name, column in self.columns.items():  # or Lightning repeats the last reading at every step
+                pl_module.log(f"dev/{name}/{column}", float("nan"), on_step=True, batch_size=1)
+            return
         objectives = {o.name: o for o in pl_module.objectives}
         for name, column in self.columns.items():
             if name in self.stopped:
+                pl_module.log(f"dev/{name}/{column}", float("nan"), on_step=True, batch_size=1)
                 continue
             score = self._read(pl_module, column)
             self.readings.append({"step": step, "objective": name, "column": column, "score": score})

@@ -337,30 +337,23 @@ def _nli_tasks() -> None:
                 source=source,
             )
         )
-    # SICK's trial split (the split of sick-r-dev): for choosing settings by direction with the test pairs
-    # held out. Not SNLI dev: the unified recipes train GaussCSE on SNLI dev's triples. Like stsb-dev, in no
-    # group but `all`
-    register_task(
-        EntailmentDirectionTask(
-            name="sick-direction-dev",
-            group="nli",
-            description="SICK trial entailment pairs (144): which sentence entails; for choosing settings",
-            source=Source((f"{SICK}/SICK_trial.txt",), read_sick_entailment),
-        ),
-        groups=(),
-    )
-    # SICK's train split (1,299 entailment pairs, 669 with the hypothesis at least as long in MiniLM's tokens): no
-    # unisent recipe trains on it, so it is a held-out direction set nine times the trial split's size (what
-    # unisent.callbacks.BestOnDev reads during a run). In no group but `all`
-    register_task(
-        EntailmentDirectionTask(
-            name="sick-direction-train",
-            group="nli",
-            description="SICK train entailment pairs (1,299), held out: which sentence entails; for choosing settings",
-            source=Source((f"{SICK}/SICK_train.txt",), read_sick_entailment),
-        ),
-        groups=(),
-    )
+    # Held-out direction sets for choosing settings, in no group but `all` (like stsb-dev). Not SNLI dev: the
+    # unified recipes train GaussCSE on SNLI dev's triples. SICK's trial split is the split of sick-r-dev; its
+    # train split (669 pairs with the hypothesis at least as long in MiniLM's tokens) is nine times the size, and
+    # no unisent recipe trains on it (unisent.callbacks.BestOnDev reads it during a run)
+    for name, split, description in (
+        ("sick-direction-dev", "trial", "SICK trial entailment pairs (144)"),
+        ("sick-direction-train", "train", "SICK train entailment pairs (1,299), held out"),
+    ):
+        register_task(
+            EntailmentDirectionTask(
+                name=name,
+                group="nli",
+                description=f"{description}: which sentence entails; for choosing settings",
+                source=Source((f"{SICK}/SICK_{split}.txt",), read_sick_entailment),
+            ),
+            groups=(),
+        )
     # The quickstart's held-out test, bundled in unisent/resources (the default --data-dir; LICENSE.md
     # there): in no group but `all`, and optional there.
     register_task(

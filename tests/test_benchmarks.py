@@ -457,3 +457,66 @@ def test_the_gpu_checks_script_is_bash_and_names_recipes_that_exist():
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     recipes = re.findall(r"recipes/[\w/.-]+\.yaml", script.read_text(encoding="utf-8"))
     assert len(recipes) == 2 and all((ROOT / recipe).is_file() for recipe in recipes)
+
+
+def test_merge_parts_pairs_the_runs_merges_once_and_tables_with_the_targets(tmp_path, monkeypatch):
+    """benchmarks/merge_parts.py: each seed's leave-one-out run and single run merged by task arithmetic (once),
+    the merge scored on the recipe's panel, and the three rows' means, intervals and target verdicts."""
+    import json
+
+    import yaml
+
+    from unisent import merging
+    from unisent.evaluation import panel
+
+    module = _load("merge_parts")
+    recipe = tmp_path / "r.yaml"
+    targets = {"stsb-test": 82.0, "snli-direction": 65.0}
+    recipe.write_text(
+        yaml.safe_dump({"model": {"evaluation": {"panel": ["stsb-test", "snli-direction"], "panel_targets": targets}}})
+    )
+    for study, slug, scores in (("joint", "without-g", (83.0, None)), ("single", "only-g", (80.0, 70.0))):
+        for seed in (1, 2):
+            (tmp_path / study / "results" / slug).mkdir(parents=True, exist_ok=True)
+            result = {"scores": {"stsb-test": scores[0] + seed, "snli-direction": scores[1]}}
+            (tmp_path / study / "results" / slug / f"seed{seed}.json").write_text(json.dumps(result))
+    merged = []
+
+    def fake_merge(runs, out, method):
+        merged.append(([Path(r).parts[-3:] for r in runs], method))
+        Path(out).mkdir(parents=True)
+        (Path(out) / "merge.json").write_text("{}")
+
+    def fake_panel(model, columns, data_dir, ckpt):
+        seed = int(Path(model).parent.name[len("seed") :])
+        assert ckpt.endswith("checkpoints/last.ckpt") and columns == ["stsb-test", "snli-direction"]
+        return {"stsb-test": {"score": 82.0 + seed}, "snli-direction": {"score": 60.0 + 2 * seed}}
+
+    monkeypatch.setattr(merging, "merge_runs", fake_merge)
+    monkeypatch.setattr(panel, "evaluate_panel", fake_panel)
+    argv = ["--recipe", str(recipe), "--joint", str(tmp_path / "joint"), "--single", str(tmp_path / "single")]
+    argv += [
+        "--objective",
+        "g",
+        "--seeds",
+        "1",
+        "2",
+        "--out",
+        str(tmp_path / "m"),
+        "--output",
+        str(tmp_path / "r.json"),
+    ]
+    report = module.main(argv)
+    assert merged[0] == (
+        [("runs", "without-g", "seed1"), ("single", "runs", "only-g")[1:] + ("seed1",)],
+        "task_arithmetic",
+    )
+    module.main(argv)  # merged before: scored again, not merged again
+    assert len(merged) == 2
+    assert report["seeds"][1]["merge"] == {"stsb-test": 84.0, "snli-direction": 64.0}
+    text = module.table(json.loads((tmp_path / "r.json").read_text()))
+    rows = text.splitlines()
+    # merge: stsb 83, 84 -> 83.50 ± 6.35 (t 12.706 * 0.5); direction 62, 64 -> 63.00 ± 12.71
+    assert rows[2] == "| without g | 2 | 84.50 ± 6.35 | n/a |"
+    assert rows[4] == "| merge (without g + only g) | 2 | 83.50 ± 6.35 | 63.00 ± 12.71 |"
+    assert rows[-1].endswith("stsb-test 83.50 met; snli-direction 63.00 **missed by 2.00**.")

@@ -560,13 +560,15 @@ def _fp32_block(stem: str, row: str, seeds: str) -> tuple[str, str, tuple[str, .
             "single124", "only gausscse", "42, 43, 44"
         ),  # GaussCSE alone at the routes' 124 steps (the head on the mean), fp32
         _fp32_block("single124-fresh", "only gausscse", "48, 49, 50"),  # the same on the fresh seeds
+        _fp32_block("best", "unified (anchored)", "42, 43, 44"),  # the five-layer route with BestOnDev, fp32
     ],
 )
 def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
     """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
     and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets; the [CLS] route and GaussCSE alone with
     its head, on both seed sets, the fresh seeds in bf16 and in fp32, and the route's bf16 seeds; the routes over
-    GaussCSE's own top two and five layers, and GaussCSE alone at their 124 steps, on both seed sets) come from the
+    GaussCSE's own top two and five layers, and GaussCSE alone at their 124 steps, on both seed sets; the five-layer
+    route with early stopping per objective, seeds 42-44) come from the
     ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte for byte, with nothing run."""
     root = Path(__file__).resolve().parents[1]
     results = root / "docs" / "results"

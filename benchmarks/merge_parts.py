@@ -6,11 +6,13 @@ objective's single run (``unisent merge``, task arithmetic, weights 1, scale 1),
 each from its own study folder, since the two train for different numbers of steps. The merge, the panel and
 the interval are the library's (:func:`unisent.merging.merge_runs`, :func:`unisent.evaluation.panel.evaluate_panel`,
 the interval of ``unisent ablate``'s tables); this script pairs the runs, keeps every score in one JSON and
-writes the table of the three rows (the joint run, the single run, the merge) with the recipe's targets.
+writes the table of the three rows (the joint run, the single run, the merge) with the recipe's targets and,
+with ``--alone``, each own column against its objective alone (an ``ablation.json`` with the single rows).
 
     python benchmarks/merge_parts.py --recipe recipes/unified/minilm-cpu-balanced-distill-own5.yaml \\
         --joint runs/study48-parts --single runs/study48-parts-single --objective gausscse --seeds 42 43 44 \\
-        --out runs/study48-parts-merge --data-dir ../shared/data --output docs/results/unified-parts.json
+        --out runs/study48-parts-merge --data-dir ../shared/data --alone docs/results/unified-merge-ablation.json \\
+        --output docs/results/unified-parts.json
     python benchmarks/merge_parts.py --table docs/results/unified-parts.json     # the table again, no run
 """
 
@@ -58,7 +60,26 @@ def merge_and_score(args: argparse.Namespace, columns: list[str]) -> dict:
                 "merge_folder": str(folder),
             }
         )
-    return {"objective": args.objective, "columns": columns, "targets": args.targets, "seeds": seeds}
+    return {
+        "objective": args.objective,
+        "columns": columns,
+        "targets": args.targets,
+        "alone": args.alone,
+        "seeds": seeds,
+    }
+
+
+def alone_intervals(path: Path, own: dict[str, str]) -> dict[str, dict]:
+    """Each own column's interval for its objective alone, from an ``ablation.json`` of ``unisent ablate`` with
+    the single rows (``only <objective>``): ``{column: {"row", "mean", "ci"}}``; objectives without a row of
+    their own (a grouped one, such as bitext with cmlm) are left out."""
+    rows = {r["row"]: r for r in json.loads(path.read_text(encoding="utf-8"))["rows"]}
+    found = {}
+    for objective, column in own.items():
+        cell = (rows.get(f"only {objective}") or {}).get("cells", {}).get(column)
+        if cell and column not in found:
+            found[column] = {"row": f"only {objective}", "mean": cell["mean"], "ci": cell["ci"] or 0.0}
+    return found
 
 
 def table(report: dict) -> str:
@@ -94,6 +115,14 @@ def table(report: dict) -> str:
                 )
         lines += ["", f"The merge against the targets (>= {', '.join(f'{c} {v:g}' for c, v in targets.items())}): "]
         lines[-1] += "; ".join(verdicts) + "."
+    alone = report.get("alone") or {}
+    if alone:
+        verdicts = []
+        for column, cell in alone.items():
+            mean, low = means.get(("merge", column)), cell["mean"] - cell["ci"]
+            where = "n/a" if mean is None else "within or above" if mean >= low else f"**below by {low - mean:.2f}**"
+            verdicts.append(f"{column} {where} ({cell['row']}: {cell['mean']:.2f} ± {cell['ci']:.2f})")
+        lines += ["", "The merge's own columns against each objective alone: " + "; ".join(verdicts) + "."]
     return "\n".join(lines)
 
 
@@ -106,6 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--out", type=Path, help="where the merged folders go (<out>/seed<S>)")
     parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--alone", type=Path, help="an ablation.json with the single rows: the own-column intervals")
     parser.add_argument("--output", type=Path, help="also write the JSON here")
     parser.add_argument("--table", type=Path, metavar="JSON", help="print the table of a kept JSON; no run")
     args = parser.parse_args(argv)
@@ -119,6 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     evaluation = (yaml.safe_load(args.recipe.read_text(encoding="utf-8"))["model"] or {}).get("evaluation") or {}
     args.targets = evaluation.get("panel_targets") or {}
+    args.alone = alone_intervals(args.alone, evaluation.get("panel_own") or {}) if args.alone else {}
     report = merge_and_score(args, list(evaluation.get("panel") or []))
     if args.output:
         args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -517,3 +517,22 @@ def test_merge_parts_pairs_the_runs_merges_once_and_tables_with_the_targets(tmp_
     assert rows[2] == "| without g | 2 | 84.50 ± 6.35 | n/a |"
     assert rows[4] == "| merge (without g + only g) | 2 | 83.50 ± 6.35 | 63.00 ± 12.71 |"
     assert rows[-1].endswith("snli-direction 63.00 **missed by 2.00**; stsb-test 83.50 met.")  # targets sorted
+    # --alone: each own column against its objective alone's interval (the recipe's panel_own)
+    config = yaml.safe_load(recipe.read_text())
+    config["model"]["evaluation"]["panel_own"] = {"g": "snli-direction", "h": "stsb-test", "x": "stsb-test"}
+    recipe.write_text(yaml.safe_dump(config))
+    cells = {
+        "only g": {"snli-direction": {"mean": 66.0, "ci": 3.0}},
+        "only h": {"stsb-test": {"mean": 90.0, "ci": None}},
+    }
+    (tmp_path / "alone.json").write_text(json.dumps({"rows": [{"row": r, "cells": c} for r, c in cells.items()]}))
+    report = module.main([*argv, "--alone", str(tmp_path / "alone.json")])
+    assert report["alone"] == {
+        "snli-direction": {"row": "only g", "mean": 66.0, "ci": 3.0},
+        "stsb-test": {"row": "only h", "mean": 90.0, "ci": 0.0},
+    }
+    last = module.table(report).splitlines()[-1]
+    assert last == (
+        "The merge's own columns against each objective alone: snli-direction within or above (only g: 66.00 ± 3.00);"
+        " stsb-test **below by 6.50** (only h: 90.00 ± 0.00)."
+    )

@@ -4,7 +4,7 @@ The unified panel's direction column (``snli-direction-hyp-not-shorter``) is a t
 training data for the unified recipes (GaussCSE trains on its triples), so a setting chosen "by direction"
 needs another held-out set. The candidates are SICK's trial split (``sick-direction-dev``, 144 entailment
 pairs; the default) and, with ``--split train``, SICK's train split (``sick-direction-train``, 1,299 pairs, which
-no recipe trains on: what ``unisent.callbacks.BestOnDev`` reads in
+no recipe trains on: what ``unisent.evaluation.BestOnDev`` reads in
 recipes/unified/minilm-cpu-balanced-distill-own5-best.yaml). This script scores one for every run of the study
 folders whose result file has a direction score (the runs with a Gaussian head), from the run's saved encoder,
 and reports the Spearman correlation between each dev measure and each test measure, over the runs and over the

@@ -8,9 +8,9 @@ import lightning as L
 import pytest
 import torch
 
-from unisent.callbacks import BestOnDev
 from unisent.data import UnisentDataModule
 from unisent.encoders import EncoderConfig
+from unisent.evaluation.best_on_dev import BestOnDev
 from unisent.evaluation.panel import evaluate_panel
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import GaussCSE

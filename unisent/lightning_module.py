@@ -219,7 +219,7 @@ class UnisentModule(L.LightningModule):
 
     def stop_objective(self, name: str, step: int) -> None:
         """From optimiser step ``step`` on, objective ``name`` weighs 0 (appended to ``weight_schedule``): its
-        loss is not computed and its own parameters get no gradient (:class:`unisent.callbacks.BestOnDev`)."""
+        loss is not computed and its own parameters get no gradient (:class:`unisent.evaluation.BestOnDev`)."""
         self.weight_schedule[name] = [*self.weight_schedule.get(name, ()), (step, 0.0)]
 
     @property

@@ -38,11 +38,13 @@ _LAZY: dict[str, str] = {
     "get_task": "tasks",
     "register_task": "tasks",
     "EvaluationCallback": "callback",
+    "BestOnDev": "best_on_dev",
     "PANEL_COLUMNS": "panel",
     "evaluate_panel": "panel",
 }
 
 if TYPE_CHECKING:
+    from .best_on_dev import BestOnDev as BestOnDev  # not in __all__: it imports Lightning
     from .callback import EvaluationCallback as EvaluationCallback  # not in __all__: it imports Lightning
     from .encoding import Embedder, SentenceModel
     from .metrics import ProbeConfig, Similarity, kl_similarity, symmetric_kl_similarity

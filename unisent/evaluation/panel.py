@@ -15,7 +15,7 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
   trial split (the task ``sick-direction-dev``), for choosing settings by direction with the test pairs held
   out (not SNLI dev, on whose triples the unified recipes train GaussCSE); ``sick-direction-train``,
   ``sick-direction-hyp-not-shorter-train``: the same on SICK's train split (1,299 entailment pairs, nine times
-  the trial split's), which no recipe trains on: the held-out set of :class:`unisent.callbacks.BestOnDev`;
+  the trial split's), which no recipe trains on: the held-out set of :class:`unisent.evaluation.BestOnDev`;
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
   linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
 - ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`entity_retrieval`) over the whole entity

@@ -340,7 +340,7 @@ def _nli_tasks() -> None:
     # Held-out direction sets for choosing settings, in no group but `all` (like stsb-dev). Not SNLI dev: the
     # unified recipes train GaussCSE on SNLI dev's triples. SICK's trial split is the split of sick-r-dev; its
     # train split (669 pairs with the hypothesis at least as long in MiniLM's tokens) is nine times the size, and
-    # no unisent recipe trains on it (unisent.callbacks.BestOnDev reads it during a run)
+    # no unisent recipe trains on it (unisent.evaluation.BestOnDev reads it during a run)
     for name, split, description in (
         ("sick-direction-dev", "trial", "SICK trial entailment pairs (144)"),
         ("sick-direction-train", "train", "SICK train entailment pairs (1,299), held out"),

@@ -536,3 +536,16 @@ def test_merge_parts_pairs_the_runs_merges_once_and_tables_with_the_targets(tmp_
         "The merge's own columns against each objective alone: snli-direction within or above (only g: 66.00 ± 3.00);"
         " stsb-test **below by 6.50** (only h: 90.00 ± 0.00)."
     )
+
+
+@pytest.mark.parametrize("kept", ["unified-parts.json"])
+def test_the_merge_of_parts_tables_on_the_page_come_from_their_kept_results(kept):
+    """docs/results/unified.md's merge-of-parts tables are ``merge_parts.py --table`` of the JSON kept beside it."""
+    import json
+
+    module = _load("merge_parts")
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    page = (results / "unified.md").read_text(encoding="utf-8")
+    start, end = f"<!-- merge_parts {kept} -->\n", f"<!-- /merge_parts {kept} -->"
+    block = page[page.index(start) + len(start) : page.index(end)]
+    assert block == "\n" + module.table(json.loads((results / kept).read_text(encoding="utf-8"))) + "\n\n"

@@ -373,6 +373,6 @@ class _GaussianOnnxGraph(nn.Module):
         additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
         for layer in own:
             hidden = layer(hidden, attention_mask=additive)
-            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden  # transformers 4 returns a tuple
         pool = self.pool if self.pool is not None else encoder.pooler
         return out.last_hidden_state, pooled, pool(hidden, attention_mask, None)

@@ -538,7 +538,7 @@ def test_merge_parts_pairs_the_runs_merges_once_and_tables_with_the_targets(tmp_
     )
 
 
-@pytest.mark.parametrize("kept", ["unified-parts.json"])
+@pytest.mark.parametrize("kept", ["unified-parts.json", "unified-parts-fresh.json"])
 def test_the_merge_of_parts_tables_on_the_page_come_from_their_kept_results(kept):
     """docs/results/unified.md's merge-of-parts tables are ``merge_parts.py --table`` of the JSON kept beside it."""
     import json

@@ -14,6 +14,12 @@ with ``--alone``, each own column against its objective alone (an ``ablation.jso
         --out runs/study48-parts-merge --data-dir ../shared/data --alone docs/results/unified-merge-ablation.json \\
         --output docs/results/unified-parts.json
     python benchmarks/merge_parts.py --table docs/results/unified-parts.json     # the table again, no run
+    python benchmarks/merge_parts.py --table docs/results/unified-parts.json \
+        --tradeoff docs/results/unified-merge-ablation.json --plot docs/results/unified-parts-tradeoff.png
+
+``--tradeoff`` adds the route's three rows to a kept study's rows (the same seeds) and draws the study's
+trade-off again with them (:func:`unisent.commands.ablate.summarise.tradeoff_points`, ``tradeoff``): general
+quality against the own columns, the frontier recomputed.
 """
 
 from __future__ import annotations
@@ -126,6 +132,21 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def tradeoff_of(report: dict, study: dict) -> tuple[list[dict], list[str]]:
+    """The trade-off points of ``study`` (an ``ablation.json``) with the route's three rows added (``parts:``),
+    and the own columns; refused by name when the two were run on different seeds."""
+    from unisent.commands.ablate.summarise import tradeoff_points
+
+    seeds = [s["seed"] for s in report["seeds"]]
+    trained = {seed for row in study["rows"] if row["kind"] != "untrained" for seed in row["seeds"]}
+    if set(seeds) != trained:
+        raise SystemExit(f"merge_parts: the route's seeds {seeds} are not the study's {sorted(trained)}")
+    name = report["objective"]
+    labels = {"joint": f"parts: without {name}", "single": f"parts: only {name}", "merge": "parts: merged"}
+    rows = [{"row": label, "per_seed": [s[key] for s in report["seeds"]]} for key, label in labels.items()]
+    return tradeoff_points({**study, "rows": list(study["rows"]) + rows})
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--recipe", type=Path, help="the recipe: its panel columns and targets")
@@ -138,10 +159,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--alone", type=Path, help="an ablation.json with the single rows: the own-column intervals")
     parser.add_argument("--output", type=Path, help="also write the JSON here")
     parser.add_argument("--table", type=Path, metavar="JSON", help="print the table of a kept JSON; no run")
+    parser.add_argument("--tradeoff", type=Path, metavar="ABLATION_JSON", help="with --table: the study's trade-off")
+    parser.add_argument("--plot", type=Path, help="with --tradeoff: draw it here (a .png)")
     args = parser.parse_args(argv)
     if args.table:
         report = json.loads(args.table.read_text(encoding="utf-8"))
-        print(table(report))
+        if not args.tradeoff:
+            print(table(report))
+            return report
+        from unisent.commands.ablate.summarise import tradeoff, tradeoff_table
+
+        points, own_cols = tradeoff_of(report, json.loads(args.tradeoff.read_text(encoding="utf-8")))
+        if args.plot:
+            tradeoff(points, args.plot)
+        print(tradeoff_table(points, own_cols), end="")
         return report
     if not (args.recipe and args.joint and args.single and args.out):
         parser.error("--recipe, --joint, --single and --out are needed (or --table JSON)")

@@ -538,6 +538,64 @@ def test_merge_parts_pairs_the_runs_merges_once_and_tables_with_the_targets(tmp_
     )
 
 
+def test_merge_parts_tradeoff_adds_the_routes_rows_to_a_study_and_refuses_other_seeds(tmp_path, capsys):
+    """``--table JSON --tradeoff ABLATION_JSON``: the study's rows plus the route's three (``parts:``), each point
+    the mean over seeds of general (STS-B, SICK-R) and own columns (n/a as 0), the frontier recomputed."""
+    import json
+
+    module = _load("merge_parts")
+
+    def scores(sts, sick, own):
+        return {"stsb-test": sts, "sick-r": sick, "snli-direction": own}
+
+    report = {
+        "objective": "g",
+        "seeds": [
+            {
+                "seed": s,
+                "joint": scores(80, 78, None),
+                "single": scores(78, 76, 60 + s),
+                "merge": scores(81, 79, 70 + s),
+            }
+            for s in (1, 2)
+        ],
+    }
+    study = {
+        "columns": ["stsb-test", "sick-r", "snli-direction"],
+        "own": {"g": "snli-direction"},
+        "rows": [
+            {"row": "untrained", "kind": "untrained", "seeds": [1], "per_seed": [scores(79, 77, 50)]},
+            {
+                "row": "unified",
+                "kind": "unified",
+                "seeds": [1, 2],
+                "per_seed": [scores(80, 79, 72), scores(80, 79, 74)],
+            },
+        ],
+    }
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    (tmp_path / "s.json").write_text(json.dumps(study))
+    argv = [
+        "--table",
+        str(tmp_path / "r.json"),
+        "--tradeoff",
+        str(tmp_path / "s.json"),
+        "--plot",
+        str(tmp_path / "t.png"),
+    ]
+    module.main(argv)
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in capsys.readouterr().out.splitlines()[4:9]}
+    # merged: general (81+79)/2 = 80 both seeds, own 71, 72 -> 71.50 ± 6.35; unified: 79.50, own 73.00 ± 12.71
+    assert rows["parts: merged"] == ["80.00 ± 0.00", "71.50 ± 6.35", "yes |"]
+    assert rows["unified"] == ["79.50 ± 0.00", "73.00 ± 12.71", "yes |"]
+    assert rows["parts: without g"] == ["79.00 ± 0.00", "0.00 ± 0.00", "no |"]  # n/a counts as 0
+    assert rows["untrained"][-1] == "no |" and (tmp_path / "t.png").stat().st_size > 0
+    study["rows"][1]["seeds"] = [1, 3]
+    (tmp_path / "s.json").write_text(json.dumps(study))
+    with pytest.raises(SystemExit, match=r"seeds \[1, 2\] are not the study's \[1, 3\]"):
+        module.main(argv)
+
+
 @pytest.mark.parametrize("kept", ["unified-parts.json", "unified-parts-fresh.json"])
 def test_the_merge_of_parts_tables_on_the_page_come_from_their_kept_results(kept):
     """docs/results/unified.md's merge-of-parts tables are ``merge_parts.py --table`` of the JSON kept beside it."""
@@ -549,3 +607,23 @@ def test_the_merge_of_parts_tables_on_the_page_come_from_their_kept_results(kept
     start, end = f"<!-- merge_parts {kept} -->\n", f"<!-- /merge_parts {kept} -->"
     block = page[page.index(start) + len(start) : page.index(end)]
     assert block == "\n" + module.table(json.loads((results / kept).read_text(encoding="utf-8"))) + "\n\n"
+
+
+@pytest.mark.parametrize(
+    ("kept", "study"),
+    [
+        ("unified-parts.json", "unified-merge-ablation.json"),
+        ("unified-parts-fresh.json", "unified-merge-fresh-ablation.json"),
+    ],
+)
+def test_the_merge_of_parts_tradeoffs_on_the_page_come_from_their_kept_results(kept, study, capsys):
+    """The route's trade-off blocks on docs/results/unified.md are ``merge_parts.py --table --tradeoff`` of the kept
+    JSONs, and their figures are beside the page."""
+    module = _load("merge_parts")
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    page = (results / "unified.md").read_text(encoding="utf-8")
+    start, end = f"<!-- merge_parts tradeoff {kept} -->\n", f"<!-- /merge_parts tradeoff {kept} -->"
+    block = page[page.index(start) + len(start) : page.index(end)]
+    module.main(["--table", str(results / kept), "--tradeoff", str(results / study)])
+    assert block == "\n" + capsys.readouterr().out + "\n"
+    assert (results / kept.replace(".json", "-tradeoff.png")).is_file()

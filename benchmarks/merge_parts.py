@@ -14,7 +14,7 @@ with ``--alone``, each own column against its objective alone (an ``ablation.jso
         --out runs/study48-parts-merge --data-dir ../shared/data --alone docs/results/unified-merge-ablation.json \\
         --output docs/results/unified-parts.json
     python benchmarks/merge_parts.py --table docs/results/unified-parts.json     # the table again, no run
-    python benchmarks/merge_parts.py --table docs/results/unified-parts.json \
+    python benchmarks/merge_parts.py --table docs/results/unified-parts.json \\
         --tradeoff docs/results/unified-merge-ablation.json --plot docs/results/unified-parts-tradeoff.png
 
 ``--tradeoff`` adds the route's three rows to a kept study's rows (the same seeds) and draws the study's
@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tradeoff", type=Path, metavar="ABLATION_JSON", help="with --table: the study's trade-off")
     parser.add_argument("--plot", type=Path, help="with --tradeoff: draw it here (a .png)")
     args = parser.parse_args(argv)
+    if (args.tradeoff and not args.table) or (args.plot and not args.tradeoff):
+        parser.error("--tradeoff reads a kept JSON (--table JSON), and --plot draws a --tradeoff")
     if args.table:
         report = json.loads(args.table.read_text(encoding="utf-8"))
         if not args.tradeoff:

@@ -590,6 +590,9 @@ def test_merge_parts_tradeoff_adds_the_routes_rows_to_a_study_and_refuses_other_
     assert rows["unified"] == ["79.50 ± 0.00", "73.00 ± 12.71", "yes |"]
     assert rows["parts: without g"] == ["79.00 ± 0.00", "0.00 ± 0.00", "no |"]  # n/a counts as 0
     assert rows["untrained"][-1] == "no |" and (tmp_path / "t.png").stat().st_size > 0
+    with pytest.raises(SystemExit):  # --tradeoff without the kept JSON to add: one line from the parser
+        module.main(argv[2:])
+    assert "--tradeoff reads a kept JSON" in capsys.readouterr().err
     study["rows"][1]["seeds"] = [1, 3]
     (tmp_path / "s.json").write_text(json.dumps(study))
     with pytest.raises(SystemExit, match=r"seeds \[1, 2\] are not the study's \[1, 3\]"):

@@ -148,7 +148,12 @@ def test_a_resumed_run_keeps_the_stop_and_the_best_parameters(tiny_bert_dir, tmp
         batch_size=8,
     )
     L.Trainer(
-        max_steps=9, logger=False, enable_progress_bar=False, enable_checkpointing=False, callbacks=[resumed]
+        max_steps=9,
+        logger=False,
+        default_root_dir=tmp_path,  # without a logger the log dir is this: the best_on_dev.json and encoder go here
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        callbacks=[resumed],
     ).fit(again, datamodule=data, ckpt_path=path)
     assert resumed.stopped == {"gausscse": 4} and resumed.best["gausscse"]["step"] == 2
     assert again.objective_weight(again.objectives[0], 6) == 0.0

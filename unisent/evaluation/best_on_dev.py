@@ -4,7 +4,6 @@ because it scores the model in training with the panel."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from ..io import unknown_objectives
+from ..io import closest_hint, unknown_objectives
 
 __all__ = ["BestOnDev"]
 
@@ -63,7 +62,9 @@ class BestOnDev(L.Callback):
             raise ValueError("BestOnDev needs columns: {objective name: panel column}")
         for name, column in columns.items():
             if column not in PANEL_COLUMNS:
-                raise ValueError(f"BestOnDev.columns.{name}: {column!r} is not a panel column{_hint(column)}")
+                raise ValueError(
+                    f"BestOnDev.columns.{name}: {column!r} is not a panel column{closest_hint(column, PANEL_COLUMNS)}"
+                )
             if column.startswith("entity-"):
                 raise ValueError(
                     f"BestOnDev.columns.{name}: {column!r} reads a checkpoint, not the model being trained"
@@ -165,17 +166,12 @@ class BestOnDev(L.Callback):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
+    _STATE = ("best", "snapshots", "stale", "stopped", "readings", "_last_step")
+
     def state_dict(self) -> dict[str, Any]:
-        keys = ("best", "snapshots", "stale", "stopped", "readings", "_last_step")
-        return {k: getattr(self, k) for k in keys}
+        return {k: getattr(self, k) for k in self._STATE}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        for key, value in state_dict.items():
-            setattr(self, key, value)
-
-
-def _hint(column: str) -> str:
-    from .panel import PANEL_COLUMNS
-
-    close = difflib.get_close_matches(column, PANEL_COLUMNS, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+        for key in self._STATE:  # only its own keys: a checkpoint is data and names no other attribute
+            if key in state_dict:
+                setattr(self, key, state_dict[key])

@@ -28,7 +28,6 @@ are command lines over this module; ``unisent ablate`` evaluates trained runs wi
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
 from collections.abc import Sequence
@@ -292,10 +291,9 @@ def _check_columns(columns: Sequence[str]) -> list[str]:
         columns = [columns]
     unknown = [c for c in columns if c not in PANEL_COLUMNS]
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, PANEL_COLUMNS, n=1)
-            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        from ..io import closest_hint
+
+        hints = [f"{name!r}{closest_hint(name, PANEL_COLUMNS)}" for name in unknown]
         listing = "\n".join(f"  {name}: {text}" for name, text in PANEL_COLUMNS.items())
         raise ValueError(f"unknown panel column {', '.join(hints)}; the columns are:\n{listing}")
     return list(dict.fromkeys(columns))

@@ -1,6 +1,6 @@
 """``unisent ablate RECIPE`` (docs/training.md, "Ablations"): the options and modes; :mod:`.plan` (the
-runs and their recipes), :mod:`.run` (training and scoring), :mod:`.summarise` (tables, plot, page) and
-:mod:`.join` (a study tabulated in parts, joined by seed)."""
+runs and their recipes), :mod:`.run` (training and scoring) and :mod:`.summarise` (intervals, tables,
+verdicts, plot)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 
 import yaml
 
-from ..function_commands import UsageError, call, command_parser, parse
-from .join import combine
+from ..function_commands import UsageError, call, command_parser, fail, parse
 from .plan import (
     KINDS,
     MERGES,
@@ -48,9 +47,6 @@ def ablate(
     data_dir: str | None = None,
     conflict_every: int = 10,
     entity_records: str | None = None,
-    page: str | None = None,
-    block: str | None = None,
-    from_json: list[str] | None = None,
     jobs: int = 1,
     sweep: bool = False,
     run: str | None = None,
@@ -84,13 +80,6 @@ def ablate(
         data_dir: root of the evaluation data (../shared/data layout)
         conflict_every: log gradient conflicts every N steps in the multi-objective runs (0: never)
         entity_records: held-out sentence-entity records of the entity columns (default: the bundled FewRel ones)
-        page: also write the table into this markdown page, between the lines <!-- unisent ablate --> and
-            <!-- /unisent ablate --> (appended if absent), with the plots copied beside it
-        block: with --page, the name of this study's block on the page (its markers <!-- unisent ablate NAME -->
-            and <!-- /unisent ablate NAME -->, its plots PAGE-NAME-*.png), so that one page holds several studies
-        from_json: rebuild OUT/ablation.md, OUT/ablation.png and the --page from this ablation.json alone; with
-            several (parts of one study tabulated apart, e.g. a kept seed whose runs are gone and seeds run now),
-            from their rows joined by seed, written to OUT/ablation.json
         jobs: runs at a time (each gets CPUs / jobs threads)
         sweep: write OUT/sweep.yaml for `unisent sweep` (W&B) instead of running
         run: only this run (its folder name, e.g. unified-pcgrad or only-ease); with --seed
@@ -125,15 +114,6 @@ def ablate(
         "keep_checkpoints": keep_checkpoints,
         "precision": precision,
     }
-    if from_json is not None:
-        if sweep or dry_run or run is not None or seed is not None:
-            raise UsageError(
-                "--from_json rebuilds the table from a summary: it runs nothing (no --sweep, --dry_run, --run)"
-            )
-        paths = [from_json] if isinstance(from_json, str) else list(from_json)
-        if not paths:
-            raise UsageError("--from_json needs at least one ablation.json")
-        return _from_summary([Path(p) for p in paths], recipe_path, config, folder, page, kinds, options)
     planned = plan(config, seeds, balancers, kinds, group or [], leave_out or [], merges)
     steps = run_steps(config, steps)
     chosen = panel_columns(config, columns)
@@ -183,15 +163,13 @@ def ablate(
     rows = summarize(results, chosen)
     summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
     summary |= _verdicts(rows, own, targets, units)
-    # what the table is made of besides the rows, so that ablation.json alone writes it again (--from_json)
+    # what the table is made of besides the rows, so that ablation.json alone writes it again
     summary |= {"own": own, "units": {u: list(m) for u, m in units.items()}, "panel_targets": targets}
     summary["command"] = _command(recipe_path, passed, seeds, kinds) + (" --tabulate" if tabulate else "")
     if missing:
         summary["missing"] = missing
-    if block:
-        summary["block"] = block
     write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
-    text = publish(summary, folder, Path(page) if page else None)
+    text = publish(summary, folder)
     print(text)
     print(f"unisent ablate: {len(results)} runs; table in {folder / 'ablation.md'}", file=sys.stderr)
     return summary
@@ -253,7 +231,7 @@ def _passed(
     keep_checkpoints: bool,
     precision: str | None = None,
 ) -> list[str]:
-    """The options every run of the study is started with (``--jobs`` workers, sweep trials, the page's line)."""
+    """The options every run of the study is started with (``--jobs`` workers, sweep trials, the summary's command)."""
     passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
     passed += [f"--group={g}" for g in group] + [f"--leave_out={u}" for u in leave_out]
     passed += [f"--balancers={b}" for b in balancers] + [f"--merges={m}" for m in merges]
@@ -265,41 +243,8 @@ def _passed(
 
 
 def _command(recipe: Path, passed: list[str], seeds: Sequence[int], kinds: Sequence[str]) -> str:
-    """The command line the page names as the one that wrote it."""
+    """The command line that ran the study (``ablation.json``'s ``command``)."""
     return " ".join(["unisent", "ablate", str(recipe), *passed, "--seeds", *map(str, seeds), "--runs", *kinds])
-
-
-def _from_summary(
-    paths: list[Path],
-    recipe: Path,
-    config: dict[str, Any],
-    folder: Path,
-    page: str | None,
-    kinds: list[str],
-    options: dict[str, Any],
-) -> dict[str, Any]:
-    """``--from_json``: the table, plot and page from ``paths`` alone (an older summary's missing own columns,
-    units, targets and command come from the recipe and the options); several are joined by seed
-    (:func:`.join.combine`) and the joined summary is written to ``OUT/ablation.json``."""
-    summaries = [(str(path), _read_summary(path)) for path in paths]
-    summary = summaries[0][1] if len(summaries) == 1 else combine(summaries)
-    if "own" not in summary:
-        summary["own"] = _own_columns(config)
-    if "units" not in summary:
-        summary["units"] = groups(objective_names(config), options["group"])
-    if "panel_targets" not in summary:
-        summary["panel_targets"] = panel_targets(config, summary["columns"])
-    if "command" not in summary:
-        passed = _passed(summary["steps"], summary["columns"], **options)
-        summary["command"] = _command(recipe, passed, summary["seeds"], kinds)
-    if len(summaries) > 1:  # the joined rows are judged again, as a study's own rows are
-        summary |= _verdicts(summary["rows"], summary["own"], summary["panel_targets"], summary["units"])
-        write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
-    text = publish(summary, folder, Path(page) if page else None, keep_plots=True)
-    print(text)
-    names = ", ".join(name for name, _ in summaries)
-    print(f"unisent ablate: table of {names} in {folder / 'ablation.md'} (no run)", file=sys.stderr)
-    return summary
 
 
 def _verdicts(
@@ -312,17 +257,20 @@ def _verdicts(
     return verdicts
 
 
-def _read_summary(path: Path) -> dict[str, Any]:
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--from_json {path}: not JSON ({err})") from None
-    if not isinstance(summary, dict) or not {"rows", "columns", "seeds", "steps"} <= set(summary):
-        raise ValueError(f"--from_json {path}: not an ablation.json of unisent ablate (rows, columns, seeds, steps)")
-    return summary
+#: options that wrote this project's results pages; they live in its studies/ folder now (not in the package)
+MOVED_OPTIONS = ("--page", "--block", "--from_json", "--from-json")
 
 
 def main(argv: Sequence[str]) -> None:
+    for word in argv:
+        option = word.split("=", 1)[0]
+        if option in MOVED_OPTIONS:
+            fail(
+                "unisent ablate",
+                f"{option} moved out of unisent ablate: this project's results pages are written from "
+                "OUT/ablation.json by `python -m studies.ablation_pages OUT/ablation.json --page PAGE.md` "
+                "in the repository",
+            )
     values = parse(command_parser(ablate, "unisent ablate"), list(argv))
     try:
         call(ablate, values, "unisent ablate")

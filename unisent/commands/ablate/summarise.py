@@ -1,12 +1,10 @@
 """What the runs of an ablation say: Student-t intervals over seeds, the table, own columns against the
-objective alone, the targets' verdicts, the plot and the trade-off between general quality and the
-objectives' own columns. Everything after :func:`summarize` reads only the summary, so ``ablation.json``
-alone writes ``ablation.md``, the plots and the page again, byte for byte."""
+objective alone, the targets' verdicts and the plot. Everything after :func:`summarize` reads only the
+summary, so ``ablation.json`` alone writes ``ablation.md`` and ``ablation.png`` again, byte for byte."""
 
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,20 +15,18 @@ from .run import write
 
 __all__ = [
     "best_balancer",
+    "cell_text",
     "cells",
     "interval",
+    "notes",
     "own_columns",
+    "plot",
     "publish",
     "summarize",
+    "summary_table",
     "table",
     "target_verdicts",
-    "tradeoff",
-    "tradeoff_points",
-    "tradeoff_table",
 ]
-
-#: the trade-off's general quality: the mean of these two panel columns
-GENERAL_COLUMNS = ("stsb-test", "sick-r")
 
 
 def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float | None]:
@@ -47,8 +43,8 @@ def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, 
 
 def summarize(results: list[dict[str, Any]], columns: list[str]) -> list[dict[str, Any]]:
     """One row per run name: each column's mean, interval and seeds; ``per_seed`` has every column's score
-    (``None`` where the run could not compute it) per seed, in the order of ``seeds`` (the trade-off pairs a
-    seed's columns; an older ``ablation.json`` without it has no trade-off)."""
+    (``None`` where the run could not compute it) per seed, in the order of ``seeds`` (what pairs a seed's
+    columns, or joins rows tabulated apart)."""
     rows: dict[str, dict[str, Any]] = {}
     for result in results:
         run = Run(**result["run"])
@@ -68,7 +64,8 @@ def cells(per_seed: list[dict[str, Any]], columns: list[str]) -> dict[str, dict[
     return {c: dict(zip(("mean", "ci"), interval(v)), values=v) for c, v in values.items() if v}
 
 
-def _cell(cell: dict[str, Any] | None) -> str:
+def cell_text(cell: dict[str, Any] | None) -> str:
+    """A table cell: ``mean ± half-width`` (``mean`` for one seed, ``n/a`` for none)."""
     if not cell:
         return "n/a"
     if cell["ci"] is None:
@@ -177,7 +174,7 @@ def table(
     ]
     for row in rows:
         minutes = sum(row["train_minutes"]) / len(row["train_minutes"])
-        cells = " | ".join(_cell(row["cells"].get(c)) for c in columns)
+        cells = " | ".join(cell_text(row["cells"].get(c)) for c in columns)
         lines.append(f"| {row['row']} | {len(row['seeds'])} | {cells} | {minutes:.1f} |")
     best = best_balancer(rows, own)
     own_lines = []
@@ -186,7 +183,7 @@ def table(
         for o in own_columns(by_name[best], rows, own, units):
             verdict = "yes" if o["within"] else f"no, below by {-o['diff'] - o['width']:.2f} beyond it"
             own_lines.append(
-                f"| {o['objective']} | {o['column']} | {_cell(o['unified'])} | {_cell(o['alone'])} "
+                f"| {o['objective']} | {o['column']} | {cell_text(o['unified'])} | {cell_text(o['alone'])} "
                 f"| {o['diff']:+.2f} | {verdict} |"
             )
         if own_lines:  # only where the objectives also ran alone
@@ -246,129 +243,22 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: di
     return path
 
 
-# ------------------------------------------------------------------------------------------------ trade-off
-def _tradeoff_own(columns: list[str], own: dict[str, str]) -> list[str]:
-    """The trade-off's own columns: the distinct values of ``own`` (first appearance first) among ``columns``."""
-    return [c for c in dict.fromkeys(own.values()) if c in columns]
-
-
-def _seed_point(scores: dict[str, Any], own_columns: list[str]) -> tuple[float, float] | None:
-    """``(own, general)`` of one seed; an own column it could not compute (``None``) counts as 0; ``None``
-    without both general columns."""
-    general = [scores.get(c) for c in GENERAL_COLUMNS]
-    if any(v is None for v in general):
-        return None
-    own = [scores.get(c) if scores.get(c) is not None else 0.0 for c in own_columns]
-    return sum(own) / len(own), sum(general) / len(general)
-
-
-def _frontier(points: list[dict[str, Any]]) -> None:
-    """Mark ``frontier``: no other point has both means at least as large and one of them larger."""
-    for p in points:
-        p["frontier"] = not any(
-            q is not p
-            and q["own"]["mean"] >= p["own"]["mean"]
-            and q["general"]["mean"] >= p["general"]["mean"]
-            and (q["own"]["mean"] > p["own"]["mean"] or q["general"]["mean"] > p["general"]["mean"])
-            for q in points
-        )
-
-
-def tradeoff_points(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each row's own ability (x: the mean of the own columns, n/a as 0) and general quality (y: the mean of
-    STS-B test and SICK-R test), computed per seed from the row's ``per_seed`` scores, then mean and 95%
-    interval over seeds (:func:`interval`), and whether it is on the frontier; and the own columns. No points
-    when the study lacks a general column or an own column; a row without ``per_seed`` (an older summary)
-    or without a seed that has both general scores is left out."""
-    columns, own = summary["columns"], summary.get("own") or {}
-    own_cols = _tradeoff_own(columns, own)
-    if not own_cols or not all(c in columns for c in GENERAL_COLUMNS):
-        return [], own_cols
-    points = []
-    for row in summary["rows"]:
-        seeds = [_seed_point(scores, own_cols) for scores in row.get("per_seed") or []]
-        seeds = [s for s in seeds if s is not None]
-        if not seeds:
-            continue
-        x, y = (dict(zip(("mean", "ci"), interval([s[i] for s in seeds]))) for i in (0, 1))
-        points.append({"row": row["row"], "seeds": len(seeds), "own": x, "general": y})
-    _frontier(points)
-    return points, own_cols
-
-
-def tradeoff_table(points: list[dict[str, Any]], own_cols: list[str]) -> str:
-    """The trade-off's markdown: a sentence, the table (mean ± 95% half-width over seeds) and how it is made."""
-    lines = [
-        "General quality against the objectives' own columns, mean and 95% interval over seeds:",
-        "",
-        "| run | seeds | general (STS-B, SICK-R) | own columns | frontier |",
-        "|---|---:|---:|---:|---|",
-    ]
-    for p in points:
-        frontier = "yes" if p["frontier"] else "no"
-        lines.append(f"| {p['row']} | {p['seeds']} | {_cell(p['general'])} | {_cell(p['own'])} | {frontier} |")
-    lines += [
-        "",
-        "Per seed, general is the mean of stsb-test and sick-r and own columns the mean of "
-        + ", ".join(own_cols)
-        + "; a column a run cannot compute (n/a: a direction column without a Gaussian head, an entity column "
-        "without EASE) counts as 0, since the model cannot do it (a symmetric similarity never ranks one "
-        "direction above the other). A run is on the frontier when no other run is at least as high on both "
-        "means and higher on one.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def tradeoff(points: list[dict[str, Any]], path: Path) -> Path:
-    """General quality (y) against the own columns (x): one point per row with both intervals as error bars,
-    labelled; frontier rows filled and joined by a step line, the others hollow."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    start = next((p for p in points if p["row"] == "untrained"), None)
-    if start is not None:  # the starting model's general quality: what the combination is to keep
-        ax.axhline(start["general"]["mean"], color="#808080", linestyle=":", linewidth=1)
-    # labels of points close together alternate above and below (sorted by x, then y)
-    order = sorted(range(len(points)), key=lambda i: (points[i]["own"]["mean"], points[i]["general"]["mean"]))
-    below = {i: k % 2 == 1 for k, i in enumerate(order)}
-    for i, p in enumerate(points):
-        x, y = p["own"], p["general"]
-        # frontier: a filled red diamond; the others: a hollow blue circle
-        color, marker, face = ("#c03030", "D", "#c03030") if p["frontier"] else ("#4878a8", "o", "none")
-        errors = {"xerr": x["ci"] or 0.0, "yerr": y["ci"] or 0.0, "capsize": 3, "linestyle": "none"}
-        ax.errorbar(x["mean"], y["mean"], color=color, marker=marker, markerfacecolor=face, **errors)
-        offset = (5, -11) if below[i] else (5, 5)
-        ax.annotate(p["row"], (x["mean"], y["mean"]), textcoords="offset points", xytext=offset, fontsize=8)
-    edge = sorted((p["own"]["mean"], p["general"]["mean"]) for p in points if p["frontier"])
-    if len(edge) > 1:
-        ax.plot(*zip(*edge), drawstyle="steps-pre", color="#c03030", linestyle="--", linewidth=1)
-    ax.set_xlabel("own columns, mean (x100)")
-    ax.set_ylabel("general: mean of STS-B test and SICK-R test")
-    title = "filled: on the frontier; an own column a run cannot compute counts as 0"
-    ax.set_title(title + ("; dotted: the untrained start" if start is not None else ""), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-PAGE_START, PAGE_END = "<!-- unisent ablate -->", "<!-- /unisent ablate -->"
-TRADEOFF_ALT = "general quality against the objectives' own columns"
-
-
 def summary_table(summary: dict[str, Any]) -> str:
-    """The markdown of the page's block (``ablation.md`` without its image line), from the summary alone."""
+    """The markdown of ``ablation.md`` (without its image line), from the summary alone: :func:`table`, then
+    :func:`notes`."""
     text = table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
-    points, own_cols = tradeoff_points(summary)
-    text += "\n" + tradeoff_table(points, own_cols) if points else ""
+    return text + notes(summary)
+
+
+def notes(summary: dict[str, Any]) -> str:
+    """The lines under the tables: each trained row's precision by seed (where the result files record it) and,
+    after ``--tabulate``, the planned runs without a result; the empty string when there is neither."""
+    text = ""
     trained = _precisions(summary["rows"])
     if trained:
         text += f"\nTraining precision per seed: {trained}.\n"
     missing = summary.get("missing") or []
-    if missing:  # --tabulate: the planned runs without a result, named on the page
+    if missing:  # --tabulate: the planned runs without a result, named under the table
         text += f"\nNot run ({len(missing)} planned runs, left out of every row above): {', '.join(missing)}.\n"
     return text
 
@@ -386,74 +276,13 @@ def _precisions(rows: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def publish(summary: dict[str, Any], folder: Path, page: Path | None, *, keep_plots: bool = False) -> str:
-    """Write ``ablation.md``, ``ablation.png`` and (with a trade-off) ``tradeoff.png`` into ``folder`` (and the
-    tables into ``page``); the text of ``ablation.md``."""
+def publish(summary: dict[str, Any], folder: Path) -> str:
+    """Write ``ablation.md`` and ``ablation.png`` into ``folder``; the text of ``ablation.md``."""
     text = summary_table(summary)
-    points, _ = tradeoff_points(summary)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         plot(summary["rows"], summary["columns"], folder / "ablation.png", summary["panel_targets"])
-        if points:
-            tradeoff(points, folder / "tradeoff.png")
     except ImportError:  # pragma: no cover - matplotlib is a dependency
         print("unisent ablate: pip install matplotlib for ablation.png", file=sys.stderr)
-    written = text
-    if points and (folder / "tradeoff.png").exists():
-        written += f"\n![{TRADEOFF_ALT}](tradeoff.png)\n"
-    write(folder / "ablation.md", written)
-    if page is not None:
-        update_page(page, text, folder, summary, summary["command"], keep_plots=keep_plots, with_tradeoff=bool(points))
-    return written
-
-
-def _beside(source: Path, beside: Path, keep_plots: bool) -> bool:
-    """Copy ``source`` beside the page; whether the page names the copy (also a kept one whose source is gone)."""
-    if source.exists():
-        shutil.copyfile(source, beside)
-    return source.exists() or (keep_plots and beside.exists())
-
-
-def update_page(
-    page: Path,
-    text: str,
-    folder: Path,
-    summary: dict[str, Any],
-    command: str,
-    *,
-    keep_plots: bool = False,
-    with_tradeoff: bool = False,
-) -> None:
-    """Put the tables and their command between the page's markers, with ``tradeoff.png`` (when ``with_tradeoff``:
-    the summary has a trade-off, whose table ends ``text``), ``ablation.png`` and the best balancer's
-    ``conflicts.png`` copied beside it; ``keep_plots``: a plot beside it whose source is gone stays named."""
-    name = summary.get("block")  # one page, several studies: each between its own named markers
-    start, end = (
-        (f"<!-- unisent ablate {name} -->", f"<!-- /unisent ablate {name} -->") if name else (PAGE_START, PAGE_END)
-    )
-    stem = f"{page.stem}-{name}" if name else page.stem
-    joined = summary.get("from_json")  # parts of one study tabulated apart, joined by seed
-    written = f"Written by `{command}`" + (f", joined by seed from {', '.join(joined)}." if joined else ".")
-    lines = [start, "", written, "", text.rstrip(), ""]
-    beside = page.parent / f"{stem}-tradeoff.png"
-    if with_tradeoff and _beside(folder / "tradeoff.png", beside, keep_plots):
-        lines += [f"![{TRADEOFF_ALT}]({beside.name})", ""]
-    beside = page.parent / f"{stem}-ablation.png"
-    if _beside(folder / "ablation.png", beside, keep_plots):
-        lines += [f"![every run, mean and 95% interval over seeds]({beside.name})", ""]
-    best = summary.get("best_balancer")
-    if best:
-        row = next(r for r in summary["rows"] if r["row"] == best)
-        seed = min(row["seeds"])
-        source = folder / "runs" / row["slug"] / f"seed{seed}" / "conflicts.png"
-        beside = page.parent / f"{stem}-conflicts.png"
-        if _beside(source, beside, keep_plots):
-            lines += [f"![gradient conflicts of {best}, seed {seed}]({beside.name})", ""]
-    block = "\n".join(lines) + end
-    current = page.read_text(encoding="utf-8") if page.exists() else ""
-    if start in current and end in current:
-        head, rest = current.split(start, 1)
-        current = head + block + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip() + ("\n\n" if current else "") + block + "\n"
-    write(page, current)
+    write(folder / "ablation.md", text)
+    return text

@@ -21,15 +21,15 @@ triples. A pair counts when ``KL(hyp || pre) < KL(pre || hyp)``, as the panel's 
 ``hns`` is the share on pairs whose hypothesis has at least as many tokens as the premise. No test column is
 read.
 
-    python benchmarks/direction_routes.py refit runs/study48-long/runs/unified-anchored/seed42/encoder \\
+    python -m studies.direction_routes refit runs/study48-long/runs/unified-anchored/seed42/encoder \\
         runs/study48-keep/runs/only-gausscse/seed42/encoder --data-dir ../shared/data \\
-        --output docs/results/unified-direction-routes.json
-    python benchmarks/direction_routes.py refit minilm-l6 runs/study48-long/runs/unified-anchored/seed42/encoder \\
+        --output docs/results/unified/direction-routes.json
+    python -m studies.direction_routes refit minilm-l6 runs/study48-long/runs/unified-anchored/seed42/encoder \\
         runs/study48-keep/runs/only-gausscse/seed42/encoder --pooler cls --data-dir ../shared/data \\
-        --output docs/results/unified-direction-routes.json
-    python benchmarks/direction_routes.py merge --anchored runs/study48-long/runs/unified-anchored \\
+        --output docs/results/unified/direction-routes.json
+    python -m studies.direction_routes merge --anchored runs/study48-long/runs/unified-anchored \\
         --gausscse runs/study48-keep/runs/only-gausscse --seeds 42 43 44 --lambdas 0 0.25 0.5 1 \\
-        --data-dir ../shared/data --output docs/results/unified-direction-routes.json
+        --data-dir ../shared/data --output docs/results/unified/direction-routes.json
 """
 
 from __future__ import annotations

@@ -9,17 +9,17 @@ the interval of ``unisent ablate``'s tables); this script pairs the runs, keeps 
 writes the table of the three rows (the joint run, the single run, the merge) with the recipe's targets and,
 with ``--alone``, each own column against its objective alone (an ``ablation.json`` with the single rows).
 
-    python benchmarks/merge_parts.py --recipe recipes/unified/minilm-cpu-balanced-distill-own5.yaml \\
+    python -m studies.merge_parts --recipe recipes/unified/minilm-cpu-balanced-distill-own5.yaml \\
         --joint runs/study48-parts --single runs/study48-parts-single --objective gausscse --seeds 42 43 44 \\
-        --out runs/study48-parts-merge --data-dir ../shared/data --alone docs/results/unified-merge-ablation.json \\
-        --output docs/results/unified-parts.json
-    python benchmarks/merge_parts.py --table docs/results/unified-parts.json     # the table again, no run
-    python benchmarks/merge_parts.py --table docs/results/unified-parts.json \\
-        --tradeoff docs/results/unified-merge-ablation.json --plot docs/results/unified-parts-tradeoff.png
+        --out runs/study48-parts-merge --data-dir ../shared/data --alone docs/results/unified/merge-ablation.json \\
+        --output docs/results/unified/parts.json
+    python -m studies.merge_parts --table docs/results/unified/parts.json     # the table again, no run
+    python -m studies.merge_parts --table docs/results/unified/parts.json \\
+        --tradeoff docs/results/unified/merge-ablation.json --plot docs/results/unified/parts-tradeoff.png
 
 ``--tradeoff`` adds the route's three rows to a kept study's rows (the same seeds) and draws the study's
-trade-off again with them (:func:`unisent.commands.ablate.summarise.tradeoff_points`, ``tradeoff``): general
-quality against the own columns, the frontier recomputed.
+trade-off again with them (:func:`studies.tradeoff.tradeoff_points`, ``tradeoff``): general quality against the
+own columns, the frontier recomputed.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def table(report: dict) -> str:
 def tradeoff_of(report: dict, study: dict) -> tuple[list[dict], list[str]]:
     """The trade-off points of ``study`` (an ``ablation.json``) with the route's three rows added (``parts:``),
     and the own columns; refused by name when the two were run on different seeds."""
-    from unisent.commands.ablate.summarise import tradeoff_points
+    from studies.tradeoff import tradeoff_points
 
     seeds = [s["seed"] for s in report["seeds"]]
     trained = {seed for row in study["rows"] if row["kind"] != "untrained" for seed in row["seeds"]}
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.tradeoff:
             print(table(report))
             return report
-        from unisent.commands.ablate.summarise import tradeoff, tradeoff_table
+        from studies.tradeoff import tradeoff, tradeoff_table
 
         points, own_cols = tradeoff_of(report, json.loads(args.tradeoff.read_text(encoding="utf-8")))
         if args.plot:

@@ -17,11 +17,11 @@ Columns (each skipped with ``--skip NAME``):
 The computations are the library's (:mod:`unisent.evaluation.panel`, the columns ``unisent ablate``
 reports); this script writes one row as JSON and the markdown table of rows.
 
-    python benchmarks/unified_panel.py --model runs/unified-minilm-cpu/full/encoder \\
+    python -m studies.unified_panel --model runs/unified-minilm-cpu/full/encoder \\
         --ckpt runs/unified-minilm-cpu/full/checkpoints/last.ckpt --data-dir ../shared/data \\
         --name unified --output runs/panel/unified.json
-    python benchmarks/unified_panel.py --length-rule --name "length rule" --output runs/panel/length-rule.json
-    python benchmarks/unified_panel.py --table runs/panel/*.json     # the markdown table
+    python -m studies.unified_panel --length-rule --name "length rule" --output runs/panel/length-rule.json
+    python -m studies.unified_panel --table runs/panel/*.json     # the markdown table
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ and reports the Spearman correlation between each dev measure and each test meas
 rows' means across seeds (what a choice between routes compares): how far a choice on the dev columns would
 follow the test columns. Several folders are pooled, each run named ``<folder>/<run>``.
 
-    python benchmarks/direction_dev.py runs/study48-keep --seeds 42 43 44 --data-dir ../shared/data \\
-        --output docs/results/unified-direction-dev.json
+    python -m studies.direction_dev runs/study48-keep --seeds 42 43 44 --data-dir ../shared/data \\
+        --output docs/results/unified/direction-dev.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Collect the GaussCSE CPU runs (runs/gausscse-snli-cpu/<sets>/test.json) into a markdown table.
 
-python benchmarks/gausscse_table.py [RUNS_DIR]
+python -m studies.gausscse_table [RUNS_DIR]
 """
 
 from __future__ import annotations

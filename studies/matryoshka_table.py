@@ -6,7 +6,7 @@ fit`` runs, then scores each trained encoder, and the untrained MiniLM, on the f
 vectors (cosine, Spearman x100; the vectors are computed once per model and cut). Writes the markdown table
 (mean ± the half-width of the 95% Student-t interval over seeds) and every score as JSON.
 
-    python benchmarks/matryoshka_table.py --data-dir ../shared/data --out runs/matryoshka --seeds 42 43 44
+    python -m studies.matryoshka_table --data-dir ../shared/data --out runs/matryoshka --seeds 42 43 44
 
 ``--steps N`` caps each fit (a smoke run); ``--model`` swaps the backbone; ``--set=--key=value`` (repeatable)
 overrides a setting of both recipes (``--set=--trainer.max_epochs=2``).

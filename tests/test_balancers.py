@@ -35,24 +35,35 @@ HIDDEN = 32
 
 class Toy(Objective):
     """Loss ``h * <u, w>`` on the encoder's first LayerNorm weight ``w`` (shared) with a scalar head ``h``
-    of its own; ``u`` comes with the batch (a micro-batch or a process sees its own)."""
+    of its own; ``u`` comes with the batch (a micro-batch or a process sees its own). The inner product is
+    elementwise, so that bf16 autocast leaves it in float32."""
 
     def setup_for(self, encoder) -> None:
         if not hasattr(self, "head"):
             self.head = torch.nn.Parameter(torch.tensor(1.5))
 
     def forward(self, encoder, batch):
-        return {"loss": self.head * (batch["u"] @ shared_param(encoder))}
+        return {"loss": self.head * (batch["u"] * shared_param(encoder)).sum()}
 
 
 def shared_param(encoder) -> torch.nn.Parameter:
     return encoder.backbone.embeddings.LayerNorm.weight
 
 
+class Stepped(UnisentModule):
+    """The module at optimiser step ``at_step`` without a Trainer (Lightning's ``global_step`` is the trainer's)."""
+
+    at_step = 0
+
+    @property
+    def global_step(self) -> int:
+        return self.at_step
+
+
 def _module(tiny_bert_dir, balancer=None, heads=(1.5, -0.5), conflict_every=0) -> UnisentModule:
     torch.manual_seed(0)
     objectives = [Toy(name="a"), Toy(name="b")]
-    module = UnisentModule(
+    module = Stepped(
         encoder=EncoderConfig(model=str(tiny_bert_dir)),
         objectives=objectives,
         balancer=balancer,
@@ -73,14 +84,16 @@ def _vectors(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     return u, v
 
 
-def _losses(module, u, v) -> dict[str, torch.Tensor]:
-    a, b = module.objectives
-    w = shared_param(module.encoder)
-    return {"a": a.head * (u @ w), "b": b.head * (v @ w)}
+def _batch(u, v) -> dict[str, dict[str, torch.Tensor]]:
+    """A training batch of the toys ``a`` and ``b``: their directions ``u`` and ``v``."""
+    return {"a": {"u": u}, "b": {"u": v}}
 
 
-def _step(module, losses, scale: float = 1.0, step: int = 0) -> torch.Tensor:
-    loss = module.combine(losses, step)
+def _step(module, batch, scale: float = 1.0, step: int = 0) -> torch.Tensor:
+    """What Lightning runs: ``training_step`` at optimiser step ``step``, then the backward pass of its loss
+    (``scale``: Lightning divides an accumulated micro-batch's loss by their number)."""
+    module.at_step = step
+    loss = module.training_step(batch, 0)
     (loss * scale).backward()
     return loss
 
@@ -101,7 +114,7 @@ def test_static_is_the_weighted_sum_and_heads_get_their_own_gradient(tiny_bert_d
     module = _module(tiny_bert_dir)
     module.on_fit_start()
     u, v = _vectors()
-    loss = _step(module, _losses(module, u, v))
+    loss = _step(module, _batch(u, v))
     w = shared_param(module.encoder)
     a, b = module.objectives
     assert float(loss) == pytest.approx(float(1.5 * (u @ w) - 0.5 * (v @ w)), rel=1e-6)
@@ -117,11 +130,10 @@ def test_uncertainty_weights_the_encoder_by_exp_minus_s_and_learns_s(tiny_bert_d
         balancer.log_vars.copy_(torch.tensor([0.7, -0.4]))
     module.on_fit_start()
     u, v = _vectors()
-    losses = _losses(module, u, v)
-    la, lb = (float(x) for x in losses.values())
-    _step(module, losses)
     w = shared_param(module.encoder)
     a, b = module.objectives
+    la, lb = float(a.head * (u @ w)), float(b.head * (v @ w))
+    _step(module, _batch(u, v))
     ea, eb = math.exp(-0.7), math.exp(0.4)
     torch.testing.assert_close(w.grad, ea * 1.5 * u + eb * -0.5 * v)
     # the heads keep the gradient of their own loss (taken from it alone, before the weighting)
@@ -187,7 +199,7 @@ def test_pcgrad_projects_conflicting_gradients_by_hand(tiny_bert_dir):
     module = _module(tiny_bert_dir, PCGrad())
     u, v = _vectors()
     assert float(u @ v) < 0
-    loss = _step(module, _losses(module, u, v))
+    loss = _step(module, _batch(u, v))
     w = shared_param(module.encoder)
     a, b = module.objectives
     torch.testing.assert_close(w.grad, _pcgrad(1.5 * u, -0.5 * v), rtol=1e-5, atol=1e-6)
@@ -201,14 +213,14 @@ def test_pcgrad_projects_conflicting_gradients_by_hand(tiny_bert_dir):
 def test_pcgrad_without_conflict_is_the_sum(tiny_bert_dir):
     module = _module(tiny_bert_dir, PCGrad())
     u, _ = _vectors()
-    _step(module, _losses(module, u, -2 * u))  # gradients 1.5 u and u: no conflict
+    _step(module, _batch(u, -2 * u))  # gradients 1.5 u and u: no conflict
     torch.testing.assert_close(shared_param(module.encoder).grad, 1.5 * u + u)
 
 
 def test_a_torchjd_aggregator_by_name(tiny_bert_dir):
     module = _module(tiny_bert_dir, JacobianAggregator("Mean"))
     u, v = _vectors()
-    _step(module, _losses(module, u, v))
+    _step(module, _batch(u, v))
     torch.testing.assert_close(shared_param(module.encoder).grad, (1.5 * u - 0.5 * v) / 2)
     with pytest.raises(ValueError, match="did you mean 'PCGrad'"):
         JacobianAggregator("PCgrad")
@@ -238,7 +250,7 @@ def test_upgrad_and_imtlg_by_hand(tiny_bert_dir, aggregator, g1, g2, expected):
     """The two aggregators of the unified study (docs/results/unified.md) on the shared encoder, by hand."""
     module = _module(tiny_bert_dir, JacobianAggregator(aggregator))
     u, v = _planar(g1, g2)
-    _step(module, _losses(module, u, v))
+    _step(module, _batch(u, v))
     grad = shared_param(module.encoder).grad
     # atol: torchjd solves UPGrad's projection as a quadratic programme regularised by 1e-4 (0.2499, not 0.25)
     torch.testing.assert_close(grad[:2], torch.tensor(expected), rtol=0, atol=5e-4)
@@ -249,18 +261,18 @@ def test_upgrad_and_imtlg_by_hand(tiny_bert_dir, aggregator, g1, g2, expected):
 def _anchored_step(tiny_bert_dir, grads: dict[str, tuple[float, ...]], balancer: Anchored) -> torch.Tensor:
     """The encoder's gradient of one step of toys named as ``grads``, each with that gradient."""
     torch.manual_seed(0)
-    module = UnisentModule(
+    module = Stepped(
         encoder=EncoderConfig(model=str(tiny_bert_dir)),
         objectives=[Toy(name=name) for name in grads],
         balancer=balancer,
     )
     w = shared_param(module.encoder)
-    losses = {}
-    for objective, (name, g) in zip(module.objectives, grads.items()):
+    batch = {}
+    for name, g in grads.items():
         u = torch.zeros(HIDDEN)
         u[: len(g)] = torch.tensor(g) / 1.5  # the toy's head is 1.5
-        losses[name] = objective.head * (u @ w)
-    _step(module, losses)
+        batch[name] = {"u": u}
+    _step(module, batch)
     assert _other_encoder_grads(module) == 0.0
     return w.grad
 
@@ -300,14 +312,14 @@ def test_gradient_accumulation_equals_the_whole_batch(tiny_bert_dir, monkeypatch
     (u1, v1), (u2, v2) = _planar((1.0, 0.0), (-1.0, 1.0)), _planar((0.0, 1.0), (1.0, 1.0))
     whole = _module(tiny_bert_dir, balancer())
     whole.on_fit_start()
-    _step(whole, _losses(whole, (u1 + u2) / 2, (v1 + v2) / 2))
+    _step(whole, _batch((u1 + u2) / 2, (v1 + v2) / 2))
 
     accumulated = _module(tiny_bert_dir, balancer())
     accumulated.on_fit_start()
     monkeypatch.setattr(accumulated, "_last_micro_batch", lambda: False)
-    _step(accumulated, _losses(accumulated, u1, v1), 0.5)
+    _step(accumulated, _batch(u1, v1), 0.5)
     monkeypatch.setattr(accumulated, "_last_micro_batch", lambda: True)
-    _step(accumulated, _losses(accumulated, u2, v2), 0.5)
+    _step(accumulated, _batch(u2, v2), 0.5)
     for p, q in zip(whole.parameters(), accumulated.parameters()):
         if p.grad is not None or q.grad is not None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
@@ -328,7 +340,7 @@ def _parity_worker(rank, world, model_dir, balancer_name):
     u, v = halves[rank]
     for step in range(3):  # DWA's weights move from the third period on
         module.zero_grad()
-        module.combine(_losses(module, u * (step + 1), v), step).backward()
+        _step(module, _batch(u * (step + 1), v), step=step)
         for p in module.parameters():
             if p.grad is not None:
                 dist.all_reduce(p.grad)
@@ -351,7 +363,7 @@ def test_two_gloo_processes_equal_one_process_on_the_whole_batch(tiny_bert_dir, 
     (u1, v1), (u2, v2) = _vectors(1), _vectors(7)
     for step in range(3):
         one.zero_grad()
-        _step(one, _losses(one, (u1 + u2) / 2 * (step + 1), (v1 + v2) / 2), step=step)
+        _step(one, _batch((u1 + u2) / 2 * (step + 1), (v1 + v2) / 2), step=step)
     grads = {n: p.grad for n, p in one.named_parameters() if p.grad is not None}
     assert set(grads) <= set(two)
     for name, grad in grads.items():
@@ -397,7 +409,7 @@ def test_conflicts_are_logged_from_the_combined_step(tiny_bert_dir):
     logged = {}
     module.log = lambda key, value, **kw: logged.__setitem__(key, value)  # noqa: E731
     u, v = _vectors()
-    _step(module, _losses(module, u, v))
+    _step(module, _batch(u, v))
     g1, g2 = 1.5 * u, -0.5 * v
     assert logged["conflict/a/grad_norm"] == pytest.approx(float(g1.norm()), rel=1e-5)
     assert logged["conflict/a~b/cosine"] == pytest.approx(float(g1 @ g2 / g1.norm() / g2.norm()), rel=1e-5)
@@ -405,7 +417,7 @@ def test_conflicts_are_logged_from_the_combined_step(tiny_bert_dir):
     static = _module(tiny_bert_dir, conflict_every=1)
     logged.clear()
     static.log = lambda key, value, **kw: logged.__setitem__(key, value)  # noqa: E731
-    _step(static, _losses(static, u, v))
+    _step(static, _batch(u, v))
     assert logged["conflict/a~b/cosine"] == pytest.approx(float(g1 @ g2 / g1.norm() / g2.norm()), rel=1e-5)
     torch.testing.assert_close(shared_param(static.encoder).grad, g1 + g2)
 
@@ -533,10 +545,8 @@ def test_the_aggregation_runs_in_float32_under_bf16_autocast(tiny_bert_dir, aggr
     module = _module(tiny_bert_dir, balancer)
     u, v = _vectors()
     u, v = u * 1.001, v * 0.999  # values that bf16 would round
-    a, b = module.objectives
-    w = shared_param(module.encoder)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # elementwise losses: autocast leaves them in float32
-        loss = module.combine({"a": a.head * (u * w).sum(), "b": b.head * (v * w).sum()}, 0)
+        loss = module.training_step(_batch(u, v), 0)
     loss.backward()
     g1, g2 = 1.5 * u, -0.5 * v
     if aggregator == "PCGrad":

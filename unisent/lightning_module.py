@@ -285,8 +285,8 @@ class UnisentModule(L.LightningModule):
         self._step_runner.check_strategy(self._trainer.strategy if self._trainer is not None else None)
 
     def start_step(self, step: int | None = None) -> None:
-        """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): :meth:`add_loss` for each
-        objective, then :meth:`finish_step`."""
+        """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): each objective's step
+        (:meth:`TrainingStep.run <unisent.training_step.TrainingStep.run>`), then :meth:`finish_step`."""
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
         self._step = (step, last, self._conflicts.due(step, last))
@@ -294,10 +294,6 @@ class UnisentModule(L.LightningModule):
         self._step_runner.start(
             self.balancer, self._shared_params(), self._own_params(), conflicts=self._step[2], strategy=strategy
         )
-
-    def add_loss(self, name: str, loss: torch.Tensor) -> None:
-        """Objective ``name``'s loss (times its static weight): its gradients are taken now."""
-        self._step_runner.add(name, loss)
 
     def finish_step(self) -> torch.Tensor:
         """The loss whose gradient is the balancer's combination on the shared encoder (and each own
@@ -315,14 +311,6 @@ class UnisentModule(L.LightningModule):
         if stats is not None:
             self._conflicts.record(self.log, self._trainer, step, stats)
         return loss
-
-    def combine(self, losses: dict[str, torch.Tensor], step: int | None = None) -> torch.Tensor:
-        """:meth:`start_step`, :meth:`add_loss` for each of ``losses`` (each already times its static
-        weight), :meth:`finish_step`, at optimiser step ``step`` (default: the trainer's)."""
-        self.start_step(step)
-        for name, loss in losses.items():
-            self.add_loss(name, loss)
-        return self.finish_step()
 
     # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:

@@ -81,10 +81,6 @@ class TrainingStep:
                 self.gradients.add_chunk(objective.name, vectors, grad)
         return out
 
-    def add(self, name: str, loss: torch.Tensor) -> None:
-        """Take the gradients of objective ``name``'s (statically weighted) loss now."""
-        self.gradients.add(name, loss)
-
     def finish(
         self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
     ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:

@@ -40,11 +40,6 @@ def cosine_similarity(a: Tensor, b: Tensor) -> Tensor:
     return F.cosine_similarity(a.float(), b.float(), dim=-1)
 
 
-def dot_similarity(a: Tensor, b: Tensor) -> Tensor:
-    """Row-wise inner product of (n, d) embeddings; returns (n,)."""
-    return (a.float() * b.float()).sum(dim=-1)
-
-
 def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
     """Asymmetric Gaussian similarity ``sim(a || b) = 1 / (1 + KL(N_a || N_b))`` (GaussCSE), (n,) in (0, 1].
 

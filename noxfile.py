@@ -28,8 +28,8 @@ def quickstart(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6")
-    session.run("ruff", "check", "unisent", "tests", "benchmarks", "scripts", "noxfile.py")
-    session.run("ruff", "format", "--check", "unisent", "tests", "benchmarks", "scripts", "noxfile.py")
+    session.run("ruff", "check", "unisent", "tests", "benchmarks", "studies", "scripts", "noxfile.py")
+    session.run("ruff", "format", "--check", "unisent", "tests", "benchmarks", "studies", "scripts", "noxfile.py")
 
 
 @nox.session(python=False)

@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from studies.tradeoff import TRADEOFF_ALT, tradeoff, tradeoff_points, tradeoff_table
 from unisent.commands.ablate.summarise import best_balancer, cells, notes, plot, table, target_verdicts
 from unisent.io import atomic_write
-
-from studies.tradeoff import TRADEOFF_ALT, tradeoff, tradeoff_points, tradeoff_table
 
 __all__ = ["block_text", "combine", "main", "pages", "publish", "read_summary", "update_page"]
 
@@ -134,7 +133,9 @@ def publish(
     _write(folder / "ablation.md", written)
     if page is not None:
         name = block if block is not None else summary.get("block")
-        update_page(page, text, folder, runs or folder, summary, name, keep_plots=keep_plots, with_tradeoff=bool(points))
+        update_page(
+            page, text, folder, runs or folder, summary, name, keep_plots=keep_plots, with_tradeoff=bool(points)
+        )
     return written
 
 

@@ -126,4 +126,3 @@ def tradeoff(points: list[dict[str, Any]], path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-

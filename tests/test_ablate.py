@@ -1,14 +1,14 @@
 """``unisent ablate``: on the tiny model, a recipe with two objectives and two seeds gives its table (mean and
 95% interval per cell, from the runs' own result files), its plot, and resumes after a SIGKILL without
-rerunning finished runs; its ``ablation.json`` alone writes the page again byte for byte; the generated
-recipes keep each objective's data; mistakes are one line; an interrupted fit stops the study."""
+rerunning finished runs; the generated recipes keep each objective's data; mistakes are one line (the options
+that wrote this project's pages point to studies/); an interrupted fit stops the study. The pages written from
+``ablation.json`` are tests/studies/test_study_pages.py's."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +82,29 @@ def test_target_verdicts_by_hand():
     assert "| unified (static) | 81.90, **missed by 0.10** | 60.00, **missed by 1.00** |" in text
     assert "**a 0.50 below**, **b 1.40 below** | no |" in text
     assert "| unified (upgrad) | 82.30, met by 0.30 | 64.00, met by 3.00 | all within | yes |" in text
+
+
+def test_the_summary_alone_writes_the_table_and_the_plot_again(tmp_path):
+    """Everything after the runs reads ``ablation.json``: the table (with the notes under it) and the plot, the
+    same bytes from the same summary, and nothing else in the folder (a results page is studies/' job)."""
+    from unisent.commands.ablate.summarise import publish, summary_table
+
+    rows = [_row("unified (upgrad)", "unified", stsb=(81.0, 0.5)), _row("only a", "single", stsb=(80.0, 1.0))]
+    for row in rows:
+        row["slug"] = row["row"].replace(" ", "-")
+        row["precision"] = ["32-true", "32-true"]
+    summary = {"rows": rows, "columns": ["stsb"], "own": {}, "units": {}, "panel_targets": {"stsb": 80.5}}
+    summary["missing"] = ["only-a/seed3"]
+    text = publish(summary, tmp_path / "out")
+    assert text == summary_table(summary) == (tmp_path / "out" / "ablation.md").read_text(encoding="utf-8")
+    assert (
+        "| unified (upgrad) | 2 | 81.00 ± 0.50 | 1.0 |" in text and "| unified (upgrad) | 81.00, met by 0.50 |" in text
+    )
+    assert "Training precision per seed: unified (upgrad) 32-true (1, 2); only a 32-true (1, 2)." in text
+    assert text.endswith("Not run (1 planned runs, left out of every row above): only-a/seed3.\n")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ablation.md", "ablation.png"]
+    png = (tmp_path / "out" / "ablation.png").read_bytes()
+    assert publish(summary, tmp_path / "again") == text and (tmp_path / "again" / "ablation.png").read_bytes() == png
 
 
 def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
@@ -163,11 +186,7 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     recipe = _two_objectives(tiny_unified)
     out = tmp_path / "ablate"
     records = _entity_records(recipe, tmp_path)
-    page = tmp_path / "docs" / "page.md"
-    page.parent.mkdir()
-    page.write_text("# Results\n\nbefore\n\n<!-- unisent ablate -->\nold table\n<!-- /unisent ablate -->\n\nafter\n")
     args = [str(recipe), f"--out={out}", "--seeds", "1", "2", "--conflict_every=1", f"--entity_records={records}"]
-    args.append(f"--page={page}")
     cmd = [sys.executable, "-m", "unisent.cli", "ablate", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("UNISENT_FAULT", None)
@@ -219,41 +238,7 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     # once everything is done the same command only rebuilds the table
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and "7 of 7 runs already done" in again.stderr
-    # the page: the table between its markers, the rest kept, the plots beside it
-    text = page.read_text()
-    assert text.startswith("# Results\n\nbefore\n\n<!-- unisent ablate -->") and text.endswith("after\n")
-    assert "old table" not in text and "| unified (static) | 2 |" in text and "Written by `unisent ablate" in text
-    assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
-
-
-@pytest.mark.slow  # 30 s: the real study pages' test keeps --from_json in the default run
-def test_the_page_is_written_again_from_ablation_json_alone(tiny_unified, tmp_path):
-    """The study page's safety net: the tiny two-objective study, run in this process (each fit through
-    ``unisent.commands.fitting.fit``; pytest's own ``sys.argv`` stays as it is), keeps its ``ablation.json``;
-    with every run, result file and table deleted, ``--from_json`` writes ``ablation.md`` and the page's block
-    again byte for byte (the conflicts plot, whose run is gone, stays beside the page and named on it)."""
-    recipe = _two_objectives(tiny_unified)
-    options = {"seeds": [1, 2], "conflict_every": 1, "entity_records": str(_entity_records(recipe, tmp_path))}
-    out, page = tmp_path / "ablate", tmp_path / "docs" / "page.md"
-    page.parent.mkdir()
-    page.write_text("# Results\n\nbefore\n", encoding="utf-8")
-    argv = list(sys.argv)
-    ablate(str(recipe), out=str(out), page=str(page), **options)
-    assert sys.argv == argv
-    written, tables = page.read_bytes(), (out / "ablation.md").read_bytes()
-    assert b"| unified (static) | 2 |" in written and b"Targets (`model.evaluation.panel_targets`)" in written
-    assert b"![gradient conflicts of unified (static), seed 1](page-conflicts.png)" in written
-    kept = tmp_path / "kept" / "ablation.json"
-    kept.parent.mkdir()
-    shutil.copyfile(out / "ablation.json", kept)
-    shutil.rmtree(out)  # the runs, their result files and the table: only the summary is left
-    page.write_text(page.read_text(encoding="utf-8").replace("| unified (static) | 2 |", "| stale |"), encoding="utf-8")
-
-    fresh = tmp_path / "fresh"
-    ablate(str(recipe), out=str(fresh), page=str(page), from_json=str(kept), **options)
-    assert page.read_bytes() == written
-    assert (fresh / "ablation.md").read_bytes() == tables
-    assert sorted(p.name for p in fresh.iterdir()) == ["ablation.md", "ablation.png"]  # nothing was run
+    # the page with the table and the plots beside it: tests/studies/test_study_pages.py
 
 
 def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
@@ -303,6 +288,9 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
         (["--run", "unified-static"], "--run and --seed go together"),
         ({"stsb-tset": 82.0}, "'stsb-tset' is not a panel column (did you mean 'stsb-test'?)"),
         ({"stsb-test": "high"}, "panel_targets.stsb-test: 'high' is not a number"),
+        (["--page", "docs/page.md"], "--page moved out of unisent ablate: this project's results pages are written"),
+        (["--from-json", "a.json"], "--from-json moved out of unisent ablate"),
+        (["--block=merge"], "--block moved out of unisent ablate"),
     ],
 )
 def test_mistakes_are_one_line(tiny_unified, tmp_path, args, message):
@@ -408,10 +396,9 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
 def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monkeypatch):
     """``--precision`` is every run's ``trainer.precision`` (and is passed on to ``--jobs`` workers); a result
     records what its run trained in (``auto``: this machine's choice, bf16 only with AVX512-BF16 or AMX), and
-    the table names each row's precision by seed, also after parts are joined."""
+    the table names each row's precision by seed (after parts are joined: tests/studies/test_study_pages.py)."""
     from unisent import hardware
     from unisent.commands.ablate import _passed, _read_recipe
-    from unisent.commands.ablate.join import combine
     from unisent.commands.ablate.summarise import summarize, summary_table
     from unisent.evaluation import panel
 
@@ -453,320 +440,6 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     rows = summarize(results, ["stsb-test"])
     summary = {"rows": rows, "columns": ["stsb-test"], "own": {}, "units": {}, "panel_targets": {}}
     assert "Training precision per seed: only ease bf16-mixed (1), 32-true (2)." in summary_table(summary)
-    part = {"recipe": "r.yaml", "steps": 2, "columns": ["stsb-test"], "seeds": [3], "command": "unisent ablate"}
-    old = dict(rows[0], seeds=[3], per_seed=[{"stsb-test": 2.0}], train_minutes=[0.0])
-    old.pop("precision")  # a summary written before results recorded it
-    joined = combine([("a.json", part | {"rows": rows, "seeds": [1, 2]}), ("b.json", part | {"rows": [old]})])
-    assert joined["rows"][0]["precision"] == ["bf16-mixed", "32-true", None]
-    assert "only ease bf16-mixed (1), 32-true (2), not recorded (3)" in summary_table(
-        joined | summary | {"rows": joined["rows"]}
-    )
-
-
-def _fp32_block(stem: str, row: str, seeds: str) -> tuple[str, str, tuple[str, ...], tuple[bytes, ...]]:
-    """A kept block of one fp32 row over three seeds, named ``stem``: its file, marker, plots (no conflicts plot for a
-    single objective's row) and the lines the table must hold."""
-    plots = ("ablation", "tradeoff") if row.startswith("only ") else ("ablation", "tradeoff", "conflicts")
-    lines = (f"| {row} | 3 |", f"Training precision per seed: {row} 32-true ({seeds}).")
-    return (
-        f"unified-{stem}-ablation.json",
-        f" {stem}",
-        tuple(f"unified-{stem}-{name}.png" for name in plots),
-        tuple(line.encode() for line in lines),
-    )
-
-
-@pytest.mark.parametrize(
-    ("kept_name", "block", "plots", "rows"),
-    [
-        (
-            "unified-distill-ablation.json",
-            "",
-            ("unified-ablation.png", "unified-conflicts.png"),
-            (b"| without distill | 3 |", b"| unified (upgrad) | 3 |"),
-        ),
-        (
-            "unified-merge-ablation.json",
-            " merge",
-            ("unified-merge-ablation.png", "unified-merge-tradeoff.png", "unified-merge-conflicts.png"),
-            (b"| merge (ties) | 3 |", b"| only cmlm | 3 |", b"| unified (imtlg) | 3 |", b"| unified (anchored) | 3 |"),
-        ),
-        (  # the same study on the fresh seeds 48-50
-            "unified-merge-fresh-ablation.json",
-            " merge-fresh",
-            tuple(f"unified-merge-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| merge (ties) | 3 |", b"| only gausscse | 3 |", b"| unified (anchored) | 3 |"),
-        ),
-        (  # the next route: Anchored at 124 steps, seeds 42-44
-            "unified-long-ablation.json",
-            " long",
-            tuple(f"unified-long-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |",),
-        ),
-        (  # the same on the fresh seeds (48 and 49; 50 not run)
-            "unified-long-fresh-ablation.json",
-            " long-fresh",
-            tuple(f"unified-long-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 2 |",),
-        ),
-        (  # the [CLS] route: Anchored at 124 steps, GaussCSE's head reading [CLS], seeds 42-44 (42 kept, 43-44 joined)
-            "unified-cls-ablation.json",
-            " cls",
-            tuple(f"unified-cls-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 3 |",),
-        ),
-        (  # GaussCSE alone with the [CLS] head, seeds 42-44
-            "unified-cls-single-ablation.json",
-            " cls-single",
-            tuple(f"unified-cls-single-{name}.png" for name in ("ablation", "tradeoff")),
-            (b"| only gausscse | 3 |",),
-        ),
-        (  # the [CLS] route on the fresh seeds, trained in bf16 on a Zen 4 (recorded per seed)
-            "unified-cls-fresh-ablation.json",
-            " cls-fresh",
-            tuple(f"unified-cls-fresh-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (
-                b"| unified (anchored) | 3 |",
-                b"Training precision per seed: unified (anchored) bf16-mixed (48, 49, 50).",
-            ),
-        ),
-        (  # GaussCSE alone with the [CLS] head on the fresh seeds, the same machine and precision
-            "unified-cls-single-fresh-ablation.json",
-            " cls-single-fresh",
-            tuple(f"unified-cls-single-fresh-{name}.png" for name in ("ablation", "tradeoff")),
-            (b"| only gausscse | 3 |",),
-        ),
-        (  # seeds 43 and 44 of the [CLS] route in bf16, kept beside their fp32 runs
-            "unified-cls-bf16-ablation.json",
-            " cls-bf16",
-            tuple(f"unified-cls-bf16-{name}.png" for name in ("ablation", "tradeoff", "conflicts")),
-            (b"| unified (anchored) | 2 |",),
-        ),
-        _fp32_block(
-            "cls-fresh-fp32", "unified (anchored)", "48, 49, 50"
-        ),  # the [CLS] route on the fresh seeds again, in fp32 (--precision fp32)
-        _fp32_block(
-            "cls-single-fresh-fp32", "only gausscse", "48, 49, 50"
-        ),  # GaussCSE alone with the [CLS] head on the fresh seeds, in fp32
-        _fp32_block(
-            "own", "unified (anchored)", "42, 43, 44"
-        ),  # the route with GaussCSE's head over its own top layers (own_layers: 2), fp32
-        _fp32_block("own-fresh", "unified (anchored)", "48, 49, 50"),  # the same route on the fresh seeds
-        _fp32_block(
-            "own5", "unified (anchored)", "42, 43, 44"
-        ),  # the route with GaussCSE's head over its own top five layers (own_layers: 5), fp32
-        _fp32_block("own5-fresh", "unified (anchored)", "48, 49, 50"),  # the same route on the fresh seeds
-        _fp32_block(
-            "single124", "only gausscse", "42, 43, 44"
-        ),  # GaussCSE alone at the routes' 124 steps (the head on the mean), fp32
-        _fp32_block("single124-fresh", "only gausscse", "48, 49, 50"),  # the same on the fresh seeds
-        _fp32_block("best", "unified (anchored)", "42, 43, 44"),  # the five-layer route with BestOnDev, fp32
-    ],
-)
-def test_the_real_study_page_is_written_again_from_its_kept_results(tmp_path, kept_name, block, plots, rows):
-    """docs/results/unified.md's generated blocks (the Distill study; the joint-or-merge study, on seeds 42-44
-    and on the fresh seeds 48-50; Anchored at 124 steps, on both seed sets; the [CLS] route and GaussCSE alone with
-    its head, on both seed sets, the fresh seeds in bf16 and in fp32, and the route's bf16 seeds; the routes over
-    GaussCSE's own top two and five layers, and GaussCSE alone at their 124 steps, on both seed sets; the five-layer
-    route with early stopping per objective, seeds 42-44) come from the
-    ``ablation.json`` kept beside the page: ``--from_json`` writes each block again byte for byte, with nothing run."""
-    root = Path(__file__).resolve().parents[1]
-    results = root / "docs" / "results"
-    kept = results / kept_name
-    page = tmp_path / "unified.md"
-    shutil.copyfile(results / "unified.md", page)
-    for plot in plots:
-        if (results / plot).exists():
-            shutil.copyfile(results / plot, tmp_path / plot)
-    committed = page.read_bytes()
-    start_marker, end_marker = f"<!-- unisent ablate{block} -->".encode(), f"<!-- /unisent ablate{block} -->".encode()
-    start, end = committed.index(start_marker), committed.index(end_marker)
-    page.write_bytes(committed[:start] + start_marker + b"\nstale\n" + committed[end:])
-    summary = json.loads(kept.read_text(encoding="utf-8"))
-    recipe = root / summary["recipe"]
-    ablate(str(recipe), out=str(tmp_path / "out"), page=str(page), from_json=str(kept))
-    assert page.read_bytes() == committed
-    assert all(row in committed for row in rows)
-    assert {p.name for p in (tmp_path / "out").iterdir()} <= {"ablation.md", "ablation.png", "tradeoff.png"}
-
-
-def _part(summary: dict, seeds: set[int]) -> dict:
-    """The summary a study tabulated on ``seeds`` alone would have kept (cells left out: joining recomputes them)."""
-    rows = []
-    for row in summary["rows"]:
-        index = [i for i, seed in enumerate(row["seeds"]) if seed in seeds]
-        if index:
-            picked = {k: [row[k][i] for i in index] for k in ("seeds", "per_seed", "train_minutes")}
-            rows.append({k: row[k] for k in ("row", "kind", "slug")} | picked)
-    return {k: v for k, v in summary.items() if k not in ("rows", "seeds")} | {"rows": rows, "seeds": sorted(seeds)}
-
-
-def test_from_json_joins_a_study_tabulated_in_parts(tmp_path):
-    """A study whose seed 42 was kept from an earlier round (its runs gone) and whose seeds 43 and 44 were
-    tabulated now: ``--from_json A B`` joins the rows by seed and writes the same table, intervals, verdicts and
-    trade-off as the whole study's summary, names the parts on the page and keeps the joined summary; a seed in
-    both parts, or parts of different studies, is refused naming the file."""
-    root = Path(__file__).resolve().parents[1]
-    whole = json.loads((root / "docs" / "results" / "unified-merge-ablation.json").read_text(encoding="utf-8"))
-    recipe = str(root / whole["recipe"])
-    parts = []
-    for name, seeds in (("kept42.json", {42}), ("now.json", {43, 44})):
-        parts.append(tmp_path / name)
-        parts[-1].write_text(json.dumps(_part(whole, seeds)), encoding="utf-8")
-    (tmp_path / "whole.json").write_text(json.dumps(whole), encoding="utf-8")
-    page = tmp_path / "page.md"
-    page.write_text("# Results\n", encoding="utf-8")
-    ablate(recipe, out=str(tmp_path / "whole"), page=str(page), from_json=[str(tmp_path / "whole.json")])
-    expected = page.read_text(encoding="utf-8")
-
-    joined = ablate(recipe, out=str(tmp_path / "joined"), page=str(page), from_json=[str(p) for p in parts])
-    assert joined["seeds"] == [42, 43, 44] and joined["targets"] == whole["targets"]
-    assert joined["best_balancer"] == whole["best_balancer"]
-    by_row = {r["row"]: r for r in joined["rows"]}
-    for row in whole["rows"]:
-        assert by_row[row["row"]]["seeds"] == row["seeds"] and by_row[row["row"]]["cells"] == row["cells"]
-    written = page.read_text(encoding="utf-8")
-    assert f", joined by seed from {parts[0]}, {parts[1]}." in written
-    assert written.replace(f", joined by seed from {parts[0]}, {parts[1]}.", ".") == expected
-    assert "--seeds 42 43 44 --runs untrained unified" in written
-    kept = json.loads((tmp_path / "joined" / "ablation.json").read_text(encoding="utf-8"))
-    assert kept["rows"] == joined["rows"] and kept["from_json"] == [str(p) for p in parts]
-
-    with pytest.raises(ValueError, match=r"now.json: row 'untrained' has seed 42 twice"):
-        twice = _part(whole, {42, 43})
-        parts[1].write_text(json.dumps(twice), encoding="utf-8")
-        ablate(recipe, out=str(tmp_path / "bad"), from_json=[str(p) for p in parts])
-    with pytest.raises(UsageError, match="--from_json needs at least one ablation.json"):
-        ablate(recipe, out=str(tmp_path / "bad"), from_json=[])
-    other = _part(whole, {43, 44}) | {"steps": 124}
-    parts[1].write_text(json.dumps(other), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"now.json: steps 124 is not .*kept42.json's 62"):
-        ablate(recipe, out=str(tmp_path / "bad"), from_json=[str(p) for p in parts])
-
-
-# ------------------------------------------------------------------------------------------------ trade-off
-T1, T2 = 12.706205, 4.302653  # Student's t(0.975) with 1 and 2 degrees of freedom
-
-
-def _half(values: list[float], t: float) -> float:
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return t * sd / math.sqrt(len(values))
-
-
-def _tradeoff_summary() -> dict:
-    """Four rows over stsb-test, sick-r and two own columns (amr's own column is not in the study)."""
-    from unisent.commands.ablate.summarise import summarize
-
-    columns = ["stsb-test", "sick-r", "snli-direction-hyp-not-shorter", "entity-top10"]
-    per_seed = {  # (row, kind): [(stsb-test, sick-r, direction, entity) per seed]
-        ("untrained", "untrained"): [(82.0, 77.0, None, None)],
-        ("unified (upgrad)", "unified"): [(80.0, 70.0, 60.0, 20.0), (82.0, 72.0, 64.0, 22.0), (81.0, 74.0, 62.0, 24.0)],
-        ("only gausscse", "single"): [(70.0, 60.0, 90.0, None), (74.0, 62.0, 94.0, None)],
-        ("without ease", "leave-one-out"): [(78.0, 70.0, 50.0, None), (80.0, 70.0, 52.0, None)],
-    }
-    results = []
-    for (name, kind), seeds in per_seed.items():
-        for seed, values in enumerate(seeds, 1):
-            run = {"row": name, "kind": kind, "objectives": ["gausscse"], "balancer": "upgrad", "seed": seed}
-            scores = {c: v for c, v in zip(columns, values) if v is not None}  # n/a: no score (as the panel's None)
-            results.append({"run": run, "train_seconds": 60.0, "scores": scores})
-    own = {"gausscse": "snli-direction-hyp-not-shorter", "ease": "entity-top10", "amr": "amr-text-to-graph"}
-    own["ease2"] = "entity-top10"  # a column twice counts once
-    units = {u: [u] for u in own}
-    return {
-        "recipe": "r.yaml", "steps": 2, "seeds": [1, 2, 3], "columns": columns, "rows": summarize(results, columns),
-        "best_balancer": None, "own": own, "units": units, "panel_targets": {}, "command": "unisent ablate r.yaml",
-    }  # fmt: skip
-
-
-def test_the_tradeoff_by_hand(tmp_path):
-    """Per seed: y = mean of stsb-test and sick-r, x = mean of the two own columns with n/a as 0; then the mean
-    and t interval over seeds; the frontier by the means."""
-    from unisent.commands.ablate.summarise import publish, tradeoff_points
-
-    summary = _tradeoff_summary()
-    rows = {r["row"]: r for r in summary["rows"]}
-    assert rows["only gausscse"]["per_seed"][1] == {
-        "stsb-test": 74.0, "sick-r": 62.0, "snli-direction-hyp-not-shorter": 94.0, "entity-top10": None,
-    }  # fmt: skip
-    # by hand, seed by seed (x: (direction + entity) / 2, None as 0; y: (stsb + sick) / 2)
-    expected = {
-        "untrained": ([0.0], [79.5], None),  # one seed: no interval
-        "unified (upgrad)": ([40.0, 43.0, 43.0], [75.0, 77.0, 77.5], T2),
-        "only gausscse": ([45.0, 47.0], [65.0, 68.0], T1),
-        "without ease": ([25.0, 26.0], [74.0, 75.0], T1),
-    }
-    points, own_cols = tradeoff_points(summary)
-    assert own_cols == ["snli-direction-hyp-not-shorter", "entity-top10"]
-    assert [p["row"] for p in points] == list(expected)
-    for p in points:
-        xs, ys, t = expected[p["row"]]
-        assert p["seeds"] == len(xs)
-        assert p["own"]["mean"] == pytest.approx(sum(xs) / len(xs))
-        assert p["general"]["mean"] == pytest.approx(sum(ys) / len(ys))
-        if t is None:
-            assert p["own"]["ci"] is None and p["general"]["ci"] is None
-        else:
-            assert p["own"]["ci"] == pytest.approx(_half(xs, t), rel=1e-5)
-            assert p["general"]["ci"] == pytest.approx(_half(ys, t), rel=1e-5)
-    # means: untrained (0, 79.5), upgrad (42, 76.5), only gausscse (46, 66.5), without ease (25.5, 74.5): the
-    # last is below and left of upgrad; each of the others is best on one axis or between them
-    assert {p["row"]: p["frontier"] for p in points} == {
-        "untrained": True, "unified (upgrad)": True, "only gausscse": True, "without ease": False,
-    }  # fmt: skip
-
-    folder, page = tmp_path / "out", tmp_path / "docs" / "page.md"
-    folder.mkdir()
-    page.parent.mkdir()
-    page.write_text("# Results\n", encoding="utf-8")
-    text = publish(summary, folder, page)
-    # upgrad: x 42 ± 4.302653 * sqrt(3) / sqrt(3) = 4.30; y 76.5 ± 4.302653 * sqrt(1.75) / sqrt(3) = 3.29
-    # only gausscse: x 46 ± 12.706 * sqrt(2) / sqrt(2) = 12.71, y 66.5 ± 12.706 * 1.5 = 19.06
-    table_lines = [
-        "| run | seeds | general (STS-B, SICK-R) | own columns | frontier |",
-        "| untrained | 1 | 79.50 | 0.00 | yes |",
-        "| unified (upgrad) | 3 | 76.50 ± 3.29 | 42.00 ± 4.30 | yes |",
-        "| only gausscse | 2 | 66.50 ± 19.06 | 46.00 ± 12.71 | yes |",
-        "| without ease | 2 | 74.50 ± 6.35 | 25.50 ± 6.35 | no |",
-    ]
-    for line in table_lines:
-        assert line + "\n" in text
-    assert "own columns the mean of snli-direction-hyp-not-shorter, entity-top10;" in text and "counts as 0" in text
-    assert text.endswith("\n![general quality against the objectives' own columns](tradeoff.png)\n")
-    assert (folder / "ablation.md").read_text(encoding="utf-8") == text
-    png = (folder / "tradeoff.png").read_bytes()
-    assert png[:4] == b"\x89PNG"
-    block = page.read_text(encoding="utf-8")
-    assert all(line in block for line in table_lines)
-    assert "![general quality against the objectives' own columns](page-tradeoff.png)" in block
-    assert (page.parent / "page-tradeoff.png").read_bytes() == png
-    assert block.index("| without ease | 2 | 74.50") < block.index("page-tradeoff.png") < block.index("page-ablation")
-    # the same summary writes the same bytes again (no timestamp in the PNG)
-    again = tmp_path / "again"
-    again.mkdir()
-    assert publish(summary, again, None) == text and (again / "tradeoff.png").read_bytes() == png
-
-
-def test_no_tradeoff_without_its_columns_or_per_seed_scores(tmp_path):
-    """An older summary (no ``per_seed``) or a study without sick-r or without an own column writes exactly
-    the tables it wrote before, and no trade-off plot."""
-    from unisent.commands.ablate.summarise import publish, summary_table
-
-    summary = _tradeoff_summary()
-    old = json.loads(json.dumps(summary))
-    for row in old["rows"]:
-        del row["per_seed"]
-    without_sick = summary | {"columns": ["stsb-test", "snli-direction-hyp-not-shorter", "entity-top10"]}
-    without_own = summary | {"own": {"amr": "amr-text-to-graph"}}
-    for case in (old, without_sick, without_own):
-        expected = table(case["rows"], case["columns"], case["own"], case["units"], case["panel_targets"])
-        assert summary_table(case) == expected and "frontier" not in expected
-        folder, page = tmp_path / str(id(case)), tmp_path / f"{id(case)}.md"
-        folder.mkdir()
-        assert publish(case, folder, page) == expected
-        assert sorted(p.name for p in folder.iterdir()) == ["ablation.md", "ablation.png"]
-        assert "tradeoff" not in page.read_text(encoding="utf-8")
 
 
 def test_merge_rows_merge_each_seeds_single_runs_and_a_new_column_is_scored_without_training(
@@ -828,25 +501,3 @@ def test_a_merge_waits_for_its_seeds_single_runs_and_needs_them():
         ablate(
             str(ROOT / "recipes" / "unified" / "minilm-cpu-balanced.yaml"), runs=["single", "merge"], merges=["soup"]
         )
-
-
-def test_a_named_block_keeps_the_pages_other_study(tmp_path):
-    """``--block NAME``: the study goes between its own markers with its own plots; the page's other block stays."""
-    from unisent.commands.ablate.summarise import publish
-
-    page = tmp_path / "page.md"
-    page.write_text("# R\n\n<!-- unisent ablate -->\nthe other study\n<!-- /unisent ablate -->\n\ntail\n")
-    row = {"row": "only a", "kind": "single", "slug": "only-a", "seeds": [1], "train_minutes": [0.0]}
-    row["cells"] = {"stsb-test": {"mean": 80.0, "ci": None, "values": [80.0]}}
-    summary = {"rows": [row], "columns": ["stsb-test"], "own": {}, "units": {"a": ["a"]}, "panel_targets": {}}
-    summary |= {"command": "unisent ablate r.yaml", "block": "merge", "seeds": [1], "steps": 2}
-    publish(summary, tmp_path / "out", page)
-    text = page.read_text()
-    assert "<!-- unisent ablate -->\nthe other study\n<!-- /unisent ablate -->" in text
-    assert text.count("<!-- unisent ablate merge -->") == 1 and text.endswith("<!-- /unisent ablate merge -->\n")
-    assert "| only a | 1 | 80.00 |" in text and "(page-merge-ablation.png)" in text
-    assert (tmp_path / "page-merge-ablation.png").exists()
-    summary["rows"][0]["cells"]["stsb-test"]["mean"] = 81.0
-    publish(summary, tmp_path / "out", page)  # written again in place
-    again = page.read_text()
-    assert again.count("<!-- unisent ablate merge -->") == 1 and "| only a | 1 | 81.00 |" in again

@@ -1,6 +1,7 @@
 """The unified panel (unisent.evaluation.panel): every column against a hand computation on tiny files, the
 columns that do not apply (None with a reason), the errors (unknown column, missing file), one model load
-per call, and the benchmark scripts that wrap it (benchmarks/unified_panel.py, amr_retrieval.py)."""
+per call, and the benchmark scripts that wrap it (benchmarks/amr_retrieval.py, ease_entity_retrieval.py; the
+unified panel's own script, studies/unified_panel.py, in tests/studies/test_study_scripts.py)."""
 
 from __future__ import annotations
 
@@ -457,7 +458,7 @@ def test_entity_columns_without_a_table_are_none_with_a_reason(tiny_model_dir, t
 
 
 # ------------------------------------------------------------------------------------- benchmark scripts
-def test_the_scripts_report_the_panels_numbers_under_their_keys(tiny_model_dir, tmp_path):
+def test_the_amr_script_reports_the_panels_numbers_under_its_keys(tiny_model_dir, tmp_path):
     root = _tatoeba_data(_amr_data(tmp_path / "data"))
     model_dir = str(tiny_model_dir)
     panel = evaluate_panel(model_dir, ["amr-text-to-graph", "amr-graph-to-text", "tatoeba-deu"], root, max_length=16)
@@ -471,19 +472,7 @@ def test_the_scripts_report_the_panels_numbers_under_their_keys(tiny_model_dir, 
     assert amr["graph_to_text_top1"] == pytest.approx(panel["amr-graph-to-text"]["score"], abs=0.005)
     assert amr["pairs_read"] == amr["pairs"] == 4 and amr["max_length"] == 16 and amr["excluded"] == 0
     assert "text_to_graph_errors" not in amr  # only with --show-errors
-
-    unified = _script("unified_panel")
-    row = unified.panel_row(model_dir, str(root), skip=("sts", "stc", "snli", "entity"), max_length=16)
-    assert row["max_length"] == 16 and row["gaussian_head"] is False
-    assert row["amr"]["text_to_graph_top1"] == amr["text_to_graph_top1"] and row["amr"]["pairs"] == 4
-    tatoeba = row["tatoeba"]["tatoeba-deu"]
-    assert tatoeba["main_metric"] == "accuracy" and tatoeba["score"] == pytest.approx(panel["tatoeba-deu"]["score"])
-    path = tmp_path / "row.json"
-    path.write_text(json.dumps(row | {"name": "tiny"}))
-    line = unified.table([str(path)]).splitlines()[-1]
-    assert line.startswith("| tiny | n/a | n/a | n/a | n/a | n/a | ")
-    assert f"| {amr['text_to_graph_top1']:.2f} | {amr['graph_to_text_top1']:.2f} | n/a | " in line
-    assert f"| {panel['tatoeba-deu']['score']:.2f} |" in line
+    # studies/unified_panel.py's row of the same model: tests/studies/test_study_scripts.py
 
 
 def test_the_entity_script_still_reads_its_records_at_the_runs_token_limit(tiny_model_dir, tmp_path):

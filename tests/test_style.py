@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["unisent", "tests", "benchmarks", "scripts", "noxfile.py"]
+PATHS = ["unisent", "tests", "benchmarks", "studies", "scripts", "noxfile.py"]
 
 
 def _ruff() -> list[str]:

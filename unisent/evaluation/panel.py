@@ -22,7 +22,7 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
   table of a Lightning checkpoint, on the held-out FewRel sentences bundled in the repository's
   ``samples/``.
 
-``benchmarks/unified_panel.py``, ``benchmarks/amr_retrieval.py`` and ``benchmarks/ease_entity_retrieval.py``
+``studies/unified_panel.py``, ``benchmarks/amr_retrieval.py`` and ``benchmarks/ease_entity_retrieval.py``
 are command lines over this module; ``unisent ablate`` evaluates trained runs with it.
 """
 

@@ -62,6 +62,7 @@ __all__ = [
     "OnnxExporter",
     "int8_quality",
     "quantize_int8",
+    "stsb_test",
     "write_onnx",
 ]
 

@@ -279,16 +279,31 @@ def test_every_generated_block_of_the_pages_is_written_again_by_a_test():
     assert tradeoffs == {("unified/merge-of-parts.md", kept) for kept, _ in PARTS_TRADEOFFS}
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a markdown page's headings, as GitHub makes them (code blocks left out)."""
+    anchors, fenced = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
 def test_every_image_and_file_the_pages_link_to_is_there():
-    """The plots and kept results each page names (``![..](x.png)``, ``[..](x.json)``, other pages) exist, relative
-    to the page, and unified.md is one screen: the question, the answer and the studies' list."""
+    """The plots, kept results and pages each page links to (``![..](x.png)``, ``[..](x.json)``, ``[..](y.md#z)``)
+    exist, relative to the page, with the heading an anchor names; and unified.md is one screen: the question, the
+    answer and the studies' list."""
     for name in PAGES:
         page = RESULTS / name
         text = page.read_text(encoding="utf-8")
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
             if "://" in target:
                 continue
-            assert (page.parent / target).exists(), f"{name} links to {target}, which is not there"
+            linked = page.parent / target if target else page
+            assert linked.exists(), f"{name} links to {target}, which is not there"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked), f"{name} links to {target}#{anchor}: no such heading"
     assert len((RESULTS / "unified.md").read_text(encoding="utf-8").splitlines()) < 250
 
 

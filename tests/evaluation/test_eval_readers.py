@@ -10,11 +10,9 @@ from unisent.data.benchmark_readers import (
     DataFormatError,
     read_aligned_nli,
     read_binary_files,
-    read_bucc,
     read_labeled_jsonl,
     read_labeled_tsv,
     read_lines,
-    read_mewsc16,
     read_mrpc,
     read_pair_tsv,
     read_senteval_sts,
@@ -29,6 +27,7 @@ from unisent.data.benchmark_readers import (
     read_text_and_labels,
     read_trec,
 )
+from unisent.evaluation import get_task
 
 
 def test_stsbenchmark(data_dir: Path) -> None:
@@ -131,7 +130,7 @@ def test_clustering_errors(tmp_path: Path) -> None:
 
 def test_mewsc16_drops_empty_sentences(data_dir: Path) -> None:
     lines = read_lines(data_dir / "clustering/mewsc16/pl_sentences.txt")
-    data = read_mewsc16(data_dir / "clustering/mewsc16", "pl")
+    data = get_task("mewsc16-pl").source.read(data_dir)  # read_text_and_labels(..., drop_empty=True)
     assert len(lines) == 10 and "" in lines
     assert len(data) == 9 and all(data.texts)
     assert set(data.labels) == {"Polityka", "Sport", "Kultura i rozrywka"}
@@ -145,7 +144,7 @@ def test_tatoeba(data_dir: Path) -> None:
 
 
 def test_bucc(data_dir: Path) -> None:
-    corpus = read_bucc(data_dir / "retrieval/bucc2018/de-en", "de")
+    corpus = get_task("bucc-de").source.read(data_dir)  # read_bucc_files on the release's de-en folder
     assert len(corpus.source) == 10 and len(corpus.target) == 14
     assert corpus.source_ids[0] == "de-000001" and corpus.gold[0] == ("de-000001", "en-000001")
 

@@ -15,9 +15,9 @@ from .benchmark_records import (
     require_file,
 )
 from .classification_readers import read_binary_files, read_mrpc, read_sst, read_trec
-from .clustering_readers import read_labeled_jsonl, read_labeled_tsv, read_mewsc16, read_text_and_labels
+from .clustering_readers import read_labeled_jsonl, read_labeled_tsv, read_text_and_labels
 from .nli_readers import NLI_LABELS, PAWSX_LABELS, read_aligned_nli, read_pair_tsv, read_snli
-from .retrieval_readers import read_bucc, read_bucc_files, read_parallel, read_tatoeba
+from .retrieval_readers import read_bucc_files, read_parallel, read_tatoeba
 from .sts_readers import (
     read_senteval_sts,
     read_sick_entailment,
@@ -38,12 +38,10 @@ __all__ = [
     "ScoredPairs",
     "read_aligned_nli",
     "read_binary_files",
-    "read_bucc",
     "read_bucc_files",
     "read_labeled_jsonl",
     "read_labeled_tsv",
     "read_lines",
-    "read_mewsc16",
     "read_mrpc",
     "read_pair_tsv",
     "read_parallel",

@@ -7,7 +7,7 @@ from pathlib import Path
 from ...data.records import iter_records
 from .benchmark_records import DataFormatError, LabeledTexts, read_lines
 
-__all__ = ["read_labeled_jsonl", "read_labeled_tsv", "read_mewsc16", "read_text_and_labels"]
+__all__ = ["read_labeled_jsonl", "read_labeled_tsv", "read_text_and_labels"]
 
 
 def read_labeled_tsv(path: str | Path) -> LabeledTexts:
@@ -50,13 +50,3 @@ def read_labeled_jsonl(path: str | Path, text_key: str = "text", label_key: str 
         data.texts.append(str(record.data[text_key]).strip())
         data.labels.append(str(record.data[label_key]))
     return data
-
-
-def read_mewsc16(directory: str | Path, lang: str) -> LabeledTexts:
-    """Read MewsC-16 for one language (ISO 639-1: ``en``, ``ja``, ...): the sentences and their Wikinews
-    categories from ``{lang}_sentences.txt`` and ``{lang}_categories.txt`` in the ``mewsc16`` folder. Empty
-    sentences (a sentence-splitter artefact) are dropped with their category, as the EASE code does."""
-    directory = Path(directory)
-    return read_text_and_labels(
-        directory / f"{lang}_sentences.txt", directory / f"{lang}_categories.txt", drop_empty=True
-    )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .benchmark_records import BuccCorpus, DataFormatError, ParallelSentences, read_lines
 
-__all__ = ["read_bucc", "read_bucc_files", "read_parallel", "read_tatoeba"]
+__all__ = ["read_bucc_files", "read_parallel", "read_tatoeba"]
 
 
 def read_tatoeba(directory: str | Path, lang: str) -> ParallelSentences:
@@ -39,17 +39,11 @@ def _read_id_sentences(path: Path) -> tuple[list[str], list[str]]:
     return ids, sentences
 
 
-def read_bucc(directory: str | Path, lang: str, split: str = "training") -> BuccCorpus:
-    """Read a BUCC 2018 corpus (``lang``: ``de``, ``fr``, ``ru`` or ``zh``) from the ``{lang}-en`` folder of
-    the release: ``{lang}-en.{split}.{lang}`` and ``{lang}-en.{split}.en`` (``id<TAB>sentence`` lines) and
-    ``.gold`` (``source_id<TAB>english_id``, public for the ``sample`` and ``training`` splits only)."""
-    directory = Path(directory)
-    stem = f"{lang}-en.{split}"
-    return read_bucc_files(directory / f"{stem}.{lang}", directory / f"{stem}.en", directory / f"{stem}.gold")
-
-
 def read_bucc_files(source_path: str | Path, target_path: str | Path, gold_path: str | Path) -> BuccCorpus:
-    """Read the three files of a BUCC corpus; see :func:`read_bucc` for the layout."""
+    """Read the three files of a BUCC 2018 corpus (``lang``: ``de``, ``fr``, ``ru`` or ``zh``), as in the
+    ``{lang}-en`` folder of the release: ``{lang}-en.{split}.{lang}`` and ``{lang}-en.{split}.en``
+    (``id<TAB>sentence`` lines) and ``.gold`` (``source_id<TAB>english_id``, public for the ``sample`` and
+    ``training`` splits only)."""
     source_ids, source = _read_id_sentences(Path(source_path))
     target_ids, target = _read_id_sentences(Path(target_path))
     gold: list[tuple[str, str]] = []

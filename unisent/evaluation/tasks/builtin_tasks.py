@@ -207,7 +207,7 @@ def _clustering_tasks() -> None:
                 source=Source(tuple(f"clustering/stc/{f}" for f in files), reader),
             )
         )
-    for lang in MEWSC16_LANGS:
+    for lang in MEWSC16_LANGS:  # empty sentences (a sentence-splitter artefact) dropped with their category, as EASE
         files = (f"clustering/mewsc16/{lang}_sentences.txt", f"clustering/mewsc16/{lang}_categories.txt")
         register_task(
             ClusteringTask(

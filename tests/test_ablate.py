@@ -241,6 +241,7 @@ def test_ablate_two_objectives_two_seeds_table_and_resume_after_a_kill(tiny_unif
     # the page with the table and the plots beside it: tests/studies/test_study_pages.py
 
 
+@pytest.mark.integration
 def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     recipe = _two_objectives(tiny_unified)
     out = tmp_path / "ablate"
@@ -279,6 +280,7 @@ def test_sweep_file_and_dry_run(tiny_unified, tmp_path, capsys, monkeypatch):
     assert list(written["data"]["train"]) == ["ease"] and written["seed_everything"] == 1
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -310,6 +312,7 @@ def test_mistakes_are_one_line(tiny_unified, tmp_path, args, message):
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.integration
 def test_a_recipe_with_one_objective_is_refused(tiny_recipe, tmp_path):
     recipe = tiny_recipe(ROOT / "recipes" / "quickstart.yaml")
     done = subprocess.run(
@@ -442,6 +445,7 @@ def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monke
     assert "Training precision per seed: only ease bf16-mixed (1), 32-true (2)." in summary_table(summary)
 
 
+@pytest.mark.integration
 def test_merge_rows_merge_each_seeds_single_runs_and_a_new_column_is_scored_without_training(
     tiny_unified, tmp_path, monkeypatch
 ):

@@ -299,6 +299,7 @@ def tiny_model(tmp_path_factory):
     return get
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_a_tiny_backbone_trains_every_objective_exports_and_reloads_in_sentence_transformers(
     arch, tiny_model, tmp_path, capsys

@@ -348,6 +348,7 @@ def _parity_worker(rank, world, model_dir, balancer_name):
     return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 @pytest.mark.parametrize(  # the default run keeps PCGrad; the loss-level ones are slow (17 s each)
     "balancer",
@@ -428,6 +429,7 @@ def test_a_wrong_balancer_setting_is_one_clear_error():
 
 
 # ------------------------------------------------------------------------------- through unisent fit
+@pytest.mark.integration
 @pytest.mark.parametrize("balancer", ["PCGrad", "Uncertainty", "DWA"])
 def test_unified_fit_with_a_balancer_logs_conflicts_and_plots_them(tiny_unified, unisent_cli, tmp_path, balancer):
     path = tiny_unified()
@@ -463,6 +465,7 @@ def test_unified_fit_with_a_balancer_logs_conflicts_and_plots_them(tiny_unified,
     assert unisent.load(run / "checkpoints" / "last.ckpt") is not None  # the balancer's state is not needed
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 @pytest.mark.parametrize(
     "balancer,strategy,cache_chunk",
@@ -511,6 +514,7 @@ def test_balancers_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp
     assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["cache_chunk"] == cache_chunk
 
 
+@pytest.mark.integration
 def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_path):
     pytest.importorskip("wandb")
     path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))

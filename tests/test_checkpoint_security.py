@@ -114,6 +114,7 @@ def test_convert_with_trust_refuses_a_function_and_runs_nothing(evil, tmp_path, 
     assert code == 1 and len(err.splitlines()) == 1 and "posix.system, which is not a class" in err, err
 
 
+@pytest.mark.integration
 def test_load_in_a_fresh_interpreter_runs_nothing(evil):
     """``unisent.load`` from Python, as a researcher evaluating a downloaded file would call it."""
     path, marker = evil

@@ -19,6 +19,7 @@ RECIPES = sorted(
 )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
 def test_recipe_is_accepted_by_the_cli(recipe, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -19,6 +19,8 @@ import pytest
 from unisent.commands.fitting import FitOutcome, requeue_if_preempted, requeue_lines
 from unisent.resume import Interrupt, slurm_job_id
 
+pytestmark = pytest.mark.integration  # the integration tier (bash scripts/test.sh; --fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("cluster_soak", ROOT / "benchmarks" / "cluster_soak.py")
 soak = importlib.util.module_from_spec(_spec)

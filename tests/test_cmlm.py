@@ -227,6 +227,7 @@ def test_a_batch_without_maskable_tokens_gives_a_zero_loss(tiny_bert_dir):
     terms["mlm"].backward()
 
 
+@pytest.mark.integration
 def test_conditioning_on_the_true_first_sentence_lowers_the_masked_loss(tiny_bert_dir):
     """Train briefly on pairs whose second sentence repeats the first (real STS-B sentences), then
     compare the masked-token loss on held-out sentences under fixed masks: given the true s1 it must

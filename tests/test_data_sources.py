@@ -211,6 +211,7 @@ def test_the_bundled_samples_load_through_load_dataset(tmp_path):
         assert data[0][keys[0]] == first
 
 
+@pytest.mark.integration
 def test_tokenising_in_two_processes_writes_the_same_cache_as_one(tiny_bert_dir, tmp_path, monkeypatch):
     from unisent.data import token_cache
     from unisent.encoders import EncoderConfig
@@ -365,6 +366,7 @@ def _ddp_fit(rank, world, model_dir, path, cache_dir, root):
     return gathered
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 def test_a_two_process_fit_tokenises_once_and_the_ranks_share_the_epoch(tiny_bert_dir, tmp_path):
     from unisent.testing import run_distributed

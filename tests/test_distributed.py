@@ -8,7 +8,7 @@ import torch.distributed as dist
 from unisent.losses import additive_margin_softmax, gauss_cse_loss, info_nce
 from unisent.testing import run_distributed
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.integration]
 
 WORLD, LOCAL, DIM_IN, DIM = 2, 4, 6, 4
 

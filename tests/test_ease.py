@@ -404,6 +404,7 @@ def _parity_worker(rank, world, mask_duplicates, hard_negative_weight=0.0):
     return result
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 @pytest.mark.parametrize(  # the default run keeps the plain case; the other two are slow (14 s each)
     ("mask_duplicates", "hard_negative_weight"),

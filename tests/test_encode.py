@@ -299,6 +299,7 @@ def test_counting_truncation_tokenizes_as_plain_truncation(model, sentences, sid
     assert truncated == sum(len(row) > 48 for row in model.tokenizer(texts)["input_ids"]) > 0
 
 
+@pytest.mark.integration
 def test_quiet_encode_prints_only_its_summary(model_dir, tmp_path):
     """--quiet: no encoding bar and no weight-loading bar (transformers'), one line on stdout, nothing else."""
     import os

@@ -80,6 +80,7 @@ def _sharded_worker(rank, world, model_dir):
     return {n: r.numpy() for n, r in rows.items()}, shard_sizes, (mu.numpy(), var.numpy()), scores, encoded
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 def test_two_processes_shard_the_encoding_and_score_as_one(tiny_bert_dir):
     rows, shard_sizes, (mu, var), scores, encoded = run_distributed(_sharded_worker, str(tiny_bert_dir), world_size=2)
@@ -120,6 +121,7 @@ def _trainer(tmp_path, **kw):
     )
 
 
+@pytest.mark.integration
 def test_callback_logs_the_scores_of_the_modules_tasks(tiny_bert_dir, tmp_path):
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"),

@@ -70,6 +70,7 @@ def _st_encode(directory: Path, sentences: list[str]) -> torch.Tensor:
 
 
 # "sentence-transformers" runs a Sentence Transformers model's own modules: tests/test_sentence_transformers_in.py
+@pytest.mark.integration
 @pytest.mark.parametrize("pooler", [name for name in POOLERS if name != "sentence-transformers"])
 def test_every_pooler_round_trips_through_both_formats(pooler, tiny3_dir, tmp_path, monkeypatch):
     encoder = Encoder(EncoderConfig(model=str(tiny3_dir), pooler=pooler, max_length=24)).eval()

@@ -74,6 +74,7 @@ def _deleted_warnings(recwarn) -> list[str]:
     return [str(w.message) for w in recwarn if "will be deleted" in str(w.message)]
 
 
+@pytest.mark.integration
 def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, recwarn):
     runs = tmp_path / "runs"
     _fit(recipe, runs)  # unisent fit -c recipes/quickstart.yaml
@@ -131,6 +132,7 @@ def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, re
     assert not _deleted_warnings(recwarn)
 
 
+@pytest.mark.integration
 def test_a_run_cut_short_with_max_steps_resumes_to_the_recipe_end(recipe, tmp_path, recwarn):
     _fit(recipe, tmp_path / "ref")
     reference = _ckpt(tmp_path / "ref" / "quickstart" / "version_0" / "checkpoints" / "last.ckpt")

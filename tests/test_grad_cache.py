@@ -196,6 +196,7 @@ def _rows(value, piece: slice):
     return value
 
 
+@pytest.mark.integration
 @pytest.mark.distributed
 def test_two_gloo_processes_equal_one_process_on_the_doubled_batch(tiny_bert_dir, tmp_path):
     """Candidates are gathered across processes from the cached vectors: 2 processes x 8 rows, cached in chunks

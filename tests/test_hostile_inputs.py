@@ -37,6 +37,7 @@ def test_there_are_at_least_15_cases_with_distinct_names():
     assert sum(not case.slow for case in HARNESS.CASES) >= 0.8 * len(names)  # most run by default
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "case", [pytest.param(case, id=case.name, marks=[pytest.mark.slow] if case.slow else []) for case in HARNESS.CASES]
 )

@@ -42,6 +42,7 @@ RUNS = [(case, entry) for case in CASES for entry in case.entry_points()]
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
     pytest.mark.filterwarnings("ignore:LightningCLI's args parameter"),
+    pytest.mark.integration,
 ]
 
 

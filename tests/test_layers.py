@@ -378,6 +378,7 @@ def test_every_module_is_in_a_layer():
         layer_of("unisent.nowhere.module")
 
 
+@pytest.mark.integration
 def test_every_import_goes_down_or_sideways():
     _, edges = import_graph()
     upward = upward_imports(edges)
@@ -386,6 +387,7 @@ def test_every_import_goes_down_or_sideways():
     )
 
 
+@pytest.mark.integration
 def test_no_import_cycles_between_modules():
     modules, edges = import_graph()
     found = cycles(modules, edges)
@@ -467,6 +469,7 @@ def test_the_checks_see_dotted_strings_dynamic_imports_and_sys_modules(tmp_path)
     ]
 
 
+@pytest.mark.integration
 def test_dotted_strings_of_unisent_are_only_the_listed_ones():
     """A ``"unisent.x.Y"`` string in the package is a coupling the imports do not show; each one there is
     in :data:`ALLOWED_STRING_PATHS` with its reason, names a module that exists (or is one of the
@@ -481,6 +484,7 @@ def test_dotted_strings_of_unisent_are_only_the_listed_ones():
         assert _named(name, modules) not in (None, "unisent") or name == "unisent", f"{name} names no module"
 
 
+@pytest.mark.integration
 def test_no_module_is_imported_by_a_name_computed_at_run_time_outside_the_named_list():
     dynamic = [f for f in findings_of() if f.what.startswith("dynamic import")]
     unlisted = [str(f) for f in dynamic if f.file not in ALLOWED_DYNAMIC_IMPORTS]
@@ -489,6 +493,7 @@ def test_no_module_is_imported_by_a_name_computed_at_run_time_outside_the_named_
     assert not stale, f"listed but no longer importing a computed name: {stale}"
 
 
+@pytest.mark.integration
 def test_no_module_looks_into_sys_modules():
     """No module reads another's globals through ``sys.modules`` (interrupt state, a module's table):
     state is passed or returned. Only ``sys.modules.get("a_third_party_module")`` (is it imported?)."""
@@ -576,6 +581,7 @@ def test_every_file_of_the_package_is_under_500_lines():
     assert not long, f"files of 500 lines or more: {long}"
 
 
+@pytest.mark.integration
 def test_the_training_module_does_not_reach_evaluation_or_data():
     modules, edges = import_graph()
     reached = {e.target for e in edges if e.source == "unisent.lightning_module"}

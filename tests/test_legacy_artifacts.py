@@ -82,6 +82,7 @@ def test_a_checkpoint_holding_the_evaluation_settings_as_an_object_still_loads_a
 
 
 # ------------------------------------------------------------------------------- one loader, no preconditions
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "program",
     [
@@ -112,6 +113,7 @@ def test_a_checkpoint_loads_first_thing_in_a_fresh_interpreter(program):
     torch.testing.assert_close(got, torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["preset", "plain directory", "sentence-transformers directory"])
 def test_every_kind_loads_first_thing_in_a_fresh_interpreter(kind, tiny_bert_dir, tmp_path):
     """A preset, a plain Hugging Face directory and a Sentence Transformers directory load as the plain
@@ -142,6 +144,7 @@ def test_every_kind_loads_first_thing_in_a_fresh_interpreter(kind, tiny_bert_dir
     assert done.stdout.strip().splitlines()[-1].startswith("Encoder (1, ")
 
 
+@pytest.mark.integration
 def test_the_inference_layer_has_no_loader_that_needs_an_import_first():
     """``unisent.inference`` no longer loads (its ``load`` read a ``.ckpt`` only after ``unisent.module``
     had been imported); what the model layer uses of it, ``model_types.load_saved``, reads the registered

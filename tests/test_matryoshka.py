@@ -116,6 +116,7 @@ def _doc_yaml() -> dict:
     return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1))
 
 
+@pytest.mark.integration
 def test_documented_yaml_trains(tmp_path, tiny_bert_dir):
     config = _doc_yaml()
     spec = config["model"]["objectives"][0]["init_args"]

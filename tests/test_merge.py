@@ -128,6 +128,7 @@ def _state(folder: Path) -> dict[str, torch.Tensor]:
     return UnisentModule.from_checkpoint(folder / "checkpoints" / "last.ckpt").state_dict()
 
 
+@pytest.mark.integration
 def test_task_arithmetic_of_runs_by_hand_with_added_tokens_and_every_head_carried(runs, tmp_path):
     out = tmp_path / "merged"
     record = merge_runs([runs["ease"], runs["amr"]], out, method="task_arithmetic", weights=[1.0, 0.5])
@@ -212,6 +213,7 @@ def test_a_head_over_its_own_top_layers_is_carried_and_reads_the_merged_lower_la
     assert not torch.allclose(mu, alone.encode_gaussian(SENTENCES)[0], atol=1e-4)
 
 
+@pytest.mark.integration
 def test_two_merges_with_one_seed_are_equal_and_linear_of_one_run_twice_is_that_run(runs, tmp_path):
     merge_runs([runs["ease"], runs["amr"]], tmp_path / "a", method="dare_ties", seed=5)
     merge_runs([runs["ease"], runs["amr"]], tmp_path / "b", method="dare_ties", seed=5)

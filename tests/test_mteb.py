@@ -66,6 +66,7 @@ def test_mteb_sts_through_the_cli_equals_unisent_evaluate(tiny_bert_dir, mteb_da
     assert abs(theirs["metrics"]["spearman"] - ours["score"]) < 0.01  # the model's similarity: cosine
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("similarity", ["kl", "kl_symmetric"])
 def test_mteb_uses_the_gaussian_similarity_of_a_gausscse_model(similarity, tiny_bert_dir, mteb_data):
     torch.manual_seed(0)

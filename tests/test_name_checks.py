@@ -32,6 +32,7 @@ def _one_line(err: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------- through `unisent fit`
+@pytest.mark.integration
 def test_a_misspelled_val_task_stops_fit_before_the_first_step(tiny_quickstart, tmp_path):
     """`unisent fit ... --model.evaluation.val_tasks=[stsb-dve]`: one line, status 1, before any data is
     tokenised or any step runs (either would be killed by the fault points: status -9), no run left."""

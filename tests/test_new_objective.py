@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,6 +18,7 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.integration
 def test_documented_objective_trains_from_yaml(tmp_path, tiny_bert_dir):
     (tmp_path / "my_objectives.py").write_text(_blocks("python")[0])
     config = yaml.safe_load(_blocks("yaml")[0])

@@ -25,7 +25,7 @@ from unisent.io.remote import RemoteError, is_remote, localize
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = ROOT / "samples"
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.integration]
 
 
 def _fs():

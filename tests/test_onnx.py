@@ -49,6 +49,7 @@ def int8_export(encoder_dir, tmp_path_factory):
     return export_model(str(encoder_dir), out, "onnx", quantize="int8")
 
 
+@pytest.mark.integration
 def test_the_onnx_file_loads_in_onnxruntime_with_dynamic_axes(int8_export):
     out = int8_export.out
     assert {"onnx/model.onnx", "modules.json", "unisent_model.json", "README.md"} <= set(int8_export.files)
@@ -101,6 +102,7 @@ def test_the_int8_file_has_sentence_transformers_name_and_its_check_is_printed(i
     assert "ONNX int8" in card and 'backend="onnx"' in card
 
 
+@pytest.mark.integration
 def test_a_failing_int8_check_leaves_nothing_behind_unless_forced(encoder_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "INT8_MIN_COSINE", 1.01)  # no int8 file gets there
     out = tmp_path / "refused"

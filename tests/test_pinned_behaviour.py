@@ -290,6 +290,7 @@ def test_do_lower_case_over_a_cased_tokenizer_equals_sentence_transformers(tiny_
         assert model.tokenizer(MIXED[0])["input_ids"] == lowered
 
 
+@pytest.mark.integration
 def test_two_processes_build_the_same_tiny_model_byte_for_byte(tmp_path):
     """``build_tiny_bert`` (tests/conftest.py) in two fresh interpreters: identical files (tokenizers'
     WordPieceTrainer broke ties in hash order, so each process trained another vocabulary)."""

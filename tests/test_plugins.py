@@ -169,6 +169,7 @@ def fit_evaluate_export(plug: str, folder: Path, model_dir: Path, extra: tuple[s
     assert "only first" in done.stdout and "only second" in done.stdout and "unified (" in done.stdout
 
 
+@pytest.mark.integration
 def test_an_installed_plugin_works_in_fit_evaluate_and_export(installed, tiny_bert_dir, tmp_path):
     fit_evaluate_export("myplug", tmp_path, tiny_bert_dir, (), pythonpath=installed)
 

@@ -138,6 +138,7 @@ def test_encode_auto_is_exact_fp32_on_avx2_and_bf16_where_the_cpu_has_it(cpu, mo
     np.testing.assert_allclose(got, fp32, atol=1e-6, rtol=0)
 
 
+@pytest.mark.integration
 def test_evaluate_keeps_fp32_unless_asked(cpu, model_dir, tmp_path, capsys):
     import json
 

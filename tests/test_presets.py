@@ -97,6 +97,7 @@ def test_explicit_settings_win_over_the_preset():
         EncoderConfig(model="minilm-l6", normalize="yes")
 
 
+@pytest.mark.integration
 def test_kmeans_through_unisent_evaluate_equals_sentence_transformers(sentence_transformer, tmp_path):
     tasks = ["stc-searchsnippets", "stc-agnews", "mewsc16-pl"]
     out = tmp_path / "results.json"
@@ -208,6 +209,7 @@ def test_pcr_follows_the_normalisation_it_was_fitted_after(tiny_model_dir, tmp_p
     np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
 
 
+@pytest.mark.integration
 def test_the_evaluation_embeds_bit_identically_to_sentence_transformers(minilm, sentence_transformer):
     """K-means on 20,000 texts moves by a point for 2e-7 differences: the evaluation's batches are Sentence
     Transformers' own, so its vectors are the same bits (at the same batch size and thread count)."""

@@ -77,6 +77,7 @@ class _Modes(Callback):
         self.encoder_training.append(pl_module.encoder.training or any(m.training for m in pl_module.encoder.modules()))
 
 
+@pytest.mark.integration
 def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     from unisent.callbacks import FreezeEncoder
 
@@ -141,6 +142,7 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     assert modes.encoder_training == [False, False]
 
 
+@pytest.mark.integration
 def test_evaluate_measures_before_and_after_on_the_held_out_pairs(recipe, tmp_path, capsys):
     runs = tmp_path / "runs"
     step0 = _fit(

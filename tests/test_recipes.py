@@ -49,6 +49,7 @@ def _build(config_path: Path, tmp_path: Path, monkeypatch):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
 def test_recipe_instantiates_its_model_and_data(recipe, tiny_recipe, tmp_path, monkeypatch):
     from unisent.evaluation.tasks.builtin_tasks import resolve_tasks

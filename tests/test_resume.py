@@ -201,6 +201,7 @@ def _fit(
     return module, trainer
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("late", [False, True], ids=["restore-before-setup", "restore-after-setup"])
 def test_crash_and_resume_in_process_matches_an_uninterrupted_run(tiny_bert_dir, tmp_path, late):
@@ -223,6 +224,7 @@ def test_crash_and_resume_in_process_matches_an_uninterrupted_run(tiny_bert_dir,
         assert torch.equal(a, b), name
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("one_thread")
 def test_a_cached_run_resumes_exactly(tiny_bert_dir, tmp_path):
     """GradCache (``cache_chunk``) keeps each chunk's random state for its replay only: a crash at step 5 and a
@@ -260,6 +262,7 @@ def test_a_run_stopped_by_max_steps_saves_its_last_step_and_resumes_inside_that_
         assert torch.equal(a, b), name
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("one_thread")
 def test_two_resumes_across_an_epoch_boundary_match_an_uninterrupted_run(tiny_bert_dir, tmp_path):
     """A resume from a checkpoint saved at an epoch's last batch, then a second crash and resume inside
@@ -366,6 +369,7 @@ def test_the_start_and_end_lines_name_the_limit_that_ends_the_run():
     )
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("one_thread")
 def test_a_fit_says_which_limit_will_end_it_and_which_did(tiny_bert_dir, tmp_path, capsys):
     """The newcomer's run: max_steps=400 on a recipe whose max_epochs ends it first (10 steps an epoch)."""
@@ -485,6 +489,7 @@ def _step_of(path: Path) -> int:
         return -1
 
 
+@pytest.mark.integration
 def test_sigkill_mid_run_then_ckpt_path_last_reproduces_the_uninterrupted_weights(tiny_bert_dir, tmp_path):
     _kill_and_resume(tiny_bert_dir, tmp_path)
 

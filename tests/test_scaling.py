@@ -93,6 +93,7 @@ def test_the_doc_has_the_commands_for_one_gpu_eight_gpus_and_two_nodes():
     } <= kinds
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("line,args,launcher", COMMANDS, ids=[c[0][:80] for c in COMMANDS])
 def test_doc_command_parses_and_keeps_the_papers_global_batch(line, args, launcher, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)

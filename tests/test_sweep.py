@@ -93,6 +93,7 @@ def _dotted(config: dict, key: str):
     return node
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
 def test_sweep_file_translates_and_its_trial_arguments_reach_the_config(path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -278,6 +279,7 @@ def test_a_trial_without_a_metric_is_a_failed_trial(fake, tmp_path, capsys):
     assert "| 1 | " in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_a_killed_bayes_sweep_resumes_from_its_storage(fake, tmp_path, monkeypatch, capsys):
     sweep, out = tmp_path / "bayes.yaml", tmp_path / "sweep"
     sweep.write_text(yaml.safe_dump(_config(fake)))

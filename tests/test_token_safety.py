@@ -105,6 +105,7 @@ def test_a_refused_upload_that_echoes_the_token_is_reported_without_it(tiny_bert
     assert (out / "README.md").is_file() and files_holding(out) == []  # the export stays, without the token
 
 
+@pytest.mark.integration
 def test_fit_with_the_token_in_the_environment_writes_it_nowhere(tiny_bert_dir, tmp_path):
     """Two steps with the W&B logger (offline): config.yaml, hparams, checkpoints, the encoder and W&B's
     offline files (config, metadata, the .wandb log) under the run folder, and the terminal."""

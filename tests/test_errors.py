@@ -57,6 +57,7 @@ def test_unknown_task_is_named_before_the_model_loads():
     assert "HEAVY []" in done.stdout  # no torch: the model was never loaded
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("model", ["runs/quickstart/version_0/checkpoints/bset.ckpt", "./my-model", "model.ckpt"])
 def test_mistyped_model_path_fails_at_once(model, tmp_path):
     done = _python(_heavy_after(["evaluate", "--model", model]), cwd=tmp_path)
@@ -69,7 +70,8 @@ def test_mistyped_model_path_fails_at_once(model, tmp_path):
 
 
 def test_looks_like_path(tmp_path, monkeypatch):
-    from unisent.encoders.loading import looks_like_path, resolve_model_location
+    from unisent.encoders.loading import resolve_model_location
+    from unisent.io.model_files import looks_like_path
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
@@ -81,6 +83,7 @@ def test_looks_like_path(tmp_path, monkeypatch):
         resolve_model_location("runs/encodr")
 
 
+@pytest.mark.integration
 def test_unreachable_hub_fails_without_retries(tmp_path):
     """huggingface_hub retries 5 times with back-off (~23 s) when the hub cannot be reached."""
     env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
@@ -265,6 +268,7 @@ def _bad_checkpoint(tmp_path, kind: str) -> Path:
     return path
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["truncated", "foreign", "pickle", "zip"])
 def test_every_command_reports_a_bad_checkpoint_in_one_line(tmp_path, tiny_bert_dir, kind, capsys):
     """fit/validate/test --ckpt_path, evaluate/encode --model and export: one line naming the file, no traceback."""

@@ -198,38 +198,28 @@ def _evaluate_mteb(
 
 def _check_tasks(tasks: str) -> None:
     """Every name of ``--tasks`` is a task or a group (the registry imports no torch)."""
-    import difflib
-
     from ..evaluation.tasks.builtin_tasks import GROUPS, TASKS
+    from ..io import closest_hint
 
     names = [name.strip() for name in tasks.split(",") if name.strip()]
     if not names:
         raise ValueError("--tasks is empty; name tasks or groups, e.g. --tasks stsb-test,transfer (see --list)")
     for name in names:
         if name not in TASKS and name not in GROUPS:
-            close = difflib.get_close_matches(name, [*GROUPS, *TASKS], n=3)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            hint = closest_hint(name, [*GROUPS, *TASKS], n=3)
             raise ValueError(f"unknown task or group {name!r} in --tasks{hint}; unisent evaluate --list shows them all")
 
 
 def _check_model(model: str) -> None:
-    """A ``--model`` that looks like a local path (the rule of
-    :func:`unisent.encoders.loading.looks_like_path`, repeated here so that the check imports no torch)
-    must exist: a typo fails at once instead of after a model-hub round trip."""
+    """A ``--model`` that looks like a local path (:func:`unisent.io.model_files.looks_like_path`, which imports
+    no torch) must exist: a typo fails at once instead of after a model-hub round trip."""
     import os
 
-    path = os.path.expanduser(model)
-    if os.path.exists(path) or "://" in model:  # a URL (s3://...) is checked when unisent.load fetches it
+    from ..io.model_files import looks_like_path
+
+    if os.path.exists(os.path.expanduser(model)) or "://" in model:  # a URL (s3://...): checked by unisent.load
         return
-    head = model.split("/", 1)[0]
-    looks_like_path = (
-        model.startswith(("/", ".", "~"))
-        or model.count("/") > 1
-        or "\\" in model
-        or model.lower().endswith((".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml"))
-        or ("/" in model and os.path.isdir(head))
-    )
-    if looks_like_path:
+    if looks_like_path(model):
         raise FileNotFoundError(
             f"--model {model!r} does not exist; give a .ckpt file, a saved model directory, "
             "a preset (minilm-l6) or a Hugging Face hub id"

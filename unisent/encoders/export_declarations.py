@@ -25,8 +25,7 @@ from ..inference.base import (
     OnnxGraph,
     STModule,
 )
-from ..io.model_files import read_model_json
-from .loading import looks_like_path
+from ..io.model_files import looks_like_path, read_model_json
 from .poolers import Pooler, build_pooler
 from .presets import PRESETS, resolve_preset_path
 

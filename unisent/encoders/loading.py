@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..io.model_files import ModelFileError, check_fits, check_model_directory, directory_weight_shapes
+from ..io.model_files import ModelFileError, check_fits, check_model_directory, directory_weight_shapes, looks_like_path
 from .presets import PRESETS, resolve_preset_path
 
-__all__ = ["ModelNotAvailableError", "load_backbone", "load_tokenizer", "looks_like_path", "resolve_model_location"]
+__all__ = ["ModelNotAvailableError", "load_backbone", "load_tokenizer", "resolve_model_location"]
 
 
 class ModelNotAvailableError(OSError):
@@ -18,22 +18,6 @@ class ModelNotAvailableError(OSError):
 
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes", "on"}
-
-
-#: file endings that name a local file, never a hub id
-PATH_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml")
-
-
-def looks_like_path(model: str) -> bool:
-    """Whether ``model`` names a local path rather than a hub id (``org/name``): it starts with ``/``,
-    ``.`` or ``~``, has more than one ``/`` or a backslash, ends with a file suffix, or its first
-    component is an existing directory (``runs/encodr``). ``unisent evaluate`` applies the same rule."""
-    if model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model:
-        return True
-    if model.lower().endswith(PATH_SUFFIXES):
-        return True
-    head = model.split("/", 1)[0]
-    return "/" in model and os.path.isdir(head)
 
 
 def resolve_model_location(model: str) -> str:

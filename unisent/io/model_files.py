@@ -34,6 +34,7 @@ __all__ = [
     "file_kind",
     "inside",
     "load_state",
+    "looks_like_path",
     "read_model_bytes",
     "read_model_json",
     "read_state",
@@ -56,6 +57,22 @@ MAX_LAYERS = 128
 SLACK_ELEMENTS = 2**22
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2}
 _DTYPE_BYTES |= {"F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+
+
+#: file endings that name a local file, never a hub id
+PATH_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml")
+
+
+def looks_like_path(model: str) -> bool:
+    """Whether ``model`` names a local path rather than a hub id (``org/name``): it starts with ``/``,
+    ``.`` or ``~``, has more than one ``/`` or a backslash, ends with a file suffix, or its first
+    component is an existing directory (``runs/encodr``). ``unisent evaluate`` checks its ``--model`` by it."""
+    if model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model:
+        return True
+    if model.lower().endswith(PATH_SUFFIXES):
+        return True
+    head = model.split("/", 1)[0]
+    return "/" in model and os.path.isdir(head)
 
 
 class ModelFileError(ValueError):

@@ -268,8 +268,7 @@ def main(argv: Sequence[str]) -> None:
             fail(
                 "unisent ablate",
                 f"{option} moved out of unisent ablate: this project's results pages are written from "
-                "OUT/ablation.json by `python -m studies.ablation_pages OUT/ablation.json --page PAGE.md` "
-                "in the repository",
+                "OUT/ablation.json by `python -m studies.ablation_pages` in the repository (its --help says how)",
             )
     values = parse(command_parser(ablate, "unisent ablate"), list(argv))
     try:

@@ -15,6 +15,7 @@ from jsonargparse.typing import extend_base_type, restricted_string_type
 from torch import nn
 
 from ..inference.base import NotExportableError, STModule
+from ..io.registry import register_class
 
 __all__ = [
     "POOLERS",
@@ -62,13 +63,7 @@ def register_pooler(name: str) -> Callable[[P], P]:
     class, ``ValueError`` when another class holds ``name``)."""
 
     def decorate(cls: P) -> P:
-        if not (isinstance(cls, type) and issubclass(cls, Pooler)):
-            raise TypeError(f"{cls!r} is not a Pooler subclass")
-        previous = POOLERS.get(name)
-        if previous is not None and (previous.__module__, previous.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"pooler {name!r} is already registered for {previous.__module__}.{previous.__qualname__}")
-        cls.name = name
-        POOLERS[name] = cls
+        register_class(POOLERS, name, cls, Pooler, "pooler").name = name
         return cls
 
     return decorate

@@ -16,6 +16,8 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import nn
 
+from ..io.registry import register_class
+
 __all__ = [
     "PROBE_SENTENCES",
     "Exporter",
@@ -104,19 +106,9 @@ def model_format(exporter_cls: E) -> E:
 def register_export_format(exporter_cls: E) -> E:
     """Class decorator: ``exporter_cls`` writes its ``format`` for any model (``--format`` takes the name
     once its module is imported); a ``ValueError`` when another exporter or a built-in has the name."""
-    if not (isinstance(exporter_cls, type) and issubclass(exporter_cls, Exporter)):
-        raise TypeError(f"{exporter_cls!r} is not an Exporter subclass")
-    name = exporter_cls.format
-    previous = _ANY_MODEL_FORMATS.get(name) or _MODEL_FORMATS.get(name)
-    if previous is not None and (previous.__module__, previous.__qualname__) != (
-        exporter_cls.__module__,
-        exporter_cls.__qualname__,
-    ):
-        raise ValueError(
-            f"export format {name!r} is already registered for {previous.__module__}.{previous.__qualname__}"
-        )
-    _ANY_MODEL_FORMATS[name] = exporter_cls
-    return exporter_cls
+    return register_class(
+        _ANY_MODEL_FORMATS, exporter_cls.format, exporter_cls, Exporter, "export format", also=_MODEL_FORMATS
+    )
 
 
 def available_formats() -> list[str]:

@@ -20,7 +20,7 @@ from typing import TypeVar
 from torch import nn
 
 from ..io.model_files import check_model_directory, read_model_json
-from ..io.registry import RegistryError, resolve, subclasses
+from ..io.registry import RegistryError, qualified_name, register_class, resolve, subclasses
 from .base import MODEL_RECORD, InferenceModel
 
 __all__ = [
@@ -54,20 +54,10 @@ def register_model(name: str) -> Callable[[M], M]:
         raise ValueError(f"a model type needs a non-empty name, got {name!r}")
 
     def decorate(cls: M) -> M:
-        if not (isinstance(cls, type) and issubclass(cls, InferenceModel)):
-            raise TypeError(f"{cls!r} is not an InferenceModel subclass; only inference models can be registered")
-        previous = _MODELS.get(name)
-        if previous is not None and _qualified(previous) != _qualified(cls):
-            raise ValueError(f"model type {name!r} is already registered for {_qualified(previous)}")
-        cls.model_type = name
-        _MODELS[name] = cls
+        register_class(_MODELS, name, cls, InferenceModel, "model type").model_type = name
         return cls
 
     return decorate
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def registered_models() -> dict[str, type[InferenceModel]]:
@@ -100,7 +90,7 @@ def _from_record(record_file: Path) -> type[InferenceModel]:
             f"{', '.join(sorted(_MODELS))}) and the record names no class_path; nothing was imported"
         )
     # through the closed registry: a class path is found among the registered types, never imported
-    table = {_qualified(cls): cls for cls in _MODELS.values()}
+    table = {qualified_name(cls): cls for cls in _MODELS.values()}
     table.update({k: v for k, v in subclasses(InferenceModel).items() if k not in table})
     return resolve(class_path, table, source=str(record_file), field="class_path", what="model type")
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["RegistryError", "fixed_names", "qualified_name", "resolve", "subclasses"]
+__all__ = ["RegistryError", "fixed_names", "qualified_name", "register_class", "resolve", "subclasses"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,19 @@ class RegistryError(ValueError):
 def qualified_name(cls: type) -> str:
     """``module.QualifiedName`` of a class: the key it is registered under."""
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register_class(table: dict[str, Any], name: str, cls: Any, base: type, what: str, *, also: Mapping = {}) -> Any:
+    """``table[name] = cls`` for the register decorators (poolers, model types, export formats): a
+    ``TypeError`` when ``cls`` is no subclass of ``base``, a ``ValueError`` when another class holds ``name``
+    in ``table`` or ``also`` (the same class again, by its qualified name, is accepted). Returns ``cls``."""
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise TypeError(f"{cls!r} is not {'an' if base.__name__[0] in 'AEIOU' else 'a'} {base.__name__} subclass")
+    previous = table.get(name) or also.get(name)
+    if previous is not None and qualified_name(previous) != qualified_name(cls):
+        raise ValueError(f"{what} {name!r} is already registered for {qualified_name(previous)}")
+    table[name] = cls
+    return cls
 
 
 def _with_package_aliases(table: dict[str, Any], name: str, value: Any) -> None:

@@ -25,9 +25,6 @@ class ClusteringTask(Task):
     seeds: tuple[int, ...] = (0, 1, 2)
     n_init: int = 10
 
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
-
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.clustering import kmeans_clustering
 
@@ -43,9 +40,6 @@ class TatoebaTask(Task):
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
-
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.retrieval import tatoeba_accuracy
@@ -64,9 +58,6 @@ class BuccTask(Task):
     main_metric: ClassVar[str] = "f1"
     source: Source
     k: int = 4
-
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.retrieval import bucc_f1, margin_candidates

@@ -36,9 +36,6 @@ class NLIThresholdTask(Task):
     test: Source
     positive_label: str = "entailment"
 
-    def sources(self) -> tuple[Source, ...]:
-        return (self.dev, self.test)
-
     def _scores(self, embedder: Embedder, data: LabeledPairs):
         # sim(hypothesis || premise): the hypothesis is the similarity's first argument
         return score_pairs(embedder, data.sentences2, data.sentences1)
@@ -79,9 +76,6 @@ class EntailmentDirectionTask(Task):
     gaussian_similarity: ClassVar[str | None] = "kl"  # the paper's asymmetric similarity, unless the run names one
     source: Source
     positive_label: str = "entailment"
-
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.nli import direction_accuracy_by_similarity, direction_accuracy_by_variance, direction_by_length

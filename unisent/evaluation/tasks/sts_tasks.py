@@ -47,9 +47,6 @@ class STSTask(Task):
     main_metric: ClassVar[str] = "spearman"
     source: Source
 
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
-
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.similarity import sts_correlation
 
@@ -107,9 +104,6 @@ class AlignUniformTask(Task):
     main_metric: ClassVar[str] = "alignment"
     source: Source
     positive_threshold: float = 4.0
-
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.similarity import alignment, uniformity

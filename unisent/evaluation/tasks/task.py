@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -68,7 +68,7 @@ class Source:
 @dataclass(frozen=True, kw_only=True)
 class Task(ABC):
     """A benchmark task. Subclasses set ``main_metric`` (the headline key of the result dict) and
-    implement :meth:`sources` and :meth:`evaluate`.
+    implement :meth:`evaluate` (and :meth:`sources` when their data is not in :class:`Source` fields).
 
     Attributes:
         group: the family shown as one table (``sts``, ``stc``, ``transfer``, ``xnli``...).
@@ -88,9 +88,9 @@ class Task(ABC):
     description: str
     optional: bool = False
 
-    @abstractmethod
     def sources(self) -> tuple[Source, ...]:
-        """Every data source the task reads."""
+        """Every data source the task reads: by default its fields that hold a :class:`Source`, in their order."""
+        return tuple(value for f in fields(self) if isinstance(value := getattr(self, f.name), Source))
 
     @abstractmethod
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:

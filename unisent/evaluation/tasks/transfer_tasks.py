@@ -50,9 +50,6 @@ class CrossValidatedProbeTask(Task):
     source: Source
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
-    def sources(self) -> tuple[Source, ...]:
-        return (self.source,)
-
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.probes import cross_validated_accuracy
 
@@ -71,13 +68,10 @@ class SplitProbeTask(Task):
 
     main_metric: ClassVar[str] = "accuracy"
     train: Source
+    dev: Source | None = None  # (the fields' order is the order the sources are read in)
     test: Source
-    dev: Source | None = None
     positive_label: str | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
-
-    def sources(self) -> tuple[Source, ...]:
-        return tuple(s for s in (self.train, self.dev, self.test) if s is not None)
 
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.probes import probe_scores
@@ -98,12 +92,9 @@ class ZeroShotProbeTask(Task):
 
     main_metric: ClassVar[str] = "accuracy"
     train: Source
+    dev: Source | None = None  # (the fields' order is the order the sources are read in)
     test: Source
-    dev: Source | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
-
-    def sources(self) -> tuple[Source, ...]:
-        return tuple(s for s in (self.train, self.dev, self.test) if s is not None)
 
     def _english_probe(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
         key = ("zero-shot-probe", data_dir, self.train, self.dev, self.probe)

@@ -88,6 +88,7 @@ def _fit_args(tmp_path, model_dir, recipe="recipes/quickstart.yaml"):
     ]
 
 
+@pytest.mark.integration
 def test_fit_selects_by_stsb_dev_and_test_uses_the_best_checkpoint(tmp_path, tiny_bert_dir, capsys):
     main(_fit_args(tmp_path, tiny_bert_dir) + ["--trainer.val_check_interval", "2", "--trainer.max_steps", "4"])
     run = next((tmp_path / "runs").rglob("metrics.csv")).parent

@@ -136,6 +136,7 @@ def test_inference_max_length_of_the_recipe_is_what_the_run_leaves(described_ber
     assert unisent.load(str(outcome.run_dir / "checkpoints" / "last.ckpt")).config.max_length == 16
 
 
+@pytest.mark.integration
 def test_runs_without_a_logger_get_a_folder_each(described_bert, tmp_path, monkeypatch, capsys):
     work = tmp_path / "work"
     work.mkdir()

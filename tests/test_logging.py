@@ -15,6 +15,7 @@ from unisent.lightning_module import UnisentModule
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 
+@pytest.mark.integration
 def test_wandb_offline_run_is_recorded(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))

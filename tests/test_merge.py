@@ -159,6 +159,7 @@ def test_task_arithmetic_of_runs_by_hand_with_added_tokens_and_every_head_carrie
             assert torch.equal(mine, run[k]) if isinstance(mine, torch.Tensor) else mine == run[k], k
 
 
+@pytest.mark.integration
 def test_the_merged_model_loads_scores_and_exports_to_st_and_onnx_equal_to_1e_5(runs, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "merged"

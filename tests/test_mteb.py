@@ -28,6 +28,7 @@ def mteb_data(tmp_path_factory):
     return root
 
 
+@pytest.mark.integration
 def test_mteb_sts_through_the_cli_equals_unisent_evaluate(tiny_bert_dir, mteb_data, tmp_path, capsys):
     model = Encoder(EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=64))
     saved = model.save_pretrained(tmp_path / "model")

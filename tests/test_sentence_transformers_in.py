@@ -191,6 +191,7 @@ def test_a_plain_model_keeps_cls_and_says_so_once(tiny_model_dir, caplog):
     assert len(notes) == 1 and "pooled with cls" in notes[0]
 
 
+@pytest.mark.integration
 def test_a_recipe_from_a_sentence_transformers_directory_trains_and_exports_its_modules(tiny_bert_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 

@@ -89,6 +89,7 @@ def test_every_term_of_every_objective_is_finite_and_gets_gradient(tiny_unified,
     assert checked == 6
 
 
+@pytest.mark.integration
 def test_fit_logs_every_objective_and_save_load_encode_is_exact(unisent_cli, tiny_unified, tmp_path, monkeypatch):
     import unisent
     from unisent.models import GaussianEncoder
@@ -137,6 +138,7 @@ def test_fit_logs_every_objective_and_save_load_encode_is_exact(unisent_cli, tin
     assert not any("entit" in n or "mlm" in n for n in saved), saved
 
 
+@pytest.mark.integration
 def test_the_sentence_transformers_export_embeds_as_unisent_load(unisent_cli, tiny_unified, tmp_path, monkeypatch):
     import sentence_transformers  # the dev extra: a missing install fails, not skips
 

@@ -160,24 +160,15 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
         files = sorted(Path(f) for f in globlib.glob(str(path), recursive=True) if Path(f).is_file())
         if not files:
             raise FileNotFoundError(errno.ENOENT, "training data: no file matches the pattern", raw)
-        formats = {_format_of(f, source) for f in files}
-        if len(formats) > 1:
-            raise ValueError(
-                f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
-                "narrow the pattern or name one with format:"
-            )
-        fmt = formats.pop()
-        if fmt in _LOCAL_FORMATS and fmt != "parquet":
-            for file in files:
-                require_lines_within(file)
+        fmt = _one_format(raw, files, source)
+        _check_lines(files, fmt)
         return ResolvedSource(source, "files", tuple(files), fmt)
     special = not_a_regular_file(path, "training data file")
     if special is not None:  # a FIFO, socket, device or link loop: refused, never opened
         raise special
     if path.is_file():
         fmt = _format_of(path, source)
-        if fmt in _LOCAL_FORMATS and fmt != "parquet":
-            require_lines_within(path)  # one line of 200 MB is refused before datasets reads it whole
+        _check_lines([path], fmt)
         return ResolvedSource(source, "files", (path,), fmt)
     if path.is_dir():
         if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
@@ -204,20 +195,30 @@ def _resolve_remote(source: DataSource) -> ResolvedSource:
     found = [url for url, _ in glob(raw)]
     if not found:
         raise FileNotFoundError(errno.ENOENT, "training data: no object matches (name files or a glob of them)", raw)
-    formats = {_format_of(Path(url.rsplit("/", 1)[-1]), source) for url in found}
+    fmt = _one_format(raw, [Path(url.rsplit("/", 1)[-1]) for url in found], source)
+    if source.streaming:
+        return ResolvedSource(source, "files", (), fmt, urls=tuple(found))
+    files = tuple(Path(localize(url, "file")) for url in found)
+    _check_lines(files, fmt)
+    return ResolvedSource(source, "files", files, fmt)
+
+
+def _one_format(raw: str, files: Sequence[Path], source: DataSource) -> str:
+    """The one format of the files a glob matched; a ``ValueError`` when they have several."""
+    formats = {_format_of(f, source) for f in files}
     if len(formats) > 1:
         raise ValueError(
             f"training data {raw!r} matches files of several formats ({', '.join(sorted(formats))}); "
             "narrow the pattern or name one with format:"
         )
-    fmt = formats.pop()
-    if source.streaming:
-        return ResolvedSource(source, "files", (), fmt, urls=tuple(found))
-    files = tuple(Path(localize(url, "file")) for url in found)
+    return formats.pop()
+
+
+def _check_lines(files: Sequence[Path], fmt: str) -> None:
+    """Refuse a text file's line of 200 MB before ``datasets`` reads it whole."""
     if fmt in _LOCAL_FORMATS and fmt != "parquet":
         for file in files:
             require_lines_within(file)
-    return ResolvedSource(source, "files", files, fmt)
 
 
 def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]:

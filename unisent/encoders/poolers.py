@@ -257,16 +257,10 @@ class ClsMlpTrainOnlyPooler(ClsMlpPooler):
         "inference (SimCSE's `cls_before_pooler`; unisent `cls_mlp_train_only`)"
     )
     sentence_transformers_note = ""
-
-    def sentence_transformers_modules(self, backbone_config):
-        return [st_pooling(self.hidden_size, "cls_token")]
-
-    def huggingface_code(self, in_backbone=False):
-        return [], ["return out.last_hidden_state[:, 0]"]
-
-    @contextmanager
-    def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
-        yield False
+    # at inference it is `cls`: the cls pooler's exports, and no MLP written into the backbone
+    sentence_transformers_modules = ClsPooler.sentence_transformers_modules
+    huggingface_code = ClsPooler.huggingface_code
+    into_backbone = Pooler.into_backbone
 
 
 @register_pooler("mean")

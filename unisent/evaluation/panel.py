@@ -108,27 +108,13 @@ def read_amr_pairs(
 ) -> tuple[list[dict[str, str]], list[str]]:
     """``[{id, text, graph}]`` from a PENMAN file (``# ::snt`` + graph; the graphs linearised with
     :func:`unisent.amr.linearize_file`, the training linearisation: depth-first, no variables, ``:wiki``
-    dropped) or the jsonl of ``unisent data amr-linearize`` (``text`` + ``graph`` kept as written); graphs
-    without a sentence are skipped. Returns the pairs and the problems (malformed graphs, graphs without
-    ``# ::snt``), one line each."""
-    import json
-
+    dropped); graphs without a sentence are skipped. Returns the pairs and the problems (malformed graphs,
+    graphs without ``# ::snt``), one line each."""
     from ..amr import linearize_file
 
     path = Path(path)
     pairs: list[dict[str, str]] = []
     problems: list[str] = []
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-                if record.get("text") is None or record.get("graph") is None:
-                    problems.append(f"{path}:{number}: no text or graph")
-                    continue
-                pairs.append({"id": record.get("id", f"#{number}"), "text": record["text"], "graph": record["graph"]})
-        return pairs, problems
     errors: list = []
     for graph_id, metadata, graph in linearize_file(path, errors=errors, parentheses=parentheses, drop_wiki=drop_wiki):
         text = metadata.get("snt") or metadata.get("tok")

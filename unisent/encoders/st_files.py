@@ -68,7 +68,12 @@ def local_files_only(location: str) -> bool:
 
 
 def _file(location: str, filename: str, subfolder: str = "") -> str | None:
-    """A file of a directory or hub id (local, else the hub cache), or None."""
+    """A file of a directory or hub id (local, else the hub cache), or None. A local directory is read here, as
+    Sentence Transformers' ``load_file_path`` reads it, without importing Sentence Transformers (4-5 s): loading a
+    plain Hugging Face directory needs none of it."""
+    if Path(location).expanduser().is_dir():
+        local = Path(location).expanduser() / subfolder / filename
+        return str(local) if local.exists() else None
     from sentence_transformers.util import load_file_path
 
     return load_file_path(location, filename, subfolder=subfolder, local_files_only=local_files_only(location))

@@ -15,8 +15,14 @@ def _install(session: nox.Session, extras: str = "dev") -> None:
 
 @nox.session(python=False, name="tests")
 def tests(session: nox.Session) -> None:
-    """The default test run (no slow or GPU tests), in the project's .venv."""
+    """Both tiers, the default and the integration one (no slow or GPU tests), in the project's .venv: as CI."""
     session.run("bash", "scripts/test.sh", *session.posargs, external=True)
+
+
+@nox.session(python=False)
+def fast(session: nox.Session) -> None:
+    """The default tier only (no integration, slow or GPU tests): what a contributor runs after each change."""
+    session.run("bash", "scripts/test.sh", "--fast", *session.posargs, external=True)
 
 
 @nox.session(python=False)

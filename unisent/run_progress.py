@@ -72,8 +72,7 @@ def checkpoint_progress(path: str | Path) -> Progress | None:
 def stopping_point_reached(progress: Progress, max_steps: int | None, max_epochs: int | None) -> str | None:
     """The limit (``"max_steps=N"`` or ``"max_epochs=N"``, as Lightning applies them) a checkpoint at
     ``progress`` has met already; ``None`` when there is training left."""
-    steps = -1 if max_steps is None else int(max_steps)
-    epochs = max_epochs if max_epochs is not None else (1000 if steps == -1 else -1)
+    steps, epochs = _limits(max_steps, max_epochs)
     if steps != -1 and progress.global_step >= steps:
         return f"max_steps={steps}"
     if epochs != -1 and progress.epochs_done >= epochs:

@@ -203,11 +203,9 @@ def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
         _load_local(task, Path(data_dir) / name)
         return str(Path(data_dir) / name)
     dataset = task.metadata.dataset
-    from ..encoders.loading import _hub_kwargs
+    from ..encoders.loading import _hub_kwargs, _offline
 
-    offline = bool(_hub_kwargs(str(dataset["path"])).get("local_files_only")) or os.environ.get(
-        "HF_HUB_OFFLINE", "0"
-    ).lower() in {"1", "true", "yes", "on"}
+    offline = _offline() or bool(_hub_kwargs(str(dataset["path"])).get("local_files_only"))
     previous = os.environ.get("HF_DATASETS_OFFLINE")
     if offline:
         os.environ["HF_DATASETS_OFFLINE"] = "1"

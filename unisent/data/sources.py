@@ -160,16 +160,15 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
         files = sorted(Path(f) for f in globlib.glob(str(path), recursive=True) if Path(f).is_file())
         if not files:
             raise FileNotFoundError(errno.ENOENT, "training data: no file matches the pattern", raw)
+    else:
+        special = not_a_regular_file(path, "training data file")
+        if special is not None:  # a FIFO, socket, device or link loop: refused, never opened
+            raise special
+        files = [path] if path.is_file() else []
+    if files:
         fmt = _one_format(raw, files, source)
         _check_lines(files, fmt)
         return ResolvedSource(source, "files", tuple(files), fmt)
-    special = not_a_regular_file(path, "training data file")
-    if special is not None:  # a FIFO, socket, device or link loop: refused, never opened
-        raise special
-    if path.is_file():
-        fmt = _format_of(path, source)
-        _check_lines([path], fmt)
-        return ResolvedSource(source, "files", (path,), fmt)
     if path.is_dir():
         if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
             return ResolvedSource(source, "saved", (path,))
@@ -204,7 +203,7 @@ def _resolve_remote(source: DataSource) -> ResolvedSource:
 
 
 def _one_format(raw: str, files: Sequence[Path], source: DataSource) -> str:
-    """The one format of the files a glob matched; a ``ValueError`` when they have several."""
+    """The one format of the files (a glob's); a ``ValueError`` when they have several."""
     formats = {_format_of(f, source) for f in files}
     if len(formats) > 1:
         raise ValueError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Literal
 
@@ -84,10 +83,9 @@ def evaluate(
     results["config"]["model"] = model
     sys.stdout.write(format_markdown(results))
     if output:
-        from ..io import atomic_write
+        from ..io import write_json
 
-        with atomic_write(output) as handle:
-            handle.write(json.dumps(results, indent=2) + "\n")
+        write_json(output, results)
         print(f"results written to {output}")
     if results["failed"]:
         names = ", ".join(results["failed"])

@@ -4,7 +4,6 @@ export declarations in :mod:`.model`)."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -19,7 +18,7 @@ from torch import nn
 from ..data.schema import pad_batch
 from ..hardware import inference_precision
 from ..inference.model_types import register_model
-from ..io import atomic_write
+from ..io import write_json
 from ..io.model_files import check_fits, load_state, read_model_json, read_state, weight_shapes
 from .batching import TruncationWarning, current_truncation, ordered_map, reference_batching_enabled, truncation_message
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
@@ -381,8 +380,7 @@ class Encoder(EncoderModel):
         pooler = type(self.pooler)
         if not pooler.__module__.startswith("unisent."):
             settings["pooler"] = f"{pooler.__module__}.{pooler.__qualname__}"
-        with atomic_write(directory / UNISENT_CONFIG) as fh:
-            fh.write(json.dumps(settings, indent=2) + "\n")
+        write_json(directory / UNISENT_CONFIG, settings)
         self.write_model_record(directory)
         return directory
 

@@ -13,7 +13,7 @@ from typing import Any
 from torch import nn
 
 from ..inference.base import MODEL_RECORD, NotExportableError, share_files
-from ..io import atomic_write
+from ..io import write_json
 from .card import default_name, read_results, render_card
 from .exporters import PROBE_SENTENCES, NoExporterError, exporter_for
 from .source import ExportSource, TrainingRecord, load_export_source
@@ -81,8 +81,7 @@ def _retarget_settings(out: Path, tmp: Path) -> None:
         recorded = str(settings.get("model", ""))
         if recorded == str(tmp) or recorded.startswith(str(tmp) + os.sep):
             settings["model"] = str(out) + recorded[len(str(tmp)) :]
-            with atomic_write(settings_file) as fh:
-                fh.write(json.dumps(settings, indent=2) + "\n")
+            write_json(settings_file, settings)
 
 
 def _config_model(model: nn.Module) -> str | None:
@@ -111,8 +110,7 @@ def _write_truncate_dim(directory: Path, format: str, dim: int) -> None:
         )
     config = json.loads(config_file.read_text(encoding="utf-8"))
     config["truncate_dim"] = dim
-    with atomic_write(config_file) as handle:
-        handle.write(json.dumps(config, indent=2) + "\n")
+    write_json(config_file, config)
 
 
 def export_model(

@@ -10,7 +10,8 @@ from typing import Any
 
 from torch import nn
 
-from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, STModule, max_abs_diff, write_json
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, STModule, max_abs_diff
+from ..io import write_json
 from .exporters import Exporter, model_format
 
 __all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]

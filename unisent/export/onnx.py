@@ -48,7 +48,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..inference.base import ONNX, OnnxGraph, max_abs_diff, write_json
+from ..inference.base import ONNX, OnnxGraph, max_abs_diff
+from ..io import write_json
 from ..models.onnx_encoder import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 from .api import ExportCheckError
 from .exporters import Exporter, model_format

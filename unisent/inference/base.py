@@ -20,7 +20,6 @@ This module imports only the foundation (:mod:`unisent.io`), so every layer abov
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -32,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..io import atomic_write
+from ..io import write_json
 
 __all__ = [
     "HUGGINGFACE",
@@ -48,7 +47,6 @@ __all__ = [
     "set_inference_length",
     "share_files",
     "to_tensor",
-    "write_json",
 ]
 
 #: The record every ``save_pretrained`` writes: ``{"type": registered name, "class_path": ...}``.
@@ -117,12 +115,6 @@ class OnnxGraph:
     module: nn.Module
     outputs: tuple[str, ...]
     token_type_ids: bool = False
-
-
-def write_json(path: Path, data: object) -> None:
-    """``data`` as indented JSON, written atomically."""
-    with atomic_write(path) as fh:
-        fh.write(json.dumps(data, indent=2) + "\n")
 
 
 def share_files(directory: str | os.PathLike, every_file: bool = False) -> None:

@@ -9,7 +9,7 @@ from .checkpoints import (
     load_checkpoint,
     unsafe_globals,
 )
-from .files import atomic_write, remove_stale_temporaries
+from .files import atomic_write, remove_stale_temporaries, write_json
 from .imports import import_object
 from .model_files import ModelFileError, check_model_directory
 from .suggestions import closest_hint, unknown_name, unknown_objectives
@@ -29,4 +29,5 @@ __all__ = [
     "unknown_name",
     "unknown_objectives",
     "unsafe_globals",
+    "write_json",
 ]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_write", "fsync_directory", "remove_stale_temporaries", "temporary_name"]
+__all__ = ["atomic_write", "fsync_directory", "remove_stale_temporaries", "temporary_name", "write_json"]
 
 #: ``.<name>.<random>.<pid>@<host>.tmp`` (the random part is absent in names of older versions)
 _TEMPORARY = re.compile(r"^\..+\.(\d+)@(.+)\.tmp$")
@@ -92,3 +93,9 @@ def atomic_write(
         raise
     if durable:
         fsync_directory(target.parent)
+
+
+def write_json(path: str | os.PathLike, data: object) -> None:
+    """``data`` as indented JSON, written atomically."""
+    with atomic_write(path) as fh:
+        fh.write(json.dumps(data, indent=2) + "\n")

@@ -45,7 +45,7 @@ from ..amr.parsing import AmrlibParser, parser_classes
 from ..hardware import inference_precision
 from ..inference.base import InferenceModel, NotExportableError, max_abs_diff, to_tensor
 from ..inference.model_types import register_model
-from ..io import atomic_write
+from ..io import atomic_write, write_json
 from ..io.model_files import ModelFileError, inside, read_model_json
 from ..io.registry import resolve
 from .retrofit_combination import COMBINATIONS, FORMULA, Combination, combine, retrofit_usage_code
@@ -288,8 +288,7 @@ class RetrofittedEncoder(InferenceModel):
                 "to record it, or pass parser= to from_pretrained",
                 stacklevel=3,
             )
-        with atomic_write(directory / CONFIG_FILE) as fh:
-            fh.write(json.dumps(config, indent=2) + "\n")
+        write_json(directory / CONFIG_FILE, config)
         self.write_model_record(directory)
         return directory
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ import torch
 from torch import nn
 
 from ..inference.base import InferenceModel, NotExportableError, STModule
-from ..io import atomic_write
+from ..io import atomic_write, write_json
 from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
 
 __all__ = ["EncoderWrapper"]
@@ -47,8 +46,7 @@ class EncoderWrapper(InferenceModel):
         head = getattr(self, self.head_attr)
         with atomic_write(directory / f"{self.head_stem}.pt", "wb") as fh:
             torch.save(head.state_dict(), fh)
-        with atomic_write(directory / f"{self.head_stem}.json") as fh:
-            fh.write(json.dumps(head.settings, indent=2) + "\n")
+        write_json(directory / f"{self.head_stem}.json", head.settings)
         self.write_model_record(directory)
         return directory
 

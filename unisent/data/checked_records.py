@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .record_errors import RecordError, on_error_hint, skip_notice
+from .record_errors import MAX_LISTED, RecordError, report_malformed
 from .records import SUPPORTED_FORMATS, Record, iter_records
 
 __all__ = ["SUPPORTED_FORMATS", "RecordError", "RecordFile", "read_records"]
-
-MAX_LISTED = 20
 
 
 class RecordFile(Protocol):
@@ -97,16 +95,7 @@ def read_records(
         if source.max_records and kept >= source.max_records:
             break
     if n_problems:
-        more = f"\n... and {n_problems - len(problems)} more" if n_problems > len(problems) else ""
-        listing = "\n".join(problems) + more
-        if source.on_error == "raise":
-            raise RecordError(
-                path,
-                0,
-                f"{n_problems} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n"
-                + on_error_hint(source_key),
-            )
-        skip_notice(str(path), n_problems, kept, problems, source_key)
+        report_malformed(str(path), problems, n_problems, required, source.on_error, kept, source_key)
     if kept == 0:
         raise RecordError(path, 0, f"no usable records (fields needed: {', '.join(required)})")
     return columns

@@ -6,7 +6,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["DataConfigError", "RecordError", "on_error_hint", "skip_notice"]
+__all__ = ["MAX_LISTED", "DataConfigError", "RecordError", "on_error_hint", "report_malformed", "skip_notice"]
+
+#: how many malformed records an error or a skip notice lists (the count says how many more there are)
+MAX_LISTED = 20
 
 
 class RecordError(ValueError):
@@ -57,3 +60,16 @@ def skip_notice(label: str, skipped: int, kept: int, problems: Sequence[str], ke
         file=sys.stderr,
         flush=True,
     )
+
+
+def report_malformed(
+    label: str, listed: Sequence[str], total: int, required: Sequence[str], on_error: str, kept: int, key: str | None
+) -> None:
+    """Raise (``on_error: raise``) a :class:`RecordError` listing the malformed records ``listed`` (of ``total``)
+    or say in one line (``skip``) how many were dropped; ``key``: the source's key in the recipe
+    (``data.train.simcse``)."""
+    if on_error == "raise":
+        more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""
+        message = f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n" + "\n".join(listed)
+        raise RecordError(label, 0, f"{message}{more}\n{on_error_hint(key)}")
+    skip_notice(label, total, kept, listed, key)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..io.remote import is_remote
 from .file_checks import not_a_regular_file, require_lines_within
-from .record_errors import RecordError, on_error_hint, skip_notice
+from .record_errors import MAX_LISTED, RecordError, report_malformed
 from .records import FORMATS
 
 __all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
@@ -39,7 +39,6 @@ BUILDERS = {
 }
 _SUFFIX_FORMATS = {**FORMATS, ".arrow": "arrow"}
 _LOCAL_FORMATS = {"jsonl", "csv", "tsv", "txt", "parquet"}  # the record reader names their lines
-MAX_LISTED = 20
 
 
 @dataclass
@@ -407,29 +406,6 @@ def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optio
     return found
 
 
-def report_problems(
-    label: str,
-    problems: dict[int, str],
-    total: int,
-    required: Sequence[str],
-    on_error: str,
-    kept: int,
-    key: str | None = None,
-) -> None:
-    """Raise (``on_error: raise``) or say in one line (``skip``) which rows are malformed, as the record
-    reader does for lines; ``key``: the source's key in the recipe (``data.train.simcse``)."""
-    listed = [f"{label}:row {i + 1}: {problems[i]}" for i in sorted(problems)[:MAX_LISTED]]
-    more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""
-    listing = "\n".join(listed) + more
-    if on_error == "raise":
-        raise RecordError(
-            label,
-            0,
-            f"{total} malformed record(s) (fields needed: {', '.join(required)}):\n{listing}\n" + on_error_hint(key),
-        )
-    skip_notice(label, total, kept, listed, key)
-
-
 def _read_by_lines(resolved: ResolvedSource, required, text_keys, optional):
     """The record reader on each file: line numbers in the errors, ``on_error: skip`` applied."""
     import datasets
@@ -488,10 +464,10 @@ def load_source(
             return by_lines()
         if not problems:
             raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")
-        bad = sorted(problems)
-        report_problems(
-            resolved.label, problems, len(bad), required, source.on_error, len(dataset) - len(bad), resolved.key
-        )
+        bad = sorted(problems)  # said as the record reader says lines, by row
+        listed = [f"{resolved.label}:row {i + 1}: {problems[i]}" for i in bad[:MAX_LISTED]]
+        kept = len(dataset) - len(bad)
+        report_malformed(resolved.label, listed, len(bad), required, source.on_error, kept, resolved.key)
         keep = sorted(set(range(len(dataset))) - set(bad))
         if not keep:
             raise RecordError(resolved.label, 0, f"no usable records (fields needed: {', '.join(required)})")

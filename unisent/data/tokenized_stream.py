@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from .record_errors import RecordError, skip_notice
-from .sources import MAX_LISTED, ResolvedSource, open_dataset
+from .record_errors import MAX_LISTED, RecordError, skip_notice
+from .sources import ResolvedSource, open_dataset
 from .tokenizing import RowTokenizer
 
 __all__ = ["StreamLoader", "TokenizedStream", "worker_batches"]

@@ -79,6 +79,15 @@ def build_tiny_bert(directory: Path, hidden: int = 32, layers: int = 2, cased: b
     return directory
 
 
+def st_encode(directory: Path, sentences: list[str], batch_size: int = 2, **kw) -> torch.Tensor:
+    """``sentences`` encoded by Sentence Transformers' own ``SentenceTransformer(directory)`` on the CPU (``kw``:
+    more arguments of its ``encode``), as a tensor: the reference that unisent's encodings are compared with."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(directory), device="cpu")
+    return torch.as_tensor(model.encode(sentences, batch_size=batch_size, **kw))
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models gain nothing from intra-op threads, and on a busy shared CPU OpenMP's spinning threads
@@ -89,15 +98,35 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def _built_once(tmp_path_factory, name: str, **kw) -> Path:
+    """``build_tiny_bert(<folder>/name, **kw)`` once per test session: under pytest-xdist the folder is the one
+    that holds the workers' own (``popen-gw0``, ...), so that the first worker builds the model (under a file
+    lock, then a marker file beside it) and the others wait and reuse it. Tests must not write into it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and base.name == f"popen-{worker}":  # not a pytest started by a test, which inherits the variable
+        base = base.parent
+    directory, built = base / name, base / f"{name}.built"
+    with FileLock(str(base / f"{name}.lock")):
+        if not built.exists():
+            shutil.rmtree(directory, ignore_errors=True)  # a build cut short
+            build_tiny_bert(directory, **kw)
+            built.touch()
+    return directory
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
-    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    """The tiny BERT, built once per test session (:func:`_built_once`): read only, ``tiny_model_dir`` is a copy."""
+    return _built_once(tmp_path_factory, "tiny-bert")
 
 
 @pytest.fixture(scope="session")
 def tiny_cased_bert_dir(tmp_path_factory) -> Path:
-    """The tiny BERT with a tokenizer that keeps case."""
-    return build_tiny_bert(tmp_path_factory.mktemp("tiny-cased-bert"), cased=True)
+    """The tiny BERT with a tokenizer that keeps case, built once per test session (:func:`_built_once`)."""
+    return _built_once(tmp_path_factory, "tiny-cased-bert", cased=True)
 
 
 @pytest.fixture
@@ -347,6 +376,25 @@ def unisent_cli():
             assert done.code in (0, None), f"unisent {' '.join(args)} exited with {done.code}"
 
     return run
+
+
+def fit_recipe(recipe: Path, runs: Path, *args: str, version: str | None = None) -> Path:
+    """``unisent fit -c recipe`` in this process, logged under ``runs`` (as ``version``: the logger's version, when
+    given), with ``args`` appended (they win over the recipe's settings); a failing run raises, as
+    ``unisent.cli.main`` does. The run folder: ``runs/<the recipe's logger name>/<version>`` (without ``version``,
+    the highest ``version_N`` there)."""
+    import re
+
+    import yaml
+
+    from unisent.cli import main
+
+    named = [f"--trainer.logger.init_args.version={version}"] if version is not None else []
+    main(["fit", "-c", str(recipe), f"--trainer.logger.init_args.save_dir={runs}", *named, *args])
+    logs = runs / yaml.safe_load(recipe.read_text(encoding="utf-8"))["trainer"]["logger"]["init_args"]["name"]
+    if version is not None:
+        return logs / version
+    return max((p for p in logs.iterdir() if re.fullmatch(r"version_\d+", p.name)), key=lambda p: int(p.name[8:]))
 
 
 @pytest.fixture

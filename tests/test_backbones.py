@@ -15,6 +15,7 @@ import torch
 import yaml
 
 import unisent
+from tests.conftest import st_encode
 from unisent.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,13 +182,6 @@ def _hf_mean(directory: Path, sentences: list[str]) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1)
 
 
-def _st_encode(directory: Path, sentences: list[str]) -> torch.Tensor:
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(str(directory), device="cpu")
-    return torch.as_tensor(model.encode(sentences, convert_to_numpy=True, batch_size=len(sentences)))
-
-
 #: every objective of unisent, on its bundled sample: (class, settings, training file under samples/ or written
 #: by :func:`_nli_labelled`); one run trains them all, so each backbone is set up, trained and saved once
 OBJECTIVES = {
@@ -329,7 +323,7 @@ def test_a_tiny_backbone_trains_every_objective_exports_and_reloads_in_sentence_
     sentences = SENTENCES + [graph]
     expected = torch.as_tensor(model.encode(sentences, precision="fp32"))
     assert expected.dtype == torch.float32 and torch.isfinite(expected).all()
-    got = _st_encode(tmp_path / "st", sentences)
+    got = st_encode(tmp_path / "st", sentences, batch_size=len(sentences))
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
     pooled = torch.as_tensor(model.encoder.encode(sentences, precision="fp32"))
     assert not torch.allclose(pooled, expected)  # the head is in the Sentence Transformers export

@@ -13,6 +13,7 @@ import torch
 import yaml
 
 import unisent
+from tests.conftest import st_encode
 from unisent.cli import main
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
@@ -63,12 +64,6 @@ def _card_code(readme: Path) -> str:
     return re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
 
 
-def _st_encode(directory: Path, sentences: list[str]) -> torch.Tensor:
-    from sentence_transformers import SentenceTransformer
-
-    return torch.as_tensor(SentenceTransformer(str(directory), device="cpu").encode(sentences, batch_size=2))
-
-
 # "sentence-transformers" runs a Sentence Transformers model's own modules: tests/test_sentence_transformers_in.py
 @pytest.mark.integration
 @pytest.mark.parametrize("pooler", [name for name in POOLERS if name != "sentence-transformers"])
@@ -82,7 +77,7 @@ def test_every_pooler_round_trips_through_both_formats(pooler, tiny3_dir, tmp_pa
         "cls_mlp": ["Transformer", "Pooling", "Dense"],
         "avg_first_last": ["Transformer", "WeightedLayerPooling", "Pooling"],
     }.get(pooler, ["Transformer", "Pooling"])
-    torch.testing.assert_close(_st_encode(st_dir, SENTENCES), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(st_encode(st_dir, SENTENCES), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(unisent.load(str(st_dir)).encode(SENTENCES), expected, atol=1e-5, rtol=0)
 
     hf_dir = export_model(encoder, tmp_path / "hf", "huggingface").out
@@ -177,7 +172,7 @@ def test_export_from_a_checkpoint_writes_the_model_card(tiny_model_dir, tmp_path
     )
     assert "largest absolute difference" in capsys.readouterr().out
     expected = unisent.load(str(ckpt)).encode(SENTENCES)
-    torch.testing.assert_close(_st_encode(out, SENTENCES), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(st_encode(out, SENTENCES), expected, atol=1e-5, rtol=0)
 
     card = (out / "README.md").read_text()
     front = yaml.safe_load(card.split("---\n")[1])
@@ -335,7 +330,7 @@ def test_gaussian_model_exports_its_means_and_keeps_the_variances(pooler, mean_a
     assert types == (
         ["Transformer", "Pooling", "Dense", "Dense"] if pooler == "cls_mlp" else ["Transformer", "Pooling", "Dense"]
     )
-    torch.testing.assert_close(_st_encode(out, SENTENCES), mu, atol=1e-5, rtol=0)  # the means
+    torch.testing.assert_close(st_encode(out, SENTENCES), mu, atol=1e-5, rtol=0)  # the means
     assert json.loads((out / "unisent_model.json").read_text())["type"] == "gaussian"  # what unisent.load reads
     loaded = unisent.load(str(out))
     assert isinstance(loaded, GaussianEncoder)
@@ -364,7 +359,7 @@ def test_pcr_model_exports_one_language_as_a_dense_and_keeps_all(center, tiny_be
     types = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
     assert types == ["Transformer", "Pooling", "Dense"]
     expected_de = model.encode(SENTENCES, language="de")
-    torch.testing.assert_close(_st_encode(out, SENTENCES), expected_de, atol=1e-5, rtol=0)
+    torch.testing.assert_close(st_encode(out, SENTENCES), expected_de, atol=1e-5, rtol=0)
     assert not torch.allclose(expected_de, encoder.encode(SENTENCES), atol=1e-3)  # the PCR did something
     loaded = unisent.load(str(out))
     assert isinstance(loaded, PCREncoder) and loaded.pcr.languages == ["de", "en"]

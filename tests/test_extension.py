@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import unisent
+from tests.conftest import st_encode
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
 from unisent.export import export_model
@@ -68,12 +69,6 @@ def user_module(tmp_path, monkeypatch):
     model_registry._MODELS.update(models)
 
 
-def _st_encode(directory: Path, sentences: list[str]) -> torch.Tensor:
-    from sentence_transformers import SentenceTransformer
-
-    return torch.as_tensor(SentenceTransformer(str(directory), device="cpu").encode(sentences, batch_size=2))
-
-
 def _card_code(readme: Path) -> str:
     return re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
 
@@ -93,7 +88,7 @@ def test_a_pooler_added_in_one_file_exports_and_reloads(user_module, tiny_bert_d
     modules = json.loads((st_dir / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling"]
     assert json.loads((st_dir / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_sqrt_len_tokens"]
-    torch.testing.assert_close(_st_encode(st_dir, SENTENCES), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(st_encode(st_dir, SENTENCES), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(unisent.load(str(st_dir)).encode(SENTENCES), expected, atol=1e-5, rtol=0)
     assert "sqrt(their number)" in (st_dir / "README.md").read_text()  # the pooler's own card text
     # a pooler from outside unisent is recorded by its class path, so a fresh process can import it
@@ -166,7 +161,7 @@ def test_an_objective_with_its_own_inference_head_trains_saves_loads_and_exports
     out = export_model(saved, tmp_path / "exported", "sentence-transformers").out
     modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
     assert modules == ["Transformer", "Pooling", "Dense"]
-    torch.testing.assert_close(_st_encode(out, SENTENCES), expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(st_encode(out, SENTENCES), expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(unisent.load(str(out)).encode(SENTENCES), expected, atol=1e-5, rtol=0)
     card = (out / "README.md").read_text()
     assert "Transformer -> Pooling -> Dense (reducer)" in card and "| reducer | Linear 32 -> 8 |" in card

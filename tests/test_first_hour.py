@@ -24,6 +24,7 @@ import pytest
 import torch
 import yaml
 
+from tests.conftest import fit_recipe
 from unisent.cli import main
 from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
 
@@ -53,10 +54,6 @@ def recipe(tiny_recipe, tmp_path) -> Path:
     return path
 
 
-def _fit(recipe: Path, runs: Path, *args: str) -> None:
-    main(["fit", "-c", str(recipe), f"--trainer.logger.init_args.save_dir={runs}", *args])
-
-
 def _hashes(directory: Path) -> dict[str, str]:
     return {
         str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -77,7 +74,7 @@ def _deleted_warnings(recwarn) -> list[str]:
 @pytest.mark.integration
 def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, recwarn):
     runs = tmp_path / "runs"
-    _fit(recipe, runs)  # unisent fit -c recipes/quickstart.yaml
+    fit_recipe(recipe, runs)  # unisent fit -c recipes/quickstart.yaml
     run = runs / "quickstart" / "version_0"
     best = run / "checkpoints" / "best.ckpt"
     before = _hashes(run)
@@ -134,19 +131,19 @@ def test_readme_commands_change_no_file_of_the_training_run(recipe, tmp_path, re
 
 @pytest.mark.integration
 def test_a_run_cut_short_with_max_steps_resumes_to_the_recipe_end(recipe, tmp_path, recwarn):
-    _fit(recipe, tmp_path / "ref")
+    fit_recipe(recipe, tmp_path / "ref")
     reference = _ckpt(tmp_path / "ref" / "quickstart" / "version_0" / "checkpoints" / "last.ckpt")
     assert reference["global_step"] == STEPS
 
     runs = tmp_path / "runs"
-    _fit(recipe, runs, "--trainer.max_steps=5", "--checkpoint.every_n_train_steps=4")
+    fit_recipe(recipe, runs, "--trainer.max_steps=5", "--checkpoint.every_n_train_steps=4")
     run = runs / "quickstart" / "version_0"
     first = _ckpt(run / "checkpoints" / "last.ckpt")  # the final step 5, not the resume point of step 4
     # the epoch was cut at batch 5: the checkpoint resumes epoch 0 there, not "epoch 1 at batch 5"
     assert first["global_step"] == 5 and first["epoch"] == 0
     assert first["UnisentDataModule"]["epoch"] == 0 and first["UnisentDataModule"]["batches"] == 5
 
-    _fit(recipe, runs, "--ckpt_path", "last")  # the full recipe
+    fit_recipe(recipe, runs, "--ckpt_path", "last")  # the full recipe
     resumed = _ckpt(run / "checkpoints" / "last.ckpt")
     assert resumed["global_step"] == STEPS
     for name, tensor in reference["state_dict"].items():
@@ -161,7 +158,7 @@ def test_a_run_cut_short_with_max_steps_resumes_to_the_recipe_end(recipe, tmp_pa
     before = _hashes(run)
     for ckpt_path in ("last", str(run / "checkpoints" / "last.ckpt")):  # (best.ckpt may be an earlier step)
         with pytest.raises(SystemExit) as exit_:
-            _fit(recipe, runs, "--ckpt_path", ckpt_path)
+            fit_recipe(recipe, runs, "--ckpt_path", ckpt_path)
         message = str(exit_.value.code)
         assert message.startswith("unisent fit: error: nothing to train:") and "\n" not in message, message
         assert "already reached max_epochs=2" in message and "--trainer.max_epochs=3" in message
@@ -170,14 +167,14 @@ def test_a_run_cut_short_with_max_steps_resumes_to_the_recipe_end(recipe, tmp_pa
         assert _hashes(run) == before
 
     # extended, it trains on from where it stopped
-    _fit(recipe, runs, "--ckpt_path", "last", "--trainer.max_epochs=3")
+    fit_recipe(recipe, runs, "--ckpt_path", "last", "--trainer.max_epochs=3")
     assert _ckpt(run / "checkpoints" / "last.ckpt")["global_step"] == STEPS + 6
     assert not _deleted_warnings(recwarn)  # resuming keeps metrics.csv as metrics-<k>.csv: nothing is deleted
 
 
 def test_enable_checkpointing_false_trains_without_a_checkpoint_callback(recipe, tmp_path, capfd):
     runs = tmp_path / "runs"
-    _fit(recipe, runs, "--trainer.enable_checkpointing=false", "--trainer.max_steps=2")
+    fit_recipe(recipe, runs, "--trainer.enable_checkpointing=false", "--trainer.max_steps=2")
     run = runs / "quickstart" / "version_0"
     assert (run / "encoder").is_dir() and not (run / "checkpoints").exists()
     out = capfd.readouterr()

@@ -20,10 +20,13 @@ import yaml
 from lightning.pytorch.callbacks import Callback
 
 import unisent
+from tests.conftest import fit_recipe
 from unisent.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes/gausscse/quickstart.yaml"
+#: the script's "before" model: steps at learning rate 0, no checkpoint
+AT_LR_0 = ("--model.optimizer.init_args.lr=0", "--trainer.enable_checkpointing=false")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,20 +44,6 @@ def recipe(tiny_recipe, tmp_path) -> Path:
     path = tmp_path / "quickstart.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
-
-
-def _fit(recipe: Path, runs: Path, version: str, *args: str) -> Path:
-    main(
-        [
-            "fit",
-            "-c",
-            str(recipe),
-            f"--trainer.logger.init_args.save_dir={runs}",
-            f"--trainer.logger.init_args.version={version}",
-            *args,
-        ]
-    )
-    return runs / "gausscse-quickstart" / version / "encoder"
 
 
 def _weights(directory: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -84,23 +73,9 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
     config = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
     assert {"class_path": "unisent.callbacks.FreezeEncoder"} in config["trainer"]["callbacks"]
     runs = tmp_path / "runs"
-    step0 = _fit(
-        recipe,
-        runs,
-        "step0",
-        "--trainer.max_steps=1",
-        "--model.optimizer.init_args.lr=0",
-        "--trainer.enable_checkpointing=false",
-    )
-    step0_again = _fit(
-        recipe,
-        runs,
-        "step0-3",
-        "--trainer.max_steps=3",
-        "--model.optimizer.init_args.lr=0",
-        "--trainer.enable_checkpointing=false",
-    )
-    trained = _fit(recipe, runs, "trained")
+    step0 = fit_recipe(recipe, runs, "--trainer.max_steps=1", *AT_LR_0, version="step0") / "encoder"
+    step0_again = fit_recipe(recipe, runs, "--trainer.max_steps=3", *AT_LR_0, version="step0-3") / "encoder"
+    trained = fit_recipe(recipe, runs, version="trained") / "encoder"
     (enc0, head0), (enc0b, head0b), (enc1, head1) = _weights(step0), _weights(step0_again), _weights(trained)
     # learning rate 0 changes nothing: the step-0 model is the initial model, whatever the steps
     assert _same(enc0, enc0b) and _same(head0, head0b)
@@ -145,15 +120,8 @@ def test_freeze_encoder_trains_the_head_only(recipe, tmp_path, tiny_bert_dir):
 @pytest.mark.integration
 def test_evaluate_measures_before_and_after_on_the_held_out_pairs(recipe, tmp_path, capsys):
     runs = tmp_path / "runs"
-    step0 = _fit(
-        recipe,
-        runs,
-        "step0",
-        "--trainer.max_steps=1",
-        "--model.optimizer.init_args.lr=0",
-        "--trainer.enable_checkpointing=false",
-    )
-    trained = _fit(recipe, runs, "trained")
+    step0 = fit_recipe(recipe, runs, "--trainer.max_steps=1", *AT_LR_0, version="step0") / "encoder"
+    trained = fit_recipe(recipe, runs, version="trained") / "encoder"
     results = {}
     for name, model in (("before", step0), ("after", trained)):
         out = tmp_path / f"{name}.json"

@@ -14,6 +14,7 @@ import yaml
 from torch import nn
 
 import unisent
+from tests.conftest import st_encode
 from unisent.cli import main
 from unisent.encoders import Encoder, EncoderConfig, SentenceTransformersModuleError, resolve_encoder_config
 
@@ -30,12 +31,6 @@ SENTENCES = [
     "A Woman Is Slicing An ONION.",
 ]
 MODES = ["cls", "mean", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"]
-
-
-def _st_encode(directory: Path, sentences: list[str], **kw) -> torch.Tensor:
-    from sentence_transformers import SentenceTransformer
-
-    return torch.as_tensor(SentenceTransformer(str(directory), device="cpu").encode(sentences, batch_size=2, **kw))
 
 
 def _module_types(directory: Path) -> list[str]:
@@ -101,7 +96,7 @@ def test_load_equals_sentence_transformer_for_every_pooling_mode(mode, variant, 
     model = unisent.load(str(directory))
     assert model.config.pooler == "sentence-transformers" and model.config.max_length == 20
     assert model.config.normalize == ("normalize" in variant)
-    got, expected = model.encode(SENTENCES), _st_encode(directory, SENTENCES)
+    got, expected = model.encode(SENTENCES), st_encode(directory, SENTENCES)
     assert got.shape == expected.shape == (len(SENTENCES), 16 if "dense" in variant else 32)
     diff = float((got - expected).abs().max())
     print(f"{mode} {variant}: max abs difference {diff:.2e}")
@@ -117,7 +112,7 @@ def test_packaged_minilm_directory_equals_sentence_transformer():
     sentences = SENTENCES + [(SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8")[:3000]]  # > 256 tokens
     with pytest.warns(UserWarning, match="longer than 256 tokens"):
         got = model.encode(sentences)
-    diff = float((got - _st_encode(directory, sentences)).abs().max())
+    diff = float((got - st_encode(directory, sentences)).abs().max())
     print(f"all-MiniLM-L6-v2 directory: max abs difference {diff:.2e}")
     assert diff <= 1e-6
 
@@ -140,7 +135,7 @@ def test_prompts_lowercase_several_modes_and_layer_weights(tiny_bert_dir, tmp_pa
     assert model.config.similarity == "dot" and model.similarity_fn_name == "dot"
     assert model.pooler.needs_hidden_states and model.hidden_size == 64
     for kw in ({}, {"prompt_name": "doc"}, {"prompt": "Represent this: "}):
-        diff = float((model.encode(SENTENCES, **kw) - _st_encode(directory, SENTENCES, **kw)).abs().max())
+        diff = float((model.encode(SENTENCES, **kw) - st_encode(directory, SENTENCES, **kw)).abs().max())
         assert diff <= 1e-6, (kw, diff)
     # the prompt is left out of the pooling: a different prompt changes only the attention context
     assert not torch.equal(model.encode(SENTENCES), model.encode(SENTENCES, prompt=""))

@@ -46,10 +46,25 @@ def _key(sentence: str) -> str:
 
 
 def read_pairs(path: str | Path, *, parentheses: bool = True, drop_wiki: bool = True) -> tuple[list[dict], list[str]]:
-    """``unisent.evaluation.panel.read_amr_pairs``: ``[{id, text, graph}]`` and the problems."""
-    from unisent.evaluation.panel import read_amr_pairs
+    """``[{id, text, graph}]`` and the problems: a PENMAN file by ``unisent.evaluation.panel.read_amr_pairs``,
+    or the jsonl of ``unisent data amr-linearize`` (``text`` + ``graph`` kept as written), read here."""
+    path = Path(path)
+    if path.suffix != ".jsonl":
+        from unisent.evaluation.panel import read_amr_pairs
 
-    return read_amr_pairs(path, parentheses=parentheses, drop_wiki=drop_wiki)
+        return read_amr_pairs(path, parentheses=parentheses, drop_wiki=drop_wiki)
+    pairs: list[dict] = []
+    problems: list[str] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if record.get("text") is None or record.get("graph") is None:
+                problems.append(f"{path}:{number}: no text or graph")
+                continue
+            pairs.append({"id": record.get("id", f"#{number}"), "text": record["text"], "graph": record["graph"]})
+    return pairs, problems
 
 
 def top1(similarity, queries: list[str], candidates: list[str]) -> tuple[int, list[int]]:

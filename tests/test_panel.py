@@ -483,3 +483,14 @@ def test_the_entity_script_still_reads_its_records_at_the_runs_token_limit(tiny_
     result = script.entity_retrieval(tmp_path / "run.ckpt", records)
     assert result["max_length"] == module.encoder.config.max_length and result["objective"] == "ease"
     assert script.main(["--ckpt", str(tmp_path / "run.ckpt"), "--records", str(tmp_path / "missing.jsonl")]) == 1
+
+
+def test_the_amr_script_reads_the_jsonl_of_amr_linearize(tmp_path):
+    """benchmarks/amr_retrieval.py's own reader of ``unisent data amr-linearize`` output (moved out of the panel,
+    which reads PENMAN only): text and graph as written, a record without either named by its line."""
+    path = tmp_path / "pairs.jsonl"
+    rows = [{"id": "a", "text": "A dog runs.", "graph": "( run-01 :ARG0 ( dog ) )"}, {"text": "no graph"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
+    pairs, problems = _script("amr_retrieval").read_pairs(path)
+    assert pairs == [{"id": "a", "text": "A dog runs.", "graph": "( run-01 :ARG0 ( dog ) )"}]
+    assert problems == [f"{path}:2: no text or graph"]

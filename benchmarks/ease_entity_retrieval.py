@@ -6,7 +6,7 @@ entity table is ranked by the similarity EASE's entity term trains (``cos(s, W e
 cosine, the temperature does not change the order). Reports top-1 / top-10 accuracy over ALL entities,
 the chance level (k / entities), the best a sentence-blind fixed ranking can do on the same records,
 the median rank and the mean reciprocal rank, as JSON (``EASE.retrieve_entities``, through
-:func:`unisent.evaluation.panel.entity_retrieval`, the ``entity-*`` columns of the unified panel).
+:func:`unisent.evaluation.panel.score_entities`, as the ``entity-*`` columns of the unified panel).
 
 The entity table is training-only state: it lives in the Lightning checkpoint (``.ckpt``), not in the
 exported encoder, so this needs the checkpoint. A checkpoint with several objectives works: the EASE
@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,11 +77,27 @@ def make_heldout(records: str | Path, train: str | Path = TRAIN, per_entity: int
 def entity_retrieval(
     ckpt: str | Path, records: str | Path = HELDOUT, ks=(1, 10), objective: str | None = None, batch_size: int = 64
 ) -> dict:
-    """Load ``ckpt``, find its EASE objective and score the records of ``records`` (see the module doc) at
-    the run's own token limit: ``unisent.evaluation.panel.entity_retrieval``."""
-    from unisent.evaluation.panel import entity_retrieval as retrieve
+    """Load ``ckpt``, find its EASE objective (by type; ``objective`` names one of several) and score the records
+    of ``records`` (see the module doc) at the run's own token limit with
+    ``unisent.evaluation.panel.score_entities``, as the panel's ``entity-*`` columns do; adds ``seconds``.
 
-    return retrieve(ckpt, records, ks=ks, objective=objective, batch_size=batch_size)
+    Raises:
+        FileNotFoundError: no checkpoint or records file.
+        ValueError: no EASE objective in the checkpoint (or several and no ``objective``), a malformed record, or
+            a record whose entity is not in the table.
+    """
+    from unisent.evaluation.panel import score_entities
+    from unisent.lightning_module import UnisentModule
+    from unisent.objectives.ease import find_ease
+
+    started = time.perf_counter()
+    if not Path(records).is_file():
+        raise FileNotFoundError(f"entity records file {str(records)!r} does not exist")
+    module = UnisentModule.from_checkpoint(ckpt)
+    module.eval()
+    ease = find_ease(module.objectives, objective)
+    result = score_entities(module, ease, ckpt, records, ks, batch_size, None)
+    return result | {"seconds": round(time.perf_counter() - started, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

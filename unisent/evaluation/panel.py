@@ -18,7 +18,7 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
   the trial split's), which no recipe trains on: the held-out set of :class:`unisent.evaluation.BestOnDev`;
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
   linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
-- ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`entity_retrieval`) over the whole entity
+- ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`score_entities`) over the whole entity
   table of a Lightning checkpoint, on the held-out FewRel sentences bundled in the repository's
   ``samples/``.
 
@@ -42,10 +42,10 @@ __all__ = [
     "PANEL_COLUMNS",
     "PANEL_MAX_LENGTH",
     "amr_retrieval",
-    "entity_retrieval",
     "evaluate_panel",
     "load_panel_model",
     "read_amr_pairs",
+    "score_entities",
     "top1_correct",
 ]
 
@@ -183,45 +183,7 @@ def amr_retrieval(model: Any, pairs: Sequence[dict[str, str]], batch_size: int =
 
 
 # --------------------------------------------------------------------------------------- entity retrieval
-def entity_retrieval(
-    ckpt: str | Path,
-    records: str | Path = DEFAULT_ENTITY_RECORDS,
-    ks: Sequence[int] = (1, 10),
-    objective: str | None = None,
-    batch_size: int = 64,
-    max_length: int | None = None,
-) -> dict[str, Any]:
-    """Entity retrieval of a trained EASE model: load the Lightning checkpoint ``ckpt``, find its EASE
-    objective (by type; ``objective`` names one of several) and rank every entity of its table for each
-    sentence of ``records`` (``{"text", "entity"}`` per line) with ``EASE.retrieve_entities``. The entity
-    table is training-only state: it is in the ``.ckpt``, not in an exported encoder.
-
-    ``max_length``: the encoder's token limit for the sentences (``None``: the one the run trained with).
-
-    Returns ``checkpoint``, ``global_step``, ``records_file``, ``objective``, ``entity_temperature``,
-    ``max_length``, what ``retrieve_entities`` reports (``records``, ``entities``, ``top{k}`` and
-    ``chance_top{k}`` as fractions, ``best_fixed_ranking_top{k}``, ``median_rank``,
-    ``mean_reciprocal_rank``) and ``seconds``.
-
-    Raises:
-        FileNotFoundError: no checkpoint or records file.
-        ValueError: no EASE objective in the checkpoint (or several and no ``objective``), a malformed
-            record, or a record whose entity is not in the table.
-    """
-    from ..lightning_module import UnisentModule
-    from ..objectives.ease import find_ease
-
-    started = time.perf_counter()
-    if not Path(records).is_file():
-        raise FileNotFoundError(f"entity records file {str(records)!r} does not exist")
-    module = UnisentModule.from_checkpoint(ckpt)
-    module.eval()
-    ease = find_ease(module.objectives, objective)
-    result = _score_entities(module, ease, ckpt, records, ks, batch_size, max_length)
-    return result | {"seconds": round(time.perf_counter() - started, 1)}
-
-
-def _score_entities(
+def score_entities(
     module: Any,
     ease: Any,
     ckpt: str | Path,
@@ -230,6 +192,18 @@ def _score_entities(
     batch_size: int,
     max_length: int | None,
 ) -> dict[str, Any]:
+    """Entity retrieval of a trained EASE model: ``module`` (loaded from the Lightning checkpoint ``ckpt``, in eval
+    mode) ranks every entity of ``ease``'s table for each sentence of ``records`` (``{"text", "entity"}`` per line)
+    with ``EASE.retrieve_entities``. The entity table is training-only state: it is in the ``.ckpt``, not in an
+    exported encoder. ``max_length``: the encoder's token limit for the sentences (``None``: the run's own).
+
+    Returns ``checkpoint``, ``global_step``, ``records_file``, ``objective``, ``entity_temperature``,
+    ``max_length`` and what ``retrieve_entities`` reports (``records``, ``entities``, ``top{k}`` and
+    ``chance_top{k}`` as fractions, ``best_fixed_ranking_top{k}``, ``median_rank``, ``mean_reciprocal_rank``).
+
+    Raises:
+        ValueError: a malformed record, or a record whose entity is not in the table.
+    """
     from ..data.entities import read_entity_records
     from ..io import load_checkpoint
 
@@ -375,7 +349,7 @@ def evaluate_panel(
           direction columns also the by-length keys ``direction_sim_<relation>`` and
           ``share_<relation>`` and ``n_pairs`` at the top level;
         - AMR columns: what :func:`amr_retrieval` returns, ``input`` and ``problems``;
-        - entity columns: what :func:`entity_retrieval` returns.
+        - entity columns: what :func:`score_entities` returns, and ``seconds``.
 
     Raises:
         ValueError: an unknown column (the message lists :data:`PANEL_COLUMNS`, with a close match).
@@ -475,7 +449,7 @@ def _entity_columns(
         present = ", ".join(f"{o.name} ({type(o).__name__})" for o in module.objectives) or "none"
         reason = f"checkpoint {ckpt} has no EASE objective, so no entity table; its objectives: {present}"
         return {c: {"score": None, "reason": reason} for c in columns}
-    ease = find_ease(module.objectives)  # several EASE objectives: a ValueError (evaluate one with entity_retrieval)
-    found = _score_entities(module, ease, ckpt, records, (1, 10), batch_size, max_length)
+    ease = find_ease(module.objectives)  # several EASE objectives: a ValueError (score one with score_entities)
+    found = score_entities(module, ease, ckpt, records, (1, 10), batch_size, max_length)
     found["seconds"] = round(time.perf_counter() - started, 1)
     return {c: {"score": 100.0 * found[_ENTITY[c]], **found} for c in columns}

@@ -10,7 +10,7 @@ Columns (each skipped with ``--skip NAME``):
 - ``amr``: text -> graph and graph -> text top-1 on the Little Prince v1.6 **test** split
   (``unisent.evaluation.panel.amr_retrieval``, as ``benchmarks/amr_retrieval.py``; the model's own vocabulary);
 - ``entity``: entity retrieval top-1/top-10 on the held-out FewRel sentences over the whole entity
-  table (``unisent.evaluation.panel.entity_retrieval``, as ``benchmarks/ease_entity_retrieval.py``, at
+  table (``unisent.evaluation.panel.score_entities``, as ``benchmarks/ease_entity_retrieval.py``, at
   the panel's token limit; needs ``--ckpt`` of a run with an EASE objective);
 - ``tatoeba``: Tatoeba deu<->eng accuracy (mean of both directions).
 

@@ -23,6 +23,29 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+#: the test modules that take longest in a 2-core run of both tiers (``--durations``), longest first. pytest-xdist's
+#: ``--dist loadfile`` hands whole files to the workers in collection order, so these start first and the run does
+#: not end with one worker alone on a long file (the rest keep their order)
+LONGEST_FIRST = (
+    "test_hostile_models",
+    "test_cluster",
+    "test_balancers",
+    "test_cli",
+    "test_legacy_artifacts",
+    "test_distributed",
+    "test_resume",
+    "test_object_storage",
+    "test_ablate",
+    "test_plugins",
+    "test_recipes",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
+
+
 def sample_sentences() -> list[str]:
     return (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
 

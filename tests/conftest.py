@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -418,6 +419,91 @@ def fit_recipe(recipe: Path, runs: Path, *args: str, version: str | None = None)
     if version is not None:
         return logs / version
     return max((p for p in logs.iterdir() if re.fullmatch(r"version_\d+", p.name)), key=lambda p: int(p.name[8:]))
+
+
+def run_cli(
+    args, *, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """``python -m unisent.cli ARGS`` as a forked child of this test process, which has imported torch, Lightning
+    and transformers already (a fresh interpreter spends 8-10 s of a 2-core CPU on that before the command starts):
+    ``subprocess.run(..., capture_output=True, text=True)``'s result, with ``-N`` when signal N ended it (a fault
+    point's SIGKILL). ``env`` is the whole environment, as for ``subprocess`` (its ``PYTHONPATH`` goes on
+    ``sys.path``); ``cwd`` is first on ``sys.path``, as ``python -m`` puts it. The child gets default signal
+    handlers and loads the installed plugins again. For tests whose subject is not a fresh interpreter: those
+    (the first import, what a new process loads, a DDP launch, which starts ``sys.argv`` again) use ``subprocess``.
+    ``args`` may start with ``sys.executable, "-m", "unisent.cli"``, which are dropped."""
+    import signal
+    import tempfile
+    import time
+
+    args = [str(a) for a in args]
+    if args[:3] == [sys.executable, "-m", "unisent.cli"]:
+        args = args[3:]
+    folder = Path(tempfile.mkdtemp(prefix="run-cli-"))
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:
+        _cli_child(folder, args, env, cwd)  # never returns
+    start = time.monotonic()
+    while not (ended := os.waitpid(pid, os.WNOHANG))[0]:
+        if time.monotonic() - start > timeout:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired(["unisent", *args], timeout)
+        time.sleep(0.05)
+    status = ended[1]
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    out, err = ((folder / name).read_text(encoding="utf-8", errors="replace") for name in ("stdout", "stderr"))
+    shutil.rmtree(folder, ignore_errors=True)
+    return subprocess.CompletedProcess(["unisent", *args], code, out, err)
+
+
+def _cli_child(folder: Path, args: list[str], env: dict[str, str] | None, cwd: str | Path | None) -> None:
+    """:func:`run_cli`'s child: its output into ``folder``, then ``unisent.cli.main(args)``; ends the process."""
+    import logging
+    import signal
+
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        old = {id(sys.stdout): "stdout", id(sys.stderr): "stderr"}
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+            for handler in getattr(logger, "handlers", []):  # handlers made on pytest's captured streams
+                if isinstance(handler, logging.StreamHandler) and id(handler.stream) in old:
+                    handler.setStream(getattr(sys, old[id(handler.stream)]))
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(number, signal.SIG_DFL)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.path[:0] = [os.getcwd(), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        import unisent.plugins
+        from unisent.cli import main
+
+        unisent.plugins._LOADED_ENTRY_POINTS = False
+        try:
+            main(args)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+            if not isinstance(done.code, (int, type(None))):
+                print(done.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - as an uncaught exception ends a process: its traceback, status 1
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +14,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from tests.conftest import run_cli
 from unisent.encoders import EncoderConfig
 from unisent.encoders.encoder import Encoder
 from unisent.objectives import CMLM, EASE, BitextRetrieval, GaussCSE, Matryoshka, SimCSE
@@ -137,14 +136,7 @@ def test_documented_yaml_trains(tmp_path, tiny_bert_dir):
         },
     }
     (tmp_path / "matryoshka.yaml").write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "unisent.cli", "fit", "-c", "matryoshka.yaml"],
-        cwd=tmp_path,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_cli(["fit", "-c", "matryoshka.yaml"], cwd=tmp_path, env=dict(os.environ), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = pd.read_csv(next((tmp_path / "runs").rglob("metrics.csv")))
     at32, at16 = metrics["train/simcse/contrastive@32"].dropna(), metrics["train/simcse/contrastive@16"].dropna()
@@ -162,23 +154,8 @@ def test_documented_yaml_trains(tmp_path, tiny_bert_dir):
 
     # the model card cites the wrapper's paper and the wrapped objective's
     out = tmp_path / "exported"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "unisent.cli",
-            "export",
-            str(next(tmp_path.rglob("last.ckpt"))),
-            "--format",
-            "sentence-transformers",
-            "--out",
-            str(out),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    last = next(tmp_path.rglob("last.ckpt"))
+    done = run_cli(["export", last, "--format", "sentence-transformers", "--out", out], cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     card = (out / "README.md").read_text(encoding="utf-8")
     cited = card.split("## Citation", 1)[1]

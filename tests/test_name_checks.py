@@ -5,13 +5,13 @@ check it, and a checkpoint whose stored settings name an unknown task still load
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
+from tests.conftest import run_cli
 from unisent.data import DataSource, UnisentDataModule
 from unisent.data.record_errors import DataConfigError
 from unisent.evaluation.name_checks import check_evaluation_names
@@ -39,7 +39,7 @@ def test_a_misspelled_val_task_stops_fit_before_the_first_step(tiny_quickstart, 
     command, env = tiny_quickstart(
         "--model.evaluation.val_tasks=[stsb-dve]", UNISENT_FAULT="cache_write@1=SIGKILL,train_step@1=SIGKILL"
     )
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = run_cli(command, env=env, cwd=tmp_path)
     assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
     err = done.stderr.strip()
     assert len(err.splitlines()) == 1, err

@@ -2,13 +2,13 @@
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,14 +34,7 @@ def test_documented_objective_trains_from_yaml(tmp_path, tiny_bert_dir):
     )
     (tmp_path / "align-uniform.yaml").write_text(yaml.safe_dump(config))
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-m", "unisent.cli", "fit", "-c", "align-uniform.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_cli(["fit", "-c", "align-uniform.yaml"], cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = pd.read_csv(next((tmp_path / "runs").rglob("metrics.csv")))
     align, uniform = (

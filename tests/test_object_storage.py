@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import torch
 import yaml
 
 import unisent
+from tests.conftest import run_cli
 from unisent.data.sources import DataSource, load_source, open_dataset, resolve_source
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.io.remote import RemoteError, is_remote, localize
@@ -76,11 +76,8 @@ def test_an_unreachable_endpoint_is_one_line(s3_bucket, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     S3FileSystem.clear_instance_cache()
     (tmp_path / "x.txt").write_text("a sentence\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-m", "unisent.cli", "encode", "--model", f"{s3_bucket}/m/encoder"]
-        + ["--input", str(tmp_path / "x.txt"), "--output", str(tmp_path / "o.npy")],
-        capture_output=True,
-        text=True,
+    result = run_cli(
+        ["encode", "--model", f"{s3_bucket}/m/encoder", "--input", tmp_path / "x.txt", "--output", tmp_path / "o.npy"],
         env={**os.environ, "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"},
         timeout=120,
     )
@@ -242,14 +239,7 @@ def local_run(tiny_bert_dir, tmp_path_factory):
     config = _config(
         directory, tiny_bert_dir, str(directory / "data" / "part-*.jsonl"), str(SAMPLE_DIR / "nli_triples.jsonl")
     )
-    done = subprocess.run(
-        _command(config, str(directory / "runs")),
-        env=_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_cli(_command(config, str(directory / "runs")), env=_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return parts, _checkpoint(directory / "runs" / "run" / "version_0" / "checkpoints" / "last.ckpt")
 
@@ -264,20 +254,11 @@ def _s3_run(s3_bucket: str, tiny_bert_dir: Path, tmp_path: Path, parts: list[Pat
 
 
 def _killed_then_resumed(config: Path, save_dir: str, run: str, fault: str) -> str:
-    victim = subprocess.run(
-        _command(config, save_dir), env=_env(UNISENT_FAULT=fault), cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    victim = run_cli(_command(config, save_dir), env=_env(UNISENT_FAULT=fault), cwd=ROOT)
     assert victim.returncode == -signal.SIGKILL, victim.stderr[-3000:]
     assert not _fs().exists(f"{run}/encoder")  # the run did not finish
     killed_at = _checkpoint(f"{run}/checkpoints/last.ckpt")["global_step"]
-    resumed = subprocess.run(
-        _command(config, save_dir, "--ckpt_path", "last"),
-        env=_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    resumed = run_cli(_command(config, save_dir, "--ckpt_path", "last"), env=_env(), cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"unisent fit: resuming {run} from checkpoints/last.ckpt (step {killed_at}," in resumed.stderr
     assert _fs().exists(f"{run}/encoder/model.safetensors") and _fs().exists(f"{run}/metrics-0.csv")

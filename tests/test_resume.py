@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from tests.conftest import run_cli
 from unisent.data import DataSource, ResumableSampler, UnisentDataModule
 from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
@@ -518,30 +519,35 @@ def _kill_and_resume(tiny_bert_dir, tmp_path, *extra: str, streaming: bool = Fal
     config = _config(tmp_path, tiny_bert_dir, streaming)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("UNISENT_FAULT", None)
-    kw = {"env": env, "cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    reference = subprocess.Popen(_command(config, tmp_path / "ref", *extra), **kw)
+
+    def run(command: list[str], **more: str) -> tuple[int, str]:
+        """The exit status and the output of ``command``: one process is a fork of this one (run_cli); DDP (``extra``)
+        starts its processes from ``sys.argv``, so it runs as a new process group, killed whole at the end."""
+        if not extra:
+            done = run_cli(command, env={**env, **more}, cwd=ROOT)
+            return done.returncode, done.stdout + done.stderr
+        kw = {"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+        process = subprocess.Popen(command, start_new_session=True, env={**env, **more}, **kw)
+        out = process.communicate(timeout=600)[0]
+        with contextlib.suppress(ProcessLookupError):  # a DDP process left waiting for the killed one
+            os.killpg(process.pid, signal.SIGKILL)
+        return process.returncode, out
+
+    code, out = run(_command(config, tmp_path / "ref", *extra))
+    assert code == 0, out[-3000:]
     # the victim SIGKILLs itself in the middle of its 6th training step (global step 5, UNISENT_FAULT; under
     # DDP every process at that step): the last resume point is step 4 (every 2 steps), mid-epoch. No race with
     # a poll: the kill happens at that step however loaded the machine is.
-    victim = subprocess.Popen(
-        _command(config, tmp_path / "run", *extra),
-        start_new_session=True,
-        **{**kw, "env": {**env, "UNISENT_FAULT": "train_step@6=SIGKILL"}},
-    )
+    code, out = run(_command(config, tmp_path / "run", *extra), UNISENT_FAULT="train_step@6=SIGKILL")
+    assert code == -signal.SIGKILL, out[-3000:]
     last = tmp_path / "run" / "run" / "version_0" / "checkpoints" / "last.ckpt"
-    out = victim.communicate(timeout=600)[0]
-    with contextlib.suppress(ProcessLookupError):  # a DDP process left waiting for the killed one
-        os.killpg(victim.pid, signal.SIGKILL)
-    assert victim.returncode == -signal.SIGKILL, out[-3000:]
     killed_at = _step_of(last)
     assert killed_at == 4, f"resuming from step {killed_at}"  # mid-run, mid-epoch (10 steps an epoch)
     assert not (last.parent.parent / "encoder").exists()  # the run did not finish
 
-    resumed = subprocess.run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra), **kw)
-    assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert f"unisent fit: resuming {last.parent.parent} from checkpoints/last.ckpt (step {killed_at}," in resumed.stdout
-    out = reference.communicate()[0]
-    assert reference.returncode == 0, out[-3000:]
+    code, out = run(_command(config, tmp_path / "run", "--ckpt_path", "last", *extra))
+    assert code == 0, out[-3000:]
+    assert f"unisent fit: resuming {last.parent.parent} from checkpoints/last.ckpt (step {killed_at}," in out
 
     ref_dir = tmp_path / "ref" / "run" / "version_0"
     a = torch.load(ref_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)

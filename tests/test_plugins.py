@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.conftest import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -83,13 +85,13 @@ def installed(tmp_path_factory) -> Path:
 
 
 def unisent(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """``unisent ARGS`` as a new command: a fork of this process (run_cli), which loads the installed plugins
+    (``pythonpath``'s entry points) and ``--import`` modules again, as a command's start does."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "UNISENT_IMPORT")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", UNISENT_CACHE=str(cwd / "cache"))
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run(
-        [sys.executable, "-m", "unisent.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    return run_cli(args, cwd=cwd, env=env)
 
 
 def recipe(folder: Path, plug: str, model_dir: Path) -> Path:
@@ -174,7 +176,7 @@ def test_an_installed_plugin_works_in_fit_evaluate_and_export(installed, tiny_be
     fit_evaluate_export("myplug", tmp_path, tiny_bert_dir, (), pythonpath=installed)
 
 
-@pytest.mark.slow  # 40 s: the installed plugin keeps fit, evaluate and export of a plugin in the default run
+@pytest.mark.integration  # 8 s as forks (run_cli); 40 s as processes, when it was a slow test
 def test_a_module_named_by_import_works_in_fit_evaluate_and_export(tiny_bert_dir, tmp_path):
     write_plugin(tmp_path, "localplug")  # in the current directory, not installed, not on PYTHONPATH
     fit_evaluate_export("localplug", tmp_path, tiny_bert_dir, ("--import", "localplug"), pythonpath=None)

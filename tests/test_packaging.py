@@ -75,3 +75,31 @@ def test_a_missing_solver_is_one_line_before_training(monkeypatch, capsys):
         "unisent fit: error: balancer aggregator 'UPGrad' needs no_such_solver, which is not installed: "
         "pip install no_such_solver (full traceback: UNISENT_TRACEBACK=1 unisent fit ...)"
     ]
+
+
+@pytest.mark.integration
+def test_the_wheel_holds_py_typed_and_the_resources_and_nothing_beside_the_package(tmp_path):
+    """The wheel built from the sources (a copy, so that no build folder is left in the repository; offline,
+    without build isolation): ``unisent/py.typed`` (PEP 561: type checkers read the package's annotations), the
+    files read at run time, and no study, benchmark or test code."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "unisent", source / "unisent", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(tmp_path / "dist")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("unisent-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "unisent/py.typed" in names
+    assert any(n.startswith("unisent/resources/sts/stsbenchmark/") for n in names)  # STS-B dev/test, read at run time
+    assert not [n for n in names if n.split("/")[0] in ("studies", "benchmarks", "tests", "samples", "docs")]

@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from studies import ablation_pages, merge_parts
 from studies.ablation_pages import combine, pages, publish
-from unisent.commands.ablate import ablate
 from unisent.commands.ablate.summarise import summarize, summary_table
 
 pytestmark = pytest.mark.integration
@@ -28,63 +25,6 @@ RESULTS = ROOT / "docs" / "results"
 UNIFIED = RESULTS / "unified"
 #: every page of the unified studies, relative to docs/results
 PAGES = ["unified.md", *(f"unified/{p.name}" for p in sorted(UNIFIED.glob("*.md")))]
-
-
-def _two_objectives(tiny_unified) -> Path:
-    path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    model = config["model"]
-    model["evaluation"]["panel"] = ["stsb-test", "entity-top10"]
-    model["evaluation"]["panel_own"] = {"ease": "entity-top10", "amr": "stsb-test"}
-    model["evaluation"]["panel_targets"] = {"stsb-test": -100.0, "entity-top10": 1000.0}  # one met, one missed
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def _entity_records(recipe: Path, tmp_path: Path) -> Path:
-    """The 48 records the tiny entity table is built from."""
-    train = Path(yaml.safe_load(recipe.read_text())["data"]["train"]["ease"]["path"])
-    records = tmp_path / "entity-records.jsonl"
-    records.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:48]), encoding="utf-8")
-    return records
-
-
-@pytest.mark.slow  # 30 s: the real study pages' test keeps the tool in the default run
-def test_the_page_is_written_again_from_ablation_json_alone(tiny_unified, tmp_path):
-    """The study page's safety net: the tiny two-objective study, run in this process (each fit through
-    ``unisent.commands.fitting.fit``; pytest's own ``sys.argv`` stays as it is), goes onto a page between its
-    markers (the rest of the page kept, the plots and its runs' conflicts plot beside it); with every run, result
-    file and table deleted, its kept ``ablation.json`` writes ``ablation.md`` and the page's block again byte for
-    byte (the conflicts plot, whose run is gone, stays beside the page and named on it)."""
-    recipe = _two_objectives(tiny_unified)
-    options = {"seeds": [1, 2], "conflict_every": 1, "entity_records": str(_entity_records(recipe, tmp_path))}
-    out, page = tmp_path / "ablate", tmp_path / "docs" / "page.md"
-    page.parent.mkdir()
-    page.write_text("# Results\n\nbefore\n\n<!-- unisent ablate -->\nold table\n<!-- /unisent ablate -->\n\nafter\n")
-    argv = list(sys.argv)
-    ablate(str(recipe), out=str(out), **options)
-    assert sys.argv == argv
-    pages([out / "ablation.json"], tmp_path / "page-out", page)  # the runs: the summary's own folder
-    written, tables = page.read_bytes(), (tmp_path / "page-out" / "ablation.md").read_bytes()
-    assert tables == (out / "ablation.md").read_bytes()  # no trade-off (no sick-r): unisent ablate's own table
-    # the page: the table between its markers, the rest kept, the plots beside it
-    text = page.read_text()
-    assert text.startswith("# Results\n\nbefore\n\n<!-- unisent ablate -->") and text.endswith("after\n")
-    assert "old table" not in text and "| unified (static) | 2 |" in text and "Written by `unisent ablate" in text
-    assert (page.parent / "page-ablation.png").exists() and (page.parent / "page-conflicts.png").exists()
-    assert b"| unified (static) | 2 |" in written and b"Targets (`model.evaluation.panel_targets`)" in written
-    assert b"![gradient conflicts of unified (static), seed 1](page-conflicts.png)" in written
-    kept = tmp_path / "kept" / "ablation.json"
-    kept.parent.mkdir()
-    shutil.copyfile(out / "ablation.json", kept)
-    shutil.rmtree(out)  # the runs, their result files and the table: only the summary is left
-    page.write_text(page.read_text(encoding="utf-8").replace("| unified (static) | 2 |", "| stale |"), encoding="utf-8")
-
-    fresh = tmp_path / "fresh"
-    pages([kept], fresh, page)
-    assert page.read_bytes() == written
-    assert (fresh / "ablation.md").read_bytes() == tables
-    assert sorted(p.name for p in fresh.iterdir()) == ["ablation.md", "ablation.png"]  # nothing was run
 
 
 def _fp32_block(stem: str, row: str, seeds: str) -> tuple[str, str, str, tuple[str, ...], tuple[bytes, ...]]:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from studies import direction_dev, direction_routes, matryoshka_table, merge_parts, unified_panel
+from tests.test_panel import PENMAN, TATOEBA
 from unisent.evaluation.panel import AMR_TEST, evaluate_panel
 
 pytestmark = pytest.mark.integration
@@ -324,39 +325,7 @@ def test_merge_parts_tradeoff_adds_the_routes_rows_to_a_study_and_refuses_other_
 
 
 # ------------------------------------------------------------------ the unified panel's script on the tiny model
-PENMAN = """# ::id t.1
-# ::snt The boy wants to go .
-(w / want-01
-   :ARG0 (b / boy)
-   :ARG1 (g / go-02
-            :ARG0 b))
-
-# ::id t.2
-# ::snt The cat sleeps on the mat .
-(s / sleep-01
-   :ARG0 (c / cat)
-   :location (m / mat))
-
-# ::id t.3
-# ::snt A little prince came from a planet .
-(c / come-01
-   :ARG1 (p / prince
-            :mod (l / little))
-   :ARG3 (p2 / planet))
-
-# ::id t.4
-# ::snt I drew a sheep .
-(d / draw-01
-   :ARG0 (i / i)
-   :ARG1 (s / sheep))
-"""
-
-TATOEBA = [
-    ("Der Junge will gehen.", "The boy wants to go."),
-    ("Die Katze schläft.", "The cat sleeps."),
-    ("Ich habe ein Schaf gezeichnet.", "I drew a sheep."),
-    ("Er kam von einem Planeten.", "He came from a planet."),
-]
+# the panel's fixture data (tests/test_panel.py): the same four PENMAN graphs and Tatoeba pairs
 
 
 def _panel_data(root: Path) -> Path:

@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "sweep_metrics",
             "merging",
             "loggers",
+            "lightning_compat",
         ),
     ),
     ("tools", ("evaluation", "export", "builders", "integrations", "_loader")),

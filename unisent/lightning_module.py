@@ -19,6 +19,7 @@ from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
 from .io.model_files import load_state
 from .io.remote import is_remote, join, staged_folder
+from .lightning_compat import should_accumulate
 from .objectives import Objective, SimCSE
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
@@ -277,7 +278,7 @@ class UnisentModule(L.LightningModule):
         trainer = self._trainer
         if trainer is None or trainer.accumulate_grad_batches == 1:
             return True
-        return not trainer.fit_loop._should_accumulate()
+        return not should_accumulate(trainer)
 
     def on_fit_start(self) -> None:
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv

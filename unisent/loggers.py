@@ -15,6 +15,8 @@ from typing import Any
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 
+from .lightning_compat import logger_prefix, wandb_init_settings
+
 __all__ = ["LIGHTNING_WANDB", "WandbLogger", "use_step_logger"]
 
 #: the class paths a recipe names Lightning's W&B logger by
@@ -29,14 +31,15 @@ class WandbLogger(LightningWandbLogger):
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        if self._wandb_init.get("sync_tensorboard"):
+        if wandb_init_settings(self).get("sync_tensorboard"):
             return super().log_metrics(metrics, step)
         step = self._last_step if step is None else int(step)
         if step is None:
             return super().log_metrics(metrics, step)
         self._last_step = step
-        if self._prefix:
-            metrics = {f"{self._prefix}{self.LOGGER_JOIN_CHAR}{k}": v for k, v in metrics.items()}
+        prefix = logger_prefix(self)
+        if prefix:
+            metrics = {f"{prefix}{self.LOGGER_JOIN_CHAR}{k}": v for k, v in metrics.items()}
         self.experiment.log(dict(metrics, **{"trainer/global_step": step}), step=step)
 
 

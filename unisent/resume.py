@@ -23,6 +23,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .io import atomic_write, remove_stale_temporaries
+from .lightning_compat import cluster_environment, data_fetcher, should_accumulate
 from .testing import fault_point
 
 __all__ = [
@@ -257,7 +258,7 @@ class UnisentCheckpoint(ModelCheckpoint):
     def setup(self, trainer, pl_module, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         strategy = trainer.strategy
-        environment = getattr(trainer._accelerator_connector, "cluster_environment", None)
+        environment = cluster_environment(trainer)
         if isinstance(environment, SLURMEnvironment):
             environment.auto_requeue = False  # SIGUSR1 is ours: finish the step, save last.ckpt, stop, requeue
         if type(strategy.checkpoint_io) is TorchCheckpointIO:
@@ -312,8 +313,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         """After SIGINT/SIGTERM, at a step boundary: save ``last.ckpt``; the next hook stops the run."""
         if self._stop_pending or not self._interrupted(trainer):
             return
-        loop = trainer.fit_loop.epoch_loop
-        if getattr(loop, "_should_accumulate", lambda: False)():
+        if should_accumulate(trainer):
             return  # in the middle of an accumulated step: the boundary is the optimiser step
         if self.save_last and trainer.global_step > 0 and trainer.global_step != self._last_saved_step:
             before = self._last_global_step_saved
@@ -394,7 +394,7 @@ class UnisentCheckpoint(ModelCheckpoint):
     def _restart_iterator(self, trainer) -> None:
         restart = getattr(trainer.datamodule, "restart_position", None)
         if restart is not None and restart():
-            iter(trainer.fit_loop._data_fetcher)  # the checkpoint was read after the iterator was made
+            iter(data_fetcher(trainer))  # the checkpoint was read after the iterator was made
 
     def _restore_rng(self, trainer) -> None:
         # as late as possible: what ran before the first step used the new process's state, as before

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from lightning.pytorch.strategies import FSDPStrategy
 
 from .io import import_object
+from .lightning_compat import default_process_group_backend, process_group_timeout, set_process_group_backend
 
 __all__ = ["EncoderFSDP", "TRANSFORMER_LAYERS", "join_elastic_group"]
 
@@ -74,11 +75,9 @@ def join_elastic_group(strategy: Any) -> bool:
         return False
     from datetime import timedelta
 
-    from lightning.fabric.utilities.distributed import _get_default_process_group_backend_for_device
-
     device = strategy.root_device
-    backend = strategy._process_group_backend or _get_default_process_group_backend_for_device(device)
-    timeout = strategy._timeout or timedelta(minutes=30)
+    backend = default_process_group_backend(strategy, device)
+    timeout = process_group_timeout(strategy) or timedelta(minutes=30)
     agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
     dist.init_process_group(
         backend,
@@ -88,5 +87,5 @@ def join_elastic_group(strategy: Any) -> bool:
         timeout=timeout,
         **({"device_id": device} if device.type == "cuda" else {}),
     )
-    strategy._process_group_backend = backend
+    set_process_group_backend(strategy, backend)
     return True

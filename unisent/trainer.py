@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Literal
 
-from lightning.fabric.connector import _PRECISION_INPUT
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from .hardware import resolve_precision
+from .lightning_compat import PrecisionInput
 
 __all__ = ["UnisentTrainer", "trainer_device"]
 
@@ -37,7 +37,7 @@ class UnisentTrainer(Trainer):
     :attr:`log_dir` is the run's own folder for every logger, the one its ``checkpoints/`` are in."""
 
     def __init__(
-        self, *args: Any, precision: _PRECISION_INPUT | Literal["auto", "fp32"] | None = "auto", **kwargs: Any
+        self, *args: Any, precision: PrecisionInput | Literal["auto", "fp32"] | None = "auto", **kwargs: Any
     ) -> None:
         if precision is None:  # Lightning's "not given": the same rule as a recipe that names none
             precision = "auto"

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: the versions of Lightning unisent's tests run with: (lower bound, upper bound), as pip writes them
-TESTED = (">=2.5", "<2.7")
+TESTED = (">=2.5.5", "<2.7")  # as pyproject.toml declares it
 
 
 class LightningCompatError(RuntimeError):

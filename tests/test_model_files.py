@@ -99,7 +99,7 @@ def test_a_link_out_of_the_directory_is_refused_and_never_exported(tiny_model_di
     (tiny_model_dir / "chat_template.jinja").symlink_to(outside)
     with pytest.raises(ModelFileError) as err:
         unisent.load(tiny_model_dir)
-    text = _one_line(err.value, "chat_template.jinja", "outside the model's directory")
+    text = _one_line(err.value, "chat_template.jinja", "outside the model directory")
     assert SECRET not in text
     from unisent.export import export_model
 

@@ -281,8 +281,9 @@ class MarianTranslator:
         if path not in self._loaded:
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).to(self.device).eval()
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+            model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+            model = model.to(self.device).eval()
             self._loaded[path] = (tokenizer, model)
         return self._loaded[path]
 

@@ -1,15 +1,24 @@
 """Checks of a data file before it is read: a regular file (not a FIFO, a device, a link loop), and no
-line longer than one record can be (:func:`max_line_bytes`)."""
+line longer than one record can be (:func:`max_line_bytes`); a data folder as a model directory is
+(:func:`check_data_folder`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..io.model_files import file_kind
+from ..io import model_files as mf
+from ..io.model_files import ModelFileError, file_kind
 from .record_errors import RecordError
 
-__all__ = ["line_too_long", "max_line_bytes", "not_a_regular_file", "require_file", "require_lines_within"]
+__all__ = [
+    "check_data_folder",
+    "line_too_long",
+    "max_line_bytes",
+    "not_a_regular_file",
+    "require_file",
+    "require_lines_within",
+]
 
 #: the longest line (record) of a text data file, in bytes; a longer line (hundreds of MB are no sentence)
 #: is refused, naming the file, line and limit, before it is read into memory
@@ -106,3 +115,57 @@ def require_lines_within(path: str | os.PathLike, limit: int | None = None) -> N
             run = len(chunk) - chunk.rfind(b"\n") - 1
             if run > limit:  # pragma: no cover - a block is never longer than the limit
                 raise line_too_long(path, lines + 1, limit)
+
+
+def _card_paths(value: object, field: str):
+    """``(field, text)`` of every string under a card's ``data_files`` / ``data_dir`` (split names too: harmless)."""
+    if isinstance(value, str):
+        yield field, value
+    elif isinstance(value, (list, dict)):
+        items = enumerate(value) if isinstance(value, list) else value.items()
+        for key, item in items:
+            yield from _card_paths(item, f"{field}[{key}]" if isinstance(value, list) else f"{field}.{key}")
+
+
+def _card_files(card: Path):
+    """The paths a dataset card (``README.md``'s YAML header) names in its ``configs``."""
+    import yaml
+
+    text = mf.read_model_bytes(card, 16 * 2**20, "a dataset card").decode("utf-8", "replace")
+    if not text.startswith("---"):
+        return
+    header = text.split("\n---", 1)[0].removeprefix("---")
+    try:
+        meta = yaml.safe_load(header)
+    except yaml.YAMLError as err:
+        raise ModelFileError(f"{card}: its YAML header is malformed ({str(err).splitlines()[0]:.200})") from None
+    mf.check_nesting(meta, str(card), max_values=100_000)
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    for i, config in enumerate(configs if isinstance(configs, list) else []):
+        for key in ("data_files", "data_dir"):
+            yield from _card_paths((config or {}).get(key) if isinstance(config, dict) else None, f"configs[{i}].{key}")
+
+
+def check_data_folder(folder: str | os.PathLike) -> Path:
+    """A data folder a user hands over (``load_dataset(DIR)``, ``save_to_disk``) read as data, before ``datasets``
+    opens anything: the walk of :func:`~unisent.io.model_files.check_model_directory` (regular files only, no link
+    out, nothing skipped), no loading script at its root, and every file its card (``README.md``'s
+    ``data_files``) or ``state.json`` (``_data_files``) names inside it; a :class:`ModelFileError` naming the file."""
+    folder = mf.check_model_directory(folder, what="data folder", read=False)
+    scripts = sorted(folder.glob("*.py"))
+    if scripts:
+        raise ModelFileError(
+            f"{scripts[0]}: a dataset loading script; unisent never runs a data folder's code (give the data as "
+            ".jsonl, .csv, .parquet or .txt files)"
+        )
+    state = folder / "state.json"
+    if state.is_file():
+        entries = mf.read_model_json(state, dict).get("_data_files")
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ModelFileError(f'{state}: _data_files must be a list of {{"filename": ...}} objects')
+        for i, entry in enumerate(entries):
+            mf.inside(folder, entry.get("filename"), source=state, field=f"_data_files[{i}].filename")
+    if (folder / "README.md").is_file():
+        for field, name in _card_files(folder / "README.md"):
+            mf.inside(folder, name, source=folder / "README.md", field=field)
+    return folder

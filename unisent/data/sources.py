@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..io.remote import is_remote
-from .file_checks import not_a_regular_file, require_lines_within
+from .file_checks import check_data_folder, not_a_regular_file, require_lines_within
 from .record_errors import MAX_LISTED, RecordError, report_malformed
 from .records import FORMATS
 
@@ -169,6 +169,7 @@ def resolve_source(source: DataSource | str) -> ResolvedSource:
         _check_lines(files, fmt)
         return ResolvedSource(source, "files", tuple(files), fmt)
     if path.is_dir():
+        check_data_folder(path)  # regular files only, no link out, its card's and state's paths inside it
         if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
             return ResolvedSource(source, "saved", (path,))
         if (path / "dataset_dict.json").is_file():

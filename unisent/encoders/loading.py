@@ -65,10 +65,11 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _hub_kwargs(location: str) -> dict:
-    """``local_files_only=True`` for a hub id when the hub cannot be reached (no retries)."""
+    """``trust_remote_code=False`` (a model's own code is never run, nor asked about on stdin), and
+    ``local_files_only=True`` for a hub id when the hub cannot be reached (no retries)."""
     if Path(location).is_dir() or _offline() or _hub_reachable():
-        return {}
-    return {"local_files_only": True}
+        return {"trust_remote_code": False}
+    return {"trust_remote_code": False, "local_files_only": True}
 
 
 def _not_available(model: str, err: Exception) -> ModelNotAvailableError:
@@ -148,7 +149,7 @@ def check_backbone_sizes(location: str, config) -> None:
         return
     weights_file, shapes = found
     check_fits(
-        lambda: AutoModel.from_config(config, attn_implementation="eager"),
+        lambda: AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False),
         shapes,
         config_file=Path(location, "config.json"),
         settings=config.to_dict(),

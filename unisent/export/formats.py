@@ -52,7 +52,7 @@ class SentenceTransformersExporter(Exporter):
             except ImportError:
                 SentenceTransformer = None  # noqa: N806 - the class, when installed
             if SentenceTransformer is not None:
-                st = SentenceTransformer(str(out), device="cpu")
+                st = SentenceTransformer(str(out), device="cpu", trust_remote_code=False)
                 checks.append(
                     (
                         max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected),

@@ -178,6 +178,9 @@ def _load_local(task, directory: Path) -> None:
 def _read_dataset(directory: Path):
     import datasets
 
+    from ..data.file_checks import check_data_folder
+
+    check_data_folder(directory)  # regular files only, no link out, no loading script, the card's paths inside it
     if (directory / "dataset_dict.json").is_file():
         return datasets.load_from_disk(str(directory))
     try:

@@ -92,17 +92,18 @@ def _within(path: str, roots: Iterable[str]) -> bool:
 
 
 def _roots(directory: str | os.PathLike) -> list[str]:
-    """Where a model directory's links may lead: itself, and a Hugging Face cache snapshot's ``blobs``."""
+    """Where a received folder's links may lead: itself, and a Hugging Face cache snapshot's ``blobs``."""
     real = os.path.realpath(directory)
     parent = os.path.dirname(real)
-    if os.path.basename(parent) == "snapshots" and os.path.basename(os.path.dirname(parent)).startswith("models--"):
+    cached = os.path.basename(os.path.dirname(parent)).startswith(("models--", "datasets--"))
+    if os.path.basename(parent) == "snapshots" and cached:
         return [real, os.path.join(os.path.dirname(parent), "blobs")]
     return [real]
 
 
 def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.PathLike, field: str) -> Path:
     """``directory / relative`` for a path read from ``source`` at ``field``; a :class:`ModelFileError`
-    when it is no relative path, climbs out with ``..``, or is (or passes) a link leading out."""
+    when it is no relative path (a URL included), climbs out with ``..``, or is (or passes) a link leading out."""
     where = f"{source}: {field}"
     if not isinstance(relative, (str, os.PathLike)):
         raise ModelFileError(f"{where} must be a path inside the model's directory, got {relative!r:.80}")
@@ -113,6 +114,8 @@ def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.Path
         why = "holds a NUL character"
     elif pure.is_absolute() or text.startswith("~") or (len(text) > 1 and text[1] == ":"):
         why = "is an absolute path"
+    elif pure.parts and ":" in pure.parts[0]:  # s3://..., hf://..., https://...: datasets would download it
+        why = "is a URL"
     elif ".." in pure.parts:
         why = "climbs out of the directory (..)"
     path = Path(directory, *pure.parts)
@@ -120,7 +123,7 @@ def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.Path
         why = "is a symbolic link (or passes one) that leads outside the directory"
     if why:
         raise ModelFileError(
-            f"{where} {text!r:.200} {why}; a path in a model's files must name something inside its directory "
+            f"{where} {text!r:.200} {why}; a path in a received folder's files must name something inside it: "
             f"{str(directory)!r}"
         )
     return path
@@ -390,7 +393,12 @@ def _check_file(path: Path, info: os.stat_result) -> None:
     if key in _CHECKED:
         return
     if path.suffix == ".json":
-        read_model_json(path)
+        value = read_model_json(path)
+        if isinstance(value, dict) and "auto_map" in value:  # transformers would import the folder's Python
+            raise ModelFileError(
+                f"{path}: auto_map names code in the model's folder ({json.dumps(value['auto_map'])[:120]}); "
+                "unisent never runs a model's own code (trust_remote_code): refused"
+            )
     elif path.suffix == ".safetensors":
         safetensors_shapes(path)
     if len(_CHECKED) > 4096:
@@ -398,13 +406,15 @@ def _check_file(path: Path, info: os.stat_result) -> None:
     _CHECKED[key] = None
 
 
-def check_model_directory(directory: str | os.PathLike) -> Path:
-    """Check a model directory before anything reads it; returns it as a :class:`Path`.
+def check_model_directory(directory: str | os.PathLike, *, what: str = "model directory", read: bool = True) -> Path:
+    """Check a folder a user hands over (a model directory; ``what``: a run or data folder) before anything
+    reads it; returns it as a :class:`Path`.
 
-    Every entry (at most :data:`MAX_ENTRIES`, :data:`MAX_LEVELS` folders deep; ``.git`` skipped) must be a
-    regular file, a folder or a link to one inside the directory (or a cache snapshot's ``blobs``); every
-    ``*.json`` is read with :func:`read_model_json`'s limits and every ``*.safetensors`` header checked.
-    Nothing else is opened. Raises :class:`ModelFileError` naming the first entry refused."""
+    Every entry (at most :data:`MAX_ENTRIES`, :data:`MAX_LEVELS` folders deep; none skipped by name, ``.git``
+    included) must be a regular file, a folder or a link to one inside the directory (or a cache snapshot's
+    ``blobs``); with ``read``, every ``*.json`` is read with :func:`read_model_json`'s limits (one with an
+    ``auto_map`` is refused) and every ``*.safetensors`` header checked. Nothing else is opened. Raises
+    :class:`ModelFileError` naming the first entry refused."""
     directory = Path(directory).expanduser()
     roots = _roots(directory)
     stack, seen = [(directory, 0)], 0
@@ -413,34 +423,35 @@ def check_model_directory(directory: str | os.PathLike) -> Path:
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as err:
-            raise ModelFileError(f"{folder}: the model's folder cannot be listed ({err.strerror or err})") from None
+            raise ModelFileError(f"{folder}: the {what}'s folder cannot be listed ({err.strerror or err})") from None
         for entry in entries:
             seen += 1
             if seen > MAX_ENTRIES:
-                raise ModelFileError(f"{directory}: more than {MAX_ENTRIES} entries; not a model directory")
+                raise ModelFileError(f"{directory}: more than {MAX_ENTRIES} entries; not a {what}")
             path = Path(entry.path)
             if entry.is_symlink():
                 target = os.path.realpath(path)
                 if not _within(target, roots):
                     raise ModelFileError(
-                        f"{path}: a symbolic link to {target!r}, outside the model's directory; refused (a model's "
-                        "files must lie inside it: copy the file in, if it belongs to the model)"
+                        f"{path}: a symbolic link to {target!r}, outside the {what}; refused (a {what}'s files must "
+                        "lie inside it: copy the file in, if it belongs there)"
                     )
             try:
                 info = path.stat()
             except OSError:
                 raise ModelFileError(f"{path}: a broken symbolic link or a link loop; refused") from None
             if stat.S_ISDIR(info.st_mode):
-                if entry.is_symlink() or entry.name == ".git":
+                if entry.is_symlink():
                     continue  # a link's target inside the directory is walked as itself
                 if level + 1 > MAX_LEVELS:
-                    raise ModelFileError(f"{path}: folders nested more than {MAX_LEVELS} deep; not a model directory")
+                    raise ModelFileError(f"{path}: folders nested more than {MAX_LEVELS} deep; not a {what}")
                 stack.append((path, level + 1))
             elif stat.S_ISREG(info.st_mode):
-                _check_file(path, info)
+                if read:
+                    _check_file(path, info)
             else:
                 raise ModelFileError(
-                    f"{path}: {file_kind(info.st_mode)}, not a regular file; a model directory holds regular files "
-                    "only (reading it could wait forever): refused unread"
+                    f"{path}: {file_kind(info.st_mode)}, not a regular file; a {what} holds regular files only "
+                    "(reading it could wait forever): refused unread"
                 )
     return directory

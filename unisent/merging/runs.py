@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..io.model_files import check_model_directory
 from .methods import METHODS, merge_tensors
 
 __all__ = ["DEFAULT_DENSITY", "MergeError", "MergeInput", "merge_runs", "read_inputs"]
@@ -51,6 +52,7 @@ class MergeInput:
 def _checkpoint_of(source: str | os.PathLike) -> Path:
     path = Path(source)
     if path.is_dir():
+        check_model_directory(path, what="run folder", read=False)  # last.ckpt linked out of it: refused
         ckpt = path / "checkpoints" / "last.ckpt"
         if not ckpt.is_file():
             raise MergeError(

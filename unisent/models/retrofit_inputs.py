@@ -51,7 +51,7 @@ def _sentence_transformer(directory: str | os.PathLike):
             f"{directory} is a Sentence Transformers model: pip install sentence-transformers to load it"
         ) from err
     check_model_directory(directory)  # regular files only, no link out of it, before Sentence Transformers reads it
-    return SentenceTransformer(str(directory), device="cpu")
+    return SentenceTransformer(str(directory), device="cpu", trust_remote_code=False)
 
 
 def load_text_encoder(spec: Any) -> Any:

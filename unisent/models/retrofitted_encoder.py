@@ -476,7 +476,8 @@ AMR encoder over **linearised** graphs (`unisent.amr.linearize(penman)`: depth-f
             from sentence_transformers import SentenceTransformer
         except ImportError:
             return [(diff, how)]
-        s = torch.as_tensor(SentenceTransformer(str(Path(out) / TEXT_DIR), device="cpu").encode(probe_sentences))
-        h = torch.as_tensor(SentenceTransformer(str(Path(out) / AMR_DIR), device="cpu").encode(graphs))
+        no_code = {"device": "cpu", "trust_remote_code": False}
+        s = torch.as_tensor(SentenceTransformer(str(Path(out) / TEXT_DIR), **no_code).encode(probe_sentences))
+        h = torch.as_tensor(SentenceTransformer(str(Path(out) / AMR_DIR), **no_code).encode(graphs))
         by_hand = combine(s.float(), h.float(), self.combination)
         return [(diff, how), (max_abs_diff(by_hand, expected), "`text/` + `amr/` with `SentenceTransformer`")]

@@ -111,7 +111,7 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     hf_logging.set_verbosity_error()  # "Some weights were not initialized" is what we test for
     hf_logging.disable_progress_bar()
     try:
-        mlm, info = AutoModelForMaskedLM.from_pretrained(location, output_loading_info=True)
+        mlm, info = AutoModelForMaskedLM.from_pretrained(location, output_loading_info=True, trust_remote_code=False)
     except (OSError, ValueError, KeyError):
         return None
     finally:

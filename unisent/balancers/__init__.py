@@ -14,19 +14,17 @@ so the update equals one process's on the whole batch. Written here, not taken f
 Lightning's loops and the weight schedule are unisent's. Usage and costs: docs/training.md, "Balancers".
 """
 
-from .balancer import Balancer, mean_over_processes, weight_value
+from .balancer import Balancer, weight_value
 from .conflicts import (
     ConflictLog,
     GradientConflicts,
     conflict_stats,
-    gram,
-    gram_stats,
     mean_cosines,
     plot_conflicts,
     read_conflicts,
 )
 from .gradient_level import Anchored, JacobianAggregator, MissingDependencyError, PCGrad
-from .jacobian import JacobianAccumulator, flat_grads, loss_level_conflicts, surrogate
+from .jacobian import JacobianAccumulator
 from .loss_level import DWA, Static, Uncertainty
 from .step_gradients import StepGradients
 
@@ -44,14 +42,8 @@ __all__ = [
     "StepGradients",
     "Uncertainty",
     "conflict_stats",
-    "flat_grads",
-    "gram",
-    "gram_stats",
-    "loss_level_conflicts",
     "mean_cosines",
-    "mean_over_processes",
     "plot_conflicts",
     "read_conflicts",
-    "surrogate",
     "weight_value",
 ]

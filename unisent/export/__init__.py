@@ -20,12 +20,10 @@ from __future__ import annotations
 from ..encoders.export_declarations import hf_usage_code
 from ..models.onnx_encoder import OnnxEncoder, OnnxMissingError
 from .api import ExportCheckError, ExportReport, export_model
-from .card import card_metadata, default_name, read_results, render_card
+from .card import default_name
 from .exporters import (
-    PROBE_SENTENCES,
     Exporter,
     NoExporterError,
-    available_formats,
     check_format,
     exporter_for,
     register_export_format,
@@ -33,15 +31,12 @@ from .exporters import (
     registered,
 )
 from .file_encoding import (
-    SUPPORTED_INPUTS,
-    SUPPORTED_OUTPUTS,
     EmptyInputError,
     EncodeInputError,
     EncodeSummary,
     OutputExistsError,
     encode_file,
     iter_texts,
-    scan_input,
 )
 from .formats import HuggingFaceExporter, SentenceTransformersExporter
 from .onnx import OnnxExporter
@@ -54,21 +49,14 @@ PCRSentenceTransformersExporter = RetrofittedSentenceTransformersExporter = Sent
 EncoderHuggingFaceExporter = HuggingFaceExporter
 
 __all__ = [
-    "PROBE_SENTENCES",
-    "SUPPORTED_INPUTS",
-    "SUPPORTED_OUTPUTS",
     "EmptyInputError",
     "EncodeInputError",
     "EncodeSummary",
-    "EncoderHuggingFaceExporter",
-    "EncoderSentenceTransformersExporter",
     "ExportCheckError",
     "ExportReport",
     "ExportSource",
     "HuggingFaceExporter",
     "SentenceTransformersExporter",
-    "GaussianSentenceTransformersExporter",
-    "PCRSentenceTransformersExporter",
     "Exporter",
     "NoExporterError",
     "ObjectiveRecord",
@@ -76,11 +64,8 @@ __all__ = [
     "OnnxExporter",
     "OnnxMissingError",
     "OutputExistsError",
-    "RetrofittedSentenceTransformersExporter",
     "TrainingRecord",
-    "available_formats",
     "check_format",
-    "card_metadata",
     "default_name",
     "encode_file",
     "export_model",
@@ -88,10 +73,7 @@ __all__ = [
     "hf_usage_code",
     "iter_texts",
     "load_export_source",
-    "read_results",
     "register_export_format",
     "register_exporter",
     "registered",
-    "render_card",
-    "scan_input",
 ]

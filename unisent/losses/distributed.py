@@ -9,6 +9,8 @@ every process would scale the gradients by the world size (open_clip issue 616).
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.distributed as dist
 
@@ -31,9 +33,11 @@ def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     _, world = rank_and_world()
     if world == 1:
         return tensor
-    from torch.distributed._functional_collectives import all_gather_tensor_autograd
+    # torch's own annotation of the group parameter holds an unresolved name: the stub, not this call
+    from torch.distributed._functional_collectives import all_gather_tensor_autograd  # pyright: ignore[reportUnknownVariableType]
 
-    return all_gather_tensor_autograd(tensor.contiguous(), gather_dim=0, group=dist.group.WORLD)
+    world_group = cast(dist.ProcessGroup, dist.group.WORLD)  # not None: the process group is initialised
+    return all_gather_tensor_autograd(tensor.contiguous(), gather_dim=0, group=world_group)
 
 
 def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
@@ -42,7 +46,7 @@ def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
     if world == 1:
         return tensor
     parts = [torch.empty_like(tensor) for _ in range(world)]
-    dist.all_gather(parts, tensor.contiguous())
+    dist.all_gather(parts, tensor.contiguous())  # pyright: ignore[reportUnknownMemberType]  # torch: unannotated
     return torch.cat(parts)
 
 

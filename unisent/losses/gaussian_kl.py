@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import torch
@@ -125,15 +125,16 @@ def gauss_cse_loss(
     if "con" in sets and contradiction is None:
         raise ValueError("the contradiction set needs contradiction hypotheses")
     batch = premise[0].shape[0]
-    maybe_gather = gather_with_grad if gather else (lambda t: t)
+    maybe_gather: Callable[[torch.Tensor], torch.Tensor] = gather_with_grad if gather else (lambda t: t)
     labels = torch.arange(batch, device=premise[0].device) + (label_offset(batch) if gather else 0)
 
-    def block(candidates, anchors):  # (batch, global): sim(candidate_j || anchor_i)
+    def block(candidates: tuple[torch.Tensor, ...], anchors: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        # (batch, global): sim(candidate_j || anchor_i)
         cand = [maybe_gather(t) for t in candidates]
         return gaussian_similarity_matrix(cand[0], cand[1], anchors[0], anchors[1], reduction).T
 
     logits = [block(entailment, premise)]
-    if "con" in sets:
+    if "con" in sets and contradiction is not None:  # (None with "con" was refused above)
         logits.append(block(contradiction, premise))
     if "rev" in sets:
         logits.append(block(premise, entailment))

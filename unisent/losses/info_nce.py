@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -61,7 +63,7 @@ def info_nce(
         raise ValueError(f"query {tuple(query.shape)} and positives {tuple(positives.shape)} differ in shape")
     batch = query.shape[0]
     offset = label_offset(batch) if gather else 0
-    maybe_gather = gather_with_grad if gather else (lambda t: t)
+    maybe_gather: Callable[[torch.Tensor], torch.Tensor] = gather_with_grad if gather else (lambda t: t)
     all_pos = maybe_gather(positives)
     labels = torch.arange(batch, device=query.device) + offset
     logits = cosine_logits(query, all_pos, temperature)  # (batch, global_batch)

@@ -20,6 +20,8 @@ compares L2-normalised vectors and multiplies the cosine by a scale; ``normalize
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -78,10 +80,11 @@ def additive_margin_softmax(
     if source.shape != target.shape:
         raise ValueError(f"source {tuple(source.shape)} and target {tuple(target.shape)} differ in shape")
     batch = source.shape[0]
-    maybe_gather = gather_with_grad if gather else (lambda t: t)
+    maybe_gather: Callable[[torch.Tensor], torch.Tensor] = gather_with_grad if gather else (lambda t: t)
     labels = torch.arange(batch, device=source.device) + (label_offset(batch) if gather else 0)
-    kw = {"margin": margin, "scale": scale, "normalize": normalize}
-    loss = F.cross_entropy(margin_logits(source, maybe_gather(target), labels, **kw), labels)
+    kw = {"margin": margin, "scale": scale}
+    loss = F.cross_entropy(margin_logits(source, maybe_gather(target), labels, normalize=normalize, **kw), labels)
     if bidirectional:
-        loss = loss + F.cross_entropy(margin_logits(target, maybe_gather(source), labels, **kw), labels)
+        logits = margin_logits(target, maybe_gather(source), labels, normalize=normalize, **kw)
+        loss = loss + F.cross_entropy(logits, labels)
     return loss

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from datetime import timedelta
+from importlib.metadata import PackageNotFoundError
 from pathlib import Path
 
 import lightning as L
@@ -19,6 +20,8 @@ from lightning.fabric.plugins.environments import LightningEnvironment
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.strategies import DDPStrategy
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from unisent import lightning_compat as compat
 from unisent.lightning_compat import LightningCompatError
@@ -37,7 +40,7 @@ def _one_line_naming(error: pytest.ExceptionInfo, attribute: str) -> None:
     assert "\n" not in message
     assert f"lightning {compat.INSTALLED}" in message
     assert attribute in message
-    assert f"lightning{','.join(compat.TESTED)}" in message
+    assert f"lightning{compat.TESTED}" in message
 
 
 def _trainer(**kwargs) -> L.Trainer:
@@ -56,12 +59,30 @@ def test_the_installed_lightning_is_in_the_tested_range():
     assert compat.IN_TESTED_RANGE, f"lightning {compat.INSTALLED} is outside {compat.TESTED}: test it, then widen"
 
 
-def test_the_range_check():
-    assert compat._within((2, 6, 6), ">=2.5", "<2.7")
-    assert compat._within((2, 5), ">=2.5", "<2.7")
-    assert not compat._within((2, 7, 0), ">=2.5", "<2.7")
-    assert not compat._within((2, 4, 9), ">=2.5", "<2.7")
-    assert compat._release("2.7.0rc1") == (2, 7, 0)
+def test_the_tested_range_is_pyprojects_lightning_requirement_and_so_is_the_fallback(monkeypatch):
+    tomllib = pytest.importorskip("tomllib")
+    declared = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    lightning = [Requirement(line) for line in declared["dependencies"] if Requirement(line).name == "lightning"]
+    assert [compat.TESTED] == [req.specifier for req in lightning], "stale metadata: reinstall unisent (pip -e .)"
+
+    def no_metadata(name: str) -> None:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(compat, "requires", no_metadata)
+    assert [compat._tested_range()] == [req.specifier for req in lightning]
+
+
+@pytest.mark.parametrize(
+    ("installed", "where"),
+    [("2.6.6", "within"), ("2.5.5", "within"), ("2.5.4", "outside"), ("2.7.0", "outside"), ("2.7.0rc1", "outside")],
+)
+def test_a_missing_attribute_names_the_installed_version_inside_or_outside_the_range(monkeypatch, installed, where):
+    monkeypatch.setattr(compat, "TESTED", SpecifierSet(">=2.5.5,<2.7"))
+    monkeypatch.setattr(compat, "INSTALLED", installed)
+    message = str(compat._missing("X._y"))
+    assert "\n" not in message
+    assert f"lightning {installed} does not have" in message and "X._y" in message
+    assert f"({where} the range unisent is tested with: lightning<2.7,>=2.5.5)" in message
 
 
 def test_process_group_backend_and_timeout_are_the_strategys():
@@ -153,19 +174,15 @@ def test_a_missing_attribute_is_one_line_naming_it(monkeypatch, tmp_path):
     _one_line_naming(error, "WandbLogger._prefix")
 
 
-def test_the_message_says_when_the_installed_version_is_outside_the_tested_range(monkeypatch):
-    monkeypatch.setattr(compat, "IN_TESTED_RANGE", False)
-    assert "outside the range unisent is tested with" in str(compat._missing("X._y"))
-
-
 @pytest.mark.integration
 def test_a_missing_precision_type_fails_the_import_in_one_line():
-    code = "import lightning.fabric.connector as c\ndel c._PRECISION_INPUT\nimport unisent.lightning_compat\n"
+    code = "import lightning.fabric.plugins.precision.precision as p\ndel p._PRECISION_INPUT\n"
+    code += "import unisent.lightning_compat\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("unisent.lightning_compat.LightningCompatError: ")
-    assert "lightning.fabric.connector._PRECISION_INPUT" in last and f"lightning {compat.INSTALLED}" in last
+    assert "precision.precision._PRECISION_INPUT" in last and f"lightning {compat.INSTALLED}" in last
 
 
 def test_no_other_module_reads_lightnings_private_names():

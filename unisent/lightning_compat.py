@@ -3,16 +3,19 @@
 Lightning's public API does not expose a few things unisent needs (the backend and timeout a DDP strategy was
 given, whether the fit loop is mid-way through an accumulated step, the fit loop's data fetcher, W&B's init
 arguments and the logger's prefix, the type of the ``precision`` argument). They are read here and nowhere else
-in the package. A private name can change in any release: a missing one raises :class:`LightningCompatError`,
+in the package. A private name can change in any release: a missing one raises ``LightningCompatError``,
 one line naming the installed Lightning version, the attribute, and the range of versions unisent is tested
-with (:data:`TESTED`), instead of an ``AttributeError`` deep inside a training step.
+with (``TESTED``), instead of an ``AttributeError`` deep inside a training step.
 """
 
 from __future__ import annotations
 
-import re
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, requires, version
 from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 __all__ = [
     "INSTALLED",
@@ -30,29 +33,21 @@ __all__ = [
     "wandb_init_settings",
 ]
 
-#: the versions of Lightning unisent's tests run with: (lower bound, upper bound), as pip writes them
-TESTED = (">=2.5.5", "<2.7")  # as pyproject.toml declares it
-
 
 class LightningCompatError(RuntimeError):
     """A private attribute of Lightning that unisent reads is not there (a Lightning release renamed it)."""
 
 
-def _release(text: str) -> tuple[int, ...]:
-    """``"2.6.6"`` -> ``(2, 6, 6)``; ``"2.7.0rc1"`` -> ``(2, 7, 0)`` (the numeric release only)."""
-    match = re.match(r"\d+(?:\.\d+)*", text.strip())
-    return tuple(int(part) for part in match.group(0).split(".")) if match else ()
-
-
-def _within(installed: tuple[int, ...], lower: str, upper: str) -> bool:
-    """Whether ``installed`` satisfies ``>=lower`` and ``<upper`` (release numbers, padded with zeros)."""
-    low, high = _release(lower.removeprefix(">=")), _release(upper.removeprefix("<"))
-    width = max(len(installed), len(low), len(high))
-
-    def pad(release: tuple[int, ...]) -> tuple[int, ...]:
-        return release + (0,) * (width - len(release))
-
-    return pad(low) <= pad(installed) < pad(high)
+def _tested_range() -> SpecifierSet:
+    """The ``lightning`` requirement of the installed unisent distribution (pyproject.toml's, as
+    ``importlib.metadata`` reads it). Only where that metadata is missing (a source tree never installed) does
+    it fall back to the bound written here, which may then be stale."""
+    try:
+        declared = [Requirement(line) for line in requires("unisent") or []]
+    except PackageNotFoundError:
+        declared = []
+    found = [req.specifier for req in declared if req.name == "lightning" and req.marker is None]
+    return found[0] if found else SpecifierSet(">=2.5.5,<2.7")
 
 
 def _installed_version() -> str:
@@ -64,22 +59,32 @@ def _installed_version() -> str:
         return getattr(lightning, "__version__", "unknown")
 
 
+def _in_range(installed: str) -> bool:
+    """Whether Lightning ``installed`` (a version string) is inside ``TESTED``, pre-releases included."""
+    try:
+        return TESTED.contains(Version(installed), prereleases=True)
+    except InvalidVersion:  # "unknown"
+        return False
+
+
+#: the versions of Lightning unisent's tests run with: the installed unisent's ``lightning`` requirement
+TESTED = _tested_range()
 #: the installed Lightning's version
 INSTALLED = _installed_version()
-#: whether it is inside :data:`TESTED` (checked once, at import; reported by :class:`LightningCompatError`)
-IN_TESTED_RANGE = _within(_release(INSTALLED), *TESTED)
+#: whether it is inside ``TESTED`` (checked once, at import; reported by ``LightningCompatError``)
+IN_TESTED_RANGE = _in_range(INSTALLED)
 
 
 def _missing(attribute: str) -> LightningCompatError:
-    where = "within" if IN_TESTED_RANGE else "outside"
+    where = "within" if _in_range(INSTALLED) else "outside"
     return LightningCompatError(
         f"unisent reads Lightning's private {attribute}, which lightning {INSTALLED} does not have "
-        f"({where} the range unisent is tested with: lightning{','.join(TESTED)})"
+        f"({where} the range unisent is tested with: lightning{TESTED})"
     )
 
 
 def _private(obj: Any, name: str, owner: str) -> Any:
-    """``obj.<name>``, or :class:`LightningCompatError` naming ``owner.name`` when it is not there."""
+    """``obj.<name>``, or ``LightningCompatError`` naming ``owner.name`` when it is not there."""
     try:
         return getattr(obj, name)
     except AttributeError:
@@ -89,16 +94,16 @@ def _private(obj: Any, name: str, owner: str) -> Any:
 try:
     # the type of Trainer's ``precision`` argument: LightningCLI (jsonargparse) reads the annotation of
     # UnisentTrainer.__init__ to parse ``trainer.precision``, so it must be Lightning's own
-    from lightning.fabric.connector import _PRECISION_INPUT as PrecisionInput
+    from lightning.fabric.plugins.precision.precision import _PRECISION_INPUT as PrecisionInput
 except ImportError:
-    raise _missing("lightning.fabric.connector._PRECISION_INPUT") from None
+    raise _missing("lightning.fabric.plugins.precision.precision._PRECISION_INPUT") from None
 
 
 def default_process_group_backend(strategy: Any, device: Any) -> str:
     """The process-group backend a DDP ``strategy`` will use on ``device``: the one it was given
     (``DDPStrategy._process_group_backend``), else Lightning's default for the device
     (``lightning.fabric.utilities.distributed._get_default_process_group_backend_for_device``): what
-    :func:`unisent.strategies.join_elastic_group` initialises the group with, as Lightning would."""
+    ``unisent.strategies.join_elastic_group`` initialises the group with, as Lightning would."""
     given = _private(strategy, "_process_group_backend", type(strategy).__name__)
     if given:
         return given

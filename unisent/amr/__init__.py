@@ -1,6 +1,6 @@
 """AMR for sentence embeddings (Cai et al., 2022): linearisation, vocabulary extension, parsers and
 translators as pluggable steps. The retrofitted model (``RetrofittedEncoder``) is a trained model:
-:mod:`unisent.models.retrofitted_encoder`; its command line is ``unisent retrofit``."""
+``unisent.models.retrofitted_encoder``; its command line is ``unisent retrofit``."""
 
 from .linearize import LinearizedAMR, linearize, linearize_blocks, linearize_file, linearize_string, linearize_tokens
 from .parsing import (

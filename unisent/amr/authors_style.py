@@ -1,7 +1,7 @@
-"""The authors' linearisation style (``style="authors"`` of :func:`unisent.amr.linearize.linearize`): the
+"""The authors' linearisation style (``style="authors"`` of ``unisent.amr.linearize.linearize``): the
 exact strings of MSE-AMR's ``amr/IO.py`` (``load(dereify=True, remove_wiki=True)`` then
 ``linearize(graph, use_pointer_tokens=True, drop_parentheses=False)``), and their token set
-(:func:`authors_vocabulary`). How it differs from the clean style is in :mod:`unisent.amr.linearize`.
+(``authors_vocabulary``). How it differs from the clean style is in ``unisent.amr.linearize``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ def authors_vocabulary() -> frozenset[str]:
 
 
 def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) -> penman.Graph:
-    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it: triples from
-    penman's base :class:`~penman.model.Model`; their ``:wiki`` removal builds a new graph without the
-    original's layout (epidata), so :func:`penman.encode` lays it out anew (difference (b) of
-    :mod:`unisent.amr.linearize`)."""
+    """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it: triples from penman's base
+    ``Model``; their ``:wiki`` removal builds a new graph without the original's layout (epidata), so ``penman.encode``
+    lays it out anew (difference (b) of ``unisent.amr.linearize``)."""
     if isinstance(graph, penman.Graph):
         decoded = graph
     else:

@@ -11,13 +11,12 @@ rules, with examples, are in docs/methods/amr.md:
 * ``:wiki`` branches are dropped; strings lose their quotes (``quote_strings=True`` keeps them);
   alignment markers (``~e.3``) are removed; tokens are separated by single spaces.
 
-``style="authors"`` gives the exact strings of MSE-AMR's ``amr/IO.py``
-(:mod:`unisent.amr.authors_style`), which differ in three ways: (a) tokens are split against the
-authors' vocabulary (``:ARG1-of`` -> ``:ARG1 -of``, ``tame-01`` -> ``tame -01``, ``:foo`` -> ``: foo``);
-(b) their ``:wiki`` removal rebuilds every graph from its triples, so penman lays it out anew and an
-edge back to a re-entrant node can move inside it, flipped to ``-of`` (218 of the 2,979 Little Prince
-graphs); (c) ``_`` in a quoted string becomes a space. It relies on penman's layout: the references
-were made with penman 1.3.1 (``tests/test_amr_linearize_authors.py``).
+``style="authors"`` gives the exact strings of MSE-AMR's ``amr/IO.py`` (``unisent.amr.authors_style``), which differ in
+three ways: (a) tokens are split against the authors' vocabulary (``:ARG1-of`` -> ``:ARG1 -of``, ``tame-01`` ->
+``tame -01``, ``:foo`` -> ``: foo``); (b) their ``:wiki`` removal rebuilds every graph from its triples, so penman lays
+it out anew and an edge back to a re-entrant node can move inside it, flipped to ``-of`` (218 of the 2,979 Little Prince
+graphs); (c) ``_`` in a quoted string becomes a space. It relies on penman's layout: the references were made with
+penman 1.3.1 (``tests/test_amr_linearize_authors.py``).
 """
 
 from __future__ import annotations
@@ -135,7 +134,7 @@ def linearize_tokens(
     Raises:
         penman.DecodeError: the text is not valid PENMAN.
         ValueError: an unknown style, the text holds no or several graphs, a node has no concept, or the
-            nodes nest deeper than :data:`MAX_DEPTH`.
+            nodes nest deeper than ``MAX_DEPTH``.
     """
     _check_style(style, quote_strings)
     if isinstance(graph, str):
@@ -155,7 +154,7 @@ def linearize(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> str:
-    """The linearisation of one graph: :func:`linearize_tokens` joined by single spaces.
+    """The linearisation of one graph: [`linearize_tokens`][unisent.amr.linearize_tokens] joined by single spaces.
 
     ``linearize("(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))")`` is
     ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``.
@@ -174,8 +173,9 @@ def linearize_blocks(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[tuple[PenmanBlock, str]]:
-    """Linearise each block of :func:`iter_penman_blocks`; yields ``(block, linearisation)``. A malformed
-    graph is skipped: its :class:`AMRError` is appended to ``errors`` if given, else logged as a warning."""
+    """Linearise each block of [`iter_penman_blocks`][unisent.amr.iter_penman_blocks]; yields
+    ``(block, linearisation)``. A malformed graph is skipped: its [`AMRError`][unisent.amr.AMRError] is appended to
+    ``errors`` if given, else logged as a warning."""
     _check_style(style, quote_strings)
     for block in blocks:
         try:
@@ -207,7 +207,7 @@ def linearize_string(
     quote_strings: bool = False,
 ) -> Iterator[LinearizedAMR]:
     """Linearise every graph of PENMAN ``text``; yields ``(id, metadata, graph)`` in file order
-    (malformed graphs: as in :func:`linearize_blocks`)."""
+    (malformed graphs: as in [`linearize_blocks`][unisent.amr.linearize_blocks])."""
     for block, graph in linearize_blocks(
         iter_penman_blocks(text, source),
         errors=errors,
@@ -228,8 +228,8 @@ def linearize_file(
     drop_wiki: bool = True,
     quote_strings: bool = False,
 ) -> Iterator[LinearizedAMR]:
-    """:func:`linearize_string` over a PENMAN file (UTF-8); errors name the file and line. A missing file
-    or a bad ``style`` raises at once, not on the first iteration."""
+    """[`linearize_string`][unisent.amr.linearize_string] over a PENMAN file (UTF-8); errors name the file and line. A
+    missing file or a bad ``style`` raises at once, not on the first iteration."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")

@@ -1,10 +1,10 @@
 """AMR parsing and machine translation as pluggable steps.
 
-Cai et al. (2022), Algorithm 1, builds AMR training data as ``parse(translate(x, l))``: an English NLI
-sentence is translated into language ``l`` (OPUS-MT in the paper) and parsed by a multilingual AMR
-parser. Neither ships with weights here, so both are steps behind two ``runtime_checkable`` protocols
-(:class:`AMRParser`, :class:`Translator`; any object with the method fits), and pre-computed data
-(:class:`PreParsedAMR`, :class:`PreTranslated`) always works offline.
+Cai et al. (2022), Algorithm 1, builds AMR training data as ``parse(translate(x, l))``: an English NLI sentence is
+translated into language ``l`` (OPUS-MT in the paper) and parsed by a multilingual AMR parser. Neither ships with
+weights here, so both are steps behind two ``runtime_checkable`` protocols ([`AMRParser`][unisent.amr.AMRParser],
+[`Translator`][unisent.amr.Translator]; any object with the method fits), and pre-computed data
+([`PreParsedAMR`][unisent.amr.PreParsedAMR], [`PreTranslated`][unisent.amr.PreTranslated]) always works offline.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _missing(what: str, sentence: str, lang: str, known: int, origin: str) -> No
 
 class PreParsedAMR:
     """Look up pre-parsed graphs by sentence (whitespace collapsed, first graph kept, ``lang`` ignored);
-    a missing sentence raises :class:`NotInLookupError` naming it.
+    a missing sentence raises [`NotInLookupError`][unisent.amr.NotInLookupError] naming it.
 
     Args:
         sources: a PENMAN file (``# ::snt`` gives the sentence; graphs without it are ignored), a jsonl
@@ -126,7 +126,8 @@ class PreParsedAMR:
 
 
 class PreTranslated:
-    """Look up pre-computed translations of English sentences (matched as in :class:`PreParsedAMR`).
+    """Look up pre-computed translations of English sentences (matched as in
+    [`PreParsedAMR`][unisent.amr.PreParsedAMR]).
 
     Args:
         sources: jsonl file(s) of ``{"text": English, "lang": "de", "translation": German}`` lines, or a

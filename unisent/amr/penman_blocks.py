@@ -88,7 +88,7 @@ def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBl
 
 
 def check_depth(graph: str) -> None:
-    """``ValueError`` for PENMAN text nesting deeper than :data:`MAX_DEPTH` (parentheses outside strings)."""
+    """``ValueError`` for PENMAN text nesting deeper than ``MAX_DEPTH`` (parentheses outside strings)."""
     depth = deepest = 0
     for match in _NESTING.finditer(graph):
         token = match.group(0)

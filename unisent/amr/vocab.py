@@ -3,7 +3,7 @@
 Cai et al. (2022), Section 4.1: ``:ARG2`` or ``belong-01`` are rare in text and split into less
 meaningful subwords, so the vocabulary gets "all the relation and frame names occurring at least 5
 times in the AMR sembank". As in the authors' ``amr/tokenization.py``, each new row is the mean of the
-subword embeddings of its :func:`readable_form`. Usage: docs/methods/amr.md.
+subword embeddings of its [`readable_form`][unisent.amr.readable_form]. Usage: docs/methods/amr.md.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def count_symbols(graphs: Iterable[str | penman.Tree], *, drop_wiki: bool = True
 def count_symbols_in_file(
     path: str | os.PathLike, *, drop_wiki: bool = True, errors: list[AMRError] | None = None
 ) -> Counter[str]:
-    """:func:`count_symbols` over a PENMAN file or a jsonl with a ``graph`` field (linearised graphs); a
-    malformed PENMAN graph is appended to ``errors`` (raised when ``errors`` is None)."""
+    """[`count_symbols`][unisent.amr.count_symbols] over a PENMAN file or a jsonl with a ``graph`` field (linearised
+    graphs); a malformed PENMAN graph is appended to ``errors`` (raised when ``errors`` is None)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
@@ -118,10 +118,11 @@ def extend_vocabulary(model, symbols: Iterable[str], *, tokenizer=None) -> list[
     """Add ``symbols`` (``want-01``, ``:ARG0``) to the tokenizer as whole tokens and initialise their
     embedding rows; returns the added tokens in order (known symbols and repeats are skipped).
 
-    ``model``: an unisent ``Encoder``, or a Hugging Face ``PreTrainedModel`` with its ``tokenizer``. Each
-    symbol is one added token with ``single_word=True`` (``go-02`` does not match inside ``undergo-02``)
-    and ``normalized=False`` (a lower-casing tokenizer keeps ``:ARG0``); its row is the mean embedding of
-    :func:`readable_form`'s subwords under the old tokenizer (``[UNK]`` included, as the authors do;
+    ``model``: an unisent ``Encoder``, or a Hugging Face ``PreTrainedModel`` with its ``tokenizer``. Each symbol is one
+    added token with ``single_word=True`` (``go-02`` does not match inside ``undergo-02``) and ``normalized=False`` (a
+    lower-casing tokenizer keeps ``:ARG0``); its row is the mean embedding of
+    [`readable_form`][unisent.amr.readable_form]'s subwords under the old tokenizer (``[UNK]`` included, as the authors
+    do;
     none: the mean of all old rows). Extend before building an optimiser: resizing replaces the parameter.
     """
     from tokenizers import AddedToken

@@ -1,9 +1,9 @@
-"""The balancer contract (:class:`Balancer`) and the one collective the balancers share."""
+"""The balancer contract ([`Balancer`][unisent.balancers.Balancer]) and the one collective the balancers share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 
@@ -22,17 +22,18 @@ def weight_value(weight: torch.Tensor | float) -> float:
 def mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` averaged over the processes of the default group (in place; itself without DDP)."""
     if _distributed() and torch.distributed.get_world_size() > 1:
-        torch.distributed.all_reduce(tensor)
+        cast(Callable[[torch.Tensor], object], torch.distributed.all_reduce)(tensor)  # untyped in torch
         tensor /= torch.distributed.get_world_size()
     return tensor
 
 
 class Balancer(torch.nn.Module):
-    """How the objectives combine on the shared encoder (see :mod:`unisent.balancers`).
+    """How the objectives combine on the shared encoder (see [`unisent.balancers`][unisent.balancers]).
 
-    Subclasses set :attr:`gradient_level` (needs the per-objective gradient matrix) and implement :meth:`weights`
-    (loss-level) or :meth:`aggregate`; state that must survive a resume lives in parameters or buffers, whose
-    learning rate is :attr:`param_lr` (``None``: the optimiser's).
+    Subclasses set ``gradient_level`` (needs the per-objective gradient matrix) and implement
+    [`weights`][unisent.balancers.Balancer.weights] (loss-level) or [`aggregate`][unisent.balancers.Balancer.aggregate];
+    state that must survive a resume lives in parameters or buffers, whose learning rate is ``param_lr`` (``None``: the
+    optimiser's).
     """
 
     gradient_level: bool = False

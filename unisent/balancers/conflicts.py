@@ -1,5 +1,5 @@
-"""Gradient conflicts between the objectives on the shared encoder: per-objective gradient norms and
-pairwise cosines, logged by :class:`ConflictLog` (metrics, ``conflicts.csv``, W&B) and plotted."""
+"""Gradient conflicts between the objectives on the shared encoder: per-objective gradient norms and pairwise cosines,
+logged by [`ConflictLog`][unisent.balancers.ConflictLog] (metrics, ``conflicts.csv``, W&B) and plotted."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -49,11 +49,12 @@ def gram_stats(gram_matrix: torch.Tensor, names: Sequence[str]) -> dict[str, Any
     cosines = (gram_matrix / denom).clamp(-1, 1)
     cosines[norms == 0, :] = float("nan")
     cosines[:, norms == 0] = float("nan")
-    return {"names": list(names), "norms": norms.tolist(), "cosines": cosines.tolist()}
+    as_list = cast(Callable[[torch.Tensor], list[Any]], torch.Tensor.tolist)  # list[Unknown] in torch
+    return {"names": list(names), "norms": as_list(norms), "cosines": as_list(cosines)}
 
 
 def conflict_stats(jacobian: torch.Tensor, names: Sequence[str], rows: Sequence[int] | None = None) -> dict[str, Any]:
-    """:func:`gram_stats` of the rows of ``jacobian`` (``rows``: these, named ``names``), via :func:`gram`."""
+    """``gram_stats`` of the rows of ``jacobian`` (``rows``: these, named ``names``), via ``gram``."""
     return gram_stats(gram(jacobian, rows), names)
 
 
@@ -79,7 +80,9 @@ class GradientConflicts:
                     writer.writerow([step, a, names[j], c, f"{norms[i]:.6g}", f"{norms[j]:.6g}"])
 
 
-def read_conflicts(path: str | Path) -> tuple[list[str], dict[int, dict[tuple[str, str], float]], dict[str, list]]:
+def read_conflicts(
+    path: str | Path,
+) -> tuple[list[str], dict[int, dict[tuple[str, str], float]], dict[str, list[tuple[int, float]]]]:
     """``conflicts.csv`` as (names, {step: {(a, b): cosine}}, {name: [(step, norm), ...]}); a resumed
     run may have written a step twice: the last row wins."""
     names: list[str] = []
@@ -133,7 +136,7 @@ def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> 
             if not math.isnan(matrix[i][j]):
                 left.text(j, i, f"{matrix[i][j]:.2f}", ha="center", va="center", fontsize=8)
     left.set_title(f"gradient cosine on the shared encoder\n(mean over {len(cosines)} logged steps)")
-    fig.colorbar(image, ax=left, fraction=0.046)
+    cast(Callable[..., object], fig.colorbar)(image, ax=left, fraction=0.046)  # **kwargs untyped in matplotlib
     for name, points in norms.items():
         if points:
             right.plot([s for s, _ in points], [v for _, v in points], marker=".", label=name)
@@ -142,7 +145,7 @@ def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> 
     right.set_title("gradient norm on the shared encoder")
     right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    cast(Callable[..., object], fig.savefig)(png_path, dpi=110)
     plt.close(fig)
     return png_path
 
@@ -150,7 +153,7 @@ def plot_conflicts(csv_path: str | Path, png_path: str | Path | None = None) -> 
 class ConflictLog:
     """When a run logs its gradient conflicts (every ``every`` optimiser steps, 0: never; once per step, on
     its last micro-batch) and where they go: ``conflict/<a>/grad_norm`` and ``conflict/<a>~<b>/cosine``,
-    and on global zero ``conflicts.csv`` in :attr:`run_dir` (``None``: no file) and a W&B table."""
+    and on global zero ``conflicts.csv`` in ``run_dir`` (``None``: no file) and a W&B table."""
 
     def __init__(self, every: int = 0) -> None:
         self.every = every
@@ -162,8 +165,8 @@ class ConflictLog:
         return self.every > 0 and last_micro_batch and step % self.every == 0 and step != self._logged_at
 
     def record(self, log: Callable[..., Any], trainer: Any, step: int, stats: dict[str, Any]) -> None:
-        """Log ``stats`` (:func:`conflict_stats`) of step ``step`` through ``log`` (the LightningModule's),
-        and on ``trainer``'s global-zero process to the CSV and W&B."""
+        """Log ``stats`` ([`conflict_stats`][unisent.balancers.conflict_stats]) of step ``step`` through ``log`` (the
+        LightningModule's), and on ``trainer``'s global-zero process to the CSV and W&B."""
         self._logged_at = step
         names, norms, cosines = stats["names"], stats["norms"], stats["cosines"]
         for i, a in enumerate(names):

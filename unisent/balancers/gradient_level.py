@@ -1,10 +1,12 @@
 """Gradient-level balancers: a `torchjd <https://torchjd.org>`_ aggregator over the per-objective
-gradient matrix of the shared encoder (gathered by :class:`~unisent.balancers.jacobian.JacobianAccumulator`)."""
+gradient matrix of the shared encoder (gathered by [`JacobianAccumulator`][unisent.balancers.JacobianAccumulator])."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
 import torch
 
@@ -46,12 +48,12 @@ class JacobianAggregator(Balancer):
         except ImportError as err:  # torchjd checks its optional solvers when the aggregator is built
             raise MissingDependencyError(_missing_solver(aggregator, err)) from None
 
-    def aggregate(self, jacobian, names, step):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed * 1_000_003 + step)
+    def aggregate(self, jacobian: torch.Tensor, names: Sequence[str], step: int) -> torch.Tensor:
+        with cast(Callable[..., AbstractContextManager[None]], torch.random.fork_rng)(devices=[]):  # untyped in torch
+            cast(Callable[[int], object], torch.manual_seed)(self.seed * 1_000_003 + step)
             return self._aggregator(jacobian)
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         return super().config() | {
             "init_args": {"aggregator": self.aggregator_name, "init_args": self.init_args, "seed": self.seed}
         }
@@ -79,7 +81,7 @@ def _missing_solver(aggregator: str, err: ImportError) -> str:
     import re
 
     found = re.search(r"requires \[([^\]]*)\]", str(err))
-    missing = re.findall(r"'([^']+)'", found.group(1)) if found else []
+    missing: list[str] = re.findall(r"'([^']+)'", found.group(1)) if found else []
     packages = sorted({p for name in missing for p in _SOLVER_PACKAGES.get(name, name).split()})
     needs = ", ".join(missing) if missing else str(err)
     install = f"pip install {' '.join(packages)}" if packages else "pip install 'torchjd[...]' (see torchjd's docs)"
@@ -89,12 +91,12 @@ def _missing_solver(aggregator: str, err: ImportError) -> str:
 class PCGrad(JacobianAggregator):
     """Gradient surgery (Yu et al., NeurIPS 2020, Algorithm 1; torchjd's): each objective's gradient loses
     its component along any gradient it conflicts with (negative inner product), in a random order; the
-    projections are summed (without conflicts: :class:`Static`'s plain sum)."""
+    projections are summed (without conflicts: [`Static`][unisent.balancers.Static]'s plain sum)."""
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__("PCGrad", seed=seed)
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         return {"class_path": "unisent.balancers.PCGrad", "init_args": {"seed": self.seed}}
 
 
@@ -112,8 +114,9 @@ class Anchored(Balancer):
 
     Args:
         anchor: the name of the objective that holds the start (``distill``).
-        aggregator: the torchjd aggregator of the other objectives (as :class:`JacobianAggregator`).
-        seed: as :class:`JacobianAggregator`'s.
+        aggregator: the torchjd aggregator of the other objectives (as
+            [`JacobianAggregator`][unisent.balancers.JacobianAggregator]).
+        seed: as [`JacobianAggregator`][unisent.balancers.JacobianAggregator]'s.
     """
 
     gradient_level = True
@@ -126,14 +129,14 @@ class Anchored(Balancer):
         self.tasks = JacobianAggregator(aggregator, seed=seed)
         self._pair = IMTLG()
 
-    def setup(self, names):
+    def setup(self, names: Sequence[str]) -> None:
         super().setup(names)
         if self.anchor not in self.names:  # one line, before the first step
             raise ModelConfigError(
                 unknown_name("model.balancer.init_args.anchor", "objective", self.anchor, self.names)
             )
 
-    def aggregate(self, jacobian, names, step):
+    def aggregate(self, jacobian: torch.Tensor, names: Sequence[str], step: int) -> torch.Tensor:
         names = list(names)
         if self.anchor not in names:
             return self.tasks.aggregate(jacobian, names, step)
@@ -147,7 +150,7 @@ class Anchored(Balancer):
     @classmethod
     def without_anchor(cls, init_args: dict[str, Any], objectives: set[str]) -> dict[str, Any] | None:
         """The balancer of a run of ``objectives`` that lacks the anchor (an ablation's ``only ease`` or
-        ``without distill``): the tasks' aggregator alone, which is what :meth:`aggregate` does on a step without
+        ``without distill``): the tasks' aggregator alone, which is what ``aggregate`` does on a step without
         the anchor's loss. ``None`` when the anchor is among them. Defaults are this class's own."""
         defaults = {k: v.default for k, v in inspect.signature(cls.__init__).parameters.items() if k != "self"}
         args = defaults | dict(init_args)
@@ -155,7 +158,7 @@ class Anchored(Balancer):
             return None
         return {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": args["aggregator"]}}
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         return {
             "class_path": "unisent.balancers.Anchored",
             "init_args": {"anchor": self.anchor, "aggregator": self.tasks.aggregator_name, "seed": self.tasks.seed},

@@ -1,11 +1,11 @@
 """The per-objective gradient matrix ``J`` of the shared encoder (objectives x shared parameters): summed
 over an optimiser step's micro-batches, averaged over processes, aggregated once by a gradient-level
-balancer and applied through :func:`surrogate` (see :mod:`unisent.balancers`)."""
+balancer and applied through ``surrogate`` (see [`unisent.balancers`][unisent.balancers])."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import torch
 
@@ -15,11 +15,13 @@ from .conflicts import conflict_stats
 __all__ = ["JacobianAccumulator", "flat_grads", "loss_level_conflicts", "surrogate"]
 
 Pairs = list[tuple[torch.nn.Parameter, torch.Tensor]]
+#: ``torch.autograd.grad`` as typed for ``allow_unused=True``: ``None`` for an input the output does not reach
+grad_or_none = cast(Callable[..., tuple[torch.Tensor | None, ...]], torch.autograd.grad)
 
 
 def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool) -> torch.Tensor:
     """The gradient of ``loss`` w.r.t. ``params`` as one flat vector (zeros where it does not reach)."""
-    grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
+    grads = grad_or_none(loss, params, retain_graph=retain_graph, allow_unused=True)
     flat = torch.zeros(sum(p.numel() for p in params), device=loss.device)
     offset = 0
     for p, g in zip(params, grads):
@@ -33,7 +35,7 @@ def add_to_row(
     row: torch.Tensor, params: Sequence[torch.nn.Parameter], grads: Sequence[torch.Tensor | None]
 ) -> list[bool]:
     """Add each gradient (``None``: not reached) to its parameter's slice of ``row``; which were reached."""
-    reached, offset = [], 0
+    reached, offset = list[bool](), 0
     for p, g in zip(params, grads):
         if g is not None:
             row[offset : offset + p.numel()] += g.reshape(-1).to(row.dtype)
@@ -42,9 +44,9 @@ def add_to_row(
     return reached
 
 
-def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch.Tensor:
-    """``sum_p <g_p, p>``: a loss whose gradient with respect to each ``p`` is exactly ``g_p``."""
-    total = None
+def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch.Tensor | None:
+    """``sum_p <g_p, p>``: a loss whose gradient with respect to each ``p`` is exactly ``g_p`` (no pairs: ``None``)."""
+    total: torch.Tensor | None = None
     for p, g in pairs:
         term = (g.detach().to(p.dtype) * p).sum()
         total = term if total is None else total + term
@@ -52,7 +54,7 @@ def surrogate(pairs: Iterable[tuple[torch.nn.Parameter, torch.Tensor]]) -> torch
 
 
 def loss_level_conflicts(losses: dict[str, torch.Tensor], shared: Sequence[torch.nn.Parameter]) -> dict[str, Any]:
-    """:func:`~unisent.balancers.conflicts.conflict_stats` of ``losses`` on ``shared`` for a loss-level
+    """[`conflict_stats`][unisent.balancers.conflict_stats] of ``losses`` on ``shared`` for a loss-level
     balancer: one extra gradient per objective (graphs retained), averaged over processes."""
     names = list(losses)
     rows = torch.stack([flat_grads(losses[n], shared, retain_graph=True) for n in names])
@@ -83,7 +85,7 @@ class JacobianAccumulator:
         """Add each objective's gradient on ``shared`` to its row; return its ``own`` parameters' gradients."""
         pairs: Pairs = []
         for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
-            grads = torch.autograd.grad(loss, [*shared, *own[name]], allow_unused=True)
+            grads = grad_or_none(loss, [*shared, *own[name]], allow_unused=True)
             add_to_row(self.row(name, shared), shared, grads)
             pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
         return pairs
@@ -98,8 +100,8 @@ class JacobianAccumulator:
         return self.matrix[self.names.index(name)]
 
     def take(self) -> tuple[torch.Tensor, list[str]]:
-        """This step's rows of the objectives that had a loss, averaged over processes, and their names (no
-        copy when every objective had one); the caller then calls :meth:`reset`."""
+        """This step's rows of the objectives that had a loss, averaged over processes, and their names (no copy when
+        every objective had one); the caller then calls [`reset`][unisent.balancers.JacobianAccumulator.reset]."""
         if self.matrix is None:
             raise RuntimeError("no gradient was added since the last optimiser step")
         mean_over_processes(self.matrix)  # every process aggregates the same matrix: the one of the whole batch
@@ -120,9 +122,10 @@ class JacobianAccumulator:
         conflicts: bool = False,
         parameters: Iterable[torch.nn.Parameter] = (),
     ) -> tuple[torch.Tensor, dict[str, Any] | None]:
-        """The loss to call ``backward`` on for one micro-batch (its gradient: :meth:`add`'s own-parameter
-        gradients and, on the ``last`` micro-batch, :meth:`update`'s; its value is meaningless), and the
-        step's conflict statistics."""
+        """The loss to call ``backward`` on for one micro-batch (its gradient:
+        [`add`][unisent.balancers.JacobianAccumulator.add]'s own-parameter gradients and, on the ``last`` micro-batch,
+        [`update`][unisent.balancers.JacobianAccumulator.update]'s; its value is meaningless), and the step's conflict
+        statistics."""
         pairs = self.add(losses, shared, own)
         stats = None
         if last:
@@ -142,10 +145,10 @@ class JacobianAccumulator:
         conflicts: bool = False,
         parameters: Iterable[torch.nn.Parameter] = (),
     ) -> tuple[Pairs, dict[str, Any] | None]:
-        """The balancer's aggregation of this step's matrix (:meth:`take`) as ``(parameter, gradient)`` pairs
-        of ``shared``, in float32 whatever the autocast (a bf16 Gramian keeps ~3 digits), and with
-        ``conflicts`` its statistics; then :meth:`reset`. Under DDP every other trainable one of
-        ``parameters`` gets a zero gradient (DDP reduces them all)."""
+        """The balancer's aggregation of this step's matrix ([`take`][unisent.balancers.JacobianAccumulator.take]) as
+        ``(parameter, gradient)`` pairs of ``shared``, in float32 whatever the autocast (a bf16 Gramian keeps ~3
+        digits), and with ``conflicts`` its statistics; then [`reset`][unisent.balancers.JacobianAccumulator.reset].
+        Under DDP every other trainable one of ``parameters`` gets a zero gradient (DDP reduces them all)."""
         jacobian, names = self.take()
         with torch.autocast(jacobian.device.type, enabled=False):
             combined = balancer.aggregate(jacobian.float(), names, step)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -13,7 +14,7 @@ __all__ = ["DWA", "Static", "Uncertainty"]
 
 class Static(Balancer):
     """The default: the encoder gets ``sum_i weight_i * grad L_i``, each objective's own ``weight`` (and
-    ``model.weight_schedule``)."""
+    ``model.train.weight_schedule``)."""
 
 
 class Uncertainty(Balancer):
@@ -24,7 +25,7 @@ class Uncertainty(Balancer):
     Args:
         lr: learning rate of the ``s_i`` (own optimiser group): at an encoder's 5e-5 they would barely
             move; 1e-2 lets ``exp(-s)`` travel a factor of ~6 in 186 Adam steps.
-        init: initial ``s_i`` (0: every weight starts at 1, as with :class:`Static`).
+        init: initial ``s_i`` (0: every weight starts at 1, as with [`Static`][unisent.balancers.Static]).
     """
 
     def __init__(self, lr: float = 1e-2, init: float = 0.0) -> None:
@@ -36,18 +37,18 @@ class Uncertainty(Balancer):
         super().setup(names)
         self.log_vars = torch.nn.Parameter(torch.full((len(self.names),), float(self.init)))
 
-    def weights(self, losses, step):
+    def weights(self, losses: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         index = {n: i for i, n in enumerate(self.names)}
         return {name: torch.exp(-self.log_vars[index[name]]) for name in losses}
 
-    def regularizer(self, losses):
+    def regularizer(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
         index = {n: i for i, n in enumerate(self.names)}
         active = torch.zeros(len(self.names), dtype=torch.bool, device=self.log_vars.device)
         active[[index[n] for n in losses]] = True
         # inactive objectives keep their s_i in the graph (zero gradient): DDP sees every parameter used
         return (self.log_vars * active).sum()
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         return super().config() | {"init_args": {"lr": self.param_lr, "init": self.init}}
 
 
@@ -62,6 +63,12 @@ class DWA(Balancer):
         period: optimiser steps per period.
     """
 
+    # registered by setup: sums and counts of the current period; the means of the last two complete periods
+    current_sum: torch.Tensor
+    current_count: torch.Tensor
+    previous: torch.Tensor
+    current_period: torch.Tensor
+
     def __init__(self, temperature: float = 2.0, period: int = 10) -> None:
         super().__init__()
         if temperature <= 0 or period < 1:
@@ -72,7 +79,6 @@ class DWA(Balancer):
     def setup(self, names: Sequence[str]) -> None:
         super().setup(names)
         k = len(self.names)
-        # sums and counts of the current period; the means of the last two complete periods
         self.register_buffer("current_sum", torch.zeros(k, dtype=torch.float64))
         self.register_buffer("current_count", torch.zeros(k, dtype=torch.float64))
         self.register_buffer("previous", torch.full((2, k), float("nan"), dtype=torch.float64))
@@ -110,7 +116,7 @@ class DWA(Balancer):
             weights[valid] = int(valid.sum()) * torch.softmax(ratio / self.temperature, dim=0)
         return weights
 
-    def weights(self, losses, step):
+    def weights(self, losses: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         self._roll(step)
         w = self.current()
         self.record(losses)
@@ -118,5 +124,5 @@ class DWA(Balancer):
         first = next(iter(losses.values()))
         return {name: w[index[name]].to(first.device, torch.float32) for name in losses}
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         return super().config() | {"init_args": {"temperature": self.temperature, "period": self.period}}

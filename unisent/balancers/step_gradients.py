@@ -7,17 +7,20 @@ whose own parameters learn from ``sum_i w_i * L_i + regularizer`` on the detache
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import torch
 
 from .balancer import Balancer, mean_over_processes, weight_value
 from .conflicts import conflict_stats
-from .jacobian import JacobianAccumulator, Pairs, add_to_row, loss_level_conflicts, surrogate
+from .jacobian import JacobianAccumulator, Pairs, add_to_row, grad_or_none, loss_level_conflicts, surrogate
 from .loss_level import Static
 
 __all__ = ["StepGradients"]
+
+#: ``Tensor.register_hook`` (untyped in torch): ``hook(grad)`` replaces the gradient of the tensor
+_register_hook = cast(Callable[[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]], Any], torch.Tensor.register_hook)
 
 
 class StepGradients:
@@ -42,8 +45,9 @@ class StepGradients:
         cached: bool = False,
     ) -> None:
         """Begin a micro-batch: ``shared``, the encoder's trainable parameters; ``own``, each objective's;
-        ``conflicts``: log conflict statistics. ``deferred``: keep every loss with its graph until :meth:`finish`
-        (FSDP, DeepSpeed); also taken for one objective under Static without conflicts, unless ``cached``."""
+        ``conflicts``: log conflict statistics. ``deferred``: keep every loss with its graph until
+        [`finish`][unisent.balancers.StepGradients.finish] (FSDP, DeepSpeed); also taken for one objective under Static
+        without conflicts, unless ``cached``."""
         for handle in self._hooks:  # the deferred order's hooks, used by the last micro-batch's backward pass
             handle.remove()
         self._hooks = []
@@ -51,7 +55,7 @@ class StepGradients:
         deferred = deferred or (len(self.names) == 1 and isinstance(balancer, Static) and not conflicts and not cached)
         deferred |= not shared  # a frozen encoder: only the objectives' own parameters learn, from the plain sum
         self.balancer, self.shared, self.own, self.conflicts = balancer, shared, own, conflicts
-        self.deferred, self.losses = deferred, {}
+        self.deferred, self.losses = deferred, dict[str, torch.Tensor]()
         self.pairs: Pairs = []  # the own parameters' gradients
         self.values: dict[str, torch.Tensor] = {}  # each objective's loss, detached
         self.reached = [False] * len(self.shared)  # loss-level: shared parameters some objective reaches
@@ -69,9 +73,9 @@ class StepGradients:
         self._single = single
 
     def add(self, name: str, loss: torch.Tensor, leaves: Sequence[torch.Tensor] = ()) -> list[torch.Tensor | None]:
-        """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its shared row, its own
-        parameters'. ``leaves``: GradCache's cached vectors (:mod:`unisent.objectives.grad_cache`); their
-        gradients are returned, for the caller to replay each chunk into :meth:`add_chunk`."""
+        """Take objective ``name``'s gradients of ``loss`` (its graph is freed): its shared row, its own parameters'.
+        ``leaves``: GradCache's cached vectors (``unisent.objectives.grad_cache``); their gradients are returned, for
+        the caller to replay each chunk into [`add_chunk`][unisent.balancers.StepGradients.add_chunk]."""
         if not self._started:
             raise RuntimeError("StepGradients.add before start")
         start = time.perf_counter()
@@ -83,7 +87,7 @@ class StepGradients:
             self.losses[name] = loss
             return []
         own = self.own.get(name, [])
-        grads = torch.autograd.grad(loss, [*leaves, *self.shared, *own], allow_unused=True)
+        grads = grad_or_none(loss, [*leaves, *self.shared, *own], allow_unused=True)
         self._accumulate(self._row(name), grads[len(leaves) : len(leaves) + len(self.shared)])
         self.pairs += [(p, g) for p, g in zip(own, grads[len(leaves) + len(self.shared) :]) if g is not None]
         self.seconds += time.perf_counter() - start
@@ -94,14 +98,15 @@ class StepGradients:
         gradient ``grad`` w.r.t. them (GradCache); nothing without shared parameters or a graph."""
         if self.shared and vectors.requires_grad:
             start = time.perf_counter()
-            self._accumulate(self._row(name), torch.autograd.grad(vectors, self.shared, grad, allow_unused=True))
+            self._accumulate(self._row(name), grad_or_none(vectors, self.shared, grad, allow_unused=True))
             self.seconds += time.perf_counter() - start
 
     def _row(self, name: str) -> torch.Tensor:
-        """The buffer ``name``'s shared gradient is added to: its Jacobian row, its :attr:`rows` row, or
+        """The buffer ``name``'s shared gradient is added to: its Jacobian row, its ``rows`` row, or
         Static's one summed row."""
         if self.balancer.gradient_level:
             return self.jacobian.row(name, self.shared)
+        assert self.rows is not None  # made by start for a loss-level balancer
         return self.rows[0 if self._single else self.names.index(name)]
 
     def _accumulate(self, row: torch.Tensor, grads: Sequence[torch.Tensor | None]) -> None:
@@ -142,13 +147,15 @@ class StepGradients:
         self.seconds += time.perf_counter() - start
         return loss - loss.detach() + value, stats, weights
 
-    def _deferred(self, last: bool, step: int, parameters):
+    def _deferred(
+        self, last: bool, step: int, parameters: Iterable[torch.nn.Parameter]
+    ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
         """Every graph alive until here; a loss-level weighted sum, with hooks that divide each own
         parameter's gradient by its objective's weight."""
         losses, values, balancer = self.losses, self.values, self.balancer
         self.losses = {}
         if not self.shared:  # nothing shared to balance (a frozen encoder): each own parameter gets its own loss's
-            return sum(losses.values()), None, {}
+            return cast(torch.Tensor, sum(losses.values())), None, {}  # not empty: values has a loss
         if balancer.gradient_level:
             loss, stats = self.jacobian.combine(
                 balancer,
@@ -163,17 +170,19 @@ class StepGradients:
             return loss - loss.detach() + sum(values.values()), stats, {}
         stats = loss_level_conflicts(losses, self.shared) if self.conflicts else None
         weights = balancer.weights(losses, step)
-        loss = sum(weights[n] * losses[n] for n in losses)
+        loss = cast(torch.Tensor, sum(weights[n] * losses[n] for n in losses))
         regularizer = balancer.regularizer(losses)
         loss = loss if regularizer is None else loss + regularizer
         if not isinstance(balancer, Static):
             for name, w in weights.items():
                 w = weight_value(w)
                 scale = 1.0 / w if w > 0 else 0.0
-                self._hooks += [p.register_hook(lambda g, s=scale: g * s) for p in self.own.get(name, [])]
+                self._hooks += [_register_hook(p, lambda g, s=scale: g * s) for p in self.own.get(name, [])]
         return loss, stats, weights
 
-    def _gradient_level(self, last: bool, step: int, parameters) -> tuple[Pairs, dict[str, Any] | None]:
+    def _gradient_level(
+        self, last: bool, step: int, parameters: Iterable[torch.nn.Parameter]
+    ) -> tuple[Pairs, dict[str, Any] | None]:
         if not last:
             return self.pairs, None
         shared, stats = self.jacobian.update(
@@ -183,8 +192,11 @@ class StepGradients:
         own = {id(p) for p, _ in self.pairs}
         return self.pairs + [(p, g) for p, g in shared if id(p) not in own], stats
 
-    def _loss_level(self, step: int):
+    def _loss_level(
+        self, step: int
+    ) -> tuple[Pairs, dict[str, Any] | None, dict[str, torch.Tensor], torch.Tensor | None]:
         values, rows = self.values, self.rows
+        assert rows is not None  # made by start for a loss-level balancer
         stats = None
         if self.conflicts:  # the rows averaged over processes (the update is the same: DDP averages it again)
             mean_over_processes(rows)
@@ -206,7 +218,7 @@ class StepGradients:
         # the balancer's own parameters (Uncertainty's log-variances): the gradient of its weighted loss
         extra = None
         if any(torch.is_tensor(w) and w.requires_grad for w in weights.values()):
-            extra = sum(weights[n] * values[n] for n in values)
+            extra = cast(torch.Tensor, sum(weights[n] * values[n] for n in values))
         regularizer = self.balancer.regularizer(values)
         if regularizer is not None:
             extra = regularizer if extra is None else extra + regularizer

@@ -2,7 +2,7 @@
 
 Algorithm 1 of Cai et al. (2022) replaces each training sentence, at every step, by its text, its AMR
 graph or the graph of its translation; parsing and translating are far too slow for a training step, so
-every form is computed once here and :class:`unisent.objectives.AMRSimCSE` draws among them::
+every form is computed once here and [`unisent.objectives.AMRSimCSE`][unisent.objectives.AMRSimCSE] draws among them::
 
     {"anchor": "A man plays.", ...} -> {"anchor": ..., "anchor_graph": "( play-01 :ARG0 ( man ) )",
                                         "anchor_graph_de": ..., "positive": ..., "positive_graph": ..., ...}
@@ -28,7 +28,7 @@ SLOTS = ("anchor", "positive", "negative")
 
 def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """Read a jsonl of NLI triples, pairs or sentences: ``(records, slots)``, the slots being the fields of
-    :data:`SLOTS` in the first record, which every record must have as non-empty strings."""
+    ``SLOTS`` in the first record, which every record must have as non-empty strings."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"input file {str(path)!r} does not exist")
@@ -267,5 +267,5 @@ def build_amr_nli(
         print(f"  {count} null {what}: the objective falls back to another form for them")
 
 
-#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+#: ``unisent data <name>`` commands of this module (see ``unisent.commands.data``)
 COMMANDS = {"amr-nli": build_amr_nli}

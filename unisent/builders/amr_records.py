@@ -98,5 +98,5 @@ def build_amr_linearize(
         raise ValueError(f"{len(errors)} malformed AMR graph(s) (--strict); the others were written to {output}")
 
 
-#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+#: ``unisent data <name>`` commands of this module (see ``unisent.commands.data``)
 COMMANDS = {"amr-linearize": build_amr_linearize}

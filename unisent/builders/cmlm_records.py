@@ -216,5 +216,5 @@ def build_nli_pairs(
     print(f"{n} labelled pairs (premise, hypothesis, label) -> {output}")
 
 
-#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+#: ``unisent data <name>`` commands of this module (see ``unisent.commands.data``)
 COMMANDS = {"cmlm-pairs": build_cmlm_pairs, "bitext": build_bitext, "nli-pairs": build_nli_pairs}

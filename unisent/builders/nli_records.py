@@ -113,5 +113,5 @@ def build_nli_triples(*, format: Literal["snli", "xnli", "sick"], input: str, sp
     print(f"{n} triples (premise, entailment, contradiction) from {len(labels)} pairs -> {output}")
 
 
-#: ``unisent data <name>`` commands of this module (see :mod:`unisent.commands.data`)
+#: ``unisent data <name>`` commands of this module (see ``unisent.commands.data``)
 COMMANDS = {"nli-triples": build_nli_triples}

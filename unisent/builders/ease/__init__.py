@@ -1,5 +1,5 @@
 """EASE training data: (sentence, hyperlinked entity, hard-negative entity) records, from a Wikipedia
-dump (:mod:`.steps`) or FewRel (:mod:`.fewrel`); step files and formats: docs/methods/ease-data.md.
+dump (``steps``) or FewRel (``fewrel``); step files and formats: docs/methods/ease-data.md.
 
 Record (one per sentence and linked entity, as in the paper)::
 

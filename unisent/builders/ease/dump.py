@@ -1,7 +1,7 @@
 """Streaming a MediaWiki XML dump (``.xml.bz2`` or ``.xml``) page by page on `mwxml
 <https://pythonhosted.org/mwxml/>`_, clearing the root after every page (mwxml leaves each emptied
 ``<page>`` under it: 2 GB over English Wikipedia; mwxml issue #23). Not Wikipedia2Vec's ``DumpDB``: it
-converts the whole dump first, cannot resume, and its text and link offsets differ from :mod:`.wikitext`."""
+converts the whole dump first, cannot resume, and its text and link offsets differ from ``wikitext``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``unisent data ease-wikipedia`` and ``ease-fewrel`` commands over the CLI-free :mod:`.steps`, :mod:`.fewrel`."""
+"""The ``unisent data ease-wikipedia`` and ``ease-fewrel`` commands over the CLI-free ``steps``, ``fewrel``."""
 
 from __future__ import annotations
 
@@ -74,5 +74,5 @@ def build_ease_fewrel(
     ease_fewrel(input, output, seed=seed, max_records=max_records, min_count=min_count)
 
 
-#: ``unisent data <name>`` commands of this package (see :mod:`unisent.commands.data`)
+#: ``unisent data <name>`` commands of this package (see ``unisent.commands.data``)
 COMMANDS = {"ease-wikipedia": build_ease_wikipedia, "ease-fewrel": build_ease_fewrel}

@@ -1,8 +1,8 @@
-"""The resumable steps of ``unisent data ease-wikipedia``: extract, count, records (see :mod:`unisent.builders.ease`).
+"""The resumable steps of ``unisent data ease-wikipedia``: extract, count, records (see ``unisent.builders.ease``).
 
-A step whose outputs exist (same options) is skipped; one that runs removes the later steps' outputs. The
-``*.part`` files grow over hours, so only they bypass :func:`unisent.io.atomic_write`; ``records.jsonl``
-is replaced last, so its presence means the records step finished."""
+A step whose outputs exist (same options) is skipped; one that runs removes the later steps' outputs. The ``*.part``
+files grow over hours, so only they bypass [`unisent.io.atomic_write`][unisent.io.atomic_write]; ``records.jsonl`` is
+replaced last, so its presence means the records step finished."""
 
 from __future__ import annotations
 

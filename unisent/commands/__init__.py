@@ -1,4 +1,4 @@
-"""Every command of ``unisent`` (the table is :mod:`unisent.cli`)."""
+"""Every command of ``unisent`` (the table is ``unisent.cli``)."""
 
 from ._yaml import install as _bound_yaml
 

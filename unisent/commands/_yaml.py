@@ -61,7 +61,7 @@ def bounded_load(stream: Any) -> Any:
 
 
 def install() -> None:
-    """Make :func:`bounded_load` the YAML loader of jsonargparse (every parser of this process)."""
+    """Make ``bounded_load`` the YAML loader of jsonargparse (every parser of this process)."""
     import yaml
     from jsonargparse import set_loader
 

@@ -1,5 +1,5 @@
-"""A Lightning command's errors as one line that names what to change: jsonargparse's (:func:`did_you_mean`)
-and the user's mistakes (:func:`user_error_in_chain`); anything else is a bug and keeps its traceback."""
+"""A Lightning command's errors as one line that names what to change: jsonargparse's (``did_you_mean``)
+and the user's mistakes (``user_error_in_chain``); anything else is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -92,6 +92,12 @@ def did_you_mean(message: str, parser) -> str | None:
         unknown.append(f"--{group}.{key}" if group else f"--{key}")
     if not unknown:
         return None
+    from ..training_config import MOVED
+
+    for word in unknown:  # a key of before model.train: its new place, in one line
+        section, _, key = word.removeprefix("--").rpartition(".")
+        if section == "model" and key in MOVED:
+            return f"model.{key} moved to model.{MOVED[key]}"
     options = sorted(_option_names(parser))
     hints = []
     for word in unknown:

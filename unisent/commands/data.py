@@ -1,6 +1,6 @@
 """``unisent data BUILDER ...``: build training records from public data layouts.
 
-Each module of :func:`builder_modules` maps sub-commands to typed functions in ``COMMANDS``."""
+Each module of ``builder_modules`` maps sub-commands to typed functions in ``COMMANDS``."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ PROG = "unisent data"
 
 
 def builder_modules() -> tuple[ModuleType, ...]:
-    """The modules of :mod:`unisent.builders` that declare ``COMMANDS``, imported only when asked for."""
+    """The modules of ``unisent.builders`` that declare ``COMMANDS``, imported only when asked for."""
     from ..builders import amr_nli, amr_records, cmlm_records, ease, nli_records
 
     return (nli_records, ease, amr_records, amr_nli, cmlm_records)
 
 
 def builders() -> dict[str, Callable]:
-    """Sub-command name -> builder function, over every module of :func:`builder_modules`."""
+    """Sub-command name -> builder function, over every module of ``builder_modules``."""
     out: dict[str, Callable] = {}
     for module in builder_modules():
         for command, function in module.COMMANDS.items():

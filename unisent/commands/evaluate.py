@@ -169,7 +169,7 @@ def _evaluate_mteb(
     device: str | None,
     quiet: bool,
 ) -> dict:
-    """``--mteb``: MTEB tasks through :mod:`unisent.integrations.mteb`, reported like ``--tasks``."""
+    """``--mteb``: MTEB tasks through ``unisent.integrations.mteb``, reported like ``--tasks``."""
     names = [name.strip() for name in tasks.split(",") if name.strip()]
     if not names:
         raise ValueError("--mteb is empty; name MTEB tasks, e.g. --mteb STSBenchmark")
@@ -209,7 +209,7 @@ def _check_tasks(tasks: str) -> None:
 
 
 def _check_model(model: str) -> None:
-    """A ``--model`` that looks like a local path (:func:`unisent.io.model_files.looks_like_path`, which imports
+    """A ``--model`` that looks like a local path (``unisent.io.model_files.looks_like_path``, which imports
     no torch) must exist: a typo fails at once instead of after a model-hub round trip."""
     import os
 

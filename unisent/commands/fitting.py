@@ -1,5 +1,5 @@
-"""Training as a function: :func:`run_lightning` runs ``unisent fit|validate|test|predict`` (and ``ablate``'s
-fits) on the words given; an interrupted run is not an error, its :class:`FitOutcome` says what it left."""
+"""Training as a function: ``run_lightning`` runs ``unisent fit|validate|test|predict`` (and ``ablate``'s
+fits) on the words given; an interrupted run is not an error, its ``FitOutcome`` says what it left."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class FitOutcome:
     run_dir: Path | None = None
     checkpoint: Path | None = None
     interrupted: Interrupt | None = None
-    #: a SLURM job stopped by SIGTERM/SIGUSR1: the job (requeued by rank 0, see :func:`requeue_if_preempted`)
+    #: a SLURM job stopped by SIGTERM/SIGUSR1: the job (requeued by rank 0, see ``requeue_if_preempted``)
     requeued: str | None = None
     #: why ``scontrol requeue`` failed (``None``: it worked, or was not tried)
     requeue_failed: str | None = None
@@ -60,7 +60,7 @@ class FitOutcome:
 
 def fit(config_files: Sequence[str | Path], overrides: Sequence[str] = (), *, verbose: bool = False) -> FitOutcome:
     """``unisent fit -c FILE ... OVERRIDES`` (later files, then ``overrides``, win): the run's
-    :class:`FitOutcome`. Raises jsonargparse's ``ArgumentError`` for a bad option or key, ``NothingToTrain``
+    ``FitOutcome``. Raises jsonargparse's ``ArgumentError`` for a bad option or key, ``NothingToTrain``
     for a finished run, and the recipe's, data's or checkpoint's own errors as they are."""
     words = ["fit"] + [word for path in config_files for word in ("-c", str(path))] + [str(o) for o in overrides]
     return run_lightning(words, verbose=verbose)
@@ -123,7 +123,7 @@ def _last_checkpoint(trainer: Any) -> Path | None:
 
 def _terminate_as_interrupt(received: dict[str, str]) -> dict[int, Any]:
     """Until training starts, SIGTERM and SIGUSR1 stop ``fit`` as Ctrl-C does; during training the checkpoint
-    callback takes them over (:class:`unisent.resume.InterruptRequest`: finish the step, save, stop)."""
+    callback takes them over (``unisent.resume.InterruptRequest``: finish the step, save, stop)."""
     import signal
     import threading
 
@@ -158,7 +158,7 @@ def requeue_if_preempted(outcome: FitOutcome) -> FitOutcome:
 
 
 def requeue_lines(prog: str, words: Sequence[str], outcome: FitOutcome) -> list[str]:
-    """What rank 0 says after :func:`requeue_if_preempted`: the requeue or why it failed, and a warning when
+    """What rank 0 says after ``requeue_if_preempted``: the requeue or why it failed, and a warning when
     the command would not continue the run (the requeued job runs the same command: it needs
     ``--ckpt_path last``, else it starts again from step 0)."""
     from ..resume import is_rank_zero

@@ -1,4 +1,4 @@
-"""A typed function is the command: :func:`command_parser` turns its signature and Google-style docstring
+"""A typed function is the command: ``command_parser`` turns its signature and Google-style docstring
 into a jsonargparse parser with ``--help``, ``--config FILE.yaml`` and ``--print_config``.
 
 - a parameter before ``*`` without a default is positional; every other is ``--name`` (required without a
@@ -34,7 +34,7 @@ __all__ = [
     "summary",
 ]
 
-#: the end of every command's --help: ``unisent`` (:mod:`unisent.plugins`) reads ``--import`` before the parser
+#: the end of every command's --help: ``unisent`` (``unisent.plugins``) reads ``--import`` before the parser
 IMPORT_HELP = (
     "--import MODULE: import MODULE first (repeatable), so that the objectives, poolers, balancers, tasks and "
     "export formats it registers can be named; installed plugins (entry points of the group unisent.plugins) "
@@ -86,7 +86,7 @@ def _is_optional(hint: Any) -> bool:
 
 
 class _Flag(ActionYesNo):
-    """:class:`ActionYesNo` (``--x`` / ``--no_x``) that also reads the dashed ``--no-x`` as the no-form."""
+    """``ActionYesNo`` (``--x`` / ``--no_x``) that also reads the dashed ``--no-x`` as the no-form."""
 
     def __call__(self, *args, **kwargs):
         if len(args) >= 4 and isinstance(args[3], str) and args[3].startswith("--"):
@@ -95,7 +95,7 @@ class _Flag(ActionYesNo):
 
 
 def _add_dashed_aliases(parser: ArgumentParser, action) -> None:
-    """Accept ``--batch-size`` for ``--batch_size``; added after the fact because :class:`ActionYesNo`
+    """Accept ``--batch-size`` for ``--batch_size``; added after the fact because ``ActionYesNo``
     derives its ``--no_x`` from the first option string."""
     for option in list(action.option_strings):
         dashed = "--" + option[2:].replace("_", "-")
@@ -171,7 +171,7 @@ def fail(prog: str, message: str, argv: Sequence[str] = ()) -> NoReturn:
 
 
 def parse(parser: ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
-    """Parse ``argv`` (``--help``/``--print_config`` print and exit 0); a bad option or value -> :func:`fail`."""
+    """Parse ``argv`` (``--help``/``--print_config`` print and exit 0); a bad option or value -> ``fail``."""
     from jsonargparse import ArgumentError
 
     argv = list(argv)
@@ -198,13 +198,13 @@ def _value_as_option_hint(parser: ArgumentParser, message: str) -> str:
 
 
 def run_command(function: Callable, argv: Sequence[str], prog: str) -> Any:
-    """Parse ``argv`` for ``function`` and :func:`call` it."""
+    """Parse ``argv`` for ``function`` and ``call`` it."""
     values = parse(command_parser(function, prog), argv)
     return call(function, values, prog)
 
 
 def call(function: Callable, values: dict[str, Any], prog: str) -> Any:
-    """``function(**values)``, its expected errors reported by :func:`fail` with status 1."""
+    """``function(**values)``, its expected errors reported by ``fail`` with status 1."""
     try:
         return function(**values)
     except UsageError as err:

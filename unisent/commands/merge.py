@@ -1,5 +1,5 @@
 """``unisent merge RUN RUN ... --out DIR --method ties``: runs that share a starting model merged into one
-model (:func:`unisent.merging.merge_runs`; docs/merging.md)."""
+model ([`unisent.merging.merge_runs`][unisent.merging.merge_runs]; docs/merging.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which run a Lightning command continues or sits beside, from the parsed config, per logger (each names
-its runs its own way); called by :class:`unisent.commands.train.UnisentCLI` before anything is built."""
+its runs its own way); called by ``unisent.commands.train.UnisentCLI`` before anything is built."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _configured_logger(config):
 
 def continue_last_run(config) -> None:
     """``fit --ckpt_path last``: point the logger at the run with the newest last.ckpt and resume from it
-    (:class:`NothingToTrain` when it reached this config's stopping point)."""
+    (``NothingToTrain`` when it reached this config's stopping point)."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
     from ..run_progress import last_checkpoint
@@ -224,7 +224,7 @@ def _versions(root: Path | str) -> list[str]:
 
 
 def _local_checkpoint(ckpt: str) -> str:
-    """A checkpoint URL's local copy (:func:`unisent.io.remote.localize`), the path Lightning then loads: the
+    """A checkpoint URL's local copy (``unisent.io.remote.localize``), the path Lightning then loads: the
     checks read the same bytes; a local path as it is."""
     return localize(ckpt, "checkpoint") if is_remote(ckpt) else ckpt
 
@@ -247,7 +247,7 @@ def _quiet_resume_warnings() -> None:
 
 
 def refuse_finished_run(config, ckpt_path: Any) -> None:
-    """:class:`NothingToTrain` when ``ckpt_path`` is at or past ``config``'s ``trainer.max_steps``/``max_epochs``
+    """``NothingToTrain`` when ``ckpt_path`` is at or past ``config``'s ``trainer.max_steps``/``max_epochs``
     (counted from the run's start, as Lightning does); an unreadable file is left to the loading checks."""
     from ..run_progress import checkpoint_progress, stopping_point_reached
 

@@ -1,4 +1,5 @@
-"""``unisent retrofit`` (Cai et al., 2022, Sec. 4.2): save a :class:`~unisent.models.RetrofittedEncoder`."""
+"""``unisent retrofit`` (Cai et al., 2022, Sec. 4.2): save a
+[`RetrofittedEncoder`][unisent.models.RetrofittedEncoder]."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def retrofit(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``unisent retrofit``: build a retrofitted model and save it (:func:`retrofit`)."""
+    """``unisent retrofit``: build a retrofitted model and save it (``retrofit``)."""
     run_command(retrofit, sys.argv[1:] if argv is None else argv, "unisent retrofit")
 
 

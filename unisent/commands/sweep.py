@@ -1,5 +1,5 @@
 """``unisent sweep``: hyperparameter sweeps in W&B's sweep format, on W&B or here on Optuna (``--local``:
-trials are subprocesses that write their metric file, :mod:`unisent.sweep_metrics`)."""
+trials are subprocesses that write their metric file, ``unisent.sweep_metrics``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``unisent fit``, ``validate``, ``test`` and ``predict``: Lightning's CLI over :class:`UnisentModule` and
-:class:`UnisentDataModule`, apart from :mod:`unisent.cli` so that the other commands do not import Lightning."""
+"""``unisent fit``, ``validate``, ``test`` and ``predict``: Lightning's CLI over ``UnisentModule`` and
+[`UnisentDataModule`][unisent.data.UnisentDataModule], apart from ``unisent.cli`` so that the other commands do not
+import Lightning."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class UnisentSaveConfig(SaveConfigCallback):
 
 
 def _log_wandb_rows_by_step(config: Any) -> None:
-    """Lightning's W&B logger becomes :class:`unisent.loggers.WandbLogger` (rows at the global step: a resumed
+    """Lightning's W&B logger becomes ``unisent.loggers.WandbLogger`` (rows at the global step: a resumed
     run's steps continue the W&B run's)."""
     from ..loggers import use_step_logger
 
@@ -78,7 +79,7 @@ def _log_wandb_rows_by_step(config: Any) -> None:
 
 def _import_recipe_pooler(config: Any) -> None:
     """Import a pooler the recipe names by class path, as jsonargparse does its other class paths (a recipe
-    is code; names read from a model's files never come here: :mod:`unisent.io.registry`)."""
+    is code; names read from a model's files never come here: ``unisent.io.registry``)."""
     from ..encoders.poolers import POOLERS, Pooler
     from ..io import import_object
     from ..io.registry import subclasses
@@ -92,7 +93,7 @@ def _import_recipe_pooler(config: Any) -> None:
 
 
 class UnisentCLI(LightningCLI):
-    """LightningCLI with a ``checkpoint:`` section (:class:`~unisent.resume.UnisentCheckpoint`: ``best.ckpt``
+    """LightningCLI with a ``checkpoint:`` section (``UnisentCheckpoint``: ``best.ckpt``
     by ``val/score``; ``last.ckpt`` every ``checkpoint.every_n_train_steps`` steps and after each validation).
     ``fit --ckpt_path last`` continues the logger's newest run, else starts from scratch."""
 
@@ -131,7 +132,7 @@ class UnisentCLI(LightningCLI):
 
     def parse_arguments(self, parser, args) -> None:
         """Lightning's parsing, without its warning when ``sys.argv`` holds words too (``unisent ablate``); a
-        mistyped key gets a suggestion (:func:`~unisent.commands.config_errors.did_you_mean`)."""
+        mistyped key gets a suggestion (``did_you_mean``)."""
         from jsonargparse import ArgumentError, Namespace
 
         try:
@@ -157,7 +158,7 @@ class UnisentCLI(LightningCLI):
             check_unisent_checkpoint(ckpt_path)  # also a file of another program: one line, not a KeyError
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Lightning's run; an empty run directory is removed on failure; Ctrl-C/SIGTERM: :class:`FitInterrupted`."""
+        """Lightning's run; an empty run directory is removed on failure; Ctrl-C/SIGTERM: ``FitInterrupted``."""
         from ..strategies import join_elastic_group
 
         try:
@@ -173,8 +174,8 @@ class UnisentCLI(LightningCLI):
             raise
 
     def instantiate_trainer(self, **kwargs: Any):
-        """Lightning's Trainer, plus an :class:`~unisent.evaluation.callback.EvaluationCallback` when
-        ``model.evaluation`` names tasks, checked first (:mod:`unisent.evaluation.name_checks`)."""
+        """Lightning's Trainer, plus an ``EvaluationCallback`` when
+        ``model.evaluation`` names tasks, checked first (``unisent.evaluation.name_checks``)."""
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         from ..evaluation.callback import add_evaluation_callback
@@ -298,7 +299,7 @@ QUIET_WARNINGS = (
 
 @contextlib.contextmanager
 def quiet():
-    """Without Lightning's notices, transformers' bars and :data:`QUIET_WARNINGS` while a Lightning command
+    """Without Lightning's notices, transformers' bars and ``QUIET_WARNINGS`` while a Lightning command
     runs; the settings are restored afterwards (the command may run inside another program)."""
     import logging
     import warnings

@@ -1,6 +1,5 @@
-"""``unisent ablate RECIPE`` (docs/training.md, "Ablations"): the options and modes; :mod:`.plan` (the
-runs and their recipes), :mod:`.run` (training and scoring) and :mod:`.summarise` (intervals, tables,
-verdicts, plot)."""
+"""``unisent ablate RECIPE`` (docs/training.md, "Ablations"): the options and modes; ``plan`` (the runs and their
+recipes), ``run`` (training and scoring) and ``summarise`` (intervals, tables, verdicts, plot)."""
 
 from __future__ import annotations
 
@@ -195,7 +194,7 @@ def _read_recipe(path: Path, precision: str | None) -> dict[str, Any]:
 
 
 def _check_options(balancers: list[str], kinds: list[str], jobs: int, merges: list[str]) -> list[str]:
-    """Each mistake in the run options one line (:class:`UsageError`); the merge methods."""
+    """Each mistake in the run options one line (``UsageError``); the merge methods."""
     for name in balancers:
         balancer_spec(name)
     bad = [k for k in kinds if k not in (UNTRAINED, *KINDS)]

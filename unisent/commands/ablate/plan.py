@@ -1,5 +1,5 @@
 """Which runs an ablation trains, each run's recipe (cut down to its objectives), and the recipe's settings
-checked, each mistake one line (:class:`~unisent.commands.function_commands.UsageError`)."""
+checked, each mistake one line (``UsageError``)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ KINDS = ("unified", "single", "leave-one-out", "merge")
 MERGES = ("linear", "task_arithmetic", "ties", "dare_ties")
 #: the reference row: the recipe's starting encoder, not trained (one evaluation, no seed)
 UNTRAINED = "untrained"
-#: the ``data:`` settings of :class:`~unisent.data.UnisentDataModule` that a recipe may give per objective
+#: the ``data:`` settings of ``UnisentDataModule`` that a recipe may give per objective
 #: (``{objective: value}``); a run keeps its objectives' entries (tests/test_ablate.py checks the signature)
 PER_OBJECTIVE_DATA = ("batch_size", "length_grouped")
 
@@ -119,7 +119,7 @@ def plan(
 ) -> list[Run]:
     """Every run of the ablation, unified runs first, then single, leave-one-out and merge, seed-major; the
     leave-one-out rows only of the units ``leave_out`` names, when it names any. A merge row merges the
-    seed's single runs of the units :func:`merged_units` names (``unisent merge``, weights 1)."""
+    seed's single runs of the units ``merged_units`` names (``unisent merge``, weights 1)."""
     names = objective_names(config)
     if len(names) < 2:
         raise UsageError(f"the recipe trains {len(names)} objective(s); an ablation needs at least two")
@@ -187,12 +187,13 @@ def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict
     for key in PER_OBJECTIVE_DATA:
         if isinstance(data.get(key), dict):
             data[key] = {k: v for k, v in data[key].items() if k in kept}
-    model["weight_schedule"] = {k: v for k, v in (model.get("weight_schedule") or {}).items() if k in kept}
+    train = model.get("train") if isinstance(model.get("train"), dict) else model.setdefault("train", {})
+    train["weight_schedule"] = {k: v for k, v in (train.get("weight_schedule") or {}).items() if k in kept}
     evaluation = model.get("evaluation")
     if isinstance(evaluation, dict) and isinstance(evaluation.get("panel_own"), dict):  # names the run's objectives
         evaluation["panel_own"] = {k: v for k, v in evaluation["panel_own"].items() if k in kept}
     model["balancer"] = _without_missing_anchor(balancer_spec(run.balancer), kept)
-    model["conflict_every"] = conflict_every if len(kept) > 1 else 0
+    train["conflict_every"] = conflict_every if len(kept) > 1 else 0
     config["seed_everything"] = run.seed
     trainer = config.setdefault("trainer", {})
     trainer.update(max_steps=steps, max_epochs=-1)

@@ -1,4 +1,4 @@
-"""Running an ablation: each run trained by :func:`unisent.commands.fitting.fit` and scored on the panel, in
+"""Running an ablation: each run trained by ``unisent.commands.fitting.fit`` and scored on the panel, in
 this process, ``--jobs N`` processes or W&B sweep trials; finished work is never redone."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Study:
     entity_records: str | None
     passed: list[str]
     keep_checkpoints: bool = True
-    #: the units whose single runs the merge rows merge (:func:`~.plan.merged_units`; empty: no merge rows)
+    #: the units whose single runs the merge rows merge (``merged_units``; empty: no merge rows)
     merged_units: tuple[str, ...] = ()
 
     def result_path(self, run: Run) -> Path:
@@ -134,7 +134,7 @@ class Study:
         return result
 
     def merge_inputs(self, run: Run) -> list[Path]:
-        """The run folders a merge row merges: the seed's single runs of :attr:`merged_units`."""
+        """The run folders a merge row merges: the seed's single runs of ``merged_units``."""
         singles = [Run(f"only {u}", "single", (), run.balancer, run.seed) for u in self.merged_units]
         return [self.out / "runs" / r.slug / f"seed{run.seed}" for r in singles]
 
@@ -159,7 +159,7 @@ class Study:
 
 def fit_run(recipe_path: Path, key: str) -> str | int | None:
     """``unisent fit -c RECIPE --ckpt_path last`` in this process, and the precision it trained in: user errors
-    as :class:`CommandFailed`, Ctrl-C or SIGTERM as :class:`StudyInterrupted`."""
+    as ``CommandFailed``, Ctrl-C or SIGTERM as ``StudyInterrupted``."""
     from jsonargparse import ArgumentError
 
     from ..config_errors import config_error, describe_user_error, user_error_in_chain

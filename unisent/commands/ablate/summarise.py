@@ -1,5 +1,5 @@
 """What the runs of an ablation say: Student-t intervals over seeds, the table, own columns against the
-objective alone, the targets' verdicts and the plot. Everything after :func:`summarize` reads only the
+objective alone, the targets' verdicts and the plot. Everything after ``summarize`` reads only the
 summary, so ``ablation.json`` alone writes ``ablation.md`` and ``ablation.png`` again, byte for byte."""
 
 from __future__ import annotations
@@ -244,8 +244,7 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: di
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    """The markdown of ``ablation.md`` (without its image line), from the summary alone: :func:`table`, then
-    :func:`notes`."""
+    """The markdown of ``ablation.md`` (without its image line), from the summary alone: ``table``, then ``notes``."""
     text = table(summary["rows"], summary["columns"], summary["own"], summary["units"], summary["panel_targets"])
     return text + notes(summary)
 

@@ -1,5 +1,5 @@
 """The training data layer (its modules: docs/architecture.md). Names are imported on first use (PEP 562)
-from the submodule :data:`_LAZY` names, so that readers of records (the builders, ``unisent data
+from the submodule ``_LAZY`` names, so that readers of records (the builders, ``unisent data
 --help``) do not pay for torch and Lightning."""
 
 from importlib import import_module

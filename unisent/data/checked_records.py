@@ -1,7 +1,7 @@
 """Training records of one file checked line by line against an objective's fields: what
-:func:`unisent.data.sources.load_source` falls back on to name the line of a problem. Files are read by
-:func:`unisent.data.records.iter_records`; this module adds the objective's checks (non-empty
-sentences), collects all problems (or skips and counts them) and the columns."""
+[`unisent.data.sources.load_source`][unisent.data.load_source] falls back on to name the line of a problem. Files are
+read by [`unisent.data.records.iter_records`][unisent.data.iter_records]; this module adds the objective's checks
+(non-empty sentences), collects all problems (or skips and counts them) and the columns."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ __all__ = ["SUPPORTED_FORMATS", "RecordError", "RecordFile", "read_records"]
 
 
 class RecordFile(Protocol):
-    """What this reader uses of a source, e.g. a :class:`~unisent.data.sources.DataSource` (not imported:
-    :mod:`.sources` imports this module)."""
+    """What this reader uses of a source, e.g. a [`DataSource`][unisent.data.DataSource] (not imported:
+    ``sources`` imports this module)."""
 
     path: str
     columns: Mapping[str, str]
@@ -28,7 +28,7 @@ class RecordFile(Protocol):
 
 @dataclass
 class _File:
-    """A bare path as a :class:`RecordFile`."""
+    """A bare path as a ``RecordFile``."""
 
     path: str
     columns: dict[str, str] = field(default_factory=dict)
@@ -58,7 +58,7 @@ def read_records(
 
     Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
     ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints. Malformed
-    records raise one :class:`RecordError` listing them, unless ``on_error="skip"``."""
+    records raise one [`RecordError`][unisent.data.RecordError] listing them, unless ``on_error="skip"``."""
     if isinstance(source, str):
         source = _File(path=source)
     path = Path(source.path).expanduser()

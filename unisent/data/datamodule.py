@@ -1,4 +1,5 @@
-"""The DataModule: one data source and one dataloader per objective (see :class:`UnisentDataModule`)."""
+"""The DataModule: one data source and one dataloader per objective (see
+[`UnisentDataModule`][unisent.data.UnisentDataModule])."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ _COMBINE_MODES = ("max_size_cycle", "min_size", "max_size", "sequential")
 
 
 class _TrainLoader(DataLoader):
-    """A training loader over a :class:`ResumableSampler`, resumable to Lightning (no mid-epoch warning).
-    Its position is kept by :meth:`UnisentDataModule.state_dict`: Lightning loads loader states only into
+    """A training loader over a [`ResumableSampler`][unisent.data.ResumableSampler], resumable to Lightning (no
+    mid-epoch warning). Its position is kept by
+    [`UnisentDataModule.state_dict`][unisent.data.UnisentDataModule.state_dict]: Lightning loads loader states only into
     loaders built after the checkpoint is read, and ``configure_optimizers`` builds them before
     (Lightning-AI/pytorch-lightning#20550)."""
 
@@ -39,17 +41,17 @@ class _TrainLoader(DataLoader):
 
 
 class _StreamTrainLoader(StreamLoader, _TrainLoader):
-    """The training loader of a stream: :class:`StreamLoader`'s resume, :class:`_TrainLoader`'s state."""
+    """The training loader of a stream: ``StreamLoader``'s resume, ``_TrainLoader``'s state."""
 
 
 class UnisentDataModule(L.LightningDataModule):
     """Training data for every objective of the model.
 
-    Each objective's source (:class:`DataSource`) is loaded and checked against the fields its
-    :class:`BatchSchema` declares, tokenised once per machine (:meth:`prepare_data`, cached as Arrow under
-    ``cache_dir`` for the other processes and later runs) or, with ``streaming: true``, as it is trained on
-    (:class:`~unisent.data.tokenized_stream.TokenizedStream`). Lightning combines the per-objective
-    loaders (dynamic padding); each training step gets ``{objective name: batch}``.
+    Each objective's source ([`DataSource`][unisent.data.DataSource]) is loaded and checked against the fields its
+    [`BatchSchema`][unisent.data.BatchSchema] declares, tokenised once per machine
+    ([`prepare_data`][unisent.data.UnisentDataModule.prepare_data], cached as Arrow under ``cache_dir`` for the other
+    processes and later runs) or, with ``streaming: true``, as it is trained on (``TokenizedStream``). Lightning
+    combines the per-objective loaders (dynamic padding); each training step gets ``{objective name: batch}``.
 
     Args:
         train: ``{objective name: DataSource}``; every objective of the model needs an entry (a string
@@ -57,12 +59,12 @@ class UnisentDataModule(L.LightningDataModule):
         batch_size: per-process batch size (an int, or ``{objective name: int}``).
         num_workers: dataloader workers.
         length_grouped: group sentences of similar length into batches (see
-            :class:`~unisent.data.LengthGroupedSampler` for what it does to in-batch negatives).
-            Either way the order comes from :class:`~unisent.data.ResumableSampler`: deterministic
-            from ``seed`` and the epoch, sharded across processes, and resumed mid-epoch from a
-            checkpoint (the DataModule saves the position of every loader; see :meth:`state_dict`).
-            A bool for every objective, or ``{objective name: bool}`` (absent names: ``False``), e.g.
-            length-grouped batches for AMR's graphs only.
+            [`LengthGroupedSampler`][unisent.data.LengthGroupedSampler] for what it does to in-batch negatives). Either
+            way the order comes from [`ResumableSampler`][unisent.data.ResumableSampler]: deterministic from ``seed``
+            and the epoch, sharded across processes, and resumed mid-epoch from a checkpoint (the DataModule saves the
+            position of every loader; see [`state_dict`][unisent.data.UnisentDataModule.state_dict]). A bool for every
+            objective, or ``{objective name: bool}`` (absent names: ``False``), e.g. length-grouped batches for AMR's
+            graphs only.
         combine_mode: how loaders of several objectives are combined (Lightning's CombinedLoader
             modes); ``max_size_cycle`` cycles the shorter ones until the longest is exhausted.
         cache_dir: where tokenised data is cached; default ``$UNISENT_CACHE/tokenized`` or
@@ -166,7 +168,7 @@ class UnisentDataModule(L.LightningDataModule):
         return None if trainer is None else getattr(trainer.state.fn, "value", trainer.state.fn)
 
     def prepare_data(self) -> None:
-        """Tokenise every map-style source into the cache (on local rank 0; the others read it in :meth:`setup`)."""
+        """Tokenise every map-style source into the cache (on local rank 0; the others read it in ``setup``)."""
         fn = self._fn()
         if fn == "predict" and self.predict is not None:
             self.tokenized(self.predict, PREDICT_SCHEMA)
@@ -253,7 +255,7 @@ class UnisentDataModule(L.LightningDataModule):
         return Dataset.from_file(str(cache))
 
     def _build_cache(self, dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str) -> None:
-        """:func:`~unisent.data.token_cache.build_cache` in ``num_proc`` processes; noted in ``tokenised_here``."""
+        """``build_cache`` in ``num_proc`` processes; noted in ``tokenised_here``."""
         build_cache(dataset, schema, tokenize, cache, name, self.num_proc)
         self.tokenised_here.append(str(cache))
 
@@ -384,8 +386,8 @@ class UnisentDataModule(L.LightningDataModule):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume the training loaders where a checkpoint left them: usually called before they exist
-        (:meth:`train_dataloader` starts them there); strategies that restore after their setup (FSDP,
-        DeepSpeed) may have built and started them: see :meth:`restart_position`."""
+        (``train_dataloader`` starts them there); strategies that restore after their setup (FSDP, DeepSpeed) may have
+        built and started them: see [`restart_position`][unisent.data.UnisentDataModule.restart_position]."""
         if not state_dict:
             return
         self._resume = state_dict
@@ -394,7 +396,7 @@ class UnisentDataModule(L.LightningDataModule):
             self._apply_position(state_dict)
 
     def restart_position(self) -> bool:
-        """At the start of training (:class:`~unisent.resume.UnisentCheckpoint`): if the checkpoint was read
+        """At the start of training (``UnisentCheckpoint``): if the checkpoint was read
         after the loaders were built, set its position again and return ``True`` (restart the iterator)."""
         state, self._resume = self._resume, None
         restart, self._loaded_after_build = self._loaded_after_build, False

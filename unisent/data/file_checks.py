@@ -1,6 +1,5 @@
-"""Checks of a data file before it is read: a regular file (not a FIFO, a device, a link loop), and no
-line longer than one record can be (:func:`max_line_bytes`); a data folder as a model directory is
-(:func:`check_data_folder`)."""
+"""Checks of a data file before it is read: a regular file (not a FIFO, a device, a link loop), and no line longer than
+one record can be (``max_line_bytes``); a data folder as a model directory is (``check_data_folder``)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ MAX_LINE_ENV = "UNISENT_MAX_LINE_BYTES"
 
 
 def max_line_bytes() -> int:
-    """The longest line of a text data file in bytes: ``UNISENT_MAX_LINE_BYTES`` or :data:`MAX_LINE_BYTES`."""
+    """The longest line of a text data file in bytes: ``UNISENT_MAX_LINE_BYTES`` or ``MAX_LINE_BYTES``."""
     value = os.environ.get(MAX_LINE_ENV, "").strip()
     if not value:
         return MAX_LINE_BYTES
@@ -76,8 +75,8 @@ def not_a_regular_file(path: str | os.PathLike, what: str = "data file") -> OSEr
 
 
 def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
-    """``path`` as a :class:`Path`; :class:`FileNotFoundError`, :class:`IsADirectoryError` or (see
-    :func:`not_a_regular_file`) :class:`OSError`, naming it, if it is no regular file."""
+    """``path`` as a ``Path``; ``FileNotFoundError``, ``IsADirectoryError`` or (see
+    ``not_a_regular_file``) ``OSError``, naming it, if it is no regular file."""
     path = Path(path).expanduser()
     special = not_a_regular_file(path, what)
     if special is not None:
@@ -90,9 +89,9 @@ def require_file(path: str | os.PathLike, what: str = "data file") -> Path:
 
 
 def require_lines_within(path: str | os.PathLike, limit: int | None = None) -> None:
-    """Raise a :class:`RecordError` naming the first line of ``path`` longer than ``limit`` bytes (default
-    :func:`max_line_bytes`), before ``datasets``' builders read whole lines. Reads one block at a time; a
-    file smaller than the limit is not read."""
+    """Raise a [`RecordError`][unisent.data.RecordError] naming the first line of ``path`` longer than ``limit`` bytes
+    (default ``max_line_bytes``), before ``datasets``' builders read whole lines. Reads one block at a time; a file
+    smaller than the limit is not read."""
     limit = max_line_bytes() if limit is None else limit
     path = Path(path)
     if path.stat().st_size <= limit:
@@ -147,10 +146,11 @@ def _card_files(card: Path):
 
 
 def check_data_folder(folder: str | os.PathLike) -> Path:
-    """A data folder a user hands over (``load_dataset(DIR)``, ``save_to_disk``) read as data, before ``datasets``
-    opens anything: the walk of :func:`~unisent.io.model_files.check_model_directory` (regular files only, no link
-    out, nothing skipped), no loading script at its root, and every file its card (``README.md``'s
-    ``data_files``) or ``state.json`` (``_data_files``) names inside it; a :class:`ModelFileError` naming the file."""
+    """A data folder a user hands over (``load_dataset(DIR)``, ``save_to_disk``) read as data, before ``datasets`` opens
+    anything: the walk of [`check_model_directory`][unisent.io.check_model_directory] (regular files only, no link out,
+    nothing skipped), no loading script at its root, and every file its card (``README.md``'s ``data_files``) or
+    ``state.json`` (``_data_files``) names inside it; a [`ModelFileError`][unisent.io.ModelFileError] naming the
+    file."""
     folder = mf.check_model_directory(folder, what="data folder", read=False)
     scripts = sorted(folder.glob("*.py"))
     if scripts:

@@ -1,4 +1,4 @@
-"""The errors every reader of :mod:`unisent.data` raises; how ``on_error: skip`` reports what it dropped."""
+"""The errors every reader of [`unisent.data`][unisent.data] raises; how ``on_error: skip`` reports what it dropped."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def skip_notice(label: str, skipped: int, kept: int, problems: Sequence[str], ke
 def report_malformed(
     label: str, listed: Sequence[str], total: int, required: Sequence[str], on_error: str, kept: int, key: str | None
 ) -> None:
-    """Raise (``on_error: raise``) a :class:`RecordError` listing the malformed records ``listed`` (of ``total``)
-    or say in one line (``skip``) how many were dropped; ``key``: the source's key in the recipe
+    """Raise (``on_error: raise``) a [`RecordError`][unisent.data.RecordError] listing the malformed records ``listed``
+    (of ``total``) or say in one line (``skip``) how many were dropped; ``key``: the source's key in the recipe
     (``data.train.simcse``)."""
     if on_error == "raise":
         more = f"\n... and {total - len(listed)} more" if total > len(listed) else ""

@@ -1,7 +1,7 @@
-"""The record reader (:func:`iter_records`): one streaming iterator for training, evaluation, encode and
-builder inputs. It is thin glue over the parsers of each format (:mod:`json`, :mod:`csv`,
-``pyarrow.parquet``, ``datasets``), adding what none of them gives: the same line numbers, field checks
-and :class:`RecordError` messages for all formats."""
+"""The record reader ([`iter_records`][unisent.data.iter_records]): one streaming iterator for training, evaluation,
+encode and builder inputs. It is thin glue over the parsers of each format (``json``, ``csv``, ``pyarrow.parquet``,
+``datasets``), adding what none of them gives: the same line numbers, field checks and
+[`RecordError`][unisent.data.RecordError] messages for all formats."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .record_errors import RecordError
 
 __all__ = ["FORMATS", "SUPPORTED_FORMATS", "Record", "iter_records"]
 
-#: file suffix -> format name of :func:`iter_records` (a directory is ``"dataset"``)
+#: file suffix -> format name of ``iter_records`` (a directory is ``"dataset"``)
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
 SUPPORTED_FORMATS = (*FORMATS, "a saved datasets directory")
 _FORMAT_NAMES = ("jsonl", "csv", "tsv", "txt", "parquet", "dataset")
@@ -53,13 +53,13 @@ class Record:
         return f"{self.unit} {self.line}"
 
     def error(self, message: str, field: str | None = None) -> RecordError:
-        """A :class:`RecordError` about this record (the caller raises it)."""
+        """A [`RecordError`][unisent.data.RecordError] about this record (the caller raises it)."""
         return RecordError(self.path, self.line, message, field=field, unit=self.unit)
 
 
 def record_format(path: str | os.PathLike) -> str:
-    """The :func:`iter_records` format of ``path`` from its suffix (a directory is ``"dataset"``); an
-    unknown suffix is a :class:`ValueError`."""
+    """The [`iter_records`][unisent.data.iter_records] format of ``path`` from its suffix (a directory is
+    ``"dataset"``); an unknown suffix is a ``ValueError``."""
     path = Path(path)
     if path.is_dir():
         return "dataset"
@@ -128,7 +128,7 @@ def iter_records(
     encoding: str = "utf-8",
     on_error: Callable[[RecordError], None] | None = None,
 ) -> Iterator[Record]:
-    """Stream the records of a data file, one :class:`Record` at a time (never the whole file).
+    """Stream the records of a data file, one ``Record`` at a time (never the whole file).
 
     Formats: ``jsonl`` (one JSON value per line; also ``.json``), ``csv`` and ``tsv`` (a header row,
     quoted fields may span lines), ``txt`` (each line a record ``{text_field: line}``, blank lines
@@ -149,11 +149,11 @@ def iter_records(
         quoting: csv/tsv: ``False`` reads ``"`` as text.
         blank_lines: a blank line of a jsonl/csv/tsv file is an ``error``, ``skip``-ped, or ``keep``-t
             as a record with ``data=None`` (to keep rows aligned with lines).
-        on_error: called with the :class:`RecordError` of each malformed record, which is then
+        on_error: called with the [`RecordError`][unisent.data.RecordError] of each malformed record, which is then
             skipped; ``None``: raise it. Problems of the whole file always raise.
 
-    The file is opened when iteration starts; a missing path (:class:`FileNotFoundError`) and bad
-    arguments (:class:`ValueError`) raise at the call, malformed records while iterating."""
+    The file is opened when iteration starts; a missing path (``FileNotFoundError``) and bad
+    arguments (``ValueError``) raise at the call, malformed records while iterating."""
     path = Path(path).expanduser()
     if format is None:
         if not path.exists():

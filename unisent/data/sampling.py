@@ -15,8 +15,9 @@ _PASS_STRIDE = 1_000_003
 
 
 def length_grouped_order(lengths: torch.Tensor, group: int, mega: int, generator: torch.Generator) -> torch.Tensor:
-    """A permutation of ``range(len(lengths))`` whose consecutive runs of ``group`` have similar lengths
-    (as :class:`LengthGroupedSampler` describes, with mega-batches of ``mega``); partial groups come last."""
+    """A permutation of ``range(len(lengths))`` whose consecutive runs of ``group`` have similar lengths (as
+    [`LengthGroupedSampler`][unisent.data.LengthGroupedSampler] describes, with mega-batches of ``mega``); partial
+    groups come last."""
     perm = torch.randperm(len(lengths), generator=generator)
     groups = []
     for chunk in perm.split(mega):
@@ -29,12 +30,12 @@ def length_grouped_order(lengths: torch.Tensor, group: int, mega: int, generator
 
 
 class LengthGroupedSampler(Sampler[int]):
-    """Yield indices so that consecutive ``batch_size`` runs have similar lengths (single process; the
-    DataModule uses :class:`ResumableSampler` with ``lengths``, which orders the data the same way).
+    """Yield indices so that consecutive ``batch_size`` runs have similar lengths (single process; the DataModule uses
+    [`ResumableSampler`][unisent.data.ResumableSampler] with ``lengths``, which orders the data the same way).
 
     Each epoch: shuffle all indices, cut them into mega-batches of ``batch_size * mega_batch_factor``,
     sort each by length (longest first), cut it into batches and shuffle the batch order: batches random
-    in content, homogeneous in length. The epoch (:meth:`set_epoch`) is added to ``seed``.
+    in content, homogeneous in length. The epoch (``set_epoch``) is added to ``seed``.
 
     Effect on contrastive learning: in-batch negatives have similar lengths, so length is no longer a
     cue. Usually harmless, sometimes helpful; it changes the negative distribution, so keep it off when
@@ -62,15 +63,17 @@ class LengthGroupedSampler(Sampler[int]):
 class ResumableSampler(DistributedSampler):
     """The training sampler: a deterministic order per (seed, epoch, pass), sharded, resumable.
 
-    * **Deterministic.** The order depends only on ``seed``, the epoch (:meth:`set_epoch`) and the pass
-      within the epoch (a loader cycled by ``CombinedLoader`` starts a new pass each time), never on
-      the global random state, which dropout uses.
+    * **Deterministic.** The order depends only on ``seed``, the epoch
+      ([`set_epoch`][unisent.data.ResumableSampler.set_epoch]) and the pass within the epoch (a loader cycled by
+      ``CombinedLoader`` starts a new pass each time), never on the global random state, which dropout uses.
     * **Sharded.** Global batches of ``batch_size * num_replicas``, process ``rank`` taking its
       contiguous slice of each: every process gets the same number of full batches (contrastive losses
       gather equal-sized batches). A ``DistributedSampler`` subclass, so Lightning does not wrap it.
-    * **Resumable.** :meth:`set_position` starts the next pass at a given batch by index arithmetic:
+    * **Resumable.** [`set_position`][unisent.data.ResumableSampler.set_position] starts the next pass at a given batch
+      by index arithmetic:
       nothing before it is read, tokenised or collated.
-    * **Length grouping** (``lengths``): global batches formed as by :class:`LengthGroupedSampler`.
+    * **Length grouping** (``lengths``): global batches formed as by
+      [`LengthGroupedSampler`][unisent.data.LengthGroupedSampler].
 
     Incomplete global batches are dropped (as ``drop_last=True``). ``batch_size`` is per process;
     ``shuffle=False`` keeps the dataset order (sharded the same way); ``mega_batch_factor``: with

@@ -1,4 +1,4 @@
-"""The seam between data and objectives: the DataModule handles records by a :class:`BatchSchema`
+"""The seam between data and objectives: the DataModule handles records by a [`BatchSchema`][unisent.data.BatchSchema]
 without knowing any objective class."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, length: int | Non
 class BatchSchema:
     """The record fields a batch is built from, and how they are batched.
 
-    Every :class:`Objective` has one (:attr:`Objective.schema`, from its class attributes); ``unisent
-    predict`` uses :data:`PREDICT_SCHEMA`.
+    Every [`Objective`][unisent.objectives.Objective] has one
+    ([`Objective.schema`][unisent.objectives.Objective.schema], from its class attributes); ``unisent
+    predict`` uses ``PREDICT_SCHEMA``.
 
     Attributes:
         batch_keys: record fields a batch needs (each record is checked for them).

@@ -1,10 +1,11 @@
-"""One :class:`DataSource` for every objective, read through ``datasets.load_dataset`` (docs/training.md).
+"""One [`DataSource`][unisent.data.DataSource] for every objective, read through ``datasets.load_dataset``
+(docs/training.md).
 
-Records are checked with Arrow compute on the loaded table (cheap next to tokenising). When
-``load_dataset`` cannot parse a local file, or the check finds a malformed record in one, the file is
-read again by :func:`unisent.data.checked_records.read_records`, whose errors name the line and field
-(``load_dataset``'s parse errors do not); that reading is also what ``on_error: skip`` keeps. Records of
-a Hub dataset or a repository directory are named by their row.
+Records are checked with Arrow compute on the loaded table (cheap next to tokenising). When ``load_dataset`` cannot
+parse a local file, or the check finds a malformed record in one, the file is read again by
+[`unisent.data.checked_records.read_records`][unisent.data.read_records], whose errors name the line and field
+(``load_dataset``'s parse errors do not); that reading is also what ``on_error: skip`` keeps. Records of a Hub dataset
+or a repository directory are named by their row.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .records import FORMATS
 
 __all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
 
-#: record format (a suffix of :data:`unisent.data.records.FORMATS`, or ``format:``) -> ``load_dataset`` builder
+#: record format (a suffix of ``unisent.data.records.FORMATS``, or ``format:``) -> ``load_dataset`` builder
 BUILDERS = {
     "jsonl": "json",
     "json": "json",
@@ -66,7 +67,7 @@ class DataSource:
             them and reports them in a warning.
         streaming: read the data as a stream (``load_dataset(streaming=True)``): nothing is converted
             or cached, records are tokenised as they are trained on; for corpora larger than memory or
-            disk. Needs ``trainer.max_steps``; see :mod:`unisent.data.tokenized_stream`.
+            disk. Needs ``trainer.max_steps``; see ``unisent.data.tokenized_stream``.
         shuffle_buffer: with ``streaming``: records are shuffled in a buffer of this size (and the
             order of the files is shuffled); 0 keeps the stream's order.
     """
@@ -96,7 +97,7 @@ class DataSource:
 
 @dataclass(frozen=True)
 class ResolvedSource:
-    """What a :class:`DataSource` names: ``kind`` is ``files`` (local files of one ``format``),
+    """What a [`DataSource`][unisent.data.DataSource] names: ``kind`` is ``files`` (local files of one ``format``),
     ``saved`` (a ``save_to_disk`` directory), ``repo`` (a local dataset repository directory) or ``hub``."""
 
     source: DataSource
@@ -106,7 +107,7 @@ class ResolvedSource:
     #: the source's key in the recipe (``data.train.simcse``), named by the hints of malformed records
     key: str | None = None
     #: ``streaming`` files in object storage (``s3://...``), read where they are; without streaming such
-    #: files are downloaded (:func:`unisent.io.remote.localize`) and stand in ``files``
+    #: files are downloaded (``unisent.io.remote.localize``) and stand in ``files``
     urls: tuple[str, ...] = ()
 
     @property
@@ -147,8 +148,8 @@ def _looks_local(path: str) -> bool:
 
 
 def resolve_source(source: DataSource | str) -> ResolvedSource:
-    """Find what ``source.path`` names (see :class:`ResolvedSource`): :class:`FileNotFoundError` for a local
-    path or glob that does not exist, :class:`ValueError` for an unknown suffix or a glob of mixed formats."""
+    """Find what ``source.path`` names (see ``ResolvedSource``): ``FileNotFoundError`` for a local
+    path or glob that does not exist, ``ValueError`` for an unknown suffix or a glob of mixed formats."""
     if isinstance(source, str):
         source = DataSource(path=source)
     raw = source.path

@@ -30,7 +30,7 @@ RECORDS_PER_PROCESS = 25_000
 
 
 def cache_key(resolved: ResolvedSource, schema: BatchSchema, tokenizer, max_length: int, dataset=None) -> str:
-    """The cache key: the source (:func:`~unisent.data.sources.source_fingerprint`), the fields, the
+    """The cache key: the source (``source_fingerprint``), the fields, the
     tokenizer with its added tokens, and the length."""
     parts = {
         "source": source_fingerprint(resolved, dataset),
@@ -57,7 +57,7 @@ def default_num_proc() -> int:
 
 def remove_stale_parts(directory: Path) -> None:
     """Delete what tokenising writers of this host that no longer run left in the cache directory:
-    part directories (:func:`build_cache`) and ``atomic_write`` temporaries."""
+    part directories (``build_cache``) and ``atomic_write`` temporaries."""
     for tmp in directory.glob(".*.tmp"):
         match = re.match(r"^\..+\.(\d+)@(.+)\.tmp$", tmp.name)
         if tmp.is_dir() and match and match.group(2) == socket.gethostname():
@@ -91,7 +91,7 @@ def write_arrow_cache(parts: list[str], target: Path) -> None:
 def build_cache(
     dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str, num_proc: int = 0
 ) -> None:
-    """Tokenise ``dataset`` in ``num_proc`` processes (0: :func:`default_num_proc`, fewer for a small set)
+    """Tokenise ``dataset`` in ``num_proc`` processes (0: ``default_num_proc``, fewer for a small set)
     into part files of a private directory, then write them as one Arrow file ``cache`` (atomically)."""
     features = None
     if set(schema.text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type

@@ -1,6 +1,5 @@
-"""Streaming sources (``streaming: true``): tokenised on the fly, sharded, shuffled, resumed exactly
-(docs/training.md). ``datasets`` reads, shards (``split_dataset_by_node``) and shuffles (files and a
-buffer); :class:`TokenizedStream` adds:
+"""Streaming sources (``streaming: true``): tokenised on the fly, sharded, shuffled, resumed exactly (docs/training.md).
+``datasets`` reads, shards (``split_dataset_by_node``) and shuffles (files and a buffer); ``TokenizedStream`` adds:
 
 * **Passes without end**, each shuffled with its own seed (``set_epoch(pass)``): no process waits on
   another at an epoch's end, and a run is measured in ``trainer.max_steps``.
@@ -8,11 +7,11 @@ buffer); :class:`TokenizedStream` adds:
   passes and skips the records before it untokenised. (``IterableDataset.state_dict`` is not used: it
   drops the shuffle buffer's content on resume, which changes the order.)
 * **Checks** of every record as map-style data has them; a bad one is a
-  :class:`~unisent.data.RecordError` showing the record, or with ``on_error: skip`` dropped and counted.
+  [`RecordError`][unisent.data.RecordError] showing the record, or with ``on_error: skip`` dropped and counted.
 
 Workers: ``datasets`` gives worker ``w`` of ``W`` the files ``w, w + W, ...`` and the loader takes their
 batches in turn, worker 0 first, so a resumed loader starts at the last full round of workers and
-:class:`StreamLoader` drops the batches of that round already trained on."""
+``StreamLoader`` drops the batches of that round already trained on."""
 
 from __future__ import annotations
 
@@ -191,7 +190,7 @@ class TokenizedStream(torch.utils.data.IterableDataset):
 
 
 class StreamLoader(torch.utils.data.DataLoader):
-    """A ``DataLoader`` over a :class:`TokenizedStream` that resumes at the stream's position with any
+    """A ``DataLoader`` over a ``TokenizedStream`` that resumes at the stream's position with any
     number of workers (see the module docstring)."""
 
     def __iter__(self):

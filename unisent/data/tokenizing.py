@@ -1,4 +1,4 @@
-"""Tokenising records by a :class:`~unisent.data.schema.BatchSchema` (:class:`RowTokenizer`)."""
+"""Tokenising records by a [`BatchSchema`][unisent.data.BatchSchema] (``RowTokenizer``)."""
 
 from __future__ import annotations
 

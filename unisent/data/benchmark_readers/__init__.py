@@ -1,6 +1,5 @@
-"""Readers for the public layouts of the evaluation benchmarks. Every reader raises
-:class:`FileNotFoundError` naming a missing path and :class:`DataFormatError` naming the file, line and
-field of a malformed record."""
+"""Readers for the public layouts of the evaluation benchmarks. Every reader raises ``FileNotFoundError`` naming a
+missing path and ``DataFormatError`` naming the file, line and field of a malformed record."""
 
 from __future__ import annotations
 

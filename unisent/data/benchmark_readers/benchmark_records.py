@@ -1,6 +1,6 @@
 """Record types (plain lists in small dataclasses) and the file dialects shared by the benchmark
 readers: one text per line, or tab-separated fields without a header, quotes taken literally. Files are
-read by :func:`unisent.data.records.iter_records`.
+read by [`unisent.data.records.iter_records`][unisent.data.iter_records].
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = [
 
 
 #: A record of a benchmark file does not have the expected layout: ``DataFormatError(path, line,
-#: message)``, line 0 for a problem of the whole file (the I/O layer's :class:`unisent.data.records.RecordError`).
+#: message)``, line 0 for a problem of the whole file (the I/O layer's ``unisent.data.records.RecordError``).
 DataFormatError = RecordError
 
 
@@ -96,9 +96,9 @@ class BuccCorpus:
 
 def read_lines(path: str | Path, encoding: str = "utf-8-sig") -> list[str]:
     """The lines of a text file without their terminators (a UTF-8 byte-order mark dropped), split on
-    ``\\n`` only (``\\r\\n`` is handled), never on the Unicode separators :meth:`str.splitlines` honours:
+    ``\\n`` only (``\\r\\n`` is handled), never on the Unicode separators ``str.splitlines`` honours:
     some Latin-1 SentEval files hold byte ``0x85`` inside a line. A final newline adds no empty line; blank
-    lines are kept so that line-aligned files stay aligned. An undecodable line is a :class:`DataFormatError`."""
+    lines are kept so that line-aligned files stay aligned. An undecodable line is a ``DataFormatError``."""
     return [record.data["text"] for record in iter_records(path, "txt", encoding=encoding)]
 
 
@@ -110,7 +110,7 @@ def iter_tsv_rows(path: str | Path, encoding: str = "utf-8-sig") -> Iterator[tup
 
 
 def parse_float(value: str, path: str | Path, line: int, field_name: str) -> float:
-    """Parse a number, raising :class:`DataFormatError` naming the file, line and field on failure."""
+    """Parse a number, raising ``DataFormatError`` naming the file, line and field on failure."""
     try:
         return float(value)
     except ValueError:

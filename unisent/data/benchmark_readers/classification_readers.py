@@ -1,5 +1,5 @@
 """Readers for the SentEval transfer tasks: MR, CR, SUBJ, MPQA, SST-2, TREC and MRPC (SICK-E:
-:func:`~unisent.data.benchmark_readers.sts_readers.read_sick_entailment`). The raw MR, SUBJ and TREC files
+``read_sick_entailment``). The raw MR, SUBJ and TREC files
 are Latin-1, as SentEval reads them; the others are UTF-8."""
 
 from __future__ import annotations

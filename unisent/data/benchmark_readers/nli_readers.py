@@ -22,7 +22,7 @@ def read_snli(directory: str | Path, split: str) -> LabeledPairs:
 
 def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, label_path: str | Path) -> LabeledPairs:
     """Read NLI pairs from three line-aligned files: premises, hypotheses and labels (one of
-    :data:`NLI_LABELS` per line)."""
+    ``NLI_LABELS`` per line)."""
     paths = [Path(premise_path), Path(hypothesis_path), Path(label_path)]
     premises, hypotheses, labels = (read_lines(path) for path in paths)
     if not len(premises) == len(hypotheses) == len(labels):
@@ -44,7 +44,7 @@ def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, labe
 
 def read_pair_tsv(path: str | Path, labels: Collection[str] | None = None) -> LabeledPairs:
     """Read ``sentence1<TAB>sentence2<TAB>label`` lines (XNLI and PAWS-X in the SentEval ml_transfer layout:
-    ``dev-de.tsv``, ``test-zh.tsv``, ...); a label outside ``labels`` (when given) is a :class:`DataFormatError`."""
+    ``dev-de.tsv``, ``test-zh.tsv``, ...); a label outside ``labels`` (when given) is a ``DataFormatError``."""
     data = LabeledPairs()
     for line, row in iter_tsv_rows(path):
         if not row:

@@ -70,7 +70,7 @@ def read_sts17(path: str | Path) -> ScoredPairs:
     A row whose score field is empty (or absent) is skipped and counted in ``unscored``, as SentEval's
     STS loader and MTEB's STS17 do: the public ``track6.tr-en`` file has 500 rows of which the last 250
     are such rows, so tr-en is scored on its 250 annotated pairs. A row with fewer than two sentences, a
-    score that is not a number, or a file without a scored row is a :class:`DataFormatError`.
+    score that is not a number, or a file without a scored row is a ``DataFormatError``.
     """
     path = require_file(path)
     rows = list(iter_tsv_rows(path))
@@ -139,7 +139,7 @@ SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 
 def read_sick_entailment(path: str | Path) -> LabeledPairs:
     """Read SICK entailment labels (the SICK-E task: ``ENTAILMENT``, ``NEUTRAL`` or ``CONTRADICTION``)
-    from the same files as :func:`read_sick_relatedness`."""
+    from the same files as ``read_sick_relatedness``."""
     data = LabeledPairs()
     for line, row in _sick_rows(path):
         label = row[4].strip()

@@ -1,8 +1,8 @@
-"""The encoder: backbones from a preset, a directory or a hub id (:mod:`.loading`, :mod:`.presets`),
-poolers that declare their Sentence Transformers modules (:mod:`.poolers`), the :class:`Encoder`
-(:mod:`.encoder`; its export declarations in :mod:`.export_declarations`), its settings (:mod:`.config`,
-resolved by :mod:`.resolution`), a Sentence Transformers model's files and modules (:mod:`.st_files`),
-prompts (:mod:`.prompts`), batching (:mod:`.batching`) and the unpadded forward (:mod:`.packed`).
+"""The encoder: backbones from a preset, a directory or a hub id (``loading``, ``presets``),
+poolers that declare their Sentence Transformers modules (``poolers``), the [`Encoder`][unisent.encoders.Encoder]
+(``encoder``; its export declarations in ``export_declarations``), its settings (``config``,
+resolved by ``resolution``), a Sentence Transformers model's files and modules (``st_files``),
+prompts (``prompts``), batching (``batching``) and the unpadded forward (``packed``).
 
 Importing the package registers the built-in poolers, ``sentence-transformers`` included."""
 

@@ -28,7 +28,7 @@ class TruncationWarning(UserWarning):
 
 @dataclass
 class TruncationCount:
-    """What :func:`collect_truncation` collected: per encoder (``id``), ``[truncated, encoded, max_length]``."""
+    """What ``collect_truncation`` collected: per encoder (``id``), ``[truncated, encoded, max_length]``."""
 
     per_encoder: dict[int, list[int]] = field(default_factory=dict)
 
@@ -40,7 +40,8 @@ class TruncationCount:
     @property
     def worst(self) -> tuple[int, int, int]:
         """``(truncated, encoded, max_length)`` of the encoder that truncated most (zeros if none ran)."""
-        return tuple(max(self.per_encoder.values(), default=[0, 0, 0], key=lambda e: (e[0], e[1])))
+        worst = max(self.per_encoder.values(), default=[0, 0, 0], key=lambda e: (e[0], e[1]))
+        return worst[0], worst[1], worst[2]
 
 
 _TRUNCATION: ContextVar[TruncationCount | None] = ContextVar("unisent_truncation", default=None)
@@ -48,9 +49,8 @@ _TRUNCATION: ContextVar[TruncationCount | None] = ContextVar("unisent_truncation
 
 @contextmanager
 def collect_truncation() -> Iterator[TruncationCount]:
-    """Inside the block, ``Encoder.encode`` adds its truncation counts to the yielded
-    :class:`TruncationCount` instead of warning: a caller that encodes in chunks (``unisent encode``,
-    the evaluation) reports once for all of them."""
+    """Inside the block, ``Encoder.encode`` adds its truncation counts to the yielded ``TruncationCount`` instead of
+    warning: a caller that encodes in chunks (``unisent encode``, the evaluation) reports once for all of them."""
     count = TruncationCount()
     token = _TRUNCATION.set(count)
     try:
@@ -94,12 +94,12 @@ def truncation_message(truncated: int, total: int, max_length: int, hint: str = 
 
 
 def current_truncation() -> TruncationCount | None:
-    """The :class:`TruncationCount` of the innermost :func:`collect_truncation` block, or None."""
+    """The ``TruncationCount`` of the innermost ``collect_truncation`` block, or None."""
     return _TRUNCATION.get()
 
 
 def reference_batching_enabled() -> bool:
-    """Whether the caller is inside :func:`reference_batching`."""
+    """Whether the caller is inside [`reference_batching`][unisent.encoders.reference_batching]."""
     return _REFERENCE.get()
 
 

@@ -1,5 +1,5 @@
-"""What an encoder is built from: :class:`EncoderConfig` and the names of the files an encoder saves
-beside its backbone."""
+"""What an encoder is built from: [`EncoderConfig`][unisent.encoders.EncoderConfig] and the names of the files an
+encoder saves beside its backbone."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class EncoderConfig:
     """Which backbone to load and how to pool it.
 
     Plain data: building one checks the values and reads nothing; a field left unset (``None``, ``0``)
-    is filled in when the encoder is built (:func:`~unisent.encoders.resolution.resolve_encoder_config`;
+    is filled in when the encoder is built ([`resolve_encoder_config`][unisent.encoders.resolve_encoder_config];
     ``Encoder.config`` is the resolved copy).
 
     Attributes:
@@ -39,14 +39,14 @@ class EncoderConfig:
             ``sdpa``, the default, falls back to the model's own (eager) for an architecture without
             SDPA support (MPNet), saying so once; any other value is used as given or fails clearly.
         dropout: if set, overrides the backbone's hidden and attention dropout probabilities.
-        unpad: skip padding tokens inside BERT-family backbones (:mod:`unisent.encoders.packed`; same result).
+        unpad: skip padding tokens inside BERT-family backbones (``unisent.encoders.packed``; same result).
         normalize: L2-normalise the embeddings of ``encode`` as the model's last step (an exported
             ``Normalize``); unset for the preset's setting (true for ``minilm-l6``), false otherwise.
             Inference only: training losses and heads see the pooler's vectors (``encode_pooled``).
         similarity: Sentence Transformers' ``similarity_fn_name``, what an export declares and MTEB
             uses; unset: the Sentence Transformers model's own, else ``cosine``.
         sentence_transformers: what a Sentence Transformers ``model`` declares beyond its backbone
-            (:func:`unisent.encoders.st_files.read_sentence_transformers`); read when unset and no pooler
+            (``unisent.encoders.st_files.read_sentence_transformers``); read when unset and no pooler
             is given, and recorded with the encoder. ``{}`` for a plain Hugging Face model.
     """
 

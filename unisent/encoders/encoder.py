@@ -1,5 +1,5 @@
 """The sentence encoder: a Hugging Face backbone, a tokenizer and a pooler (its save/load here; its
-export declarations in :mod:`.model`)."""
+export declarations in ``unisent.encoders.export_declarations``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -30,13 +31,16 @@ from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
 
+if TYPE_CHECKING:
+    from transformers.models.bert.modeling_bert import BertModel
+
 __all__ = ["Encoder"]
 
 
 def _check_pooler_sizes(location: str, pooler: str, hidden_size: int, declared: dict) -> None:
     """For a directory unisent saved: the pooler its ``unisent_encoder.json`` describes (a Sentence
     Transformers ``Dense``'s ``out_features``...), built on the ``meta`` device, against ``pooler.pt``'s
-    shapes, before it is allocated (:func:`~unisent.io.model_files.check_fits`)."""
+    shapes, before it is allocated (``check_fits``)."""
     settings_file, weights_file = Path(location, UNISENT_CONFIG), Path(location, POOLER_WEIGHTS)
     if not settings_file.is_file():
         return
@@ -62,11 +66,11 @@ class Encoder(EncoderModel):
     """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
 
     How it is exported and described (model card, Sentence Transformers modules, ``transformers``
-    recipe) is declared by its base :class:`~unisent.encoders.export_declarations.EncoderModel` and its pooler.
+    recipe) is declared by its base ``EncoderModel`` and its pooler.
 
     Args:
-        config: an :class:`EncoderConfig`; ``self.config`` is its resolved copy
-            (:func:`~unisent.encoders.resolution.resolve_encoder_config`: the unset fields filled in
+        config: an [`EncoderConfig`][unisent.encoders.EncoderConfig]; ``self.config`` is its resolved copy
+            ([`resolve_encoder_config`][unisent.encoders.resolve_encoder_config]: the unset fields filled in
             from the preset or the model's Sentence Transformers files).
     """
 
@@ -96,6 +100,7 @@ class Encoder(EncoderModel):
         if declared.get("do_lower_case"):
             set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)
+        assert self.config.pooler is not None  # resolve_encoder_config sets it
         _check_pooler_sizes(location, self.config.pooler, self.hidden_size, declared)
         self.pooler = build_pooler(self.config.pooler, self.hidden_size)
         self.pooler.configure(declared, location)
@@ -115,7 +120,7 @@ class Encoder(EncoderModel):
     @property
     def pad_token_id(self) -> int:
         pad = self.tokenizer.pad_token_id
-        return 0 if pad is None else pad
+        return pad if isinstance(pad, int) else 0
 
     def forward(
         self,
@@ -126,12 +131,12 @@ class Encoder(EncoderModel):
         top_layers: nn.ModuleList | None = None,
         **backbone_kwargs,
     ) -> torch.Tensor:
-        """Return pooled sentence vectors of shape (batch, hidden); ``unpad=False``: the backbone's own
-        forward even where the unpadded one applies (``None``: ``config.unpad``). ``pooler``: the vectors of
-        another parameter-free built-in pooler than the encoder's own (:meth:`named_pooler`; a head that reads
-        e.g. ``cls`` while the encoder's sentence vectors are ``mean``). ``top_layers``: k layers that replace
-        the backbone's top k (a head's own copies, :meth:`top_layer_copies`); always the unpadded forward, without
-        gradient checkpointing."""
+        """Return pooled sentence vectors of shape (batch, hidden); ``unpad=False``: the backbone's own forward even
+        where the unpadded one applies (``None``: ``config.unpad``). ``pooler``: the vectors of another parameter-free
+        built-in pooler than the encoder's own ([`named_pooler`][unisent.encoders.Encoder.named_pooler]; a head that
+        reads e.g. ``cls`` while the encoder's sentence vectors are ``mean``). ``top_layers``: k layers that replace the
+        backbone's top k (a head's own copies, [`top_layer_copies`][unisent.encoders.Encoder.top_layer_copies]); always
+        the unpadded forward, without gradient checkpointing."""
         pool = self.pooler if pooler is None else self.named_pooler(pooler)
         packs = self.packs if unpad is None else unpad and self.packs
         layers = None
@@ -170,7 +175,7 @@ class Encoder(EncoderModel):
                 f"own top layers need a BERT-family backbone unisent unpads; {type(self.backbone).__name__} is not"
                 + (f" (or inputs besides token_type_ids: {sorted(other_inputs)})" if other_inputs else "")
             )
-        return self.backbone.encoder.layer
+        return cast("BertModel", self.backbone).encoder.layer  # BERT-structured (supports_packing)
 
     def named_pooler(self, name: str) -> Pooler:
         """The built-in pooler ``name`` (``cls``, ``mean``, ``max``...) on this backbone, built once; only
@@ -216,7 +221,8 @@ class Encoder(EncoderModel):
         return suffix
 
     def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
-        """:meth:`tokenize_ids` at ``config.max_length``, and how many texts it truncated.
+        """[`tokenize_ids`][unisent.encoders.Encoder.tokenize_ids] at ``config.max_length``, and how many texts it
+        truncated.
 
         Tokenised once with one token more than allowed: a text that reaches ``max_length + 1`` tokens
         was truncated (counted on the list lengths, no loop over tokens). Those rows lose their last
@@ -225,7 +231,7 @@ class Encoder(EncoderModel):
         limit = self.config.max_length
         ids = self.tokenize_ids(texts, limit + 1)
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        over = np.flatnonzero(lengths > limit).tolist()
+        over: list[int] = np.flatnonzero(lengths > limit).tolist()
         if over:
             suffix = self._special_suffix()
             if suffix is None:
@@ -263,13 +269,13 @@ class Encoder(EncoderModel):
     ) -> torch.Tensor:
         """Embed ``sentences``; returns a float32 tensor (n, hidden) on the CPU, rows in input order.
 
-        The model's embeddings: the pooler's vectors, L2-normalised when ``config.normalize`` is set
-        (``normalize=True`` normalises in any case; ``False`` does not undo the model's own
-        normalisation, as in Sentence Transformers). See :meth:`encode_pooled` for the arguments.
+        The model's embeddings: the pooler's vectors, L2-normalised when ``config.normalize`` is set (``normalize=True``
+        normalises in any case; ``False`` does not undo the model's own normalisation, as in Sentence Transformers). See
+        [`encode_pooled`][unisent.encoders.Encoder.encode_pooled] for the arguments.
         """
         options = {"precision": precision, "show_progress_bar": show_progress_bar, "workers": workers}
         options |= {"prompt_name": prompt_name, "prompt": prompt}
-        return self.encode_pooled(sentences, batch_size, normalize=normalize or self.config.normalize, **options)
+        return self.encode_pooled(sentences, batch_size, normalize=normalize or bool(self.config.normalize), **options)
 
     def encode_pooled(
         self,
@@ -290,17 +296,17 @@ class Encoder(EncoderModel):
         tensor (n, hidden) on the CPU, rows in input order; ``normalize``: L2-normalise them.
 
         Batches are formed from length-sorted sentences (less padding) and put back in order; inside
-        :func:`reference_batching` they are Sentence Transformers' batches and vectors.
+        [`reference_batching`][unisent.encoders.reference_batching] they are Sentence Transformers' batches and vectors.
         ``workers``: on a CPU, batches run in this many threads at once, the intra-op threads
-        (``torch.get_num_threads()``) split between them; small models waste less time in
-        synchronising threads inside each small operation that way. Default: one worker per
-        intra-op thread, at most 4, on CPU; 1 on accelerators. The thread setting is restored after.
-        ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers model's prompts) is put
-        in front of every sentence; by default the model's default prompt, if it has one.
+        (``torch.get_num_threads()``) split between them; small models waste less time in synchronising threads inside
+        each small operation that way. Default: one worker per intra-op thread, at most 4, on CPU; 1 on accelerators.
+        The thread setting is restored after. ``prompt`` (a text) or ``prompt_name`` (one of a Sentence Transformers
+        model's prompts) is put in front of every sentence; by default the model's default prompt, if it has one.
         ``precision``: ``auto`` (bf16 on GPUs with bf16 and CPUs with AVX512-BF16 or AMX, fp32 elsewhere:
-        :func:`unisent.hardware.inference_precision`), ``fp32`` or ``bf16`` (bfloat16 autocast).
-        ``pooler``: another built-in parameter-free pooler's vectors (:meth:`named_pooler`), e.g. what a
-        Gaussian head that reads ``cls`` was trained on. ``top_layers``: as in :meth:`forward` (run in eval mode).
+        ``unisent.hardware.inference_precision``), ``fp32`` or ``bf16`` (bfloat16 autocast).
+        ``pooler``: another built-in parameter-free pooler's vectors
+        ([`named_pooler`][unisent.encoders.Encoder.named_pooler]), e.g. what a Gaussian head that reads ``cls`` was
+        trained on. ``top_layers``: as in [`forward`][unisent.encoders.Encoder.forward] (run in eval mode).
         """
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
@@ -386,7 +392,8 @@ class Encoder(EncoderModel):
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> Encoder:
-        """Load an encoder saved by :meth:`save_pretrained` (or any model directory, pooled with ``cls``)."""
+        """Load an encoder saved by [`save_pretrained`][unisent.encoders.Encoder.save_pretrained] (or any model
+        directory, pooled with ``cls``)."""
         settings_file = Path(directory, UNISENT_CONFIG)
         settings = read_model_json(settings_file) if settings_file.is_file() else {}
         if not isinstance(settings, dict):

@@ -1,8 +1,8 @@
-"""How the plain :class:`~unisent.encoders.Encoder` is exported and described (:class:`EncoderModel`,
+"""How the plain [`Encoder`][unisent.encoders.Encoder] is exported and described (``EncoderModel``,
 its base; most of it is asked of the pooler): ``sentence-transformers`` (the pooler's modules, then
 ``Normalize``, built-in classes only), ``huggingface`` (the pooling as ``transformers`` code in the card,
-:func:`hf_usage_code`; ``cls_mlp`` may be written into the backbone's own pooler, as SimCSE's
-``simcse_to_huggingface.py`` does) and ``onnx`` (:class:`EncoderOnnxGraph`).
+[`hf_usage_code`][unisent.export.hf_usage_code]; ``cls_mlp`` may be written into the backbone's own pooler, as SimCSE's
+``simcse_to_huggingface.py`` does) and ``onnx`` (``EncoderOnnxGraph``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -28,6 +28,11 @@ from ..inference.base import (
 from ..io.model_files import looks_like_path, read_model_json
 from .poolers import Pooler, build_pooler
 from .presets import PRESETS, resolve_preset_path
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .config import EncoderConfig
 
 __all__ = ["EncoderModel", "EncoderOnnxGraph", "hf_usage_code"]
 
@@ -105,11 +110,14 @@ def _st_max_seq_length(model: str) -> int | None:
 
 
 class EncoderModel(InferenceModel):
-    """Base of :class:`~unisent.encoders.Encoder`: its card, its exports and their checks (uses the
+    """Base of [`Encoder`][unisent.encoders.Encoder]: its card, its exports and their checks (uses the
     encoder's ``backbone``, ``tokenizer``, ``pooler``, ``config``, ``hidden_size`` and ``save_pretrained``)."""
 
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS, HUGGINGFACE, ONNX)
     pooler: Pooler
+    config: EncoderConfig
+    backbone: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
 
     def position_limit(self) -> int | None:
         """The most tokens the backbone can take: ``max_position_embeddings``, less RoBERTa's offset
@@ -124,7 +132,7 @@ class EncoderModel(InferenceModel):
     def native_max_length(self, base_model: str | None = None) -> int | None:
         """The backbone's own maximum length, what an export keeps: its Sentence Transformers
         ``max_seq_length`` (256 for ``minilm-l6``), else the tokenizer's (512 for BERT), capped by
-        :meth:`position_limit`, else None; never a preset's ``max_length`` (the papers' training length).
+        ``position_limit``, else None; never a preset's ``max_length`` (the papers' training length).
         ``base_model`` (the backbone the run was trained from) is asked before ``config.model``."""
         limit = self.position_limit()
         found: int | None = None
@@ -144,7 +152,7 @@ class EncoderModel(InferenceModel):
         self, max_length: int | None = None, base_model: str | None = None
     ) -> Iterator[tuple[int, int] | None]:
         """Context: ``config.max_length`` set to ``max_length``, else ``config.inference_max_length``, else
-        :meth:`native_max_length`, else unchanged; yields ``(length before, length of the export)``.
+        ``native_max_length``, else unchanged; yields ``(length before, length of the export)``.
         ``ValueError`` for a chosen length that is not positive or exceeds the backbone's positions."""
         current = self.config.max_length
         limit = self.position_limit()
@@ -215,12 +223,12 @@ class EncoderModel(InferenceModel):
         return self.pooler.sentence_transformers_note
 
     def onnx_graph(self, normalize: bool | None = None) -> OnnxGraph:
-        """The encoder as one traceable module (:class:`EncoderOnnxGraph`); ``NotExportableError`` for a
+        """The encoder as one traceable module (``EncoderOnnxGraph``); ``NotExportableError`` for a
         model with a default prompt (not in the graph)."""
         declared = self.config.sentence_transformers or {}
         if declared.get("default_prompt_name") and (declared.get("prompts") or {}).get(declared["default_prompt_name"]):
             raise NotExportableError("a model with a default prompt has no ONNX export yet (the prompt is not in it)")
-        graph = EncoderOnnxGraph(self, self.config.normalize if normalize is None else normalize)
+        graph = EncoderOnnxGraph(self, bool(self.config.normalize) if normalize is None else normalize)
         return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding"), graph.token_type_ids)
 
     def mlp_in_backbone(self) -> bool:
@@ -234,7 +242,7 @@ class EncoderModel(InferenceModel):
             self.save_pretrained(out)
 
     def huggingface_usage(self) -> str:
-        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone(), self.config.normalize)
+        code = hf_usage_code(self.pooler, self.config.max_length, self.mlp_in_backbone(), bool(self.config.normalize))
         return f"""With `transformers`: load the backbone with `AutoModel` and pool as below
 ({self.pooler.description}):
 
@@ -259,7 +267,7 @@ class EncoderOnnxGraph(nn.Module):
     the pooler, then L2 normalisation when ``normalize``. ``token_type_ids`` is an input where the
     backbone takes it (BERT), as in Sentence Transformers' ONNX files."""
 
-    def __init__(self, encoder: nn.Module, normalize: bool = False) -> None:
+    def __init__(self, encoder: EncoderModel, normalize: bool = False) -> None:
         super().__init__()
         self.encoder = encoder
         self.normalize = normalize

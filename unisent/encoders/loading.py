@@ -22,7 +22,7 @@ def _offline() -> bool:
 
 def resolve_model_location(model: str) -> str:
     """Map ``model`` to what ``from_pretrained`` takes: a preset's location, a directory (checked by
-    :func:`~unisent.io.model_files.check_model_directory` first) or a hub id. A path must exist."""
+    [`check_model_directory`][unisent.io.check_model_directory] first) or a hub id. A path must exist."""
     if model in PRESETS:
         location = resolve_preset_path(PRESETS[model])
         if os.path.isdir(location):
@@ -141,7 +141,7 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
 
 def check_backbone_sizes(location: str, config) -> None:
     """The sizes a directory's ``config.json`` declares against its weights' shapes, before allocation
-    (:func:`~unisent.io.model_files.check_fits`; a quantised model is not checked)."""
+    (``check_fits``; a quantised model is not checked)."""
     from transformers import AutoModel
 
     found = directory_weight_shapes(location)

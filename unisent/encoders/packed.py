@@ -7,21 +7,27 @@ real one). Every layer except attention works token by token, so the real tokens
 so real tokens get the same result; padding positions are zero.
 
 Supported: ``BertLayer``-structured encoders (BERT, RoBERTa, XLM-R, MiniLM, ELECTRA, ...) with absolute
-position embeddings and no cross-attention (:func:`supports_packing`); others use the Hugging Face
+position embeddings and no cross-attention (``supports_packing``); others use the Hugging Face
 forward. On CUDA, finding the real tokens (``nonzero``) synchronises with the host once per forward.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+if TYPE_CHECKING:  # the structure supports_packing checks (RoBERTa, MiniLM, ... copy BERT's modules)
+    from transformers.models.bert.modeling_bert import BertLayer, BertModel
 
 __all__ = ["packed_forward", "supports_packing"]
 
 
 def supports_packing(backbone: nn.Module) -> bool:
-    """True if :func:`packed_forward` computes exactly what ``backbone.forward`` does."""
+    """True if ``packed_forward`` computes exactly what ``backbone.forward`` does."""
     config = getattr(backbone, "config", None)
     layers = getattr(getattr(backbone, "encoder", None), "layer", None)
     if config is None or layers is None or not hasattr(backbone, "embeddings") or len(layers) == 0:
@@ -40,7 +46,7 @@ def supports_packing(backbone: nn.Module) -> bool:
         if not (hasattr(attention, "output") and hasattr(layer, "intermediate") and hasattr(layer, "output")):
             return False
         # the output modules must be the standard dense -> dropout -> LayerNorm(x + residual)
-        for block in (attention.output, layer.output):
+        for block in (getattr(attention, "output", None), layer.output):
             if not all(hasattr(block, name) for name in ("dense", "dropout", "LayerNorm")):
                 return False
     return True
@@ -55,14 +61,15 @@ def packed_forward(
     output_hidden_states: bool = False,
     layers: list[nn.Module] | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """``(last_hidden_state, hidden_states)`` of ``backbone`` like its own forward, padding skipped;
-    ``hidden_states`` (embeddings, then every layer's output) is None unless ``output_hidden_states``.
-    ``layers``: the stack to run instead of ``backbone.encoder.layer`` (e.g. its lower layers, then a
-    head's own copies of the top ones: :meth:`unisent.encoders.Encoder.forward`'s ``top_layers``)."""
+    """``(last_hidden_state, hidden_states)`` of ``backbone`` like its own forward, padding skipped; ``hidden_states``
+    (embeddings, then every layer's output) is None unless ``output_hidden_states``. ``layers``: the stack to run
+    instead of ``backbone.encoder.layer`` (e.g. its lower layers, then a head's own copies of the top ones:
+    [`unisent.encoders.Encoder.forward`][unisent.encoders.Encoder.forward]'s ``top_layers``)."""
     batch, seq = input_ids.shape
     keep = attention_mask.bool()
     index = keep.reshape(-1).nonzero().squeeze(1)  # (tokens,) positions of real tokens in batch*seq
-    embeddings = backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, seq, hidden)
+    bert = cast("BertModel", backbone)  # BERT-structured (supports_packing)
+    embeddings = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, seq, hidden)
     if index.numel() == batch * seq:  # no padding (e.g. a length-sorted batch): nothing to gather or mask
         index, key_mask = None, None
         hidden = embeddings.reshape(batch * seq, -1)
@@ -76,7 +83,7 @@ def packed_forward(
         return x.new_zeros(batch * seq, x.shape[-1]).index_copy(0, index, x).view(batch, seq, -1)
 
     states = [embeddings.masked_fill(~keep[..., None], 0.0)] if output_hidden_states else None
-    for layer in backbone.encoder.layer if layers is None else layers:
+    for layer in cast("list[BertLayer]", bert.encoder.layer if layers is None else layers):
         hidden = _packed_layer(layer, hidden, pad, index, key_mask, batch, seq)
         if states is not None:
             states.append(pad(hidden))
@@ -85,14 +92,14 @@ def packed_forward(
 
 
 def _packed_layer(
-    layer: nn.Module,
+    layer: BertLayer,
     hidden: torch.Tensor,
-    pad,
+    pad: Callable[[torch.Tensor], torch.Tensor],
     index: torch.Tensor | None,
     key_mask: torch.Tensor | None,
     batch: int,
     seq: int,
-):
+) -> torch.Tensor:
     attn = layer.attention.self
     head_dim = attn.attention_head_size
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
 
 import torch
 from jsonargparse.typing import extend_base_type, restricted_string_type
@@ -59,8 +59,8 @@ MASKED_MEAN_LINES = (
 
 
 def register_pooler(name: str) -> Callable[[P], P]:
-    """Class decorator: register a :class:`Pooler` subclass under ``name`` (``TypeError`` for another
-    class, ``ValueError`` when another class holds ``name``)."""
+    """Class decorator: register a [`Pooler`][unisent.encoders.Pooler] subclass under ``name`` (``TypeError`` for
+    another class, ``ValueError`` when another class holds ``name``)."""
 
     def decorate(cls: P) -> P:
         register_class(POOLERS, name, cls, Pooler, "pooler").name = name
@@ -70,13 +70,13 @@ def register_pooler(name: str) -> Callable[[P], P]:
 
 
 class PoolingModeError(ValueError):
-    """A pooler's export declares a ``Pooling`` mode outside :data:`ST_POOLING_MODES` (raised when the
-    encoder is built, :func:`check_export_modes`)."""
+    """A pooler's export declares a ``Pooling`` mode outside ``ST_POOLING_MODES`` (raised when the
+    encoder is built, ``check_export_modes``)."""
 
 
 def st_pooling(hidden_size: int, mode: str) -> STModule:
-    """Sentence Transformers' ``Pooling`` module in ``mode``; :class:`PoolingModeError` (naming the
-    closest) for a mode outside :data:`ST_POOLING_MODES`, e.g. the short name ``weightedmean``."""
+    """Sentence Transformers' ``Pooling`` module in ``mode``; [`PoolingModeError`][unisent.encoders.PoolingModeError]
+    (naming the closest) for a mode outside ``ST_POOLING_MODES``, e.g. the short name ``weightedmean``."""
     if mode not in ST_POOLING_MODES:
         from ..io import unknown_name
 
@@ -92,16 +92,18 @@ def st_pooling(hidden_size: int, mode: str) -> STModule:
 class Pooler(nn.Module):
     """Base class: ``forward(last_hidden, attention_mask, hidden_states) -> (batch, dim)``.
 
-    Class attributes:
-        name: the registered name (set by :func:`register_pooler`).
+    Class attributes (a pooler that its ``configure`` builds may set the second and third per instance):
+        name: the registered name (set by [`register_pooler`][unisent.encoders.register_pooler]).
         needs_hidden_states: the forward needs every layer's states (``output_hidden_states``).
         description: the model card's "pooling" row.
         sentence_transformers_note: shown under the Sentence Transformers snippet of the model card.
+        prompt_length: prompt tokens to leave out (set by ``encode``; read by poolers that support prompts).
     """
 
+    prompt_length: int | None = None
     name: ClassVar[str] = ""
-    needs_hidden_states: ClassVar[bool] = False
-    description: ClassVar[str] = ""
+    needs_hidden_states: bool = False
+    description: str = ""
     sentence_transformers_note: ClassVar[str] = ""
 
     def __init__(self, hidden_size: int) -> None:
@@ -129,10 +131,10 @@ class Pooler(nn.Module):
         )
 
     def huggingface_code(self, in_backbone: bool = False) -> tuple[list[str], list[str]]:
-        """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``. Setup runs
-        once after ``model`` is loaded (from ``model_dir``); the body ends ``embed(sentences)``, may use
-        ``torch``, ``batch`` (tokenizer output) and ``out`` (model output, ``hidden_states`` included when
-        :attr:`needs_hidden_states`), and returns the embeddings. ``in_backbone``: :meth:`into_backbone` did."""
+        """The pooling as ``transformers`` code for the model card: ``(setup lines, body lines)``. Setup runs once after
+        ``model`` is loaded (from ``model_dir``); the body ends ``embed(sentences)``, may use ``torch``, ``batch``
+        (tokenizer output) and ``out`` (model output, ``hidden_states`` included when ``needs_hidden_states``), and
+        returns the embeddings. ``in_backbone``: [`into_backbone`][unisent.encoders.Pooler.into_backbone] did."""
         raise NotExportableError(f"pooler {self.name or type(self).__name__!r} declares no transformers recipe")
 
     @contextmanager
@@ -157,10 +159,10 @@ class ClsPooler(Pooler):
     def forward(self, last_hidden, attention_mask, hidden_states=None):
         return last_hidden[:, 0]
 
-    def sentence_transformers_modules(self, backbone_config):
+    def sentence_transformers_modules(self: Pooler, backbone_config):  # Pooler: cls_mlp_train_only's too
         return [st_pooling(self.hidden_size, "cls_token")]
 
-    def huggingface_code(self, in_backbone=False):
+    def huggingface_code(self: Pooler, in_backbone=False):
         return [], ["return out.last_hidden_state[:, 0]"]
 
 
@@ -204,15 +206,15 @@ class ClsMlpPooler(Pooler):
         ]
         return setup, ['return torch.tanh(out.last_hidden_state[:, 0] @ mlp["dense.weight"].T + mlp["dense.bias"])']
 
-    def _backbone_pooler(self, backbone: nn.Module) -> nn.Module | None:
-        """The backbone's own pooler if it is a Linear (hidden -> hidden, with bias) + Tanh, else None."""
+    def _backbone_pooler(self, backbone: nn.Module) -> nn.Linear | None:
+        """The Linear of the backbone's own pooler if it is a Linear (hidden -> hidden, with bias) + Tanh, else None."""
         target = getattr(backbone, "pooler", None)
         dense = getattr(target, "dense", None)
         if not isinstance(dense, nn.Linear) or not isinstance(getattr(target, "activation", None), nn.Tanh):
             return None
         if dense.weight.shape != self.dense.weight.shape or dense.bias is None:
             return None
-        return target
+        return dense
 
     @contextmanager
     def into_backbone(self, backbone: nn.Module, tokenizer: Any) -> Iterator[bool]:
@@ -228,8 +230,8 @@ class ClsMlpPooler(Pooler):
         self.eval()
         try:
             with torch.no_grad():
-                target.dense.weight.copy_(self.dense.weight)
-                target.dense.bias.copy_(self.dense.bias)
+                target.weight.copy_(self.dense.weight)
+                target.bias.copy_(self.dense.bias)
                 ids = tokenizer([PROBE], truncation=True, max_length=16, return_token_type_ids=False)
                 device = next(backbone.parameters()).device
                 input_ids = torch.tensor(ids["input_ids"], device=device)
@@ -302,8 +304,7 @@ class MaxPooler(Pooler):
 @register_pooler("avg_first_last")
 class AvgFirstLastPooler(Pooler):
     """Masked mean of the average of ``hidden_states[1]`` (layer 1's output, not the embeddings) and
-    ``hidden_states[-1]``, as SimCSE's ``avg_first_last``; exported as described in
-    :attr:`sentence_transformers_note`."""
+    ``hidden_states[-1]``, as SimCSE's ``avg_first_last``; exported as described in ``sentence_transformers_note``."""
 
     needs_hidden_states = True
     description = (
@@ -352,21 +353,23 @@ class AvgFirstLastPooler(Pooler):
 PoolerName = Literal["cls", "cls_mlp", "cls_mlp_train_only", "mean", "max", "avg_first_last"]
 assert set(get_args(PoolerName)) <= set(POOLERS)
 
-#: A pooler's dotted class path, as a type: how YAML names a pooler from outside unisent.
-PoolerPath = restricted_string_type("PoolerPath", r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
-
 
 def _registered(cls: type, value: str) -> None:
     if value not in POOLERS:
         raise ValueError(f"{value!r} is no registered pooler ({', '.join(POOLERS)})")
 
 
-#: A name registered when the config is parsed (a plugin's pooler, by ``--import`` or an entry point), as a type.
-RegisteredPoolerName = extend_base_type("RegisteredPoolerName", str, _registered)
+if TYPE_CHECKING:  # plain strings to a type checker; jsonargparse checks them when it parses a config
+    PoolerPath = RegisteredPoolerName = str
+else:
+    #: A pooler's dotted class path, as a type: how YAML names a pooler from outside unisent.
+    PoolerPath = restricted_string_type("PoolerPath", r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+    #: A name registered when the config is parsed (a plugin's pooler, by ``--import`` or an entry point), as a type.
+    RegisteredPoolerName = extend_base_type("RegisteredPoolerName", str, _registered)
 
 
 def pooler_class(name: str, *, source: str = "model.encoder.pooler", field: str = "pooler") -> type[Pooler]:
-    """The pooler class of a registered name or dotted class path (:func:`unisent.io.registry.resolve`:
+    """The pooler class of a registered name or dotted class path (``unisent.io.registry.resolve``:
     anything else is a ``RegistryError`` listing the registered poolers, raised before any import)."""
     from ..io.registry import resolve, subclasses
 
@@ -381,7 +384,7 @@ def build_pooler(name: str, hidden_size: int) -> Pooler:
 
 def head_pooler(name: Any, hidden_size: int, *, source: str = "pooler") -> Pooler:
     """A built-in, parameter-free pooler for a head that reads other vectors than its encoder's (GaussCSE's
-    ``pooler: cls``). Only the names in :data:`POOLERS` registered by unisent itself (no class path, no
+    ``pooler: cls``). Only the names in ``POOLERS`` registered by unisent itself (no class path, no
     plugin: the name comes from a model file), and only those without weights; ``ValueError`` naming
     ``source`` and the choices otherwise."""
     builtin = {k: v for k, v in POOLERS.items() if v.__module__ == __name__}
@@ -392,9 +395,9 @@ def head_pooler(name: Any, hidden_size: int, *, source: str = "pooler") -> Poole
 
 
 def check_export_modes(pooler: Pooler, backbone_config: Any) -> None:
-    """Ask ``pooler`` for its Sentence Transformers modules when the encoder is built, so that a bad
-    ``Pooling`` mode (:class:`PoolingModeError`) is named before training, not at ``unisent export``;
-    any other failure is left to the export to report."""
+    """Ask ``pooler`` for its Sentence Transformers modules when the encoder is built, so that a bad ``Pooling`` mode
+    ([`PoolingModeError`][unisent.encoders.PoolingModeError]) is named before training, not at ``unisent export``; any
+    other failure is left to the export to report."""
     try:
         pooler.sentence_transformers_modules(backbone_config)
     except PoolingModeError as err:

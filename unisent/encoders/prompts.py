@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from torch import nn
+from .poolers import Pooler
 
 __all__ = ["apply_prompt", "pooled_prompt", "resolve_prompt"]
 
@@ -46,9 +46,9 @@ def apply_prompt(
 
 
 @contextmanager
-def pooled_prompt(pooler: nn.Module, length: int | None) -> Iterator[None]:
+def pooled_prompt(pooler: Pooler, length: int | None) -> Iterator[None]:
     """Context: the pooler leaves out ``length`` prompt tokens (poolers without prompt support ignore it)."""
-    before = getattr(pooler, "prompt_length", None)
+    before = pooler.prompt_length
     pooler.prompt_length = length
     try:
         yield

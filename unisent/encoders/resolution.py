@@ -1,5 +1,5 @@
-"""An :class:`EncoderConfig` with every unset field filled in from the preset or the model's own Sentence
-Transformers files: the step that reads, taken when the :class:`~unisent.encoders.Encoder` is built (its
+"""An [`EncoderConfig`][unisent.encoders.EncoderConfig] with every unset field filled in from the preset or the model's
+own Sentence Transformers files: the step that reads, taken when the [`Encoder`][unisent.encoders.Encoder] is built (its
 ``config``, what ``save_pretrained`` and a checkpoint record). Resolving a resolved config changes nothing.
 """
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 def resolve_encoder_config(config: EncoderConfig) -> EncoderConfig:
     """A copy of ``config`` with every unset field filled in: from a non-preset model's Sentence
-    Transformers files when no pooler is named (:func:`sentence_transformers_defaults`), then the preset,
+    Transformers files when no pooler is named (``sentence_transformers_defaults``), then the preset,
     then ``cls``, no normalisation, 32 tokens, ``cosine``. ``ValueError`` for a bad setting or pooler."""
     preset = PRESETS.get(config.model)
     config = replace(config)  # __post_init__ checks what was given

@@ -1,15 +1,16 @@
-"""What a Sentence Transformers model's files declare, read without running it, and the
-``sentence-transformers`` pooler that runs its modules after the ``Transformer`` (so ``unisent.load(DIR)``
-encodes as ``SentenceTransformer(DIR)``). What unisent cannot represent is a one-line
-:class:`SentenceTransformersModuleError`, never a silent fallback to another pooling."""
+"""What a Sentence Transformers model's files declare, read without running it, and the ``sentence-transformers`` pooler
+that runs its modules after the ``Transformer`` (so ``unisent.load(DIR)`` encodes as ``SentenceTransformer(DIR)``). What
+unisent cannot represent is a one-line
+[`SentenceTransformersModuleError`][unisent.encoders.SentenceTransformersModuleError], never a silent fallback to
+another pooling."""
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torch import nn
 
@@ -80,7 +81,7 @@ def _file(location: str, filename: str, subfolder: str = "") -> str | None:
 
 
 def _read_json(path: str, expect: type | None = dict) -> Any:
-    """:func:`~unisent.io.model_files.read_model_json` (size and depth limits, one-line errors)."""
+    """``read_model_json`` (size and depth limits, one-line errors)."""
     return read_model_json(path, expect)
 
 
@@ -93,22 +94,35 @@ def _module_path(location: str, entry: dict, where: str) -> str:
 
 
 def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> None:
-    """A module's ``config.json`` sizes against its weights (:func:`~unisent.io.model_files.check_fits`)."""
-    import inspect
-
+    """A module's ``config.json`` sizes against its weights (``check_fits``)."""
     folder = Path(location, path)
     weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), None)
-    if not path or weights is None:
+    if not path:
         return
-    accepted = set(inspect.signature(cls).parameters) - {"activation_function"}
-    settings = {k: v for k, v in config.items() if k in accepted}
-    check_fits(
+    settings = {k: v for k, v in config.items() if k != "activation_function"}
+    check_fits(  # without weights, what it describes is checked against none: a Dense of 30M outputs is refused
         lambda: cls(**settings),
-        weight_shapes(weights),
+        weight_shapes(weights) if weights else {},
         config_file=folder / "config.json",
         settings=settings,
-        weights_file=weights,
+        weights_file=weights or f"{folder} (no weights file)",
     )
+
+
+def _module_config(cls: type, config: Any, where: str) -> dict[str, Any]:
+    """A module's configuration (``where``: file and field): a JSON object of the keys ``cls`` saves
+    (``config_keys``), its required ones present; else one :class:`SentenceTransformersModuleError` line."""
+    if not isinstance(config, dict):
+        raise SentenceTransformersModuleError(f"{where} must be a JSON object, got {config!r:.80}")
+    parameters = inspect.signature(cls).parameters
+    known = set(getattr(cls, "config_keys", None) or parameters)
+    unknown = sorted(set(config) - known)
+    missing = [n for n, p in parameters.items() if p.default is p.empty and p.kind != p.VAR_KEYWORD and n not in config]
+    if unknown or missing:
+        what = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
+        keys = ", ".join(sorted(known))
+        raise SentenceTransformersModuleError(f"{where}: {what} for {cls.__name__} (its keys: {keys})")
+    return config
 
 
 def module_classes() -> Mapping[str, type]:
@@ -119,7 +133,7 @@ def module_classes() -> Mapping[str, type]:
     try:
         from sentence_transformers.sentence_transformer import modules
     except ImportError:  # Sentence Transformers 5
-        from sentence_transformers import models as modules
+        from sentence_transformers import models as modules  # pyright: ignore[reportAttributeAccessIssue]  # ST 5 only
     found = [o for o in vars(modules).values() if isinstance(o, type) and issubclass(o, torch.nn.Module)]
     return fixed_names("sentence_transformers.", found)
 
@@ -135,7 +149,7 @@ def activation_classes() -> Mapping[str, type]:
 
 
 def _module_class(type_path: Any, where: str) -> type:
-    """The class of a ``modules.json`` entry, through :func:`module_classes` (nothing else is imported)."""
+    """The class of a ``modules.json`` entry, through ``module_classes`` (nothing else is imported)."""
     file, _, module = where.partition(": ")
     try:
         return resolve(
@@ -149,7 +163,7 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
     try:
         from sentence_transformers.base.modules.transformer import Transformer
     except ImportError:  # Sentence Transformers 5
-        from sentence_transformers.models import Transformer
+        from sentence_transformers.models import Transformer  # pyright: ignore[reportMissingImports]  # ST 5 only
 
     cls = _module_class(entry.get("type"), where)
     if not (isinstance(cls, type) and issubclass(cls, Transformer)):
@@ -182,9 +196,10 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
 
 def read_sentence_transformers(model: str) -> dict[str, Any]:
     """What a Sentence Transformers directory or hub id declares beyond its backbone (``{}`` without a
-    ``modules.json``): ``{"modules": [{"type", "path", "config"}...], "max_seq_length", "do_lower_case",
-    "prompts", "default_prompt_name", "similarity_fn_name"}``; :class:`SentenceTransformersModuleError`
-    for what unisent cannot represent."""
+    ``modules.json``): ``{"modules": [{"type", "path", "config"}...], "max_seq_length", "do_lower_case", "prompts",
+    "default_prompt_name",
+    "similarity_fn_name"}``; [`SentenceTransformersModuleError`][unisent.encoders.SentenceTransformersModuleError] for
+    what unisent cannot represent."""
     location = resolve_model_location(model)
     modules_file = _file(location, "modules.json")
     if modules_file is None:
@@ -207,7 +222,8 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
             )
         path = _module_path(location, entry, at)
         config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
-        activation = config.get("activation_function") if isinstance(config, dict) else None
+        config = _module_config(cls, config, f"{Path(location, path, 'config.json')}")
+        activation = config.get("activation_function")
         if isinstance(activation, str):  # Sentence Transformers' Dense.load imports it: the registry first
             resolve(
                 activation,
@@ -288,7 +304,7 @@ def set_lowercase(tokenizer) -> None:
             f"do_lower_case needs a fast tokenizer; {type(tokenizer).__name__} is not one"
         )
     normalizer = tokenizer.backend_tokenizer.normalizer
-    parts = list(normalizer) if isinstance(normalizer, NormalizerSequence) else [normalizer] if normalizer else []
+    parts = [*normalizer] if isinstance(normalizer, NormalizerSequence) else [normalizer] if normalizer else []
     if any(isinstance(part, Lowercase) for part in parts):
         return
     tokenizer.backend_tokenizer.normalizer = NormalizerSequence([Lowercase(), *parts])
@@ -296,7 +312,7 @@ def set_lowercase(tokenizer) -> None:
 
 def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.Module:
     """A module built from its recorded configuration (weights come later from ``pooler.pt``); class
-    and activation go through :func:`module_classes` and :func:`activation_classes`."""
+    and activation go through ``module_classes`` and ``activation_classes``."""
     cls = resolve(
         type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module"
     )
@@ -305,9 +321,7 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
             f"{source}: {field}.type {type_path!r} cannot be represented by unisent (it runs "
             f"{', '.join(SUPPORTED_MODULES)} after a Transformer)"
         )
-    if not isinstance(config, dict):
-        raise SentenceTransformersModuleError(f"{source}: {field}.config must be a JSON object, got {config!r:.80}")
-    config = dict(config)
+    config = dict(_module_config(cls, config, f"{source}: {field}.config"))
     activation = config.get("activation_function")
     if isinstance(activation, str):
         activation_cls = resolve(
@@ -318,17 +332,16 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
             what="torch activation",
         )
         config["activation_function"] = activation_cls()
-    accepted = set(inspect.signature(cls).parameters)
     try:
-        return cls(**{k: v for k, v in config.items() if k in accepted})
+        return cls(**config)
     except (TypeError, ValueError) as err:
         raise SentenceTransformersModuleError(f"{source}: {field}.config: {type(err).__name__}: {err}") from None
 
 
 @register_pooler("sentence-transformers")
 class SentenceTransformersPooler(Pooler):
-    """A Sentence Transformers model's modules after the ``Transformer`` (:data:`SUPPORTED_MODULES`), as
-    Sentence Transformers' own classes: loaded by :meth:`configure`, or for a directory unisent saved,
+    """A Sentence Transformers model's modules after the ``Transformer`` (``SUPPORTED_MODULES``), as
+    Sentence Transformers' own classes: loaded by ``configure``, or for a directory unisent saved,
     built from the recorded configuration (weights from ``pooler.pt``)."""
 
     description = "the model's own Sentence Transformers modules after the Transformer"
@@ -370,13 +383,13 @@ class SentenceTransformersPooler(Pooler):
             self.modules_.append(module)
             self.types.append(entry["type"])
         self.needs_hidden_states = any(t.endswith("WeightedLayerPooling") for t in self.types)
-        dims = [m.get_embedding_dimension() for m in self.modules_ if hasattr(m, "get_embedding_dimension")]
+        dims = [get() for m in self.modules_ if (get := getattr(m, "get_embedding_dimension", None))]
         self.output_size = next((d for d in reversed(dims) if isinstance(d, int)), self.hidden_size)
         self.description = "Sentence Transformers modules: " + " -> ".join(self._labels())
 
     def _labels(self) -> list[str]:
         labels = []
-        for module in self.modules_:
+        for module in cast("Iterable[Any]", self.modules_):  # Sentence Transformers' modules, told apart by name
             name = type(module).__name__
             if name == "Pooling":
                 modes = module.pooling_mode if isinstance(module.pooling_mode, str) else "+".join(module.pooling_mode)
@@ -398,7 +411,7 @@ class SentenceTransformersPooler(Pooler):
 
     def sentence_transformers_modules(self, backbone_config):
         modules = []
-        for type_path, module in zip(self.types, self.modules_):
+        for type_path, module in zip(self.types, cast("Iterable[Any]", self.modules_)):
             state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
             modules.append(STModule(type(module).__name__, type_path, module.get_config_dict(), state or None))
         return modules

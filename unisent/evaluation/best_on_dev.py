@@ -1,5 +1,5 @@
-"""Early stopping per objective: :class:`BestOnDev` reads each objective's held-out panel column during a run
-(docs/training.md, "Early stopping per objective"). In the evaluation layer, beside :class:`EvaluationCallback`,
+"""Early stopping per objective: ``BestOnDev`` reads each objective's held-out panel column during a run
+(docs/training.md, "Early stopping per objective"). In the evaluation layer, beside ``EvaluationCallback``,
 because it scores the model in training with the panel."""
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ class BestOnDev(L.Callback):
     after ``patience`` readings without a gain: early stopping per objective, one rule for every objective that
     has a column of its own.
 
-    From the step the encoder starts learning (after ``model.head_only_steps``/``head_only_ratio``; or
-    ``start_step``), every ``every_n_steps`` steps and at the last step, each objective's column is read on the
-    model being trained (:func:`~unisent.evaluation.panel.evaluate_panel`, at the panel's token limit; the
-    random state is left as it was). The objective's own parameters (``objective.state_dict()``: a head, its
-    own layers, projections) at its best reading are kept. ``patience`` readings without a gain above
-    ``min_delta`` stop the objective: it weighs 0 from then on (:meth:`UnisentModule.stop_objective`: no loss,
-    no gradient, so its parameters rest) and its best parameters are put back. At the last step every
-    objective still learning gets its best parameters back too, before the last checkpoint and the saved
-    encoder. The encoder itself is shared and is not rolled back.
+    From the step the encoder starts learning (after ``model.train.heads.only_steps``/``only_ratio``; or
+    ``start_step``), every ``every_n_steps`` steps and at the last step, each objective's column is read on the model
+    being trained ([`evaluate_panel`][unisent.evaluation.evaluate_panel], at the panel's token limit; the random state
+    is left as it was). The objective's own parameters (``objective.state_dict()``: a head, its own layers, projections)
+    at its best reading are kept. ``patience`` readings without a gain above ``min_delta`` stop the objective: it weighs
+    0 from then on (``UnisentModule.stop_objective``: no loss, no gradient, so its parameters rest) and its best
+    parameters are put back. At the last step every objective still learning gets its best parameters back too, before
+    the last checkpoint and the saved encoder. The encoder itself is shared and is not rolled back.
 
     Readings are logged as ``dev/<objective>/<column>`` (NaN between readings) and written to
     ``<log dir>/best_on_dev.json``, each with its step: the optimiser steps taken when it was read.

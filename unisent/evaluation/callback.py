@@ -1,7 +1,7 @@
 """Evaluation as a Lightning callback: the dev and test tasks of ``model.evaluation``, the
 best-checkpoint metric ``val/score`` and the W&B results table.
 
-Under DDP every process runs the same tasks through a :class:`ShardedModel` and scores the full set:
+Under DDP every process runs the same tasks through a ``ShardedModel`` and scores the full set:
 the scores equal those of one process (``tests/test_evaluation_callback.py``). Not torchmetrics: the
 tasks score a task's whole embedding matrix, not per-batch statistics, so the work worth sharding is the
 encoding, and one all-gather per ``encode`` call shards it for every task.
@@ -109,8 +109,8 @@ def evaluate_config(
     device: torch.device | str | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """:func:`~unisent.evaluation.evaluate` of ``tasks`` with ``config``'s data directory, batch size and
-    similarity; with ``world_size > 1`` every process must call it (:class:`ShardedModel`)."""
+    """[`evaluate`][unisent.evaluation.evaluate] of ``tasks`` with ``config``'s data directory, batch size and
+    similarity; with ``world_size > 1`` every process must call it (``ShardedModel``)."""
     from .runner import evaluate
     from .similarities import get_similarity
 
@@ -135,7 +135,7 @@ class EvaluationCallback(L.Callback):
     the same for ``config.test_tasks`` under ``test/``; with a W&B logger also a table ``<prefix>/results``.
 
     The CLI adds one when ``model.evaluation`` names tasks; in Python pass it to the Trainer together with
-    a :class:`~unisent.data.UnisentDataModule` (whose placeholder val/test batch makes the loops run).
+    a [`UnisentDataModule`][unisent.data.UnisentDataModule] (whose placeholder val/test batch makes the loops run).
 
     Args:
         config: default: the module's ``evaluation`` (``model.evaluation`` in YAML).
@@ -160,7 +160,7 @@ class EvaluationCallback(L.Callback):
         return config
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        """Check the names of the settings ``stage`` uses before the first step (:mod:`.name_checks`)."""
+        """Check the names of the settings ``stage`` uses before the first step (``name_checks``)."""
         from .name_checks import check_evaluation_names
 
         config = self.config if self.config is not None else getattr(pl_module, "evaluation", None)
@@ -247,7 +247,7 @@ def _log_results_table(trainer: L.Trainer, prefix: str, results: dict[str, Any])
 
 
 def add_evaluation_callback(trainer: L.Trainer, module: L.LightningModule) -> EvaluationCallback | None:
-    """Add an :class:`EvaluationCallback` to ``trainer`` when ``module.evaluation`` names validation or
+    """Add an ``EvaluationCallback`` to ``trainer`` when ``module.evaluation`` names validation or
     test tasks and the trainer has none yet (what the ``unisent`` CLI does); returns the one added."""
     config = getattr(module, "evaluation", None)
     if config is None or not (config.val_tasks or config.test_tasks):

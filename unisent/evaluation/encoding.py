@@ -152,9 +152,9 @@ class Embedder:
 
 
 def _is_unisent(model: Any) -> bool:
-    """Whether ``model``'s ``encode`` has unisent's signature (an :class:`~unisent.inference.InferenceModel`, or the
-    ONNX runner): it takes the ``precision`` word. Any other model (Sentence Transformers', whose ``precision`` means
-    output quantisation, or a user's) is autocast instead."""
+    """Whether ``model``'s ``encode`` has unisent's signature (an [`InferenceModel`][unisent.inference.InferenceModel],
+    or the ONNX runner): it takes the ``precision`` word. Any other model (Sentence Transformers', whose ``precision``
+    means output quantisation, or a user's) is autocast instead."""
     from ..inference import InferenceModel
     from ..models.onnx_encoder import OnnxEncoder
 

@@ -1,5 +1,5 @@
 """Checks of the names in ``model.evaluation`` before the first training step: registered tasks and
-groups, panel columns (:data:`~unisent.evaluation.panel.PANEL_COLUMNS`), and the model's objectives as the
+groups, panel columns (``PANEL_COLUMNS``), and the model's objectives as the
 keys of ``panel_own``. Each mistake is a one-line ``ModelConfigError`` with the closest valid name.
 
 Nothing is loaded. The checks run where a run starts (the CLI before the Trainer is built, the
@@ -32,7 +32,7 @@ _TASKS_OF_STAGE: dict[str | None, tuple[str, ...]] = {
 
 
 def _names(value: Any) -> list[str]:
-    """A list of names; a comma-separated string too (as :func:`~unisent.evaluation.tasks.resolve_tasks`)."""
+    """A list of names; a comma-separated string too (as ``resolve_tasks``)."""
     if isinstance(value, str):
         value = value.split(",")
     return [str(name).strip() for name in value or () if str(name).strip()]

@@ -1,11 +1,11 @@
 """The unified panel (docs/results/unified.md): the same held-out evaluations for any model, by column.
 
-:func:`evaluate_panel` loads a model once, cuts every text at one token limit (256 by default, the
-packaged MiniLM's own) whatever the model was trained with, and scores the columns asked for (see
-:data:`PANEL_COLUMNS`), each as ``{"score": x100 or None, ...details}``:
+[`evaluate_panel`][unisent.evaluation.evaluate_panel] loads a model once, cuts every text at one token limit (256 by
+default, the packaged MiniLM's own) whatever the model was trained with, and scores the columns asked for (see
+``PANEL_COLUMNS``), each as ``{"score": x100 or None, ...details}``:
 
-- ``stsb-test``, ``sick-r``, ``tatoeba-deu``: the registered tasks of those names (:func:`evaluate`, cosine
-  of ``encode``);
+- ``stsb-test``, ``sick-r``, ``tatoeba-deu``: the registered tasks of those names
+  ([`evaluate`][unisent.evaluation.evaluate], cosine of ``encode``);
 - ``stsb-dev``, ``sick-r-dev``: the same on STS-B dev and SICK's trial split (the tasks ``stsb-dev`` and
   ``sick-r-dev``), for choosing settings so that the test columns stay held out;
 - ``snli-direction``, ``snli-direction-hyp-not-shorter``: the ``snli-direction`` task with the KL
@@ -15,12 +15,11 @@ packaged MiniLM's own) whatever the model was trained with, and scores the colum
   trial split (the task ``sick-direction-dev``), for choosing settings by direction with the test pairs held
   out (not SNLI dev, on whose triples the unified recipes train GaussCSE); ``sick-direction-train``,
   ``sick-direction-hyp-not-shorter-train``: the same on SICK's train split (1,299 entailment pairs, nine times
-  the trial split's), which no recipe trains on: the held-out set of :class:`unisent.evaluation.BestOnDev`;
+  the trial split's), which no recipe trains on: the held-out set of ``unisent.evaluation.BestOnDev``;
 - ``amr-text-to-graph``, ``amr-graph-to-text``: top-1 retrieval between the sentences and their own
-  linearised AMR graphs (:func:`amr_retrieval`) on the Little Prince v1.6 test split;
-- ``entity-top1``, ``entity-top10``: EASE entity retrieval (:func:`score_entities`) over the whole entity
-  table of a Lightning checkpoint, on the held-out FewRel sentences bundled in the repository's
-  ``samples/``.
+  linearised AMR graphs (``amr_retrieval``) on the Little Prince v1.6 test split;
+- ``entity-top1``, ``entity-top10``: EASE entity retrieval (``score_entities``) over the whole entity table of a
+  Lightning checkpoint, on the held-out FewRel sentences bundled in the repository's ``samples/``.
 
 ``studies/unified_panel.py``, ``benchmarks/amr_retrieval.py`` and ``benchmarks/ease_entity_retrieval.py``
 are command lines over this module; ``unisent ablate`` evaluates trained runs with it.
@@ -107,8 +106,8 @@ def read_amr_pairs(
     path: str | Path, *, parentheses: bool = True, drop_wiki: bool = True
 ) -> tuple[list[dict[str, str]], list[str]]:
     """``[{id, text, graph}]`` from a PENMAN file (``# ::snt`` + graph; the graphs linearised with
-    :func:`unisent.amr.linearize_file`, the training linearisation: depth-first, no variables, ``:wiki``
-    dropped); graphs without a sentence are skipped. Returns the pairs and the problems (malformed graphs,
+    [`unisent.amr.linearize_file`][unisent.amr.linearize_file], the training linearisation: depth-first, no variables,
+    ``:wiki`` dropped); graphs without a sentence are skipped. Returns the pairs and the problems (malformed graphs,
     graphs without ``# ::snt``), one line each."""
     from ..amr import linearize_file
 
@@ -138,7 +137,7 @@ def top1_correct(similarity: torch.Tensor, candidates: Sequence[str]) -> tuple[i
 
 def amr_retrieval(model: Any, pairs: Sequence[dict[str, str]], batch_size: int = 64) -> dict[str, Any]:
     """Text <-> graph top-1 retrieval by cosine of ``model.encode`` (the SAME model embeds the sentences
-    and the linearised graphs) over ``pairs`` (``{id, text, graph}``, :func:`read_amr_pairs`).
+    and the linearised graphs) over ``pairs`` (``{id, text, graph}``, ``read_amr_pairs``).
 
     Returns ``text_to_graph_top1`` / ``graph_to_text_top1`` (x100, rounded to 2 digits), the counts
     ``*_correct``, the ids of the wrong rows ``*_errors``, ``pairs``, ``distinct_texts``,
@@ -261,7 +260,7 @@ def _check_columns(columns: Sequence[str]) -> list[str]:
 
 def _data_root(column: str, data_dir: str | Path | None) -> Path:
     """The data directory of a column; without ``data_dir`` only a task column whose files are bundled
-    (``stsb-test``, ``stsb-dev``: :data:`unisent.resources.EVALUATION_DATA_DIR`) has one."""
+    (``stsb-test``, ``stsb-dev``: ``unisent.resources.EVALUATION_DATA_DIR``) has one."""
     if data_dir is None:
         from ..resources import EVALUATION_DATA_DIR
         from .tasks import get_task
@@ -320,7 +319,7 @@ def evaluate_panel(
     batch_size: int = 128,
     entity_records: str | Path | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Score one model on columns of the panel (:data:`PANEL_COLUMNS`).
+    """Score one model on columns of the panel (``PANEL_COLUMNS``).
 
     Args:
         model: anything ``unisent.load`` accepts (a saved encoder directory such as
@@ -336,7 +335,7 @@ def evaluate_panel(
             many tokens; ``None``: the model's own limit.
         batch_size: encoding batch size.
         entity_records: held-out ``{"text", "entity"}`` records for the entity columns; default
-            :data:`DEFAULT_ENTITY_RECORDS` (in the repository's ``samples/``, not in the wheel).
+            ``DEFAULT_ENTITY_RECORDS`` (in the repository's ``samples/``, not in the wheel).
 
     Returns:
         ``{column: {"score": float | None, ...details}}`` for every requested column, scores x100 (higher
@@ -346,13 +345,13 @@ def evaluate_panel(
         computation behind the column, shared by columns computed together) and
 
         - task columns: ``metric``, ``similarity``, ``metrics`` (everything the task reports); the
-          direction columns also the by-length keys ``direction_sim_<relation>`` and
-          ``share_<relation>`` and ``n_pairs`` at the top level;
-        - AMR columns: what :func:`amr_retrieval` returns, ``input`` and ``problems``;
-        - entity columns: what :func:`score_entities` returns, and ``seconds``.
+            direction columns also the by-length keys ``direction_sim_<relation>`` and
+            ``share_<relation>`` and ``n_pairs`` at the top level;
+        - AMR columns: what ``amr_retrieval`` returns, ``input`` and ``problems``;
+        - entity columns: what ``score_entities`` returns, and ``seconds``.
 
     Raises:
-        ValueError: an unknown column (the message lists :data:`PANEL_COLUMNS`, with a close match).
+        ValueError: an unknown column (the message lists ``PANEL_COLUMNS``, with a close match).
         FileNotFoundError: a data file, the data directory, the checkpoint or explicit ``entity_records``
             is missing (the message names the column and the path), checked before the model is loaded.
     """

@@ -54,19 +54,19 @@ def evaluate(
             a Gaussian similarity).
         tasks: task and group names (``["stsb-test", "transfer"]``) or a comma-separated string.
         data_dir: root of the data layout (see docs/evaluation.md); ``None``: the bundled data
-            (:data:`unisent.resources.EVALUATION_DATA_DIR`: STS-B dev and test), as ``unisent evaluate``.
+            (``unisent.resources.EVALUATION_DATA_DIR``: STS-B dev and test), as ``unisent evaluate``.
             A task whose files are not in ``data_dir`` but are bundled (STS-B) is read from the bundled
             copy, with a warning, and ``config["bundled_data"]`` names it.
         batch_size: encoding batch size.
         progress: show progress bars and one line per finished task on stderr.
         similarity: pairwise similarity for STS and NLI tasks (a ``Similarity`` or its name: ``"kl"``,
-            ...; see :mod:`unisent.evaluation.similarities`), for every task. By default cosine of ``encode``,
+            ...; see ``unisent.evaluation.similarities``), for every task. By default cosine of ``encode``,
             except that a task with a ``gaussian_similarity`` (entailment direction: ``kl``) uses that on a model
             with ``encode_gaussian``; ``config["similarity_by_task"]`` then names those tasks.
         on_error: ``"report"`` a failed task under ``failed`` and go on, or ``"raise"`` its error (a
             malformed file then raises before anything is encoded).
         precision: ``fp32`` (the protocols'), ``bf16`` (bfloat16 while encoding) or ``auto`` (resolved for the
-            model's device); ``config.precision`` records what ran (:class:`~unisent.evaluation.encoding.Embedder`).
+            model's device); ``config.precision`` records what ran ([`Embedder`][unisent.evaluation.Embedder]).
 
     Returns:
         A JSON-serialisable dict::
@@ -213,14 +213,14 @@ def _one_line(error: BaseException) -> str:
 
 
 def merge_results(*parts: dict[str, Any]) -> dict[str, Any]:
-    """Combine the outputs of several :func:`evaluate` calls (runs split by group) into one.
+    """Combine the outputs of several [`evaluate`][unisent.evaluation.evaluate] calls (runs split by group) into one.
 
     Later parts win for a task present in several (a task that failed in one part and ran in a later
     one is no longer failed, and the other way round); group means are recomputed; ``config`` is the
     first part's.
 
     Args:
-        parts: dicts returned by :func:`evaluate` (or loaded from their JSON).
+        parts: dicts returned by [`evaluate`][unisent.evaluation.evaluate] (or loaded from their JSON).
 
     Returns:
         A dict of the same shape.
@@ -270,11 +270,11 @@ def _format_value(name: str, value: float) -> str:
 
 
 def format_markdown(results: dict[str, Any]) -> str:
-    """Render the output of :func:`evaluate` as Markdown: one table per task family, then group means,
-    the skipped tasks and the failed ones (with their error).
+    """Render the output of [`evaluate`][unisent.evaluation.evaluate] as Markdown: one table per task family, then group
+    means, the skipped tasks and the failed ones (with their error).
 
     Args:
-        results: the dict returned by :func:`evaluate` (or loaded back from its JSON).
+        results: the dict returned by [`evaluate`][unisent.evaluation.evaluate] (or loaded back from its JSON).
 
     Returns:
         Markdown text.

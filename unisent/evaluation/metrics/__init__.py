@@ -1,6 +1,7 @@
 """Metrics on embeddings: STS correlation, clustering, retrieval and mining, linear probes, NLI, analysis.
 
-Imported on first use (PEP 562): the task registry needs only :class:`ProbeConfig`, not torch or SciPy.
+Imported on first use (PEP 562): the task registry needs only [`ProbeConfig`][unisent.evaluation.ProbeConfig], not torch
+or SciPy.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The settings of the linear probes, apart from :mod:`.probes` so that building the task registry
+"""The settings of the linear probes, apart from ``probes`` so that building the task registry
 (``unisent evaluate --list``) imports neither scikit-learn nor torch."""
 
 from __future__ import annotations

@@ -69,8 +69,9 @@ def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], 
 
 
 def averaged_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
-    """``(sim(a || b) + sim(b || a)) / 2`` with :func:`kl_similarity`; returns (n,). Not the authors' score
-    (:func:`symmetric_kl_similarity` averages the divergences); both rank alike when the KLs are close."""
+    """``(sim(a || b) + sim(b || a)) / 2`` with [`kl_similarity`][unisent.evaluation.kl_similarity]; returns (n,). Not
+    the authors' score ([`symmetric_kl_similarity`][unisent.evaluation.symmetric_kl_similarity] averages the
+    divergences); both rank alike when the KLs are close."""
     return 0.5 * (kl_similarity(a, b, reduction) + kl_similarity(b, a, reduction))
 
 

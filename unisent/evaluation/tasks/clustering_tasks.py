@@ -18,7 +18,7 @@ __all__ = ["BuccTask", "ClusteringTask", "TatoebaTask"]
 @dataclass(frozen=True, kw_only=True)
 class ClusteringTask(Task):
     """K-means with K = number of gold classes, accuracy after Hungarian matching, mean over ``seeds``
-    (3 runs, as in EASE). ``source`` reads a :class:`LabeledTexts`."""
+    (3 runs, as in EASE). ``source`` reads a ``LabeledTexts``."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
@@ -36,7 +36,7 @@ class ClusteringTask(Task):
 @dataclass(frozen=True, kw_only=True)
 class TatoebaTask(Task):
     """Tatoeba: nearest neighbour by cosine in both directions, accuracy x100 averaged over the two.
-    ``source`` reads a :class:`ParallelSentences` (non-English first)."""
+    ``source`` reads a ``ParallelSentences`` (non-English first)."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source
@@ -53,7 +53,7 @@ class TatoebaTask(Task):
 @dataclass(frozen=True, kw_only=True)
 class BuccTask(Task):
     """BUCC 2018 parallel sentence mining: ratio-margin candidates (``k`` neighbours), F1 x100 at the best
-    threshold. ``source`` reads a :class:`BuccCorpus`."""
+    threshold. ``source`` reads a ``BuccCorpus``."""
 
     main_metric: ClassVar[str] = "f1"
     source: Source

@@ -68,7 +68,7 @@ class EntailmentDirectionTask(Task):
     ``direction_sim``: accuracy x100 of ``sim(hyp || pre) > sim(pre || hyp)`` (a symmetric similarity
     such as cosine scores 0, so a run that names no similarity scores a Gaussian model with ``kl``);
     ``direction_var``: of "the premise has the larger variance", for Gaussian similarities only. Each also by
-    length relation in the model's tokens (:func:`~unisent.evaluation.metrics.nli.direction_by_length`).
+    length relation in the model's tokens (``direction_by_length``).
     ``source``: labelled pairs, premise first; ``positive_label`` is compared case-insensitively.
     """
 

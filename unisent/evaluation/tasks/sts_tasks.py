@@ -41,7 +41,7 @@ class STSTask(Task):
     """One STS file: Spearman and Pearson x100 between pair similarities and gold scores.
 
     ``n_pairs`` counts the scored pairs; ``n_unscored`` (when non-zero) the rows without a gold score,
-    which the reader skipped (STS17 tr-en: 250 of its 500 rows). ``source`` reads a :class:`ScoredPairs`.
+    which the reader skipped (STS17 tr-en: 250 of its 500 rows). ``source`` reads a ``ScoredPairs``.
     """
 
     main_metric: ClassVar[str] = "spearman"

@@ -18,14 +18,15 @@ if TYPE_CHECKING:  # torch is imported when a task runs, not when the registry i
 
 __all__ = ["DataFormatError", "LoadedData", "Source", "Task", "use_loaded"]
 
-#: what :meth:`Source.load` returns instead of reading again, while :func:`use_loaded` is active
+#: what ``Source.load`` returns instead of reading again, while ``use_loaded`` is active
 LoadedData = dict[tuple["Source", Path], Any]
 _LOADED: ContextVar[LoadedData | None] = ContextVar("unisent_evaluation_loaded", default=None)
 
 
 @contextmanager
 def use_loaded(loaded: LoadedData) -> Iterator[LoadedData]:
-    """Make :meth:`Source.load` return ``loaded[(source, data_dir)]``, data already read (and checked).
+    """Make [`Source.load`][unisent.evaluation.Source.load] return ``loaded[(source, data_dir)]``, data already read
+    (and checked).
 
     The runner reads every file of the selected tasks before encoding anything, then runs them in this
     context, so each file is read once per run. Tasks must not modify the data they are given.
@@ -43,8 +44,8 @@ class Source:
 
     Attributes:
         files: paths relative to the data directory, passed in this order to ``reader``.
-        reader: absolute paths -> a record object (:mod:`unisent.data.benchmark_readers`); raises
-            :class:`FileNotFoundError` or :class:`DataFormatError` (file, line and field).
+        reader: absolute paths -> a record object (``unisent.data.benchmark_readers``); raises
+            ``FileNotFoundError`` or ``DataFormatError`` (file, line and field).
     """
 
     files: tuple[str, ...]
@@ -56,7 +57,7 @@ class Source:
         return self.reader(*(data_dir / name for name in self.files))
 
     def load(self, data_dir: str | Path) -> Any:
-        """The data of this source under ``data_dir``: read now, or taken from :func:`use_loaded`."""
+        """The data of this source under ``data_dir``: read now, or taken from ``use_loaded``."""
         loaded = _LOADED.get()
         if loaded is not None:
             key = (self, Path(data_dir))
@@ -67,8 +68,9 @@ class Source:
 
 @dataclass(frozen=True, kw_only=True)
 class Task(ABC):
-    """A benchmark task. Subclasses set ``main_metric`` (the headline key of the result dict) and
-    implement :meth:`evaluate` (and :meth:`sources` when their data is not in :class:`Source` fields).
+    """A benchmark task. Subclasses set ``main_metric`` (the headline key of the result dict) and implement
+    [`evaluate`][unisent.evaluation.Task.evaluate] (and [`sources`][unisent.evaluation.Task.sources] when their data is
+    not in [`Source`][unisent.evaluation.Source] fields).
 
     Attributes:
         group: the family shown as one table (``sts``, ``stc``, ``transfer``, ``xnli``...).
@@ -89,7 +91,8 @@ class Task(ABC):
     optional: bool = False
 
     def sources(self) -> tuple[Source, ...]:
-        """Every data source the task reads: by default its fields that hold a :class:`Source`, in their order."""
+        """Every data source the task reads: by default its fields that hold a [`Source`][unisent.evaluation.Source], in
+        their order."""
         return tuple(value for f in fields(self) if isinstance(value := getattr(self, f.name), Source))
 
     @abstractmethod
@@ -127,7 +130,7 @@ class Task(ABC):
         return [data_dir / name for name in self.files() if not (data_dir / name).is_file()]
 
     def check_files(self, data_dir: str | Path) -> None:
-        """Raise :class:`FileNotFoundError` naming the first missing file of the task."""
+        """Raise ``FileNotFoundError`` naming the first missing file of the task."""
         missing = self.missing_files(data_dir)
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -157,8 +160,9 @@ class Task(ABC):
         embedder: Embedder | None = None,
     ) -> dict[str, float]:
         """Evaluate ``model`` (``encode(sentences, batch_size)``) on this task: metric name -> value, with
-        ``main_metric`` always present. ``embedder``: a shared :class:`Embedder`, used instead of ``model``
-        and ``batch_size``; without one, the task's ``gaussian_similarity`` on a model with a Gaussian head."""
+        ``main_metric`` always present. ``embedder``: a shared [`Embedder`][unisent.evaluation.Embedder], used instead
+        of ``model`` and ``batch_size``; without one, the task's ``gaussian_similarity`` on a model with a Gaussian
+        head."""
         data_dir = Path(data_dir)
         self.check_files(data_dir)
         loaded = self.read_sources(data_dir)  # every row checked before anything is encoded

@@ -20,7 +20,7 @@ __all__ = ["CrossValidatedProbeTask", "SplitProbeTask", "ZeroShotProbeTask", "fe
 
 def features_of(embedder: Embedder, data: LabeledTexts | LabeledPairs, pair_kind: str = "full") -> np.ndarray:
     """(n, f) probe features: embeddings of single texts, or for sentence pairs
-    :func:`~unisent.evaluation.metrics.probes.pair_features` of kind ``pair_kind``."""
+    ``pair_features`` of kind ``pair_kind``."""
     if isinstance(data, LabeledPairs):
         from ..metrics.probes import pair_features
 
@@ -44,7 +44,7 @@ def fit_with_dev(embedder: Embedder, data_dir: Path, train: Source, dev: Source 
 @dataclass(frozen=True, kw_only=True)
 class CrossValidatedProbeTask(Task):
     """A SentEval task without a split (MR, CR, SUBJ, MPQA): k-fold cross-validated accuracy x100.
-    ``source`` reads a :class:`LabeledTexts` or :class:`LabeledPairs`."""
+    ``source`` reads a ``LabeledTexts`` or ``LabeledPairs``."""
 
     main_metric: ClassVar[str] = "accuracy"
     source: Source

@@ -1,17 +1,17 @@
 """Export trained models (Sentence Transformers, Hugging Face) with a model card, and encode files.
 
-- :func:`export_model`: a ``.ckpt``, a saved encoder directory or a preset -> a directory that
+- [`export_model`][unisent.export.export_model]: a ``.ckpt``, a saved encoder directory or a preset -> a directory that
   ``SentenceTransformer(DIR)`` or ``transformers.AutoModel`` (plus the documented pooling) loads,
   with a README.md model card; ``unisent export`` on the command line.
-- :func:`encode_file`: a txt/jsonl/csv/tsv/parquet file -> ``.npy`` or ``.parquet`` embeddings,
+- [`encode_file`][unisent.export.encode_file]: a txt/jsonl/csv/tsv/parquet file -> ``.npy`` or ``.parquet`` embeddings,
   streamed in chunks with bounded memory; ``unisent encode`` on the command line.
-- :mod:`unisent.export.hub`: what the card's front matter tells the Hub (base model, licence,
+- ``unisent.export.hub``: what the card's front matter tells the Hub (base model, licence,
   language, datasets, ``model-index``), and the rule that keeps local paths out of it.
-- ``onnx`` (:mod:`unisent.export.onnx`): a Sentence Transformers directory plus ``onnx/model.onnx`` and,
-  with ``quantize="int8"``, ``onnx/model_qint8_<arch>.onnx``; :class:`OnnxEncoder` runs them
+- ``onnx`` (``unisent.export.onnx``): a Sentence Transformers directory plus ``onnx/model.onnx`` and,
+  with ``quantize="int8"``, ``onnx/model_qint8_<arch>.onnx``; [`OnnxEncoder`][unisent.export.OnnxEncoder] runs them
   (``unisent.load(DIR, backend="onnx")``; onnxruntime: ``pip install 'unisent[onnx]'``).
-- the formats are written by the models themselves: every inference model declares in its own
-  class how it exports (:mod:`unisent.models`); :func:`register_exporter` adds a format, or an
+- the formats are written by the models themselves: every inference model declares in its own class how it exports
+  ([`unisent.models`][unisent.models]); [`register_exporter`][unisent.export.register_exporter] adds a format, or an
   exporter for a class that is not a unisent inference model.
 """
 

@@ -20,7 +20,7 @@ from .source import ExportSource, TrainingRecord, load_export_source
 
 __all__ = ["ExportCheckError", "ExportReport", "export_model"]
 
-#: What :func:`export_model` requires of a directory before ``overwrite`` may replace it (the model
+#: What ``export_model`` requires of a directory before ``overwrite`` may replace it (the model
 #: record of every export, and the files of exports written before the record existed).
 EXPORT_MARKERS = (MODEL_RECORD, "unisent_encoder.json", "retrofit.json")
 
@@ -31,14 +31,14 @@ class ExportCheckError(RuntimeError):
 
 @dataclass
 class ExportReport:
-    """What :func:`export_model` wrote.
+    """What [`export_model`][unisent.export.export_model] wrote.
 
     Attributes:
         out: the export directory.
         format: the format name.
         files: the written files, relative to ``out``.
         max_diff: largest absolute difference of the reloaded export to ``model.encode`` on
-            :data:`~unisent.export.exporters.PROBE_SENTENCES` (None if not checked).
+            ``PROBE_SENTENCES`` (None if not checked).
         check: how the export was checked (or why not).
         max_seq_length: the export's maximum length in tokens (None for a model without one).
         trained_max_length: the model's length before the export (the training recipe's).
@@ -141,15 +141,14 @@ def export_model(
 
     The export keeps the backbone's own maximum length (its Sentence Transformers configuration's,
     e.g. 256 for ``minilm-l6``, else the tokenizer's ``model_max_length``, capped by the backbone's
-    positions; see :meth:`~unisent.models.EncoderModel.native_max_length`), not the training
+    positions; see ``unisent.encoders.export_declarations.EncoderModel.native_max_length``), not the training
     recipe's, unless ``max_seq_length`` is given; the card records both.
 
     Args:
         source: a ``.ckpt`` of ``unisent fit``, a saved encoder directory, a preset or model id, an
-            in-memory model, or an :class:`ExportSource`.
+            in-memory model, or an [`ExportSource`][unisent.export.ExportSource].
         out: the directory to create.
-        format: ``sentence-transformers`` or ``huggingface`` (see
-            :func:`~unisent.export.available_formats`).
+        format: ``sentence-transformers`` or ``huggingface`` (see ``available_formats``).
         results: a JSON file of ``unisent evaluate --output`` to list in the card (and its
             ``model-index``).
         training_data: lines describing the training data, listed first in the card.
@@ -163,7 +162,7 @@ def export_model(
         atol: the largest absolute difference the check accepts.
         title: former name of ``name``.
         quantize: ``int8``: with ``format="onnx"``, also a dynamically quantised ONNX file, checked against
-            the fp32 one on the STS-B test set (:mod:`unisent.export.onnx`).
+            the fp32 one on the STS-B test set (``unisent.export.onnx``).
         force: keep an int8 file whose check fails (its numbers are reported either way).
         truncate_dim: written as ``truncate_dim`` to ``config_sentence_transformers.json`` (the
             ``sentence-transformers`` and ``onnx`` formats), where ``SentenceTransformer(DIR)`` reads it: its

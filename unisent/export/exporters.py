@@ -1,11 +1,11 @@
 """Exporters and their registry (examples: docs/export.md, docs/plugins.md).
 
-The built-in formats are written by the model itself: every :class:`~unisent.inference.InferenceModel`
-declares its ``export_formats`` and how it writes, describes and checks each; :mod:`.formats` adapts
-those declarations to :class:`Exporter`. Lookup order for a model and a format: an exporter registered
-for the model's exact class (:func:`register_exporter`; a subclass reuses its parent's with
-``register_exporter(Subclass)(ParentExporter)``), then the model's own declaration, then a format for
-any model (:func:`register_export_format`)."""
+The built-in formats are written by the model itself: every [`InferenceModel`][unisent.inference.InferenceModel]
+declares its ``export_formats`` and how it writes, describes and checks each; ``formats`` adapts those declarations to
+[`Exporter`][unisent.export.Exporter]. Lookup order for a model and a format: an exporter registered for the model's
+exact class ([`register_exporter`][unisent.export.register_exporter]; a subclass reuses its parent's with
+``register_exporter(Subclass)(ParentExporter)``), then the model's own declaration, then a format for any model
+([`register_export_format`][unisent.export.register_export_format])."""
 
 from __future__ import annotations
 
@@ -80,12 +80,13 @@ class Exporter(ABC):
         return None, "no check available for this format"
 
     def model_tags(self, model: nn.Module) -> tuple[str, ...]:
-        """The model card's tags for ``model`` (default: :attr:`tags`)."""
+        """The model card's tags for ``model`` (default: ``tags``)."""
         return self.tags
 
 
 def register_exporter(model_type: type) -> Callable[[E], E]:
-    """Class decorator: register an :class:`Exporter` subclass for ``model_type`` and its ``format``."""
+    """Class decorator: register an [`Exporter`][unisent.export.Exporter] subclass for ``model_type`` and its
+    ``format``."""
 
     def decorate(exporter_cls: E) -> E:
         if not (isinstance(exporter_cls, type) and issubclass(exporter_cls, Exporter)):
@@ -98,7 +99,7 @@ def register_exporter(model_type: type) -> Callable[[E], E]:
 
 def model_format(exporter_cls: E) -> E:
     """Class decorator: ``exporter_cls`` writes its ``format`` for every
-    :class:`~unisent.inference.InferenceModel` that lists the format in ``export_formats``."""
+    [`InferenceModel`][unisent.inference.InferenceModel] that lists the format in ``export_formats``."""
     _MODEL_FORMATS[exporter_cls.format] = exporter_cls
     return exporter_cls
 
@@ -117,7 +118,7 @@ def available_formats() -> list[str]:
 
 
 def check_format(fmt: str) -> None:
-    """Raise :class:`ValueError` (one line: the registered names and the closest) for an unknown format."""
+    """Raise ``ValueError`` (one line: the registered names and the closest) for an unknown format."""
     if fmt in available_formats():
         return
     import difflib
@@ -145,8 +146,9 @@ def registered() -> dict[str, list[str]]:
 
 
 def exporter_for(model: Any, fmt: str) -> Exporter:
-    """An exporter instance for ``model`` and the format ``fmt``, in the module docstring's lookup order;
-    a ``ValueError`` for an unknown format, a :class:`NoExporterError` when none fits the model."""
+    """An exporter instance for ``model`` and the format ``fmt``, in the module docstring's lookup order; a
+    ``ValueError`` for an unknown format, a [`NoExporterError`][unisent.export.NoExporterError] when none fits the
+    model."""
     from ..inference import InferenceModel
 
     check_format(fmt)

@@ -6,18 +6,17 @@ file. Nothing is skipped silently: an empty text (blank line, empty cell, null) 
 any encoding, naming its line, unless ``on_empty="zero"`` writes a zero vector for it. A line that
 cannot be decoded, an invalid JSON line or a missing column is an error naming the line.
 
-An input without any row is an error (:class:`EmptyInputError`), and an existing output is replaced
-only with ``overwrite=True`` (``--overwrite``; :class:`OutputExistsError` otherwise). Inputs longer
-than the model's maximum length are truncated, as by ``encode``, and counted: one
-:class:`~unisent.encoders.encoder.TruncationWarning` per file says how many (``max_length`` changes
-the length).
+An input without any row is an error ([`EmptyInputError`][unisent.export.EmptyInputError]), and an existing output is
+replaced only with ``overwrite=True`` (``--overwrite``; [`OutputExistsError`][unisent.export.OutputExistsError]
+otherwise). Inputs longer than the model's maximum length are truncated, as by ``encode``, and counted: one
+``TruncationWarning`` per file says how many (``max_length`` changes the length).
 
 The file is read twice: a first pass counts the rows and validates every one (so a problem in the
 last line is reported before hours of encoding), the second encodes ``chunk_size`` rows at a time
 (``Encoder.encode`` sorts each chunk by length into batches and restores the order) and appends
-them to the output, written through :func:`unisent.io.atomic_write` (a hidden temporary sibling,
+them to the output, written through [`unisent.io.atomic_write`][unisent.io.atomic_write] (a hidden temporary sibling,
 renamed when complete, removed on any error: never a half-written output). The input is read by
-:func:`unisent.data.records.iter_records`.
+[`unisent.data.records.iter_records`][unisent.data.iter_records].
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ MAX_LISTED = 10
 
 
 class EncodeInputError(RecordError):
-    """A row of the input cannot be encoded as it is; the message names the file and its line (or
-    row). A :class:`unisent.data.records.RecordError` (``path``, ``line``, ``field`` attributes)."""
+    """A row of the input cannot be encoded as it is; the message names the file and its line (or row). A
+    [`unisent.data.records.RecordError`][unisent.data.RecordError] (``path``, ``line``, ``field`` attributes)."""
 
 
 class EmptyInputError(EncodeInputError):
@@ -78,7 +77,7 @@ class ScanResult:
 
     Attributes:
         rows: number of rows (= output rows).
-        empty: ``(output row, where)`` of the first :data:`MAX_LISTED` empty rows.
+        empty: ``(output row, where)`` of the first ``MAX_LISTED`` empty rows.
         n_empty: number of empty rows.
     """
 
@@ -89,7 +88,7 @@ class ScanResult:
 
 @dataclass
 class EncodeSummary:
-    """What :func:`encode_file` wrote.
+    """What [`encode_file`][unisent.export.encode_file] wrote.
 
     Attributes:
         output: the output file.
@@ -143,7 +142,7 @@ def iter_texts(path: str | os.PathLike, column: str = "text", encoding: str = "u
     ``where`` names the row (``line 12``, ``row 12``); an empty text (a blank line, an empty cell, a
     null) is returned as ``""`` (the caller decides). ``.txt`` has one sentence per line; ``.jsonl`` an
     object with ``column`` (or a JSON string) per line; ``.csv``/``.tsv`` a header with ``column``;
-    ``.parquet`` a string ``column``. Read by :func:`unisent.data.records.iter_records`.
+    ``.parquet`` a string ``column``. Read by [`unisent.data.records.iter_records`][unisent.data.iter_records].
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -159,7 +158,7 @@ def iter_texts(path: str | os.PathLike, column: str = "text", encoding: str = "u
 
 
 def scan_input(path: str | os.PathLike, column: str = "text", encoding: str = "utf-8") -> ScanResult:
-    """Count and validate the rows of ``path`` (the first pass of :func:`encode_file`)."""
+    """Count and validate the rows of ``path`` (the first pass of [`encode_file`][unisent.export.encode_file])."""
     result = ScanResult()
     for row, (where, text) in enumerate(iter_texts(path, column, encoding)):
         result.rows += 1
@@ -292,7 +291,7 @@ def encode_file(
     Args:
         model: anything ``unisent.load`` takes (preset, saved or exported directory, ``.ckpt``), or a
             loaded model with ``encode(sentences, batch_size, normalize=..., precision=...)`` (an
-            :class:`~unisent.export.OnnxEncoder` too).
+            [`OnnxEncoder`][unisent.export.OnnxEncoder] too).
         input_path: ``.txt`` (one sentence per line), ``.jsonl``, ``.csv``, ``.tsv`` or ``.parquet``.
         output_path: ``.npy`` (float32, shape (rows, dim); ``numpy.load(..., mmap_mode="r")`` reads
             it without loading it) or ``.parquet`` (columns ``row`` and ``embedding``).
@@ -302,24 +301,23 @@ def encode_file(
             the file.
         normalize: L2-normalise the embeddings.
         precision: ``auto`` (default: bf16 on GPUs with bf16 and CPUs with AVX512-BF16/AMX, fp32 elsewhere;
-            :mod:`unisent.hardware`), ``fp32`` or ``bf16``; passed to the model's ``encode``.
+            ``unisent.hardware``), ``fp32`` or ``bf16``; passed to the model's ``encode``.
         on_empty: ``error`` (default): an empty row stops the run before encoding, naming it;
             ``zero``: write a zero vector for it.
         encoding: text encoding of txt/jsonl/csv/tsv input.
         device: where to run a model loaded from a name (default: CPU).
         progress: show a progress bar.
         max_length: the longest input in tokens (default: the model's own); longer ones are
-            truncated, and one :class:`~unisent.encoders.encoder.TruncationWarning` gives their count.
+            truncated, and one ``TruncationWarning`` gives their count.
         overwrite: replace an existing ``output_path``.
         backend: ``torch`` or ``onnx`` (a model given by name: a directory of ``unisent export --format
             onnx``, run by onnxruntime).
         onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name (default: int8 where there is one).
-        truncate_dim: keep the first ``truncate_dim`` coordinates of each embedding (a Matryoshka-trained
-            model), normalised after the cut with ``normalize``
-            (:class:`~unisent.inference.truncation.TruncatedModel`).
+        truncate_dim: keep the first ``truncate_dim`` coordinates of each embedding (a Matryoshka-trained model),
+            normalised after the cut with ``normalize`` (``TruncatedModel``).
 
     Returns:
-        An :class:`EncodeSummary`.
+        An [`EncodeSummary`][unisent.export.EncodeSummary].
 
     Raises:
         FileNotFoundError: the input (or the model) does not exist.
@@ -389,7 +387,8 @@ def encode_file(
 def _check_arguments(
     input_path: Path, output_path: Path, overwrite: bool, encoding: str, on_empty: str, *sizes: int | None
 ) -> None:
-    """:func:`encode_file`'s checks before the input is read (``sizes``: batch, chunk and maximum length)."""
+    """[`encode_file`][unisent.export.encode_file]'s checks before the input is read (``sizes``: batch, chunk and
+    maximum length)."""
     _check_input(input_path)
     out_suffix = output_path.suffix.lower()
     if out_suffix not in SUPPORTED_OUTPUTS:
@@ -414,7 +413,7 @@ def _check_arguments(
 
 
 def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> ScanResult:
-    """The first pass (:func:`scan_input`); no rows, or empty rows under ``on_empty="error"``, raise."""
+    """The first pass (``scan_input``); no rows, or empty rows under ``on_empty="error"``, raise."""
     scan = scan_input(input_path, column, encoding)
     if scan.rows == 0:
         header = ", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else ""

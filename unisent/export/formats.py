@@ -1,6 +1,6 @@
 """The built-in formats, written by the model itself: each exporter here only adapts what an
-:class:`~unisent.inference.InferenceModel` declares (how it writes, its card rows, usage, tags and
-checks) to :class:`~unisent.export.Exporter`; none knows a model type or a pooler."""
+[`InferenceModel`][unisent.inference.InferenceModel] declares (how it writes, its card rows, usage, tags and
+checks) to [`Exporter`][unisent.export.Exporter]; none knows a model type or a pooler."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 
 Every fact is read from the preset, the backbone's own card, the run's ``config.yaml`` or
 ``unisent evaluate --output``; nothing is guessed. An unknown fact is left out, except the licence:
-``other`` until ``--license`` gives one. Local paths never reach a card (:func:`display_path`,
-:func:`scrub_paths`)."""
+``other`` until ``--license`` gives one. Local paths never reach a card (``display_path``,
+``scrub_paths``)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def display_path(path: str | Path) -> str:
 
 
 def scrub_paths(text: str) -> str:
-    """``text`` with every absolute (or ``~``) file path replaced by :func:`display_path` of it."""
+    """``text`` with every absolute (or ``~``) file path replaced by ``display_path`` of it."""
     return _ABSOLUTE.sub(lambda m: display_path(m.group(0)), text)
 
 
@@ -108,7 +108,7 @@ def _is_bundled(path: Path) -> bool:
 
 
 def dataset_id(path: str) -> str:
-    """The Hub id of a training file where known, else its :func:`display_path`."""
+    """The Hub id of a training file where known, else its ``display_path``."""
     name = Path(path).name
     if name in KNOWN_DATASETS:
         return KNOWN_DATASETS[name]
@@ -159,7 +159,7 @@ def _as_list(value: Any) -> list[str]:
 
 def backbone_metadata(base_model: str | None) -> dict[str, Any]:
     """``{"license": ..., "language": [...]}`` of the backbone as far as known: its local card's front
-    matter, else :data:`KNOWN_BACKBONES`."""
+    matter, else ``KNOWN_BACKBONES``."""
     from ..encoders import PRESETS
     from ..encoders.presets import resolve_preset_path
 
@@ -208,8 +208,7 @@ def eval_results(results: dict[str, Any]) -> list[Any]:
 
 
 def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Hub's ``model-index`` of :func:`~unisent.export.read_results` output: one entry per task, its
-    main metric in percent."""
+    """The Hub's ``model-index`` of ``read_results`` output: one entry per task, its main metric in percent."""
     entries = []
     for task, entry in results["tasks"].items():
         group = str(entry.get("group") or "")
@@ -250,7 +249,7 @@ class PushError(RuntimeError):
 
 
 def check_repo_id(repo_id: str) -> str:
-    """``repo_id`` if it is a valid Hub repository name ``ORG/NAME``, else a :class:`PushError`; checked
+    """``repo_id`` if it is a valid Hub repository name ``ORG/NAME``, else a ``PushError``; checked
     before anything is exported."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -269,7 +268,7 @@ def push_to_hub(
     folder: str | os.PathLike, repo_id: str, *, private: bool = False, commit_message: str | None = None
 ) -> str:
     """Create the model repository ``repo_id`` if needed and upload ``folder``; returns the commit URL, or
-    raises :class:`PushError` (offline, the hub unreachable or refusing)."""
+    raises ``PushError`` (offline, the hub unreachable or refusing)."""
     from huggingface_hub import create_repo, upload_folder
 
     from ..encoders.loading import _hub_reachable, _offline

@@ -9,23 +9,22 @@ with the ONNX files where Sentence Transformers' ONNX backend looks for them:
   ``last_hidden_state`` first (the token vectors Sentence Transformers' ONNX backend pools with the
   directory's own modules), then ``sentence_embedding``: the pooling, the model's normalisation and any
   head are **inside the graph**, so this output is the model's ``encode`` (a GaussCSE model adds ``mean`` and
-  ``variance``). The model declares what is traced (:meth:`~unisent.inference.InferenceModel.onnx_graph`).
-- ``onnx/model_qint8_<arch>.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantisation
-  (``quantize_dynamic``): int8 weights **per channel** (per output column; per tensor moved some
-  sentence vectors far from fp32, docs/export.md), activations quantised per batch when it runs; 7-bit
-  weights (``reduce_range``) on CPUs without VNNI. ``<arch>`` is the CPU it was made and checked on
-  (:func:`unisent.hardware.int8_arch`).
-- ``onnx/unisent_onnx.json``: what unisent's runner (:class:`~unisent.models.onnx_encoder.OnnxEncoder`,
+  ``variance``). The model declares what is traced ([`onnx_graph`][unisent.inference.InferenceModel.onnx_graph]).
+- ``onnx/model_qint8_<arch>.onnx`` with ``--quantize int8``: onnxruntime's dynamic quantisation (``quantize_dynamic``):
+  int8 weights **per channel** (per output column; per tensor moved some sentence vectors far from fp32,
+  docs/export.md), activations quantised per batch when it runs; 7-bit weights (``reduce_range``) on CPUs without VNNI.
+  ``<arch>`` is the CPU it was made and checked on (``unisent.hardware.int8_arch``).
+- ``onnx/unisent_onnx.json``: what unisent's runner ([`OnnxEncoder`][unisent.export.OnnxEncoder],
   ``unisent.load(DIR, backend="onnx")``) needs, and the checks' numbers.
 
 The export checks itself, like every export, before anything is moved to ``--out``:
 
 - the fp32 file against the torch model's ``encode`` (fp32) on the probe sentences: largest absolute
-  difference at most :data:`ONNX_MAX_DIFF` (1e-5), else refused;
+  difference at most ``ONNX_MAX_DIFF`` (1e-5), else refused;
 - the int8 file against the fp32 file on the distinct sentences of the bundled STS-B test set: the
   smallest cosine between a sentence's two vectors and the STS-B test Spearman of both, printed; refused
-  when the Spearman drops by more than :data:`INT8_MAX_STSB_DROP` points or the smallest cosine is below
-  :data:`INT8_MIN_COSINE`, unless ``force`` (``--force``).
+  when the Spearman drops by more than ``INT8_MAX_STSB_DROP`` points or the smallest cosine is below
+  ``INT8_MIN_COSINE``, unless ``force`` (``--force``).
 
 No offline graph fusion (``onnxruntime.transformers.optimizer``): onnxruntime's own session-time
 optimisations already apply, and on a Zen 4 CPU the fused graph (attention, LayerNorm, GELU) encoded
@@ -254,7 +253,7 @@ class OnnxExporter(Exporter):
 
     def configure(self, quantize: str | None = None, force: bool = False, arch: str | None = None) -> None:
         """``quantize``: None or ``int8``; ``force``: keep an int8 file that fails its gate; ``arch``: the
-        int8 file's name (default: this CPU's, :func:`unisent.hardware.int8_arch`)."""
+        int8 file's name (default: this CPU's, ``unisent.hardware.int8_arch``)."""
         if quantize is not None and quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
         self.quantize, self.force, self.arch = quantize, force, arch
@@ -324,7 +323,7 @@ class OnnxExporter(Exporter):
     # ------------------------------------------------------------------------------ checking
     def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """The Sentence Transformers directory's checks, then the fp32 ONNX file against ``model.encode``
-        (and ``encode_gaussian``), refused above :data:`ONNX_MAX_DIFF`."""
+        (and ``encode_gaussian``), refused above ``ONNX_MAX_DIFF``."""
         diff, how = self.st.verify(model, out, sentences)
         runner = OnnxEncoder(out, "fp32")
         sentences = list(sentences)

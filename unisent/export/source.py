@@ -35,7 +35,7 @@ class ObjectiveRecord:
 class TrainingRecord:
     """What is known about how a model was trained (everything optional): the ``base_model`` (a preset,
     hub id or directory), ``data`` lines, ``settings`` rows (batch size, optimiser, schedule, ...) and the
-    training files as the card's ``datasets`` (:func:`unisent.export.hub.dataset_id`)."""
+    training files as the card's ``datasets`` (``unisent.export.hub.dataset_id``)."""
 
     base_model: str | None = None
     objectives: list[ObjectiveRecord] = field(default_factory=list)
@@ -152,7 +152,10 @@ def _optimizer_text(spec: Any) -> str | None:
 
 _SETTINGS = (
     ("data.batch_size", "batch size (per process)"),
-    ("model.warmup_steps", "warm-up steps"),
+    ("model.train.schedule.warmup_steps", "warm-up steps"),
+    ("model.train.schedule.warmup_ratio", "warm-up ratio"),
+    ("model.train.schedule.decay", "learning-rate schedule"),
+    ("model.warmup_steps", "warm-up steps"),  # run configs written before model.train
     ("model.warmup_ratio", "warm-up ratio"),
     ("model.warmup", "warm-up"),
     ("model.schedule", "learning-rate schedule"),

@@ -1,9 +1,9 @@
-"""What a trained model is: the :class:`InferenceModel` contract (saving, loading, its export
-declarations) and the registry of model types (:mod:`.model_types`).
+"""What a trained model is: the [`InferenceModel`][unisent.inference.InferenceModel] contract (saving, loading, its
+export declarations) and the registry of model types (``model_types``).
 
 This layer imports no model class; each type registers itself when its module is imported
-(:func:`register_model`), and ``import unisent.models`` registers all of unisent's own. Loading a model
-of any kind is ``unisent.load`` (which registers every type first); nothing here needs importing in an
+([`register_model`][unisent.inference.register_model]), and ``import unisent.models`` registers all of unisent's own.
+Loading a model of any kind is ``unisent.load`` (which registers every type first); nothing here needs importing in an
 order.
 """
 

@@ -1,21 +1,24 @@
 """The contract of an inference model: how it saves, loads and exports itself.
 
-Every model that ``unisent.load`` returns (the plain :class:`~unisent.encoders.Encoder`,
-:class:`~unisent.models.GaussianEncoder`, :class:`~unisent.models.PCREncoder`, a user's own head)
-derives from :class:`InferenceModel` and declares, in its own class:
+Every model that ``unisent.load`` returns (the plain [`Encoder`][unisent.encoders.Encoder],
+[`GaussianEncoder`][unisent.models.GaussianEncoder], [`PCREncoder`][unisent.models.PCREncoder], a user's own head)
+derives from [`InferenceModel`][unisent.inference.InferenceModel] and declares, in its own class:
 
 - **saving and loading**: ``save_pretrained(directory)`` writes its files and a record
-  (``unisent_model.json``: its registered type and class path, see :mod:`unisent.inference.model_types`);
+  (``unisent_model.json``: its registered type and class path, see ``unisent.inference.model_types``);
   ``from_pretrained(directory)`` reads them back;
 - **Sentence Transformers export**: the modules after the ``Transformer``
-  (:meth:`InferenceModel.sentence_transformers_modules`, e.g. a pooler's ``Pooling`` and ``Dense``, a
-  head's ``Dense``); the generic writer here lays out ``modules.json`` and the module folders;
-- **the model card**: its summary rows (:meth:`InferenceModel.card_facts`), its usage text and tags;
+  ([`InferenceModel.sentence_transformers_modules`][unisent.inference.InferenceModel.sentence_transformers_modules],
+  e.g. a pooler's ``Pooling`` and ``Dense``, a head's ``Dense``); the generic writer here lays out ``modules.json`` and
+  the module folders;
+- **the model card**: its summary rows ([`InferenceModel.card_facts`][unisent.inference.InferenceModel.card_facts]), its
+  usage text and tags;
 - **the export check**: how the written files are loaded back and compared with ``encode``;
-- **ONNX export**: the module an ONNX export traces (:meth:`InferenceModel.onnx_graph`, an
-  :class:`OnnxGraph`), with the pooling, the normalisation and any head inside the graph.
+- **ONNX export**: the module an ONNX export traces
+  ([`InferenceModel.onnx_graph`][unisent.inference.InferenceModel.onnx_graph], an ``OnnxGraph``), with the pooling, the
+  normalisation and any head inside the graph.
 
-This module imports only the foundation (:mod:`unisent.io`), so every layer above can build on it.
+This module imports only the foundation ([`unisent.io`][unisent.io]), so every layer above can build on it.
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ class STModule:
 
 @dataclass
 class OnnxGraph:
-    """What an ONNX export of a model traces (:meth:`InferenceModel.onnx_graph`).
+    """What an ONNX export of a model traces
+    ([`InferenceModel.onnx_graph`][unisent.inference.InferenceModel.onnx_graph]).
 
     Attributes:
         module: ``forward(input_ids, attention_mask[, token_type_ids])`` (each (batch, seq) int64) -> a
@@ -151,22 +155,27 @@ def max_abs_diff(a: Any, b: Any) -> float:
 class InferenceModel(nn.Module):
     """Base class of every inference model: ``encode``, save/load, and its own export declarations.
 
-    A subclass implements :meth:`encode` (its signature), :meth:`save_pretrained` (ending with
-    :meth:`write_model_record`), :meth:`from_pretrained` and :meth:`card_facts`; to export to Sentence
-    Transformers it lists its modules in :meth:`sentence_transformers_modules` (or overrides
-    :meth:`write_sentence_transformers_layout` for another layout). Registering it with
-    :func:`unisent.inference.register_model` gives it a stable type name for ``unisent.load``.
+    A subclass implements [`encode`][unisent.inference.InferenceModel.encode] (its signature),
+    [`save_pretrained`][unisent.inference.InferenceModel.save_pretrained] (ending with
+    [`write_model_record`][unisent.inference.InferenceModel.write_model_record]),
+    [`from_pretrained`][unisent.inference.InferenceModel.from_pretrained] and
+    [`card_facts`][unisent.inference.InferenceModel.card_facts]; to export to Sentence Transformers it lists its modules
+    in [`sentence_transformers_modules`][unisent.inference.InferenceModel.sentence_transformers_modules] (or overrides
+    [`write_sentence_transformers_layout`][unisent.inference.InferenceModel.write_sentence_transformers_layout] for
+    another layout). Registering it with [`unisent.inference.register_model`][unisent.inference.register_model] gives it
+    a stable type name for ``unisent.load``.
 
     Class attributes:
         model_type: the registered name (set by ``register_model``); recorded in ``unisent_model.json``.
-        export_formats: the formats :func:`unisent.export.export_model` may write for this class.
+        export_formats: the formats [`unisent.export.export_model`][unisent.export.export_model] may write for this
+            class.
         card_tags: extra model card tags of this model type.
     """
 
     model_type: ClassVar[str] = ""
     #: whether the exporters' generic check applies (reload the directory, compare ``encode`` on probe
     #: sentences); a model whose ``encode`` needs more than sentences says False and checks itself in
-    #: :meth:`export_checks` (``RetrofittedEncoder``: graphs)
+    #: ``export_checks`` (``RetrofittedEncoder``: graphs)
     generic_export_check: ClassVar[bool] = True
     export_formats: ClassVar[tuple[str, ...]] = (SENTENCE_TRANSFORMERS,)
     card_tags: ClassVar[tuple[str, ...]] = ()
@@ -181,23 +190,25 @@ class InferenceModel(nn.Module):
         show_progress_bar: bool = False,
     ) -> Tensor:
         """The one signature of every model type's ``encode`` (a type may add keywords): float32 (n, d) on the CPU,
-        rows in input order; ``precision``: ``auto``, ``fp32`` or ``bf16`` (:mod:`unisent.hardware`). By default
-        :meth:`embed`'s vectors, L2-normalised with ``normalize``."""
+        rows in input order; ``precision``: ``auto``, ``fp32`` or ``bf16`` (``unisent.hardware``). By default
+        [`embed`][unisent.inference.InferenceModel.embed]'s vectors, L2-normalised with ``normalize``."""
         out = self.embed(sentences, batch_size, precision, show_progress_bar)
         return nn.functional.normalize(out, dim=-1) if normalize else out
 
     def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> Tensor:
-        """The vectors :meth:`encode` returns before ``normalize`` (a type that overrides ``encode`` needs none)."""
+        """The vectors [`encode`][unisent.inference.InferenceModel.encode] returns before ``normalize`` (a type that
+        overrides ``encode`` needs none)."""
         raise NotImplementedError(f"{type(self).__name__} implements neither encode nor embed")
 
     # ------------------------------------------------------------------------------ save / load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:  # pragma: no cover - abstract
-        """Write the model to ``directory`` (created); end with :meth:`write_model_record`."""
+        """Write the model to ``directory`` (created); end with
+        [`write_model_record`][unisent.inference.InferenceModel.write_model_record]."""
         raise NotImplementedError(f"{type(self).__name__} does not implement save_pretrained")
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> InferenceModel:  # pragma: no cover - abstract
-        """Load a directory written by :meth:`save_pretrained`."""
+        """Load a directory written by [`save_pretrained`][unisent.inference.InferenceModel.save_pretrained]."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_pretrained")
 
     @classmethod
@@ -214,7 +225,7 @@ class InferenceModel(nn.Module):
 
     def write_model_record(self, directory: str | os.PathLike) -> None:
         """Write ``unisent_model.json``: this class's registered type and its class path; and give the
-        saved files the usual permissions (:func:`share_files`: ``model.safetensors`` is written
+        saved files the usual permissions (``share_files``: ``model.safetensors`` is written
         ``0o600`` by ``safetensors``, every other file ``0o644`` under the usual umask)."""
         cls = type(self)
         record = {"type": cls.model_type or None, "class_path": f"{cls.__module__}.{cls.__qualname__}"}
@@ -230,7 +241,7 @@ class InferenceModel(nn.Module):
 
         Yields ``(length the model had, length of the export)``, or None for a model without a
         maximum length of its own (the default here; a model with an encoder overrides it, see
-        :class:`~unisent.models.EncoderModel`).
+        ``unisent.encoders.export_declarations.EncoderModel``).
 
         Args:
             max_length: the length asked for (``unisent export --max-seq-length``); None: the model's.
@@ -271,7 +282,8 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
 
     def save_sentence_transformers_root(self, out: Path) -> None:
         """The files beside ``modules.json`` (the ``Transformer``'s and unisent's): by default
-        :meth:`save_pretrained`, so that ``unisent.load(DIR)`` returns this model again."""
+        [`save_pretrained`][unisent.inference.InferenceModel.save_pretrained], so that ``unisent.load(DIR)`` returns
+        this model again."""
         self.save_pretrained(out)
 
     @property
@@ -281,19 +293,21 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         return "cosine"
 
     def sentence_transformers_model_config(self) -> dict[str, Any]:
-        """``config_sentence_transformers.json``: prompts, default prompt and :attr:`similarity_fn_name`."""
+        """``config_sentence_transformers.json``: prompts, default prompt and
+        [`similarity_fn_name`][unisent.inference.InferenceModel.similarity_fn_name]."""
         return {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": self.similarity_fn_name}
 
     def write_sentence_transformers_layout(self, out: Path, write: Callable[[InferenceModel, Path], None]) -> bool:
-        """A model whose Sentence Transformers export is not the usual layout writes it here and returns
-        True (``write(model, directory)`` exports an inner model the usual way: a retrofitted model's
-        ``text/`` and ``amr/``); False (the default): the exporter writes the usual layout
-        (:meth:`save_sentence_transformers_root`, then the modules this model declares;
-        :func:`unisent.export.formats.write_sentence_transformers`)."""
+        """A model whose Sentence Transformers export is not the usual layout writes it here and returns True
+        (``write(model, directory)`` exports an inner model the usual way: a retrofitted model's ``text/`` and
+        ``amr/``); False (the default): the exporter writes the usual layout
+        ([`save_sentence_transformers_root`][unisent.inference.InferenceModel.save_sentence_transformers_root], then the
+        modules this model declares; ``unisent.export.formats.write_sentence_transformers``)."""
         return False
 
     def sentence_transformers_facts(self) -> list[tuple[str, str]]:
-        """The card's rows for a Sentence Transformers export: :meth:`card_facts` and the module chain."""
+        """The card's rows for a Sentence Transformers export:
+        [`card_facts`][unisent.inference.InferenceModel.card_facts] and the module chain."""
         chain = " -> ".join(["Transformer"] + [m.label or m.name for m in self.sentence_transformers_modules()])
         return self.card_facts() + [("Sentence Transformers modules", chain)]
 
@@ -317,9 +331,10 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
 
     # ------------------------------------------------------------------------------ export checks
     def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
-        """Checks of an export of ``format`` beyond the exporters' generic one (``unisent.load`` and, for
-        Sentence Transformers, ``SentenceTransformer`` of the directory against :meth:`encode`, in
-        :mod:`unisent.export.formats`): ``(largest absolute difference, how it was checked)`` each.
+        """Checks of an export of ``format`` beyond the exporters' generic one (``unisent.load`` and, for Sentence
+        Transformers, ``SentenceTransformer`` of the directory against
+        [`encode`][unisent.inference.InferenceModel.encode], in ``unisent.export.formats``):
+        ``(largest absolute difference, how it was checked)`` each.
         Default: none."""
         return []
 
@@ -327,7 +342,7 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
     def onnx_graph(self) -> OnnxGraph:
         """The module an ONNX export traces (only types that list ``onnx`` in ``export_formats``): the
         backbone, the pooling and any head, so that the ONNX file's ``sentence_embedding`` output is
-        :meth:`encode`'s vectors (see :class:`OnnxGraph`)."""
+        [`encode`][unisent.inference.InferenceModel.encode]'s vectors (see ``OnnxGraph``)."""
         raise NotExportableError(f"{type(self).__name__} declares no ONNX graph")
 
     # ------------------------------------------------------------------------------ huggingface
@@ -337,7 +352,8 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         raise NotExportableError(f"{type(self).__name__} declares no huggingface export")
 
     def huggingface_facts(self) -> list[tuple[str, str]]:
-        """The card's rows for a ``huggingface`` export (default: :meth:`card_facts`)."""
+        """The card's rows for a ``huggingface`` export (default:
+        [`card_facts`][unisent.inference.InferenceModel.card_facts])."""
         return self.card_facts()
 
     def huggingface_usage(self) -> str:
@@ -360,10 +376,11 @@ def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
 
 
 def save_at_inference_length(model: nn.Module, directory: str | os.PathLike) -> tuple[Path, str]:
-    """Save a run's inference model at its inference length, not its training one: ``config.max_length``
-    set to ``encoder.inference_max_length``, else the backbone's own limit, while it is written
-    (:meth:`InferenceModel.export_max_length`). Returns the directory and a note on the lengths for the
-    message (``"; inputs up to 256 tokens (trained at 32)"``; empty for a model without a length)."""
+    """Save a run's inference model at its inference length, not its training one: ``config.max_length`` set to
+    ``encoder.inference_max_length``, else the backbone's own limit, while it is written
+    ([`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length]). Returns the directory
+    and a note on the lengths for the message (``"; inputs up to 256 tokens (trained at 32)"``; empty for a model
+    without a length)."""
     choose = getattr(model, "export_max_length", None)
     with choose() if choose is not None else nullcontext() as lengths:
         saved = Path(model.save_pretrained(directory))
@@ -371,10 +388,9 @@ def save_at_inference_length(model: nn.Module, directory: str | os.PathLike) -> 
 
 
 def set_inference_length(model: nn.Module, max_length: int | None = None) -> int | None:
-    """Set ``model``'s maximum length for good: ``max_length``, else ``encoder.inference_max_length``,
-    else the backbone's own (what :func:`save_at_inference_length` saves); returns it (None: a model
-    without a length, left as it is). ``unisent.load`` of a ``.ckpt`` applies it, so that the checkpoint
-    and the run's saved encoder encode alike.
+    """Set ``model``'s maximum length for good: ``max_length``, else ``encoder.inference_max_length``, else the
+    backbone's own (what ``save_at_inference_length`` saves); returns it (None: a model without a length, left as it
+    is). ``unisent.load`` of a ``.ckpt`` applies it, so that the checkpoint and the run's saved encoder encode alike.
 
     Raises:
         ValueError: ``max_length`` is not positive or exceeds the backbone's positions, or is given for a

@@ -1,12 +1,12 @@
 """The registry of inference model types: which class reads a saved directory.
 
 A saved directory names its type in ``unisent_model.json`` (``{"type": "gaussian", "class_path":
-"unisent.models.gaussian.GaussianEncoder"}``). :func:`saved_model_class` looks the type up in the
-registry, or its class path among the registered classes (:mod:`unisent.io.registry`): a class path
+"unisent.models.gaussian.GaussianEncoder"}``). ``saved_model_class`` looks the type up in the
+registry, or its class path among the registered classes (``unisent.io.registry``): a class path
 is never imported, so a third-party type loads when its module was imported first (an entry point of
 ``unisent.plugins``, ``--import MODULE``, or the user's own ``import``). Directories written before the
 record existed are recognised by each registered type's ``is_saved_in`` (their marker files); anything
-else loads as the default type ``encoder`` (the plain :class:`~unisent.encoders.Encoder`: a unisent encoder
+else loads as the default type ``encoder`` (the plain [`Encoder`][unisent.encoders.Encoder]: a unisent encoder
 directory, a Hugging Face model, a Sentence Transformers export).
 """
 
@@ -41,13 +41,14 @@ DEFAULT_TYPE = "encoder"
 
 
 def register_model(name: str) -> Callable[[M], M]:
-    """Class decorator: register an :class:`InferenceModel` subclass as the model type ``name``.
+    """Class decorator: register an [`InferenceModel`][unisent.inference.InferenceModel] subclass as the model type
+    ``name``.
 
     ``name`` is written to every directory the class saves and is what ``unisent.load`` dispatches on,
     so it must stay the same when the class moves between modules.
 
     Raises:
-        TypeError: the class is not an :class:`InferenceModel` subclass.
+        TypeError: the class is not an [`InferenceModel`][unisent.inference.InferenceModel] subclass.
         ValueError: another class is registered under ``name``.
     """
     if not name or not isinstance(name, str):
@@ -110,7 +111,7 @@ def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
 
 def default_model_class() -> type[InferenceModel]:
     """The class a directory without a record or marker, a preset name or a hub id is loaded as (the plain
-    :class:`~unisent.encoders.Encoder`, registered when :mod:`unisent.encoders` is imported)."""
+    [`Encoder`][unisent.encoders.Encoder], registered when [`unisent.encoders`][unisent.encoders] is imported)."""
     try:
         return _MODELS[DEFAULT_TYPE]
     except KeyError:
@@ -120,11 +121,11 @@ def default_model_class() -> type[InferenceModel]:
 
 
 def load_saved(model: str | os.PathLike) -> nn.Module:
-    """A saved directory as the registered type :func:`saved_model_class` finds, or a preset name or hub id
+    """A saved directory as the registered type ``saved_model_class`` finds, or a preset name or hub id
     as the default type; in eval mode. Training checkpoints are refused: reading one rebuilds the run's
     objectives, which only ``unisent.load`` (above the training layer) does.
 
-    A directory is checked first (:func:`~unisent.io.model_files.check_model_directory`: regular files
+    A directory is checked first ([`check_model_directory`][unisent.io.check_model_directory]: regular files
     only, no link out of it, its JSON and safetensors headers well-formed), before any file of it is read.
 
     Raises:

@@ -1,12 +1,12 @@
 """Embeddings cut to their first ``dim`` coordinates at inference (``--truncate-dim``), as Sentence Transformers'
-``truncate_dim`` (models trained with :class:`unisent.objectives.Matryoshka`).
+``truncate_dim`` (models trained with [`unisent.objectives.Matryoshka`][unisent.objectives.Matryoshka]).
 
-:class:`TruncatedModel` (an :class:`~unisent.inference.InferenceModel` holding ``model``) encodes the full vectors
+``TruncatedModel`` (an [`InferenceModel`][unisent.inference.InferenceModel] holding ``model``) encodes the full vectors
 (the model's own normalisation included), keeps the first ``dim`` coordinates and L2-normalises *after* the cut
 when ``normalize=True``; ``config``, ``backend``, ``similarity_fn_name`` and ``export_max_length`` are the wrapped
 model's. A Gaussian model (GaussCSE) gets ``encode_gaussian`` too, mean and variance cut together (the first ``dim``
 coordinates of a diagonal Gaussian are its marginal). ``unisent.load`` cuts a directory
-that records ``truncate_dim`` (:func:`truncated_as_recorded`), as ``SentenceTransformer(DIR)`` does.
+that records ``truncate_dim`` (``truncated_as_recorded``), as ``SentenceTransformer(DIR)`` does.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def embedding_dim(model: Any) -> int:
 
 
 def check_truncate_dim(model: Any, dim: int, option: str = "--truncate-dim") -> int:
-    """``dim`` if ``model`` can be cut there; a one-line :class:`ValueError` naming ``option`` if not.
+    """``dim`` if ``model`` can be cut there; a one-line ``ValueError`` naming ``option`` if not.
 
     Returns the model's full embedding size."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
@@ -64,7 +64,7 @@ def truncated_as_recorded(model: Any, directory: str | os.PathLike) -> Any:
 
 class TruncatedModel(InferenceModel):
     """``model`` whose ``encode`` returns the first ``dim`` coordinates; ``dim`` not positive or above the model's
-    dimension: a :class:`ValueError` naming ``option``."""
+    dimension: a ``ValueError`` naming ``option``."""
 
     def __init__(self, model: Any, dim: int, option: str = "--truncate-dim") -> None:
         super().__init__()
@@ -99,7 +99,8 @@ class TruncatedModel(InferenceModel):
         return getattr(self.model, "similarity_fn_name", "cosine")
 
     def export_max_length(self, max_length: int | None = None, base_model: str | None = None) -> AbstractContextManager:
-        """The wrapped model's (its maximum length while encoding; see :meth:`InferenceModel.export_max_length`)."""
+        """The wrapped model's (its maximum length while encoding; see
+        [`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length])."""
         inner = getattr(self.model, "export_max_length", None)
         return (inner or super().export_max_length)(max_length, base_model)
 

@@ -1,18 +1,16 @@
 """MTEB on unisent models: an adapter to MTEB's own encoder protocol, and running tasks offline.
 
-:class:`MTEBEncoder` gives MTEB any unisent inference model (``unisent.load``'s result, a preset, a
-checkpoint...) through :class:`mteb.models.AbsEncoder`: ``encode`` embeds the texts of MTEB's data
-loaders (with the model's own prompts where a Sentence Transformers model has them, chosen as MTEB
-chooses them for Sentence Transformers), and ``similarity`` / ``similarity_pairwise`` are the model's
-own similarity: its ``similarity_fn_name`` (``cosine``, ``dot``, ``euclidean``, ``manhattan``), or a
-Gaussian one for GaussCSE (``kl``, ``kl_symmetric``... of :mod:`unisent.evaluation.similarities`),
-whose embeddings are then the means and variances side by side. MTEB's evaluators score them; the
-STS tasks' ``spearman`` is the model's similarity, ``cosine_spearman`` (the main score) the cosine.
+``MTEBEncoder`` gives MTEB any unisent inference model (``unisent.load``'s result, a preset, a checkpoint...) through
+``mteb.models.AbsEncoder``: ``encode`` embeds the texts of MTEB's data loaders (with the model's own prompts where a
+Sentence Transformers model has them, chosen as MTEB chooses them for Sentence Transformers), and ``similarity`` /
+``similarity_pairwise`` are the model's own similarity: its ``similarity_fn_name`` (``cosine``, ``dot``, ``euclidean``,
+``manhattan``), or a Gaussian one for GaussCSE (``kl``, ``kl_symmetric``... of ``unisent.evaluation.similarities``),
+whose embeddings are then the means and variances side by side. MTEB's evaluators score them; the STS tasks'
+``spearman`` is the model's similarity, ``cosine_spearman`` (the main score) the cosine.
 
-:func:`run_tasks` runs MTEB tasks offline: a task's data comes from a local directory
-(``data_dir/<task name>``: a ``datasets.save_to_disk`` folder, or data files such as ``test.jsonl``
-that ``datasets.load_dataset`` reads) or from the Hugging Face cache; a task whose data is in neither
-fails with one line (:class:`MTEBDataError`) that says where to put it.
+``run_tasks`` runs MTEB tasks offline: a task's data comes from a local directory (``data_dir/<task name>``: a
+``datasets.save_to_disk`` folder, or data files such as ``test.jsonl`` that ``datasets.load_dataset`` reads) or from the
+Hugging Face cache; a task whose data is in neither fails with one line (``MTEBDataError``) that says where to put it.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ class MTEBEncoder(_encoder_base()):
     Args:
         model: a loaded unisent model, or anything ``unisent.load`` takes (preset, directory, ``.ckpt``).
         similarity: ``cosine``, ``dot``, ``euclidean``, ``manhattan`` or a Gaussian similarity of
-            :mod:`unisent.evaluation.similarities` (``kl``, ``kl_mean``, ``kl_symmetric``...; needs a
+            ``unisent.evaluation.similarities`` (``kl``, ``kl_mean``, ``kl_symmetric``...; needs a
             model with ``encode_gaussian``). Default: the model's ``similarity_fn_name``.
         name: the model's name in MTEB's results (default: ``unisent/<model or its class>``).
         batch_size: sentences per forward pass (MTEB's ``encode_kwargs["batch_size"]`` wins).
@@ -245,7 +243,7 @@ def run_tasks(
     device: str | None = None,
 ) -> dict[str, Any]:
     """Run MTEB tasks (by MTEB's names, e.g. ``STSBenchmark``) on a unisent model with MTEB's own
-    evaluators, offline (:func:`load_task_data`).
+    evaluators, offline (``load_task_data``).
 
     Returns the layout of ``unisent evaluate``'s results (``format_markdown`` prints it, ``unisent
     export --results`` reads it): ``{"tasks": {task: {"group": "mteb", "task_type", "main_metric",

@@ -1,5 +1,5 @@
 """The foundation's file layer: dotted-path imports, atomic writes, checkpoints and model directories
-read as data, and the "did you mean" of errors about names. Records are read by :mod:`unisent.data.records`."""
+read as data, and the "did you mean" of errors about names. Records are read by ``unisent.data.records``."""
 
 from .checkpoints import (
     CheckpointError,

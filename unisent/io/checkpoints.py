@@ -1,10 +1,11 @@
 """Checkpoint files checked before anything loads them (a truncated or foreign file is one line, not a
 ``PytorchStreamReader`` traceback) and read as data, never as code.
 
-A checkpoint is a pickle, and unpickling may call any function the file names. :func:`load_checkpoint`,
-the one place unisent reads one, uses ``torch.load(weights_only=True)``, which refuses every global but
-tensors, plain containers and registered safe types *before* calling anything; a refused file is one
-:class:`UnsafeCheckpointError` naming the globals and ``unisent convert-checkpoint FILE --trust``."""
+A checkpoint is a pickle, and unpickling may call any function the file names.
+[`load_checkpoint`][unisent.io.load_checkpoint], the one place unisent reads one, uses
+``torch.load(weights_only=True)``, which refuses every global but tensors, plain containers and registered safe types
+*before* calling anything; a refused file is one [`UnsafeCheckpointError`][unisent.io.UnsafeCheckpointError] naming the
+globals and ``unisent convert-checkpoint FILE --trust``."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ class UnsafeCheckpointError(CheckpointError):
 
 
 def check_checkpoint(path: str | os.PathLike) -> Path:
-    """Check that ``path`` is a complete PyTorch checkpoint (a zip archive with its central directory)
-    before anything loads it: a ``FileNotFoundError``, or a :class:`CheckpointError` when truncated."""
+    """Check that ``path`` is a complete PyTorch checkpoint (a zip archive with its central directory) before anything
+    loads it: a ``FileNotFoundError``, or a [`CheckpointError`][unisent.io.CheckpointError] when truncated."""
     import zipfile
 
     path = Path(path).expanduser()
@@ -67,9 +68,10 @@ def unsafe_globals(path: str | os.PathLike) -> list[str]:
 
 
 def load_checkpoint(path: str | os.PathLike, *, map_location: str = "cpu", mmap: bool = False) -> dict:
-    """Read checkpoint ``path`` as data: :func:`check_checkpoint`, then ``torch.load(weights_only=True)``
-    (``mmap``: the step counters without the weights). An :class:`UnsafeCheckpointError` when the file
-    names a global other than plain data (nothing in it was called), else a :class:`CheckpointError`."""
+    """Read checkpoint ``path`` as data: [`check_checkpoint`][unisent.io.check_checkpoint], then
+    ``torch.load(weights_only=True)`` (``mmap``: the step counters without the weights). An
+    [`UnsafeCheckpointError`][unisent.io.UnsafeCheckpointError] when the file names a global other than plain data
+    (nothing in it was called), else a [`CheckpointError`][unisent.io.CheckpointError]."""
     import pickle
 
     import torch
@@ -169,11 +171,13 @@ def _allowed_for_conversion(path: Path, names: list[str]) -> list:
 
 
 def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Rewrite a checkpoint the user trusts as plain data, so that :func:`load_checkpoint` reads it.
+    """Rewrite a checkpoint the user trusts as plain data, so that [`load_checkpoint`][unisent.io.load_checkpoint] reads
+    it.
 
-    The classes the file names are allowed by name (a function is an :class:`UnsafeCheckpointError`);
-    building them runs their own code, so call it only for a file you trust. An object without a
-    plain-data form is a ``ValueError`` naming its key path. The result is checked before it replaces ``out``.
+    The classes the file names are allowed by name (a function is an
+    [`UnsafeCheckpointError`][unisent.io.UnsafeCheckpointError]); building them runs their own code, so call it only for
+    a file you trust. An object without a plain-data form is a ``ValueError`` naming its key path. The result is checked
+    before it replaces ``out``.
     """
     import io
 

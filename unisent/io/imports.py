@@ -1,6 +1,6 @@
 """Dotted-path imports for what a user's recipe names (code by design). A name read from a model's files,
-an exported run's ``config.yaml`` or a checkpoint never comes here: :mod:`unisent.io.registry` resolves
-those and imports nothing. :func:`lazy_exports`: the PEP 562 hooks of packages that import on first use."""
+an exported run's ``config.yaml`` or a checkpoint never comes here: ``unisent.io.registry`` resolves
+those and imports nothing. ``lazy_exports``: the PEP 562 hooks of packages that import on first use."""
 
 from __future__ import annotations
 

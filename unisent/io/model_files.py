@@ -2,10 +2,10 @@
 configs declare are checked against the weights before anything is allocated, and a malformed file is
 one line naming it.
 
-- :func:`check_model_directory`: the bounded walk every loader runs where a directory enters it
-  (``load_saved``, ``resolve_model_location``, the ONNX runner).
-- :func:`inside`: a path read from a model's file names something inside the directory.
-- :func:`check_fits`: a config built on the ``meta`` device against the weights' shapes, so that
+- [`check_model_directory`][unisent.io.check_model_directory]: the bounded walk every loader runs where a directory
+  enters it (``load_saved``, ``resolve_model_location``, the ONNX runner).
+- ``inside``: a path read from a model's file names something inside the directory.
+- ``check_fits``: a config built on the ``meta`` device against the weights' shapes, so that
   ``"vocab_size": 900000000`` is one line, not gigabytes allocated.
 
 Why hand-written: transformers, Sentence Transformers, tokenizers and onnxruntime follow links, open
@@ -49,7 +49,7 @@ MODEL_JSON_BYTES = 128 * 2**20
 MODEL_JSON_DEPTH = 64
 #: the safetensors format's own limit on its JSON header
 SAFETENSORS_HEADER_BYTES = 100_000_000
-#: how many entries and folder levels :func:`check_model_directory` walks before it refuses the directory
+#: how many entries and folder levels ``check_model_directory`` walks before it refuses the directory
 MAX_ENTRIES, MAX_LEVELS = 100_000, 32
 #: layers a config may declare beyond those its weights hold (ALBERT shares one layer's weights among 12)
 MAX_LAYERS = 128
@@ -102,8 +102,9 @@ def _roots(directory: str | os.PathLike) -> list[str]:
 
 
 def inside(directory: str | os.PathLike, relative: Any, *, source: str | os.PathLike, field: str) -> Path:
-    """``directory / relative`` for a path read from ``source`` at ``field``; a :class:`ModelFileError`
-    when it is no relative path (a URL included), climbs out with ``..``, or is (or passes) a link leading out."""
+    """``directory / relative`` for a path read from ``source`` at ``field``; a
+    [`ModelFileError`][unisent.io.ModelFileError] when it is no relative path (a URL included), climbs out with ``..``,
+    or is (or passes) a link leading out."""
     where = f"{source}: {field}"
     if not isinstance(relative, (str, os.PathLike)):
         raise ModelFileError(f"{where} must be a path inside the model's directory, got {relative!r:.80}")
@@ -154,13 +155,14 @@ def _read_bytes(path: Path, limit: int, what: str) -> bytes:
 
 
 def read_model_bytes(path: str | os.PathLike, max_bytes: int, what: str = "a model's file") -> bytes:
-    """The bytes of a model's file: a regular file of at most ``max_bytes``, else a :class:`ModelFileError`."""
+    """The bytes of a model's file: a regular file of at most ``max_bytes``, else a
+    [`ModelFileError`][unisent.io.ModelFileError]."""
     return _read_bytes(Path(path), max_bytes, what)
 
 
 def check_nesting(value: Any, where: str, *, max_depth: int = MODEL_JSON_DEPTH, max_values: int | None = None) -> None:
-    """Raise :class:`ModelFileError` for a parsed document nested deeper than ``max_depth`` or expanding to
-    more than ``max_values`` values (each use of a shared value counts: a YAML alias bomb stops here)."""
+    """Raise [`ModelFileError`][unisent.io.ModelFileError] for a parsed document nested deeper than ``max_depth`` or
+    expanding to more than ``max_values`` values (each use of a shared value counts: a YAML alias bomb stops here)."""
     stack, seen = [(value, 1)], 0
     while stack:
         node, depth = stack.pop()
@@ -195,7 +197,7 @@ def read_model_json(
     max_depth: int = MODEL_JSON_DEPTH,
 ) -> Any:
     """A model's JSON file, from a regular file only, with a size and depth limit; ``expect``: the type the
-    top level must have. A :class:`ModelFileError` for anything else."""
+    top level must have. A [`ModelFileError`][unisent.io.ModelFileError] for anything else."""
     path = Path(path)
     value = _parse_json(_read_bytes(path, max_bytes, "a model's JSON file"), str(path), max_depth)
     if expect is not None and not isinstance(value, expect):
@@ -255,8 +257,9 @@ def safetensors_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 
 
 def read_state(path: str | os.PathLike, *, mmap: bool = False) -> Mapping[str, Any]:
-    """A torch state dict file (``.pt``, ``.bin``) read as data (``weights_only``); ``mmap``: memory-mapped.
-    A :class:`ModelFileError` when it is missing, not a regular file, malformed or not a state dict."""
+    """A torch state dict file (``.pt``, ``.bin``) read as data (``weights_only``); ``mmap``: memory-mapped. A
+    [`ModelFileError`][unisent.io.ModelFileError] when it is missing, not a regular file, malformed or not a state
+    dict."""
     import torch
 
     path = Path(path)
@@ -323,8 +326,8 @@ def check_fits(
 
     ``build()`` runs on the ``meta`` device: each tensor must have the shape of the weights' tensor of that
     name (or whose name ends with it: a checkpoint with a head), and all of it at most twice the weights'
-    elements plus :data:`SLACK_ELEMENTS`; a layer count beyond the weights' and :data:`MAX_LAYERS` is
-    refused before building. A :class:`ModelFileError` names ``config_file``, the fields
+    elements plus ``SLACK_ELEMENTS``; a layer count beyond the weights' and ``MAX_LAYERS`` is
+    refused before building. A [`ModelFileError`][unisent.io.ModelFileError] names ``config_file``, the fields
     (``vocab_size=900000000``) and the weights; a ``build`` that fails on ``meta`` is left to the real one."""
     import torch
 
@@ -368,7 +371,8 @@ def load_state(
     module: Any, state: Mapping, strict: bool = True, assign: bool = False, *, source: str | os.PathLike | None
 ) -> Any:
     """``module.load_state_dict(state)`` (``module`` may be a ``super()``), a mismatch reported as one
-    :class:`ModelFileError` line naming ``source`` and the first tensor (``source`` None: PyTorch's error)."""
+    [`ModelFileError`][unisent.io.ModelFileError] line naming ``source`` and the first tensor (``source`` None:
+    PyTorch's error)."""
     try:
         return module.load_state_dict(state, strict=strict, assign=assign)
     except RuntimeError as err:
@@ -408,13 +412,13 @@ def _check_file(path: Path, info: os.stat_result) -> None:
 
 def check_model_directory(directory: str | os.PathLike, *, what: str = "model directory", read: bool = True) -> Path:
     """Check a folder a user hands over (a model directory; ``what``: a run or data folder) before anything
-    reads it; returns it as a :class:`Path`.
+    reads it; returns it as a ``Path``.
 
-    Every entry (at most :data:`MAX_ENTRIES`, :data:`MAX_LEVELS` folders deep; none skipped by name, ``.git``
+    Every entry (at most ``MAX_ENTRIES``, ``MAX_LEVELS`` folders deep; none skipped by name, ``.git``
     included) must be a regular file, a folder or a link to one inside the directory (or a cache snapshot's
-    ``blobs``); with ``read``, every ``*.json`` is read with :func:`read_model_json`'s limits (one with an
+    ``blobs``); with ``read``, every ``*.json`` is read with ``read_model_json``'s limits (one with an
     ``auto_map`` is refused) and every ``*.safetensors`` header checked. Nothing else is opened. Raises
-    :class:`ModelFileError` naming the first entry refused."""
+    [`ModelFileError`][unisent.io.ModelFileError] naming the first entry refused."""
     directory = Path(directory).expanduser()
     roots = _roots(directory)
     stack, seen = [(directory, 0)], 0

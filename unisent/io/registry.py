@@ -1,12 +1,11 @@
 """The one resolver of names read from files: a class name in a model's files, a run's ``config.yaml``
 (outside ``fit``/``validate``/``test``/``predict``) or a checkpoint's record becomes a class only through
-:func:`resolve`, and only when a closed registry holds it.
+``resolve``, and only when a closed registry holds it.
 
-A registry is a table of classes already defined in this process (:func:`subclasses`: unisent's, the
-plugins' and ``--import`` modules', the user program's) or a fixed table of a library's classes
-(:func:`fixed_names`). Any other name is refused in one line **before anything is imported**.
-Why not a library: ``instantiate_class`` and Sentence Transformers' ``import_from_string`` import
-whatever module the string names, which is the bug this module closes."""
+A registry is a table of classes already defined in this process (``subclasses``: unisent's, the plugins' and
+``--import`` modules', the user program's) or a fixed table of a library's classes (``fixed_names``). Any other name is
+refused in one line **before anything is imported**. Why not a library: ``instantiate_class`` and Sentence Transformers'
+``import_from_string`` import whatever module the string names, which is the bug this module closes."""
 
 from __future__ import annotations
 
@@ -103,7 +102,7 @@ class _PrefixTable(Mapping[str, type]):
 def resolve(name: Any, table: Mapping[str, T], *, source: str, field: str, what: str) -> T:
     """The entry of ``table`` (the closed registry of this kind, built before the file was read) that
     ``name`` names, as read from ``source`` at ``field`` (``modules[2].type``); ``what``: the kind, for
-    the message. A :class:`RegistryError` when it is not a string in ``table``: nothing is imported."""
+    the message. A ``RegistryError`` when it is not a string in ``table``: nothing is imported."""
     if isinstance(name, str):
         try:
             return table[name]

@@ -1,13 +1,13 @@
 """Object storage (``s3://``, ``gs://``, ...): one way in for models, checkpoints and run folders.
 
-:func:`localize` downloads a remote model folder or checkpoint file into a local cache and returns the
-local path, so that the local loaders and their checks (:func:`unisent.io.model_files.check_model_directory`,
-:mod:`unisent.io.checkpoints`) run on it unchanged: a model is data, and the bytes checked are the bytes
-loaded. Hand-written on fsspec's own API (``url_to_fs``, ``find``, ``info``, ``get_file``) rather than
-fsspec's ``simplecache::`` chaining or ``fs.get(recursive=True)``: those map every key of a listing to a
-local path without asking whether it stays inside the cache folder, skip nothing loudly, and have no size
-cap. Here every key is checked (no ``..``, no absolute part, no backslash), the total size is capped
-(``UNISENT_REMOTE_MAX_BYTES``), and anything odd is refused in one line naming the URL.
+``localize`` downloads a remote model folder or checkpoint file into a local cache and returns the local path, so that
+the local loaders and their checks ([`unisent.io.model_files.check_model_directory`][unisent.io.check_model_directory],
+``unisent.io.checkpoints``) run on it unchanged: a model is data, and the bytes checked are the bytes loaded.
+Hand-written on fsspec's own API (``url_to_fs``, ``find``, ``info``, ``get_file``) rather than fsspec's
+``simplecache::`` chaining or ``fs.get(recursive=True)``: those map every key of a listing to a local path without
+asking whether it stays inside the cache folder, skip nothing loudly, and have no size cap. Here every key is checked
+(no ``..``, no absolute part, no backslash), the total size is capped (``UNISENT_REMOTE_MAX_BYTES``), and anything odd
+is refused in one line naming the URL.
 
 The cache is ``$UNISENT_CACHE/remote/<sha256 of the URL>`` (``~/.cache/unisent/remote/...``), refreshed
 when a remote object's ETag, size or modification time changed. Credentials and the endpoint are the
@@ -41,7 +41,7 @@ __all__ = [
     "upload_folder",
 ]
 
-#: the default cap on what one :func:`localize` downloads (``UNISENT_REMOTE_MAX_BYTES`` changes it)
+#: the default cap on what one ``localize`` downloads (``UNISENT_REMOTE_MAX_BYTES`` changes it)
 MAX_BYTES = 50 * 2**30
 #: at most this many files in a remote model folder
 MAX_FILES = 10_000
@@ -120,7 +120,7 @@ def filesystem(url: str) -> tuple[Any, str]:
 
 @contextlib.contextmanager
 def _reading(url: str) -> Iterator[None]:
-    """Backend errors inside as :class:`RemoteError` (one line naming ``url``)."""
+    """Backend errors inside as ``RemoteError`` (one line naming ``url``)."""
     try:
         yield
     except RemoteError:
@@ -187,7 +187,7 @@ def _listing(fs: Any, path: str, url: str) -> tuple[str, dict[str, dict[str, Any
 
 
 def localize(url: str | os.PathLike, kind: str | None = None) -> str:
-    """The local path of ``url``: unchanged when it is local, else a copy in :func:`remote_cache_dir`.
+    """The local path of ``url``: unchanged when it is local, else a copy in ``remote_cache_dir``.
 
     ``kind``: ``model`` (a folder), ``checkpoint`` or ``file`` (one object), ``None`` (what the URL names).
     A checkpoint's run config (``config.yaml`` of its folder or the one above, read by ``unisent export``)

@@ -1,4 +1,4 @@
-"""The "did you mean" of every one-line error about a name (:func:`difflib.get_close_matches`)."""
+"""The "did you mean" of every one-line error about a name (``difflib.get_close_matches``)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def gather_no_grad(tensor: torch.Tensor) -> torch.Tensor:
-    """Like :func:`gather_with_grad` for tensors that need no gradient (ids, masks); a no-op on one process."""
+    """Like [`gather_with_grad`][unisent.losses.gather_with_grad] for tensors that need no gradient (ids, masks); a
+    no-op on one process."""
     _, world = rank_and_world()
     if world == 1:
         return tensor

@@ -61,8 +61,10 @@ def kl_matrix(mu_a: torch.Tensor, var_a: torch.Tensor, mu_b: torch.Tensor, var_b
     - 2 mu_a . (mu_b / var_b) + sum mu_b^2 / var_b - d``.
 
     Args:
-        mu_a, var_a: (n_a, d) means and variances of the first arguments.
-        mu_b, var_b: (n_b, d).
+        mu_a: (n_a, d) means of the first arguments.
+        var_a: (n_a, d) variances of the first arguments.
+        mu_b: (n_b, d) means of the second arguments.
+        var_b: (n_b, d) variances of the second arguments.
 
     Returns:
         (n_a, n_b) divergences.
@@ -113,10 +115,12 @@ def gauss_cse_loss(
     ``s_j-``, ``s_j``) are gathered across processes with gradients; the anchors stay local.
 
     Args:
-        premise, entailment, contradiction: ``(mu, var)`` pairs, each (batch, d).
+        premise: a ``(mu, var)`` pair, each (batch, d).
+        entailment: a ``(mu, var)`` pair, each (batch, d).
+        contradiction: a ``(mu, var)`` pair, each (batch, d).
         sets: a subset of ``("ent", "con", "rev")`` that contains ``"ent"``.
         temperature: tau.
-        reduction: see :func:`gaussian_similarity_matrix`.
+        reduction: see [`gaussian_similarity_matrix`][unisent.losses.gaussian_similarity_matrix].
         gather: gather candidates across processes (no-op on one process).
     """
     sets = tuple(sets)

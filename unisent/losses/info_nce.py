@@ -36,12 +36,11 @@ def info_nce(
 ) -> torch.Tensor:
     """Contrastive cross-entropy: row ``i`` of ``query`` must pick its own positive.
 
-    Candidates for every query are all positives of the (global) batch, then all hard negatives of
-    the batch. ``hard_negative_weight`` is added to the logit of each query's *own* hard negative
-    (a log-weight, as in SimCSE's ``hard_negative_weight``). With ``symmetric``, the loss of the
-    positives picking their query (over all queries) is averaged in. Across processes the
-    candidates are gathered with gradients and the queries stay local (see
-    :mod:`unisent.losses.distributed`).
+    Candidates for every query are all positives of the (global) batch, then all hard negatives of the batch.
+    ``hard_negative_weight`` is added to the logit of each query's *own* hard negative (a log-weight, as in SimCSE's
+    ``hard_negative_weight``). With ``symmetric``, the loss of the positives picking their query (over all queries) is
+    averaged in. Across processes the candidates are gathered with gradients and the queries stay local (see
+    ``unisent.losses.distributed``).
 
     Args:
         query: (batch, dim) anchors of this process.

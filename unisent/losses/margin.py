@@ -59,11 +59,10 @@ def additive_margin_softmax(
 ) -> torch.Tensor:
     """Translation ranking loss with an additive margin on the true pair, ``L_s + L_t``.
 
-    Row ``i`` of ``source`` must rank ``target[i]`` above every other target of the (global)
-    batch, by at least the margin; with ``bidirectional`` each target must also rank its source
-    above every other source, and the two losses are added (the paper: ``L_br = L_s + L_t``).
-    Across processes the candidates are gathered with gradients and the queries stay local (see
-    :mod:`unisent.losses.distributed`), so DDP's gradient average equals the global-batch update.
+    Row ``i`` of ``source`` must rank ``target[i]`` above every other target of the (global) batch, by at least the
+    margin; with ``bidirectional`` each target must also rank its source above every other source, and the two losses
+    are added (the paper: ``L_br = L_s + L_t``). Across processes the candidates are gathered with gradients and the
+    queries stay local (see ``unisent.losses.distributed``), so DDP's gradient average equals the global-batch update.
 
     Args:
         source: (batch, dim) sentence vectors of the sources on this process.

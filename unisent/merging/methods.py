@@ -76,7 +76,7 @@ def merge_tensors(
     scale: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """One merged tensor (float32 arithmetic, the first tensor's dtype), by ``method`` (:data:`METHODS`).
+    """One merged tensor (float32 arithmetic, the first tensor's dtype), by ``method`` (``METHODS``).
 
     Args:
         base: the starting model's tensor (every method but ``linear`` needs it).

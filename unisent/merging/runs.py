@@ -1,7 +1,7 @@
 """Merging runs of ``unisent fit`` that share a starting model into one model (docs/merging.md).
 
 The merged model is the union of the runs' objectives on one encoder: its encoder weights are merged by a
-method of :mod:`.methods` (task vectors against the starting model, which is rebuilt from the runs' own
+method of ``methods`` (task vectors against the starting model, which is rebuilt from the runs' own
 record: the backbone and the objectives that extend its vocabulary), and every objective keeps its own
 parameters from the run that trained it (GaussCSE's Gaussian head, EASE's entity table, CMLM's projections
 and MLM head); an objective that several runs trained (two seeds of one recipe) gets the weighted mean of
@@ -67,7 +67,7 @@ def _checkpoint_of(source: str | os.PathLike) -> Path:
 
 def read_inputs(sources: Sequence[str | os.PathLike]) -> list[MergeInput]:
     """Every run's record read (as data) and its backbone checked against the first's, then every run
-    rebuilt from its checkpoint (:func:`~unisent.checkpoint_record.module_from_checkpoint`)."""
+    rebuilt from its checkpoint (``module_from_checkpoint``)."""
     from ..checkpoint_record import CHECKPOINT_KEY, check_unisent_checkpoint
     from ..io import load_checkpoint
     from ..lightning_module import UnisentModule
@@ -251,9 +251,9 @@ def merge_runs(
     Args:
         runs: run folders of ``unisent fit`` (their ``checkpoints/last.ckpt``) or checkpoints.
         out: a new or empty folder.
-        method: one of :data:`~unisent.merging.methods.METHODS`.
+        method: one of ``METHODS``.
         weights: one per run (default: 1 each).
-        density: share of task-vector entries kept (default :data:`DEFAULT_DENSITY` of the method).
+        density: share of task-vector entries kept (default ``DEFAULT_DENSITY`` of the method).
         scale: factor of the merged task vector.
         seed: DARE's random source.
 

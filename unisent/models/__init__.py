@@ -2,19 +2,21 @@
 
 Each model (its registered type; what ``encode`` gives; what it saves):
 
-- :class:`~unisent.encoders.Encoder` (``encoder``): pooled backbone states; backbone, tokenizer,
+- [`Encoder`][unisent.encoders.Encoder] (``encoder``): pooled backbone states; backbone, tokenizer,
   ``unisent_encoder.json``, ``pooler.pt``.
-- :class:`GaussianEncoder` (``gaussian``): GaussCSE means (``encode_gaussian``: and variances);
-  + ``gaussian_head.pt/.json``.
-- :class:`ProjectionEncoder` (``cmlm-projection``): mean of CMLM's projections; + ``cmlm_projection.pt/.json``.
-- :class:`PCREncoder` (``pcr``): any model's vectors minus a language's principal components; ``pcr.json`` +
-  ``model/``.
-- :class:`RetrofittedEncoder` (``retrofitted``): text vector combined with its AMR graph's; ``retrofit.json`` +
-  ``text/`` + ``amr/``.
+- [`GaussianEncoder`][unisent.models.GaussianEncoder] (``gaussian``): GaussCSE means (``encode_gaussian``: and
+  variances); + ``gaussian_head.pt/.json``.
+- [`ProjectionEncoder`][unisent.models.ProjectionEncoder] (``cmlm-projection``): mean of CMLM's projections; +
+  ``cmlm_projection.pt/.json``.
+- [`PCREncoder`][unisent.models.PCREncoder] (``pcr``): any model's vectors minus a language's principal components;
+  ``pcr.json`` + ``model/``.
+- [`RetrofittedEncoder`][unisent.models.RetrofittedEncoder] (``retrofitted``): text vector combined with its AMR
+  graph's; ``retrofit.json`` + ``text/`` + ``amr/``.
 
 Each class declares how it saves, loads and exports itself (the contract,
-:class:`unisent.inference.InferenceModel`) and registers its type (:func:`unisent.inference.register_model`);
-importing this package registers all of them, so that ``unisent.load`` finds every type.
+[`unisent.inference.InferenceModel`][unisent.inference.InferenceModel]) and registers its type
+([`unisent.inference.register_model`][unisent.inference.register_model]); importing this package registers all of them,
+so that ``unisent.load`` finds every type.
 """
 
 from .gaussian import GaussianEncoder, GaussianHead

@@ -1,10 +1,10 @@
 """GaussCSE's inference model (Yoda et al., 2023): sentences as diagonal Gaussians.
 
-The export serves both worlds: ``SentenceTransformer(DIR)`` gives the **means** (Transformer ->
-Pooling -> [the pooler's Dense] -> a ``Dense`` holding the mean layer of the head), the point
-embeddings GaussCSE's STS scores use; ``unisent.load(DIR)`` gives the whole :class:`GaussianEncoder`
-(``encode_gaussian``, ``similarity``: the asymmetric KL similarity that captures entailment
-direction) from the ``gaussian_head.pt`` / ``gaussian_head.json`` files beside them.
+The export serves both worlds: ``SentenceTransformer(DIR)`` gives the **means** (Transformer -> Pooling -> [the pooler's
+Dense] -> a ``Dense`` holding the mean layer of the head), the point embeddings GaussCSE's STS scores use;
+``unisent.load(DIR)`` gives the whole [`GaussianEncoder`][unisent.models.GaussianEncoder] (``encode_gaussian``,
+``similarity``: the asymmetric KL similarity that captures entailment direction) from the ``gaussian_head.pt`` /
+``gaussian_head.json`` files beside them.
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ class GaussianHead(nn.Module):
             head; ``forward`` then needs ``lengths``. docs/results/unified.md measures it.
         pooler: the vectors the head reads: ``None`` (the encoder's sentence vectors) or a built-in
             pooler without weights, e.g. ``cls`` (the paper's ``[CLS]``) under an encoder that pools
-            ``mean`` for everything else (:func:`unisent.encoders.poolers.head_pooler`). Saved with the head.
+            ``mean`` for everything else (``unisent.encoders.poolers.head_pooler``). Saved with the head.
         own_layers: the head reads the pooled output of its own copies of the encoder's top ``own_layers``
             layers over the encoder's lower ones (task-specific top layers, as in hard parameter sharing),
             so its loss does not move the top of the encoder that the other objectives and ``encode`` read.
-            0: none. The copies are made from the encoder by :meth:`attach` (training starts them from the
+            0: none. The copies are made from the encoder by [`attach`][unisent.models.GaussianHead.attach] (training
+               starts them from the
             encoder's weights) and saved with the head.
     """
 
@@ -92,7 +93,7 @@ class GaussianHead(nn.Module):
             self.settings["own_layers"] = own_layers
         self.mean = nn.Linear(hidden_size, hidden_size)
         self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
-        self.layers = nn.ModuleList()  # the own top layers, from :meth:`attach`
+        self.layers = nn.ModuleList()  # the own top layers, from [`attach`][unisent.models.GaussianHead.attach]
 
     def attach(self, encoder: nn.Module) -> GaussianHead:
         """Give the head its own copies of ``encoder``'s top ``own_layers`` layers (once; none without)."""
@@ -175,7 +176,8 @@ class GaussianEncoder(EncoderWrapper):
 
     @property
     def point(self) -> str:
-        """``mean`` or ``pooled``: what :meth:`encode` and :meth:`forward` return."""
+        """``mean`` or ``pooled``: what [`encode`][unisent.inference.InferenceModel.encode] and
+        [`forward`][unisent.models.GaussianEncoder.forward] return."""
         return self.head.settings.get("point", "mean")
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -311,8 +313,8 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
 
     def onnx_graph(self) -> OnnxGraph:
         """The encoder's graph and the head: outputs ``last_hidden_state``, ``sentence_embedding``
-        (:meth:`encode`'s point embeddings), ``mean`` and ``variance`` (``encode_gaussian``'s); the token
-        counts a ``length_input`` head reads are the attention mask's sums."""
+        ([`encode`][unisent.inference.InferenceModel.encode]'s point embeddings), ``mean`` and ``variance``
+        (``encode_gaussian``'s); the token counts a ``length_input`` head reads are the attention mask's sums."""
         encoder = self.encoder.onnx_graph(normalize=False)
         pool = None if self.head.pooler is None else self.encoder.named_pooler(self.head.pooler)
         if pool is not None and pool.needs_hidden_states:
@@ -333,7 +335,8 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
 
 
 class _GaussianOnnxGraph(nn.Module):
-    """:meth:`GaussianEncoder.onnx_graph`'s module: ``(last_hidden_state, point embedding, mean, variance)``."""
+    """[`GaussianEncoder.onnx_graph`][unisent.models.GaussianEncoder.onnx_graph]'s module:
+    ``(last_hidden_state, point embedding, mean, variance)``."""
 
     def __init__(
         self, encoder: nn.Module, head: GaussianHead, point: str, normalize_pooled: bool, pool: nn.Module | None = None

@@ -1,6 +1,6 @@
 """``unisent.load(DIR, backend="onnx")``: an ONNX export run by onnxruntime, with ``encode``'s API.
 
-:class:`OnnxEncoder` reads a directory written by ``unisent export --format onnx`` (a Sentence
+[`OnnxEncoder`][unisent.export.OnnxEncoder] reads a directory written by ``unisent export --format onnx`` (a Sentence
 Transformers directory with ``onnx/model.onnx``, ``onnx/model_qint8_<arch>.onnx`` when quantised, and
 ``onnx/unisent_onnx.json``), tokenises as the torch model does (the directory's tokenizer, its maximum
 length, its lower-casing), batches as ``Encoder.encode`` does (sentences sorted by token length, longest
@@ -40,7 +40,8 @@ class OnnxMissingError(ImportError):
 
 
 def require_onnx(*modules: str) -> None:
-    """Import ``modules`` (default: onnxruntime) or raise :class:`OnnxMissingError` naming the install command."""
+    """Import ``modules`` (default: onnxruntime) or raise [`OnnxMissingError`][unisent.export.OnnxMissingError] naming
+    the install command."""
     import importlib
 
     for name in modules or ("onnxruntime",):

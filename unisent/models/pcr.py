@@ -35,16 +35,17 @@ INNER_DIR = "model"  # the wrapped model, saved by its own save_pretrained
 
 @register_model("pcr")
 class PCREncoder(EncoderWrapper):
-    """A sentence encoder whose embeddings go through a per-language :class:`PrincipalComponentRemoval`.
+    """A sentence encoder whose embeddings go through a per-language
+    [`PrincipalComponentRemoval`][unisent.models.PrincipalComponentRemoval].
 
-    ``encode(sentences, language="de")`` embeds with the wrapped model, then removes German's
-    components. ``language`` may also be a list (one per sentence); when it is omitted,
-    ``default_language`` is used, or the only fitted language; otherwise it is an error.
-    ``unisent.load(DIR)`` returns this model for a directory written by :meth:`save_pretrained`.
+    ``encode(sentences, language="de")`` embeds with the wrapped model, then removes German's components. ``language``
+    may also be a list (one per sentence); when it is omitted, ``default_language`` is used, or the only fitted
+    language; otherwise it is an error. ``unisent.load(DIR)`` returns this model for a directory written by
+    [`save_pretrained`][unisent.models.PCREncoder.save_pretrained].
 
     Args:
         encoder: any model with ``encode(sentences, batch_size, ...)`` and ``save_pretrained``
-            (an :class:`~unisent.Encoder` or an objective's inference model).
+            (an [`Encoder`][unisent.encoders.Encoder] or an objective's inference model).
         pcr: the fitted post-processor.
         default_language: language used when ``encode`` is called without one (e.g. by ``unisent
             evaluate``).
@@ -209,12 +210,13 @@ def fit_pcr(
         model: any model with ``encode`` (e.g. ``unisent.load(DIR)``).
         sentences_by_language: ``{language: [sentences]}``, a few hundred or more per language.
         k: components removed per language (the paper: 1).
-        center: see :class:`PrincipalComponentRemoval`.
+        center: see [`PrincipalComponentRemoval`][unisent.models.PrincipalComponentRemoval].
         batch_size: encoding batch size.
-        default_language: see :class:`PCREncoder`.
+        default_language: see [`PCREncoder`][unisent.models.PCREncoder].
 
     Returns:
-        A :class:`PCREncoder`; ``save_pretrained(DIR)`` it and load it back with ``unisent.load(DIR)``.
+        A [`PCREncoder`][unisent.models.PCREncoder]; ``save_pretrained(DIR)`` it and load it back with
+        ``unisent.load(DIR)``.
     """
     embeddings = {lang: model.encode(list(sents), batch_size) for lang, sents in sentences_by_language.items()}
     pcr = PrincipalComponentRemoval(k=k, center=center).fit(embeddings)

@@ -100,7 +100,8 @@ class ProjectionEncoder(EncoderWrapper):
 
     @torch.inference_mode()
     def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> torch.Tensor:
-        """The mean of the projections, float32 (n, d) on the CPU, rows in input order (see :meth:`Encoder.encode`)."""
+        """The mean of the projections, float32 (n, d) on the CPU, rows in input order (see
+        [`Encoder.encode`][unisent.encoders.Encoder.encode])."""
         pooled = self.encoder.encode_pooled(
             sentences, batch_size, precision=precision, show_progress_bar=show_progress_bar
         )

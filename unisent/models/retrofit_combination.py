@@ -1,6 +1,6 @@
 """How a retrofitted model combines the text embedding ``s`` with the AMR embedding ``h`` (Cai et al.,
-2022, Sec. 4.2): :func:`combine` in torch, and :func:`retrofit_usage_code`, the same combination as
-Sentence Transformers code for the model card of an export (:mod:`.retrofitted_encoder`).
+2022, Sec. 4.2): ``combine`` in torch, and ``retrofit_usage_code``, the same combination as
+Sentence Transformers code for the model card of an export (``retrofitted_encoder``).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def dimension_of(model: Any) -> int | None:
 
 def resolve_parser(parser: Any, source: str = "parser") -> tuple[Any, dict | None]:
     """``(parser object, spec to save or None)``; a ``{class_path, init_args}`` spec's class comes from the
-    registry of parsers (:func:`unisent.amr.parsing.parser_classes`), never from an import.
+    registry of parsers (``unisent.amr.parsing.parser_classes``), never from an import.
 
     Raises:
         RegistryError: the spec names a class outside the registry (the message names ``source``).
@@ -124,7 +124,7 @@ def resolve_parser(parser: Any, source: str = "parser") -> tuple[Any, dict | Non
 def resolve_paths(init_args: Any, directory: Path, source: str | os.PathLike | None = None) -> dict[str, Any]:
     """The file names in a parser spec read from ``source`` (``retrofit.json``) -> paths in ``directory``.
 
-    A string that names something in ``directory`` becomes its path there (:func:`~unisent.io.model_files.inside`:
+    A string that names something in ``directory`` becomes its path there (``inside``:
     no link out of it); an absolute path, a ``~`` or ``..`` path, or a relative name that exists outside
     ``directory`` only (in the current directory) is refused: a model's files name files inside it. Any
     other string (a language, a model name) is kept as given.

@@ -1,9 +1,9 @@
 """A retrofitted AMR model (Cai et al., 2022, Sec. 4.2): a text embedding combined with the embedding
 of the sentence's AMR graph.
 
-For a sentence ``x``: ``s = g(x)`` from any existing sentence encoder, ``h = f(linearize(parse(x)))``
-from an AMR encoder (trained with :class:`unisent.objectives.AMRSimCSE`), and the final embedding is
-one of the paper's four integrations:
+For a sentence ``x``: ``s = g(x)`` from any existing sentence encoder, ``h = f(linearize(parse(x)))`` from an AMR
+encoder (trained with [`unisent.objectives.AMRSimCSE`][unisent.objectives.AMRSimCSE]), and the final embedding is one of
+the paper's four integrations:
 
 ============== ==================================== ==========================
 ``concat``     ``s ⊕ h``                            size ``d_s + d_h``
@@ -25,8 +25,8 @@ Its Sentence Transformers export serves both worlds, since Sentence Transformers
 ``unisent.load(DIR)`` gives the full model (``retrofit.json``, the parser's pre-parsed lookup if any),
 and ``DIR/text`` (the text encoder) and ``DIR/amr`` (the AMR encoder, over linearised graphs) each
 load with ``SentenceTransformer``; the model card shows how to combine them by hand. The command line
-builder is ``unisent retrofit``. How ``s`` and ``h`` combine is :mod:`.retrofit_combination`; what the
-model is built from (encoders, parser) is :mod:`.retrofit_inputs`.
+builder is ``unisent retrofit``. How ``s`` and ``h`` combine is ``retrofit_combination``; what the
+model is built from (encoders, parser) is ``retrofit_inputs``.
 """
 
 from __future__ import annotations
@@ -105,19 +105,19 @@ class RetrofittedEncoder(InferenceModel):
     """A text encoder and an AMR encoder whose embeddings are combined (Cai et al., 2022, Sec. 4.2).
 
     Args:
-        text_encoder: any sentence encoder: an ``unisent.load`` result (of a ``.ckpt`` too) or a preset
-            or saved directory, a ``SentenceTransformer`` or a Sentence Transformers directory (see
-            :func:`load_text_encoder`).
-        amr_encoder: the AMR encoder (an :class:`~unisent.Encoder` trained with
-            :class:`~unisent.objectives.AMRSimCSE`, e.g. ``<run>/encoder``), or its directory.
+        text_encoder: any sentence encoder: an ``unisent.load`` result (of a ``.ckpt`` too) or a preset or saved
+            directory, a ``SentenceTransformer`` or a Sentence Transformers directory (see ``load_text_encoder``).
+        amr_encoder: the AMR encoder (an [`Encoder`][unisent.encoders.Encoder] trained with
+            [`AMRSimCSE`][unisent.objectives.AMRSimCSE], e.g. ``<run>/encoder``), or its directory.
         combination: ``norm_concat`` (default, the paper's best), ``concat``, ``sum`` or ``norm_sum``.
-        parser: how raw sentences get their graphs: an :class:`~unisent.amr.AMRParser`, pre-parsed
-            file(s) or a ``{sentence: PENMAN}`` dict (a :class:`~unisent.amr.PreParsedAMR` lookup), or a
-            ``{"class_path", "init_args"}`` spec (e.g. of :class:`~unisent.amr.AmrlibParser`). None: graphs
-            must be passed to :meth:`encode`.
+        parser: how raw sentences get their graphs: an [`AMRParser`][unisent.amr.AMRParser], pre-parsed
+            file(s) or a ``{sentence: PENMAN}`` dict (a [`PreParsedAMR`][unisent.amr.PreParsedAMR] lookup), or a
+            ``{"class_path", "init_args"}`` spec (e.g. of [`AmrlibParser`][unisent.amr.AmrlibParser]). None: graphs
+            must be passed to [`encode`][unisent.models.RetrofittedEncoder.encode].
         language: the language passed to the parser by default (a multilingual parser parses each
             language; the lookup ignores it).
-        parentheses, drop_wiki: linearisation of PENMAN graphs (as the AMR encoder was trained).
+        parentheses: linearisation of PENMAN graphs (as the AMR encoder was trained).
+        drop_wiki: linearisation of PENMAN graphs (as the AMR encoder was trained).
 
     Raises:
         ValueError: an unknown combination, or ``sum``/``norm_sum`` with encoders of different sizes.
@@ -229,7 +229,7 @@ class RetrofittedEncoder(InferenceModel):
                 are parsed with the configured parser.
             lang: the sentences' language for the parser (default: ``language``).
             normalize: L2-normalise the combined embeddings.
-            precision: ``auto``, ``fp32`` or ``bf16``, of both encoders (:func:`_encode_with`).
+            precision: ``auto``, ``fp32`` or ``bf16``, of both encoders (``_encode_with``).
             show_progress_bar: progress bars of both encoders.
 
         Returns:
@@ -293,8 +293,9 @@ class RetrofittedEncoder(InferenceModel):
         return directory
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """``text/`` (the text encoder), ``amr/`` (the AMR encoder), ``retrofit.json`` and the parser's
-        lookup; ``unisent.load(directory)`` or :meth:`from_pretrained` reads it back."""
+        """``text/`` (the text encoder), ``amr/`` (the AMR encoder), ``retrofit.json`` and the parser's lookup;
+        ``unisent.load(directory)`` or [`from_pretrained`][unisent.models.RetrofittedEncoder.from_pretrained] reads it
+        back."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         text = self.text_encoder
@@ -311,8 +312,8 @@ class RetrofittedEncoder(InferenceModel):
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, parser: Any = None) -> RetrofittedEncoder:
-        """Load a directory written by :meth:`save_pretrained` (or the retrofit exporter). ``parser``
-        overrides the recorded one."""
+        """Load a directory written by [`save_pretrained`][unisent.models.RetrofittedEncoder.save_pretrained] (or the
+        retrofit exporter). ``parser`` overrides the recorded one."""
         directory = Path(directory)
         config = read_model_json(directory / CONFIG_FILE, dict)  # size and depth bounded, one line if malformed
         text_dir = _folder(directory, config, "text_encoder", TEXT_DIR)  # inside the directory, or one line
@@ -463,9 +464,8 @@ AMR encoder over **linearised** graphs (`unisent.amr.linearize(penman)`: depth-f
 """
 
     def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
-        """On :data:`PROBE_GRAPHS` (sentences with graphs; the generic check cannot parse): ``unisent.load``
-        of the directory, and the card's recipe (``text/`` + ``amr/`` with ``SentenceTransformer``,
-        combined by hand)."""
+        """On ``PROBE_GRAPHS`` (sentences with graphs; the generic check cannot parse): ``unisent.load`` of the
+        directory, and the card's recipe (``text/`` + ``amr/`` with ``SentenceTransformer``, combined by hand)."""
         probe_sentences = [s for s, _ in PROBE_GRAPHS]
         graphs = [g for _, g in PROBE_GRAPHS]
         expected = self.encode(probe_sentences, graphs=graphs, precision="fp32")

@@ -19,18 +19,19 @@ __all__ = ["EncoderWrapper"]
 
 
 class EncoderWrapper(InferenceModel):
-    """Base of inference models that put a head on top of an encoder (GaussCSE's ``GaussianEncoder``,
-    CMLM's ``ProjectionEncoder``, ``PCREncoder``, a user's own): exposes the wrapped encoder's
-    ``config`` and ``tokenizer`` and runs the head over pooled vectors (:meth:`map_head`).
+    """Base of inference models that put a head on top of an encoder (GaussCSE's ``GaussianEncoder``, CMLM's
+    ``ProjectionEncoder``, ``PCREncoder``, a user's own): exposes the wrapped encoder's ``config`` and ``tokenizer`` and
+    runs the head over pooled vectors ([`map_head`][unisent.models.EncoderWrapper.map_head]).
 
-    A subclass whose head is an ``nn.Module`` with a ``settings`` dict (its constructor arguments)
-    sets ``head_attr``, ``head_class`` and ``head_stem``, and gets saving and loading: the encoder's
-    files, plus ``<head_stem>.pt`` (the head's weights) and ``<head_stem>.json`` (its settings)
-    beside them, and the model record. Its constructor takes ``(encoder, head)``. Other layouts
-    override :meth:`save_pretrained` / :meth:`from_pretrained` / :meth:`is_saved_in`.
+    A subclass whose head is an ``nn.Module`` with a ``settings`` dict (its constructor arguments) sets ``head_attr``,
+    ``head_class`` and ``head_stem``, and gets saving and loading: the encoder's files, plus ``<head_stem>.pt`` (the
+    head's weights) and ``<head_stem>.json`` (its settings) beside them, and the model record. Its constructor takes
+    ``(encoder, head)``. Other layouts override ``save_pretrained`` / ``from_pretrained`` / ``is_saved_in``.
 
-    Exports: the card lists the encoder's rows and :meth:`head_facts`; a Sentence Transformers
-    export is the encoder's modules followed by :meth:`head_sentence_transformers_modules` (a head
+    Exports: the card lists the encoder's rows and [`head_facts`][unisent.models.EncoderWrapper.head_facts]; a Sentence
+        Transformers
+    export is the encoder's modules followed by
+    [`head_sentence_transformers_modules`][unisent.models.EncoderWrapper.head_sentence_transformers_modules] (a head
     that cannot be written as Sentence Transformers modules sets ``export_formats = ()``).
     """
 
@@ -143,7 +144,8 @@ class EncoderWrapper(InferenceModel):
     def export_max_length(
         self, max_length: int | None = None, base_model: str | None = None
     ) -> Iterator[tuple[int, int] | None]:
-        """The wrapped encoder's (see :meth:`InferenceModel.export_max_length`)."""
+        """The wrapped encoder's (see
+        [`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length])."""
         inner = getattr(self.encoder, "export_max_length", None)
         if inner is None:
             with super().export_max_length(max_length, base_model) as lengths:

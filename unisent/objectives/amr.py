@@ -1,8 +1,9 @@
 """AMR embeddings (Cai et al., 2022): SimCSE's contrastive loss over a per-step mix of texts and AMR graphs.
 
-Parsing and translation happen once, before training (``unisent data amr-nli``): every record carries every
-form of every sentence (``anchor``, ``anchor_graph``, ``anchor_graph_de``, ...), all tokenised once; the draw of
-Algorithm 1 happens in :meth:`AMRSimCSE.collate`, per example and step, and only the chosen forms are padded.
+Parsing and translation happen once, before training (``unisent data amr-nli``): every record carries every form of
+every sentence (``anchor``, ``anchor_graph``, ``anchor_graph_de``, ...), all tokenised once; the draw of Algorithm 1
+happens in [`AMRSimCSE.collate`][unisent.objectives.AMRSimCSE.collate], per example and step, and only the chosen forms
+are padded.
 """
 
 from __future__ import annotations
@@ -63,18 +64,19 @@ def read_amr_symbols(
 class AMRSimCSE(Objective):
     """Supervised SimCSE on NLI triples whose sentences are drawn as text or AMR graphs (Algorithm 1).
 
-    A record slot ``s`` has the forms ``s`` (text), ``s_graph`` (the English sentence's graph) and ``s_graph_xx``
-    (the graph of its translation into ``xx``). The draw, per example, view and step: ``l ~ languages``
+    A record slot ``s`` has the forms ``s`` (text), ``s_graph`` (the English sentence's graph) and ``s_graph_xx`` (the
+    graph of its translation into ``xx``). The draw, per example, view and step: ``l ~ languages``
     (``language_weights``); ``l != source_language`` -> ``s_graph_l``; else ``s_graph`` with probability
     ``graph_probability``, otherwise the text. A missing (null) form falls back to ``s_graph``, then the text.
-    :meth:`setup_for` extends the encoder's vocabulary with the AMR names and records them in ``symbols``.
+    [`setup_for`][unisent.objectives.AMRSimCSE.setup_for] extends the encoder's vocabulary with the AMR names and
+    records them in ``symbols``.
 
     Args:
         mode: ``triples`` (the paper): (premise, entailment, contradiction); ``pairs``: (anchor, positive), in-batch
             negatives only; ``self``: two forms of one sentence (``anchor``) as the two views
             (``forms: {anchor: text, positive: graph}``: text-graph alignment).
         languages: the language set of Algorithm 1 (default ``["en"]``: text and English graphs only); the paper's
-            is :data:`PAPER_LANGUAGES`.
+            is ``PAPER_LANGUAGES``.
         language_weights: sampling weights of ``languages`` (default uniform; normalised).
         graph_probability: probability of the graph when the source language is drawn (0.5; 1.0 is the paper's
             variant #4, "without English sentences").
@@ -89,10 +91,12 @@ class AMRSimCSE(Objective):
         symbols: the exact names to add instead of the files' (``[]``: no extension).
         linearization: the style of the graph fields (``unisent data amr-linearize --style``): ``clean`` or
             ``authors`` (MSE-AMR's). Not applied here; ``authors`` without any symbol setting selects the authors'
-            bundled token set (:func:`unisent.amr.authors_style.authors_vocabulary`).
+            bundled token set (``unisent.amr.authors_style.authors_vocabulary``).
         seed: seed of the draw (default: ``torch.initial_seed()``), mixed with rank and dataloader worker.
-        weight, name, max_length: see :class:`~unisent.objectives.Objective`; ``max_length`` applies to texts and
-            graphs (graphs are longer than their sentences).
+        weight: see [`Objective`][unisent.objectives.Objective].
+        name: see [`Objective`][unisent.objectives.Objective].
+        max_length: see [`Objective`][unisent.objectives.Objective]; it applies to texts and graphs (graphs are
+            longer than their sentences).
     """
 
     name = "amr"
@@ -247,7 +251,7 @@ class AMRSimCSE(Objective):
     # ------------------------------------------------------------------------------------ data side
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
         """Draw one form per view and example, pad only the chosen ids (all views to one length, for
-        :func:`encode_views`); ``batch["forms"]`` = ``{view: [form used]}``."""
+        [`encode_views`][unisent.objectives.encode_views]); ``batch["forms"]`` = ``{view: [form used]}``."""
         generator = self._generator()
         chosen: dict[str, list[list[int]]] = {}
         used: dict[str, list[str]] = {}

@@ -22,7 +22,7 @@ class BitextRetrieval(Objective):
     """Each source must retrieve its translation among the batch's targets, and vice versa.
 
     Records ``{"source", "target"}`` (``unisent data bitext``), pooled as CMLM's ``v``; the loss is
-    :func:`~unisent.losses.additive_margin_softmax` (``L_s + L_t``) against the global batch. CMLM's
+    [`additive_margin_softmax`][unisent.losses.additive_margin_softmax] (``L_s + L_t``) against the global batch. CMLM's
     multitask total ``L_cmlm + 0.2 L_br``: set ``weight: 0.2`` (stages: ``model.weight_schedule``).
 
     Args:

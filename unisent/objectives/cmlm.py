@@ -75,7 +75,7 @@ def mask_tokens(
 # ------------------------------------------------------------------------------------------ modules
 class MaskedLMHead(nn.Module):
     """BERT's MLM head: dense + activation + LayerNorm, then the vocabulary projection by the encoder's
-    input embeddings (passed to :meth:`forward`: tied without a shared parameter); only the bias is its own."""
+    input embeddings (passed to ``forward``: tied without a shared parameter); only the bias is its own."""
 
     def __init__(
         self,
@@ -103,7 +103,7 @@ class MaskedLMHead(nn.Module):
 
 def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     """The MLM head of the checkpoint at ``location`` (BERT, RoBERTa/XLM-R/MPNet, DistilBERT, ModernBERT) as
-    a :class:`MaskedLMHead` state dict; ``None`` without one (a ``BertModel``, a sentence-transformers export)."""
+    a ``MaskedLMHead`` state dict; ``None`` without one (a ``BertModel``, a sentence-transformers export)."""
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
@@ -167,9 +167,9 @@ class CMLM(Objective):
     """Conditional masked language modelling on pairs of consecutive sentences.
 
     Records ``{"s1", "s2"}``, swapped per example with probability ``swap_prob``. The first sentence's pooled vector
-    ``v`` is mapped to N vectors by :class:`SentenceProjection`; the second, masked, is encoded by the SAME backbone
-    with its token embeddings prefixed by the N vectors, and an MLM head predicts the masked tokens. At inference
-    only ``s1 -> v`` is kept. Loss term ``mlm``; metric ``accuracy``.
+    ``v`` is mapped to N vectors by [`SentenceProjection`][unisent.models.SentenceProjection]; the second, masked, is
+    encoded by the SAME backbone with its token embeddings prefixed by the N vectors, and an MLM head predicts the
+    masked tokens. At inference only ``s1 -> v`` is kept. Loss term ``mlm``; metric ``accuracy``.
 
     Args:
         num_projections: N (15 in the paper; Table 7 tries 1, 5, 10, 15, 20).
@@ -185,11 +185,12 @@ class CMLM(Objective):
         skip: Table 7's "skip" variant: each masked token's output is concatenated with the N vectors
             (``[h; v_p1; ...; v_pN]``) and mapped back to d by a linear layer initialised to pass ``h``.
         proj: Table 7's "proj" variant: the sentence vector is the mean of the N projections, at inference too (a
-            :class:`ProjectionEncoder`).
+            [`ProjectionEncoder`][unisent.models.ProjectionEncoder]).
         head_init: ``auto`` loads the checkpoint's MLM head when it has one, else a fresh one; ``fresh`` always a
             fresh one. The vocabulary projection is always tied to the input embeddings.
-        hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
-        max_length: see :class:`~unisent.objectives.Objective` (the paper truncates at 256).
+        hidden_size: size of the pooled vector; 0 = taken from the encoder in
+            [`setup_for`][unisent.objectives.CMLM.setup_for].
+        max_length: see [`Objective`][unisent.objectives.Objective] (the paper truncates at 256).
     """
 
     name = "cmlm"
@@ -303,7 +304,7 @@ class CMLM(Objective):
     def mask(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:func:`mask_tokens` with this objective's settings and the encoder's vocabulary."""
+        """``mask_tokens`` with this objective's settings and the encoder's vocabulary."""
         if self._vocab["special"].device != input_ids.device:  # moved once, not at every step
             self._vocab = {k: v.to(input_ids.device) if torch.is_tensor(v) else v for k, v in self._vocab.items()}
         return mask_tokens(
@@ -386,7 +387,8 @@ class CMLM(Objective):
 
     # ------------------------------------------------------------------------------- inference
     def inference_model(self, encoder: Encoder) -> ProjectionEncoder | None:
-        """A :class:`ProjectionEncoder` for the "proj" variant, else ``None`` (the plain encoder)."""
+        """A [`ProjectionEncoder`][unisent.models.ProjectionEncoder] for the "proj" variant, else ``None`` (the plain
+        encoder)."""
         if not self.proj:
             return None
         if self.projection is None:

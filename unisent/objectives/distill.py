@@ -1,4 +1,4 @@
-"""Embedding distillation to a frozen teacher (held by :class:`~unisent.objectives.frozen.Frozen`): learning
+"""Embedding distillation to a frozen teacher (held by [`Frozen`][unisent.objectives.Frozen]): learning
 without forgetting (Li and Hoiem, 2016), or another model's vectors as targets (Reimers and Gurevych, 2020)."""
 
 from __future__ import annotations

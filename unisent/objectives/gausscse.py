@@ -21,15 +21,18 @@ CITATION = (
 
 
 class GaussCSE(Objective):
-    """GaussCSE's contrastive loss (eq. 4) on NLI triples ``{"anchor", "positive", "negative"}`` (``negative`` only
-    with the ``con`` set); the pooled vector (the paper: ``[CLS]``) goes through a :class:`GaussianHead`.
+    """GaussCSE's contrastive loss (eq. 4) on NLI triples ``{"anchor", "positive", "negative"}`` (``negative`` only with
+    the ``con`` set); the pooled vector (the paper: ``[CLS]``) goes through a
+    [`GaussianHead`][unisent.models.GaussianHead].
 
     Args:
         sets: the denominator's negatives: ``[ent]``, ``[ent, con]``, ``[ent, rev]`` (best for entailment
             direction) or ``[ent, con, rev]``.
         temperature: tau (0.05 in the paper).
         similarity: ``sum`` (the paper: KL summed over dimensions) or ``mean`` (the authors' code).
-        variance, mean_activation, var_floor: see :class:`GaussianHead`.
+        variance: see [`GaussianHead`][unisent.models.GaussianHead].
+        mean_activation: see [`GaussianHead`][unisent.models.GaussianHead].
+        var_floor: see [`GaussianHead`][unisent.models.GaussianHead].
         point: what ``encode`` returns: ``mean`` (the paper's STS vector) or ``pooled`` (the encoder's
             own, e.g. when other objectives train it; docs/training.md, "Combining objectives").
         head_lr: learning rate of the Gaussian head; ``None`` (the paper): the optimiser's. A head on a

@@ -2,9 +2,9 @@
 objective's batch of any size in the memory of one chunk.
 
 An in-batch loss cannot be split into micro-batches, so GradCache splits the *encoder* instead
-(:mod:`unisent.training_step` runs it): (1) ``embed`` gets a :class:`CachedEncode`, which encodes chunk by
+(``unisent.training_step`` runs it): (1) ``embed`` gets a ``CachedEncode``, which encodes chunk by
 chunk *without a graph*, remembering each chunk's random state, and returns leaf tensors; (2) the objective's
-unchanged ``loss`` runs on the leaves and its gradient w.r.t. them is taken; (3) :meth:`CachedEncode.replay`
+unchanged ``loss`` runs on the leaves and its gradient w.r.t. them is taken; (3) ``CachedEncode.replay``
 encodes each chunk again *with* a graph under the same random state (same dropout, same vectors), and
 ``autograd.grad(vectors, encoder parameters, cached)`` summed over chunks is exactly the whole-batch gradient.
 
@@ -39,7 +39,7 @@ class RandomState:
 
 
 class CachedEncode:
-    """The ``encode`` :meth:`~unisent.objectives.Objective.embed` is given under GradCache (see the module
+    """The ``encode`` [`embed`][unisent.objectives.Objective.embed] is given under GradCache (see the module
     doc): ``encoder`` in chunks of ``chunk`` rows without a graph, returning a leaf that requires a
     gradient; with gradients disabled (GaussCSE's ``encoder_grad: 0``) the plain encoder."""
 
@@ -51,7 +51,7 @@ class CachedEncode:
         self._calls: list[tuple[torch.Tensor, torch.Tensor, list[tuple[slice, RandomState]]]] = []
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options: Any) -> torch.Tensor:
-        """``options`` (the encoder's, e.g. ``pooler``) are passed on, and again on :meth:`replay`."""
+        """``options`` (the encoder's, e.g. ``pooler``) are passed on, and again on ``replay``."""
         if not torch.is_grad_enabled():
             return self.encoder(input_ids, attention_mask, **options)
         rows = input_ids.shape[0]
@@ -67,10 +67,9 @@ class CachedEncode:
         return leaf
 
     def replay(self, grads: Sequence[torch.Tensor | None]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Per chunk, in order: its vectors encoded again with a graph under the first pass's random state,
-        and its rows of ``grads`` (the loss's gradient w.r.t. each of :attr:`leaves`; ``None``: skipped).
-        The caller takes each chunk's gradients before the next, so one chunk's graph is alive at a time;
-        the random state is restored afterwards."""
+        """Per chunk, in order: its vectors encoded again with a graph under the first pass's random state, and its rows
+        of ``grads`` (the loss's gradient w.r.t. each of ``leaves``; ``None``: skipped). The caller takes each chunk's
+        gradients before the next, so one chunk's graph is alive at a time; the random state is restored afterwards."""
         if len(grads) != len(self._calls):
             raise ValueError(f"replay needs one gradient per cached call: {len(self._calls)} calls, {len(grads)}")
         now = RandomState(self.leaves[0].device) if self.leaves else None

@@ -23,12 +23,12 @@ CITATION = (
 class Matryoshka(Objective):
     """Matryoshka representation learning: the wrapped objective's loss at every prefix length of ``dims``.
 
-    The wrapped objective's :meth:`~unisent.objectives.Objective.embed` runs once per step and its
-    :meth:`~unisent.objectives.Objective.loss_at` once per dim, through the same graph. Terms are logged as
+    The wrapped objective's [`embed`][unisent.objectives.Objective.embed] runs once per step and its
+    [`loss_at`][unisent.objectives.Objective.loss_at] once per dim, through the same graph. Terms are logged as
     ``<term>@<d>`` (``train/simcse/contrastive@64``); the loss is ``sum_d w_d * objective.total(terms at d)``.
 
     Every other hook and, by default, the name are the wrapped objective's. Any in-batch objective can be wrapped
-    unless its :meth:`~unisent.objectives.Objective.prefix_error` says why not (CMLM, EASE).
+    unless its [`prefix_error`][unisent.objectives.Objective.prefix_error] says why not (CMLM, EASE).
 
     Args:
         objective: the objective to train at every dim (YAML: a nested ``class_path``/``init_args``);

@@ -50,12 +50,13 @@ def label_id(value: Any, where: str = "") -> int:
 class NLIClassifier(Objective):
     """3-way NLI classification with the encoder updated (cross-lingual in the paper).
 
-    Records ``{"premise", "hypothesis", "label"}`` (``unisent data nli-pairs``; labels as :func:`label_id`
+    Records ``{"premise", "hypothesis", "label"}`` (``unisent data nli-pairs``; labels as ``label_id``
     reads them, all checked when ``fit`` starts). ``Linear(4d -> 3)`` on ``[u, v, |u - v|, u * v]``,
     cross-entropy. Loss term ``classification``; metric ``accuracy``.
 
     Args:
-        hidden_size: size of the pooled vector; 0 = taken from the encoder in :meth:`setup_for`.
+        hidden_size: size of the pooled vector; 0 = taken from the encoder in
+            [`setup_for`][unisent.objectives.NLIClassifier.setup_for].
     """
 
     name = "nli"

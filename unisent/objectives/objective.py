@@ -1,13 +1,13 @@
-"""The objective contract (:class:`Objective`) and building objectives from records."""
+"""The objective contract ([`Objective`][unisent.objectives.Objective]) and building objectives from records."""
 
 from __future__ import annotations
 
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import torch
 from torch import nn
@@ -15,6 +15,9 @@ from torch import nn
 from ..data.schema import PREDICT_SCHEMA, BatchSchema
 from ..encoders import Encoder
 from ..io.registry import resolve, subclasses
+
+if TYPE_CHECKING:
+    from datasets import Dataset  # pyright: ignore[reportMissingTypeStubs]  # datasets ships no stubs
 
 __all__ = [
     "PREDICT_SCHEMA",
@@ -28,8 +31,12 @@ __all__ = [
 ]
 
 
-#: what :meth:`Objective.embed` calls: ``(input_ids, attention_mask) -> pooled vectors`` (one row per row)
-EncodeFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+class EncodeFn(Protocol):
+    """What [`Objective.embed`][unisent.objectives.Objective.embed] calls:
+    ``(input_ids, attention_mask) -> pooled vectors`` (one row per row); the options are the encoder's (``pooler``,
+    ``top_layers``: [`forward`][unisent.encoders.Encoder.forward])."""
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options: Any) -> torch.Tensor: ...
 
 
 def _snake(name: str) -> str:
@@ -37,11 +44,12 @@ def _snake(name: str) -> str:
 
 
 @dataclass
-class ObjectiveOutput(Mapping):
-    """What :meth:`Objective.forward` returns when it reports metrics as well as loss terms: ``terms`` (named
-    scalars) are summed into the loss (:meth:`Objective.total`); ``metrics`` (e.g. a classifier's accuracy) are only
-    logged, detached. Both are logged as ``train/<objective>/<name>``. As a mapping it is its loss terms, so code
-    written for a plain dict of terms keeps working.
+class ObjectiveOutput(Mapping[str, torch.Tensor]):
+    """What [`Objective.forward`][unisent.objectives.Objective.forward] returns when it reports metrics as well as loss
+    terms: ``terms`` (named scalars) are summed into the loss ([`Objective.total`][unisent.objectives.Objective.total]);
+    ``metrics`` (e.g. a classifier's accuracy) are only logged, detached. Both are logged as
+    ``train/<objective>/<name>``. As a mapping it is its loss terms, so code written for a plain dict of terms keeps
+    working.
     """
 
     terms: dict[str, torch.Tensor]
@@ -50,36 +58,50 @@ class ObjectiveOutput(Mapping):
     def __getitem__(self, key: str) -> torch.Tensor:
         return self.terms[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.terms)
 
     def __len__(self) -> int:
         return len(self.terms)
 
     @classmethod
-    def of(cls, output: ObjectiveOutput | Mapping[str, torch.Tensor]) -> ObjectiveOutput:
-        """Normalise what ``forward`` returned: a plain mapping is a set of loss terms, no metrics."""
+    def of(cls, output: object) -> ObjectiveOutput:
+        """Normalise what ``forward`` returned (checked: it is an extension's): a plain mapping is a set of loss
+        terms, no metrics."""
         if isinstance(output, ObjectiveOutput):
             clash = sorted(set(output.terms) & set(output.metrics))
             if clash:
                 raise ValueError(f"{', '.join(clash)} is both a loss term and a metric; give them distinct names")
             return output
         if isinstance(output, Mapping):
-            return cls(terms=dict(output))
+            return cls(terms=dict(cast(Mapping[str, torch.Tensor], output)))
         raise TypeError(
             f"Objective.forward must return a dict of loss terms or an ObjectiveOutput, got {type(output).__name__}"
         )
 
 
+def _missing_methods(cls: object) -> str:
+    """What ``cls`` lacks of the objective contract (``""``: nothing): ``forward``, or ``embed`` and ``loss``."""
+    own = {m for m in ("forward", "embed", "loss") if getattr(cls, m) is not getattr(Objective, m)}
+    # embed makes it in-batch: the default forward, GradCache and Matryoshka then call loss too
+    return " and ".join(m for m in ("embed", "loss") if m not in own) if "embed" in own or "forward" not in own else ""
+
+
 class _RecordsInitArgs(type(nn.Module)):
-    """Metaclass that stores the constructor arguments of every instance in ``_init_args``."""
+    """Metaclass that checks the objective contract and stores the constructor arguments of every instance in
+    ``_init_args``."""
 
     def __call__(cls, *args: Any, **kwargs: Any):
+        if missing := _missing_methods(cls):
+            raise TypeError(
+                f"{cls.__qualname__} does not implement {missing}: an objective implements forward, or embed and "
+                "loss (an in-batch objective; docs/new-objective.md)"
+            )
         obj = super().__call__(*args, **kwargs)
         params = inspect.signature(cls.__init__).parameters
         bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
         bound.apply_defaults()
-        init_args = {}
+        init_args: dict[str, Any] = {}
         for key, value in list(bound.arguments.items())[1:]:
             if params[key].kind is inspect.Parameter.VAR_KEYWORD:
                 init_args.update(value)
@@ -92,33 +114,39 @@ class _RecordsInitArgs(type(nn.Module)):
 class Objective(nn.Module, metaclass=_RecordsInitArgs):
     """Base class of training objectives.
 
-    A subclass declares which record fields it needs (:attr:`batch_keys`), which are text to tokenise
-    (:attr:`text_keys`) and which may be null (:attr:`optional_keys`), and computes named loss terms (a dict or an
-    :class:`ObjectiveOutput`) either as an in-batch objective, :meth:`embed` (views from the encoder) and
-    :meth:`loss` (terms from the views), which trains cached and under Matryoshka, or with :meth:`forward`. The
-    training module sums ``weight * sum(term_weights[k] * terms[k])`` over objectives and calls every hook on every
-    objective; each documents its default (the table: docs/new-objective.md). A subclass may live in any package
-    (YAML: ``class_path``); constructor arguments are recorded (:meth:`config`) so that checkpoints can rebuild it.
+    A subclass declares which record fields it needs (``batch_keys``), which are text to tokenise (``text_keys``) and
+    which may be null (``optional_keys``), and computes named loss terms (a dict or an
+    [`ObjectiveOutput`][unisent.objectives.ObjectiveOutput]) either as an in-batch objective,
+    [`embed`][unisent.objectives.Objective.embed] (views from the encoder) and
+    [`loss`][unisent.objectives.Objective.loss] (terms from the views), which trains cached and under Matryoshka, or
+    with [`forward`][unisent.objectives.Objective.forward]. This contract is checked when an instance is built: a
+    class that implements neither ``forward`` nor ``embed`` and ``loss`` (or ``embed`` without ``loss``) is refused
+    with a ``TypeError`` naming the missing method; every other hook has a default. The training module sums
+    ``weight * sum(term_weights[k] * terms[k])`` over objectives and calls every hook on every objective; each documents
+    its default (the table: docs/new-objective.md). A subclass may live in any package (YAML: ``class_path``);
+    constructor arguments are recorded ([`config`][unisent.objectives.Objective.config]) so that checkpoints can rebuild
+    it.
 
     Args:
         weight: multiplier of this objective's loss in the total.
-        name: the key of this objective's data in ``data.train`` and in the logs; default :meth:`default_name`
-            (``AlignUniform`` -> ``align_uniform``).
+        name: the key of this objective's data in ``data.train`` and in the logs; default
+            [`default_name`][unisent.objectives.Objective.default_name] (``AlignUniform`` -> ``align_uniform``).
         max_length: token limit for this objective's texts; default: the encoder's.
     """
 
     #: the class's default name (``SimCSE.name == "simcse"``); an instance's ``name=`` overrides it
-    name: ClassVar[str] = ""
+    name: str = ""
     batch_keys: tuple[str, ...] = ()
     text_keys: tuple[str, ...] = ()
     optional_keys: tuple[str, ...] = ()
     citation: str = ""
-    #: ``True`` if :meth:`setup_for` adds tokens to the shared encoder (AMR): set up before the others,
+    #: ``True`` if ``setup_for`` adds tokens to the shared encoder (AMR): set up before the others,
     #: so that parameters sized by the vocabulary (CMLM's MLM head) see the final one.
     extends_vocabulary: ClassVar[bool] = False
     #: learning rate of this objective's own parameters (own parameter groups, same schedule); ``None``:
     #: the optimiser's. GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None
+    _init_args: dict[str, Any]  # the constructor's arguments (set by the metaclass): ``config``
 
     def encoder_like_modules(self) -> list[torch.nn.Module]:
         """Own modules that learn as the encoder does: their parameters take its rate and schedule rather
@@ -145,7 +173,7 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
     @classmethod
     def default_name(cls) -> str:
-        """The class's :attr:`name`, else its snake-case class name without ``_objective``."""
+        """The class's ``name``, else its snake-case class name without ``_objective``."""
         return cls.name or re.sub(r"_objective$", "", _snake(cls.__name__))
 
     @classmethod
@@ -156,8 +184,8 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     # -------------------------------------------------------------------------------- data side
     @property
     def schema(self) -> BatchSchema:
-        """This objective's :class:`BatchSchema` from its key tuples and ``max_length``; one that overrides
-        :meth:`setup_data` needs all its records at once (no stream)."""
+        """This objective's [`BatchSchema`][unisent.data.BatchSchema] from its key tuples and ``max_length``; one that
+        overrides [`setup_data`][unisent.objectives.Objective.setup_data] needs all its records at once (no stream)."""
         return BatchSchema(
             tuple(self.batch_keys),
             tuple(self.text_keys),
@@ -167,10 +195,11 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         )
 
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
-        """Batch tokenised records (:meth:`BatchSchema.collate`); override to convert fields (label ids)."""
+        """Batch tokenised records ([`BatchSchema.collate`][unisent.data.BatchSchema.collate]); override to convert
+        fields (label ids)."""
         return self.schema.collate(features, pad_id)
 
-    def setup_data(self, dataset) -> Any:
+    def setup_data(self, dataset: Dataset) -> Dataset | None:
         """Called once per ``fit`` with the tokenised training set (a ``datasets.Dataset``) before the optimiser is
         built; may build state from it and return a filtered dataset to train on. Default: ``None`` (as it is)."""
         return None
@@ -181,41 +210,51 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
         the encoder here. May be called again and must then leave what exists unchanged. Default: nothing."""
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:
-        """The loss terms of one batch (``{name: scalar tensor}`` or an :class:`ObjectiveOutput`). Default:
-        :meth:`loss` of :meth:`embed`; an objective that reaches into the backbone (CMLM) overrides it."""
+        """The loss terms of one batch (``{name: scalar tensor}`` or an
+        [`ObjectiveOutput`][unisent.objectives.ObjectiveOutput]). Default: [`loss`][unisent.objectives.Objective.loss]
+        of [`embed`][unisent.objectives.Objective.embed]; an objective that reaches into the backbone (CMLM) overrides
+        it."""
         return self.loss(self.embed(encoder, batch), batch)
 
     # ------------------------------------------------------------------------- the in-batch contract
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """This objective's views, each with the batch's rows, from calls ``encode(input_ids, attention_mask) ->
-        pooled`` (the encoder, or GradCache's chunked one). Implementing ``embed`` and :meth:`loss` makes an
-        objective in-batch: it then trains cached and under :class:`~unisent.objectives.Matryoshka`."""
+        pooled`` (the encoder, or GradCache's chunked one). Implementing ``embed`` and
+        [`loss`][unisent.objectives.Objective.loss] makes an objective in-batch: it then trains cached and under
+        [`Matryoshka`][unisent.objectives.Matryoshka]."""
         raise NotImplementedError(f"{type(self).__name__} implements forward, not embed and loss")
 
     def loss(self, views: list[torch.Tensor], batch: dict[str, Any]) -> dict[str, torch.Tensor] | ObjectiveOutput:
-        """The loss terms from :meth:`embed`'s views (its own parameters: heads, tables, are used here)."""
+        """The loss terms from [`embed`][unisent.objectives.Objective.embed]'s views (its own parameters: heads, tables,
+        are used here)."""
         raise NotImplementedError(f"{type(self).__name__} implements forward, not embed and loss")
 
     def loss_at(
         self, views: list[torch.Tensor], batch: dict[str, Any], dim: int
     ) -> dict[str, torch.Tensor] | ObjectiveOutput:
-        """The loss of the first ``dim`` coordinates of the sentence vectors (:class:`Matryoshka`). Default:
-        :meth:`loss` of the views cut to ``[..., :dim]`` (GaussCSE cuts its head's outputs instead)."""
+        """The loss of the first ``dim`` coordinates of the sentence vectors
+        ([`Matryoshka`][unisent.objectives.Matryoshka]). Default: [`loss`][unisent.objectives.Objective.loss] of the
+        views cut to ``[..., :dim]`` (GaussCSE cuts its head's outputs instead)."""
         return self.loss([v[..., :dim] for v in views], batch)
 
     @property
     def in_batch(self) -> bool:
-        """Whether this objective implements :meth:`embed` (and so :meth:`loss`)."""
+        """Whether this objective implements [`embed`][unisent.objectives.Objective.embed] (and so
+        [`loss`][unisent.objectives.Objective.loss])."""
         return type(self).embed is not Objective.embed
 
     def prefix_error(self) -> str | None:
-        """Why this objective cannot train at prefixes of the vector (:class:`Matryoshka`), or ``None``."""
+        """Why this objective cannot train at prefixes of the vector ([`Matryoshka`][unisent.objectives.Matryoshka]), or
+        ``None``."""
         return None if self.in_batch else "its loss is not computed from the vectors embed returns"
 
     def total(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """This objective's loss from its terms (before :attr:`weight`); an :class:`ObjectiveOutput`'s
-        metrics never count."""
-        return sum(self.term_weights.get(k, 1.0) * v for k, v in terms.items())
+        """This objective's loss from its terms (before ``weight``); an
+        [`ObjectiveOutput`][unisent.objectives.ObjectiveOutput]'s metrics never count."""
+        weighted = [self.term_weights.get(k, 1.0) * v for k, v in terms.items()]
+        if not weighted:
+            raise ValueError(f"objective {self.name!r} returned no loss terms")
+        return sum(weighted[1:], weighted[0])
 
     def inference_model(self, encoder: Encoder) -> nn.Module | None:
         """The model ``fit`` saves and ``unisent.load`` returns when this objective trains an inference
@@ -251,14 +290,14 @@ def encode_views(
     ``top_layers``: a head's own top layers over the encoder's lower ones (``Encoder.forward``)."""
     ids = torch.cat([batch[k]["input_ids"] for k in keys] * repeat)  # (views * batch, seq)
     mask = torch.cat([batch[k]["attention_mask"] for k in keys] * repeat)
-    options = {k: v for k, v in (("pooler", pooler), ("top_layers", top_layers)) if v is not None}
+    options: dict[str, object] = {k: v for k, v in (("pooler", pooler), ("top_layers", top_layers)) if v is not None}
     pooled = encode(ids, mask, **options)  # (views * batch, hidden)
     return list(pooled.chunk(len(keys) * repeat))
 
 
 def objective_class(name: Any, *, source: str, field: str) -> type[Objective]:
-    """The :class:`Objective` subclass a record names, from the registry (subclasses defined in this process);
-    never imported.
+    """The [`Objective`][unisent.objectives.Objective] subclass a record names, from the registry (subclasses defined in
+    this process); never imported.
 
     Raises:
         RegistryError: ``name`` is not a registered objective; the message names ``source`` and ``field``.
@@ -275,11 +314,11 @@ def objective_from_record(spec: Any, *, source: str, field: str) -> Objective:
     """
     if not isinstance(spec, Mapping):
         raise ValueError(f"{source}: {field} must be a {{class_path, init_args}} mapping, got {spec!r:.80}")
-    cls = objective_class(spec.get("class_path"), source=source, field=f"{field}.class_path")
-    init_args = spec.get("init_args") or {}
+    cls = objective_class(cast(Mapping[str, Any], spec).get("class_path"), source=source, field=f"{field}.class_path")
+    init_args: object = cast(Mapping[str, Any], spec).get("init_args") or {}
     if not isinstance(init_args, Mapping):
         raise ValueError(f"{source}: {field}.init_args must be a mapping, got {init_args!r:.80}")
     try:
-        return cls(**init_args)
+        return cls(**cast(Mapping[str, Any], init_args))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{source}: {field}: {cls.__name__}: {err}") from None

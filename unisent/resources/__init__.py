@@ -1,10 +1,10 @@
 """Files the library reads at run time (shipped in the wheel; sources and licences in ``LICENSE.md``).
 
-- :data:`EVALUATION_DATA_DIR`: the default ``--data-dir`` of ``unisent evaluate`` and of the
+- ``EVALUATION_DATA_DIR``: the default ``--data-dir`` of ``unisent evaluate`` and of the
   evaluation in training: the STS Benchmark dev and test sets (``sts/stsbenchmark``) and 1,000 SNLI
   test entailment pairs (``snli_test_entailment.tsv``, the ``snli-direction-sample`` task).
-- :data:`AMR_PREDICATES`, :data:`AMR_ADDITIONS`: the AMR authors' vocabulary lists, read by
-  :func:`unisent.amr.authors_style.authors_vocabulary`.
+- ``AMR_PREDICATES``, ``AMR_ADDITIONS``: the AMR authors' vocabulary lists, read by
+  ``unisent.amr.authors_style.authors_vocabulary``.
 
 Training, benchmark and test samples are not here: they are in the repository's ``samples/`` folder.
 """

@@ -35,20 +35,21 @@ def load(
             fit`` (``<log dir>/encoder``) or ``unisent export``, a Hugging Face model directory or hub
             id, or a Lightning ``.ckpt`` file from ``unisent fit``.
         device: where to put it (default: CPU).
-        backend: ``torch`` (default) or ``onnx``: a directory of ``unisent export --format onnx`` run by
-            onnxruntime (:class:`unisent.export.OnnxEncoder`, same ``encode``; ``pip install 'unisent[onnx]'``).
+        backend: ``torch`` (default) or ``onnx``: a directory of ``unisent export --format onnx`` run by onnxruntime
+            ([`unisent.export.OnnxEncoder`][unisent.export.OnnxEncoder], same ``encode``;
+            ``pip install 'unisent[onnx]'``).
         onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name in ``onnx/`` (default: the
             int8 file where the export has one, else fp32).
 
-    ``encode`` follows one precision rule (:mod:`unisent.hardware`): ``precision="auto"`` unless told,
+    ``encode`` follows one precision rule (``unisent.hardware``): ``precision="auto"`` unless told,
     bf16 where the device computes fast in bf16, fp32 elsewhere; the onnx backend runs its file's own.
 
-    A saved directory is loaded as the model type it records (``unisent_model.json``) or whose marker
-    files it holds, among every model type of unisent (:mod:`unisent.models`) and those registered from
-    outside (:func:`unisent.inference.register_model`); a ``.ckpt`` is rebuilt with its objectives
-    (:meth:`unisent.lightning_module.UnisentModule.from_checkpoint`). Nothing needs importing first: this
-    is the one loader (:mod:`unisent._loader`, which the package's own modules call), imported on first
-    call so that ``import unisent`` stays light.
+    A saved directory is loaded as the model type it records (``unisent_model.json``) or whose marker files it holds,
+    among every model type of unisent ([`unisent.models`][unisent.models]) and those registered from outside
+    ([`unisent.inference.register_model`][unisent.inference.register_model]); a ``.ckpt`` is rebuilt with its objectives
+    (``unisent.lightning_module.UnisentModule.from_checkpoint``). Nothing needs importing first: this is the one loader
+    (``unisent._loader``, which the package's own modules call), imported on first call so that ``import unisent`` stays
+    light.
 
     Raises:
         FileNotFoundError: a ``.ckpt`` that does not exist.

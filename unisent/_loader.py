@@ -3,29 +3,29 @@
 =====================================  ==============================================================
 given                                  loaded as
 =====================================  ==============================================================
-a ``.ckpt`` of ``unisent fit``         :meth:`UnisentModule.from_checkpoint(path).inference_model()
-                                       <unisent.lightning_module.UnisentModule.from_checkpoint>`: the
+a ``.ckpt`` of ``unisent fit``         ``UnisentModule.from_checkpoint(path).inference_model()``
+                                       (``unisent.lightning_module``): the
                                        run's objectives rebuilt from the checkpoint's record, at the
                                        inference length (``encoder.inference_max_length``, else the
                                        backbone's own limit), as the run's saved ``encoder/``
 a directory                            the model type it records (``unisent_model.json``) or whose
-                                       marker files it holds, among every type of :mod:`unisent.models`
+                                       marker files it holds, among every type of ``unisent.models``
                                        (imported here) and any registered from outside; else the plain
-                                       :class:`~unisent.encoders.Encoder` (a saved unisent encoder, a
+                                       ``Encoder`` (a saved unisent encoder, a
                                        Sentence Transformers directory, a Hugging Face model directory)
 a URL (``s3://bucket/run/encoder``)     downloaded once into ``$UNISENT_CACHE/remote`` by
-                                       :func:`unisent.io.remote.localize`, then loaded as the above
+                                       ``unisent.io.remote.localize``, then loaded as the above
 anything else                          a preset name (``minilm-l6``) or a Hugging Face hub id
 ``backend="onnx"``                     a directory of ``unisent export --format onnx`` run by onnxruntime
-                                       (:class:`~unisent.models.onnx_encoder.OnnxEncoder`)
+                                       (``OnnxEncoder``)
 =====================================  ==============================================================
 
 A directory that records ``truncate_dim`` (``unisent export --truncate-dim``) is loaded cut there, as
-``SentenceTransformer(DIR)`` loads it (:func:`~unisent.inference.truncation.truncated_as_recorded`).
+``SentenceTransformer(DIR)`` loads it (``truncated_as_recorded``).
 
 Users call ``unisent.load`` (the package root, which imports nothing heavy until called); the modules of
 unisent below the root (``unisent encode``'s file encoder, the export source, the panel, MTEB) call
-:func:`load` here, the same function. This module sits in the tools layer: the lowest that may import
+``load`` here, the same function. This module sits in the tools layer: the lowest that may import
 both the model types and the training module (for ``.ckpt``) and the ONNX runner. Every import it needs
 is its own, so ``unisent.load(...)`` works first thing in a fresh interpreter.
 """

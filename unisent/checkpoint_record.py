@@ -1,4 +1,4 @@
-"""The ``unisent`` record of a ``unisent fit`` checkpoint (:data:`CHECKPOINT_KEY`: encoder settings, every
+"""The ``unisent`` record of a ``unisent fit`` checkpoint (``CHECKPOINT_KEY``: encoder settings, every
 objective's ``class_path`` and arguments, the balancer), its check, and rebuilding a module from it."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ torch.serialization.add_safe_globals(
 def check_unisent_checkpoint(path: str | Path) -> None:
     """Check that ``path`` is a complete checkpoint of ``unisent fit`` before anything loads it (read as
     data, memory-mapped: no tensor is loaded); every problem is one line naming the file (truncated, not
-    PyTorch, holding code: :class:`~unisent.io.UnsafeCheckpointError`, another program's).
+    PyTorch, holding code: [`UnsafeCheckpointError`][unisent.io.UnsafeCheckpointError], another program's).
 
     Raises:
         FileNotFoundError: no such file.
@@ -60,15 +60,37 @@ def check_unisent_checkpoint(path: str | Path) -> None:
             f"{CHECKPOINT_KEY!r} record and state_dict); give a .ckpt from a run's checkpoints/ folder"
         )
     record = ckpt[CHECKPOINT_KEY]
+    _check_training_state(ckpt, path)
     if (
-        not isinstance(record, dict)
+        not isinstance(ckpt["state_dict"], dict)
+        or not isinstance(record, dict)
         or not isinstance(record.get("encoder"), dict)
         or not isinstance(record.get("objectives"), list)
     ):
         raise CheckpointError(
-            f"checkpoint {path}: its {CHECKPOINT_KEY!r} record lacks 'encoder' or 'objectives'; "
-            "it was not written by `unisent fit`"
+            f"checkpoint {path}: its state_dict or its {CHECKPOINT_KEY!r} record's 'encoder' or 'objectives' is "
+            "missing or of the wrong type; it was not written by `unisent fit`"
         )
+
+
+def _check_training_state(ckpt: dict, path: str | Path) -> None:
+    """The counters ``--ckpt_path`` resumes from: ``global_step``, ``epoch`` and the fit loop's progress are
+    non-negative integers in nested objects (a malformed one is one line, not Lightning's traceback)."""
+    loops = ckpt.get("loops", {})
+    fit = loops.get("fit_loop", {}) if isinstance(loops, dict) else None
+    counters = {key: ckpt[key] for key in ("global_step", "epoch") if key in ckpt}
+    for name in ("epoch_progress", "epoch_loop.batch_progress") if isinstance(fit, dict) else ():
+        progress = fit.get(name, {})
+        parts = {part: progress.get(part, {}) for part in ("current", "total")} if isinstance(progress, dict) else {}
+        if not parts or not all(isinstance(v, dict) for v in parts.values()):
+            fit = None
+        for part, values in parts.items():
+            counters |= {f"loops.fit_loop.{name}.{part}.{k}": v for k, v in dict(values).items()}
+    if fit is None:
+        raise CheckpointError(f"checkpoint {path}: loops.fit_loop is malformed (Lightning's loop state: objects)")
+    for key, value in counters.items():
+        if type(value) is not int or value < 0:
+            raise CheckpointError(f"checkpoint {path}: {key} must be a non-negative integer, got {value!r:.60}")
 
 
 # ---------------------------------------------------------------------------------- inference from a record
@@ -82,11 +104,12 @@ class Placeholder(Objective):
 
 
 def inference_objectives(
-    specs: list[dict[str, Any]], source: str = "checkpoint"
+    specs: list[dict[str, Any]], source: str = "checkpoint", state: dict[str, Any] | None = None
 ) -> tuple[dict[int, Objective], dict[int, str]]:
-    """The record's objectives that are registered (:func:`~unisent.objectives.objective_class`), built, by
+    """The record's objectives that are registered ([`objective_class`][unisent.objectives.objective_class]), built, by
     position, and the class paths of the others (inference does not need them); an unregistered name is
-    never imported or called."""
+    never imported or called. With the checkpoint's ``state``, each is first built on the ``meta`` device and
+    checked against its ``objectives.<i>.`` tensors (``check_fits``): ``hidden_size: 16000`` is refused unallocated."""
     built: dict[int, Objective] = {}
     skipped: dict[int, str] = {}
     for i, spec in enumerate(specs):
@@ -97,11 +120,19 @@ def inference_objectives(
         except RegistryError:
             skipped[i] = str(name)
             continue
+        if state is not None:
+            prefix, settings = f"objectives.{i}.", spec.get("init_args")
+            shapes = {k[len(prefix) :]: tuple(v.shape) for k, v in state.items() if k.startswith(prefix)}
+            settings = {f"{field}.init_args.{k}": v for k, v in settings.items()} if isinstance(settings, dict) else {}
+            build = lambda spec=spec, field=field: objective_from_record(spec, source=source, field=field)  # noqa: E731
+            check_fits(build, shapes, config_file=source, settings=settings, weights_file=f"its {prefix}* tensors")
         built[i] = objective_from_record(spec, source=source, field=field)
     return built, skipped
 
 
-def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, str]) -> dict[str, Any]:
+def renumbered_state(
+    state: dict[str, Any], kept: list[int], skipped: dict[int, str], source: str = "checkpoint"
+) -> dict[str, Any]:
     """A checkpoint's weights for a module of only the ``kept`` objectives: the balancer's (training-only)
     and the skipped objectives' state dropped, ``objectives.<i>.`` renumbered."""
     new_index = {old: new for new, old in enumerate(kept)}
@@ -110,7 +141,12 @@ def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, 
         if key.startswith("balancer."):
             continue
         if key.startswith("objectives."):
-            _, index, rest = key.split(".", 2)
+            index, _, rest = key.removeprefix("objectives.").partition(".")
+            if not (index.isdigit() and rest and (int(index) in skipped or int(index) in new_index)):
+                raise CheckpointError(
+                    f"{source}: state_dict key {key!r:.120} names no objective of its {CHECKPOINT_KEY}.objectives "
+                    f"(it has {len(kept) + len(skipped)})"
+                )
             if int(index) in skipped:
                 continue
             key = f"objectives.{new_index[int(index)]}.{rest}"
@@ -119,9 +155,9 @@ def renumbered_state(state: dict[str, Any], kept: list[int], skipped: dict[int, 
 
 
 def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu"):
-    """``cls`` (:class:`~unisent.lightning_module.UnisentModule`) rebuilt from a checkpoint of ``unisent fit``,
+    """``cls`` (``UnisentModule``) rebuilt from a checkpoint of ``unisent fit``,
     weights loaded. Unregistered objectives are skipped with one line, unless the encoder does not load
-    without them (:class:`~unisent.io.CheckpointError`)."""
+    without them ([`CheckpointError`][unisent.io.CheckpointError])."""
     check_unisent_checkpoint(path)
     ckpt = load_checkpoint(path, map_location=map_location)
     record = ckpt[CHECKPOINT_KEY]

@@ -1,6 +1,6 @@
 """The ``unisent`` command: one table of every command, each imported only when it runs.
 
-``unisent --help``, ``--version`` and ``unisent fit --help`` (the options of :data:`OPTIONS`, each of which
+``unisent --help``, ``--version`` and ``unisent fit --help`` (the options of ``OPTIONS``, each of which
 ``tests/test_cli.py`` passes to the real parser) import neither torch nor Lightning; ``--help-all`` prints
 Lightning's full tree (~800 lines, several seconds)."""
 
@@ -70,9 +70,9 @@ OPTIONS: tuple[tuple[str, tuple[tuple[str, str, str | None, str], ...]], ...] = 
             ("--model.encoder.pooler", "cls|mean|...", "cls", "how token vectors become a sentence vector"),
             ("--model.encoder.max_length", "N", "64", "truncate sentences to N tokens"),
             ("--model.optimizer.init_args.lr", "X", "3.0e-05", "the learning rate"),
-            ("--model.warmup_ratio", "X", "0.05", "linear warm-up over this fraction of the steps"),
+            ("--model.train.schedule.warmup_ratio", "X", "0.05", "linear warm-up over this fraction of the steps"),
             ("--model.balancer", "CLASS", "unisent.balancers.PCGrad", "how several objectives' gradients combine"),
-            ("--model.cache_chunk", "N", "64", "GradCache: in-batch objectives encode N rows at a time (any batch)"),
+            ("--model.train.cache_chunk", "N", "64", "GradCache: in-batch objectives encode N rows at a time"),
         ),
     ),
     (

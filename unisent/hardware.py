@@ -15,8 +15,8 @@ later). Elsewhere (other accelerators, Arm, macOS) ``auto`` is fp32.
 **One word** (docs/training.md#precision): ``precision`` is ``auto``, ``fp32`` or ``bf16`` everywhere a
 user names it: ``unisent encode --precision``, ``model.encode(..., precision=...)`` and training
 (``UnisentTrainer``, ``trainer.precision``; Lightning's own names pass through). ``auto`` is the default
-of each and is resolved where it is used, for the device it runs on: :func:`inference_precision` for
-``encode``, :func:`resolve_precision` for Lightning. Nothing is ambient: a caller that wants fp32 (the
+of each and is resolved where it is used, for the device it runs on: ``inference_precision`` for
+``encode``, ``resolve_precision`` for Lightning. Nothing is ambient: a caller that wants fp32 (the
 scores of ``unisent evaluate``, the evaluation callback, MTEB, the export checks) passes ``"fp32"``.
 """
 
@@ -121,7 +121,7 @@ def cpu_description() -> str:
 def choose_precision(device: str = "cpu", flags: frozenset[str] | None = None) -> PrecisionChoice:
     """bf16 or fp32 for ``device`` (``cpu``, ``cuda``, ``cuda:1``, ``gpu``, ``mps`` ...).
 
-    ``flags``: the CPU flags to decide by (default: this machine's, :func:`cpu_flags`).
+    ``flags``: the CPU flags to decide by (default: this machine's, ``cpu_flags``).
     """
     kind = str(device).split(":")[0].lower()
     if kind in ("cuda", "gpu"):
@@ -157,7 +157,7 @@ def inference_precision(precision: str, device: str | None = None) -> tuple[bool
     avx512_bf16``.
 
     Raises:
-        ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+        ValueError: ``precision`` is not one of ``PRECISIONS``.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")

@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 import torch
@@ -23,7 +23,7 @@ from .lightning_compat import should_accumulate
 from .objectives import Objective, SimCSE
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
-from .training_config import EvaluationConfig, ModelConfigError, check_weight_schedule
+from .training_config import EvaluationConfig, ModelConfigError, TrainConfig, check_weight_schedule, grouped_hparams
 from .training_step import TrainingStep
 
 __all__ = ["UnisentModule", "parameter_groups"]
@@ -49,13 +49,11 @@ def _batch_len(batch: Any) -> int:
 def parameter_groups(
     named_parameters, objectives, head_lr: float | None = None, encoder: torch.nn.Module | None = None
 ) -> list[dict[str, Any]]:
-    """The optimiser's parameter groups: :func:`~unisent.optim.split_weight_decay` over everything, and
-    again, with ``lr`` set, for the own parameters of each objective with a
-    :attr:`~unisent.objectives.Objective.param_lr` or, given ``head_lr``, of every other objective (not
-    a balancer's). Without either, the same two groups as ever, so checkpoints resume. With ``encoder``,
-    its parameters get groups of their own marked ``"encoder": True`` (for ``head_only_steps``), with the
-    parameters of the objectives' :meth:`~unisent.objectives.Objective.encoder_like_modules`, which never
-    take ``head_lr``."""
+    """The optimiser's parameter groups: ``split_weight_decay`` over everything, and again, with ``lr`` set, for the own
+    parameters of each objective with a ``param_lr`` or, given ``head_lr``, of every other objective (not a balancer's).
+    Without either, the same two groups as ever, so checkpoints resume. With ``encoder``, its parameters get groups of
+    their own marked ``"encoder": True`` (for ``model.train.heads.only_steps``), with the parameters of the objectives'
+    [`encoder_like_modules`][unisent.objectives.Objective.encoder_like_modules], which never take ``head_lr``."""
     own: dict[int, float] = {}
     encoder_like: set[int] = set()
     for objective in objectives:
@@ -87,29 +85,18 @@ class UnisentModule(L.LightningModule):
     ``train/<objective>/<term>`` and optimises ``sum(objective.weight * objective.total(terms))`` (``train/loss``).
 
     Args:
-        encoder: backbone, pooler and max length (:class:`~unisent.encoders.EncoderConfig`).
-        objectives: :class:`~unisent.objectives.Objective` instances (YAML: ``class_path``); default: SimCSE.
-        optimizer: any torch optimiser (``class_path``); default :class:`unisent.optim.AdamW` (lr 3e-5, fused).
-        warmup_steps: linear warm-up steps (from 0 to the optimiser's learning rate).
-        warmup_ratio: warm-up as a fraction of all training steps (used when ``warmup_steps`` is 0); 1.0 warms up
-            over the whole run (GaussCSE, Appendix A).
-        schedule: ``linear`` decays to 0 after warm-up; ``constant`` keeps the peak rate.
-        save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder``.
-        evaluation: tasks of the validation and test loops (:class:`~unisent.training_config.EvaluationConfig`).
-        weight_schedule: ``{objective name: [[step, weight], ...]}``: the objective's weight from each listed
-            optimiser step on (0 skips its forward pass), e.g. CMLM's S3: ``{bitext: [[0, 0.0], [100000, 0.2]]}``.
-            Under DDP, switching off one with own parameters needs ``strategy: ddp_find_unused_parameters_true``.
-        balancer: how the objectives combine on the shared encoder (:mod:`unisent.balancers`); default: Static.
-        conflict_every: every N optimiser steps, log gradient conflicts (:class:`~unisent.balancers.ConflictLog`);
-            0: never. A loss-level balancer keeps one gradient row per objective on those steps.
-        head_lr: learning rate of the own parameters of objectives without a ``param_lr``; unset: the optimiser's.
-        head_only_steps: for the first N optimiser steps only the objectives' own parameters learn, the encoder in
-            eval mode (but still run backward: a full step's cost); then it starts with a fresh optimiser state and
-            the schedule over the remaining steps (LP-FT, Kumar et al. 2022, arXiv:2202.10054: trained heads
-            distort a pretrained encoder's features less).
-        head_only_ratio: ``head_only_steps`` as a share of all training steps (used when ``head_only_steps`` is 0).
-        cache_chunk: GradCache (:mod:`unisent.objectives.grad_cache`): in-batch objectives encode in chunks of this
-            many rows, in one chunk's memory, with the whole batch's loss and gradients. Unset: no cache.
+        encoder: backbone, pooler and max length ([`EncoderConfig`][unisent.encoders.EncoderConfig]).
+        objectives: [`Objective`][unisent.objectives.Objective] instances (YAML: ``class_path``); default: SimCSE.
+        optimizer: any torch optimiser (``class_path``); default ``unisent.optim.AdamW`` (lr 3e-5, fused).
+        balancer: how the objectives combine on the shared encoder ([`unisent.balancers`][unisent.balancers]); default:
+            Static.
+        train: the schedule, the heads' rate and head-only start, the weight schedule, conflict logging,
+            GradCache and saving (``TrainConfig``: ``model.train.schedule.warmup_ratio``).
+        evaluation: tasks of the validation and test loops (``EvaluationConfig``).
+
+    The plain settings are dataclasses (checked when built, shown by ``unisent fit --help-all``); the optimiser,
+    balancer and objectives are ``class_path`` objects, so they stay parameters of their own. The flat keys of before
+    (``model.warmup_ratio``, ...) are in ``MOVED``; checkpoints that hold them still load (``load_from_checkpoint``).
     """
 
     def __init__(
@@ -117,22 +104,14 @@ class UnisentModule(L.LightningModule):
         encoder: EncoderConfig | None = None,
         objectives: list[Objective] | None = None,
         optimizer: OptimizerCallable = AdamW,
-        warmup_steps: int = 0,
-        warmup_ratio: float = 0.0,
-        schedule: Literal["linear", "constant"] = "linear",
-        save_encoder: bool = True,
-        evaluation: EvaluationConfig | None = None,
-        weight_schedule: dict[str, list[tuple[int, float]]] | None = None,
         balancer: Balancer | None = None,
-        conflict_every: int = 0,
-        head_lr: float | None = None,
-        head_only_steps: int = 0,
-        head_only_ratio: float = 0.0,
-        cache_chunk: int | None = None,
+        train: TrainConfig = TrainConfig(),
+        evaluation: EvaluationConfig | None = None,
     ) -> None:
         super().__init__()
-        # a checkpoint's hyperparameters hold the two configs as dicts (Lightning's load_from_checkpoint)
+        # a checkpoint's hyperparameters hold the configs as dicts (Lightning's load_from_checkpoint)
         encoder = EncoderConfig(**encoder) if isinstance(encoder, dict) else encoder
+        train = TrainConfig(**train) if isinstance(train, dict) else train
         evaluation = EvaluationConfig(**evaluation) if isinstance(evaluation, dict) else evaluation
         self.save_hyperparameters(ignore=["objectives", "optimizer", "balancer"])
         self.encoder = Encoder(encoder or EncoderConfig())
@@ -154,46 +133,22 @@ class UnisentModule(L.LightningModule):
         for objective in sorted(self.objectives, key=lambda o: not o.extends_vocabulary):
             objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
-        if warmup_steps < 0 or not 0.0 <= warmup_ratio <= 1.0:
-            raise ModelConfigError(
-                f"need model.warmup_steps >= 0 and 0 <= model.warmup_ratio <= 1, got {warmup_steps}, {warmup_ratio}"
-            )
-        self.warmup_steps = warmup_steps
-        self.warmup_ratio = warmup_ratio
-        self.schedule = schedule
-        self.save_encoder = save_encoder
+        self.schedule, self.heads, self.save_encoder = train.schedule, train.heads, train.save_encoder
         self.evaluation = evaluation or EvaluationConfig()
         self.encoder_dir: Path | None = None
-        self.weight_schedule = check_weight_schedule(weight_schedule or {}, names)
+        self.weight_schedule = check_weight_schedule(train.weight_schedule, names)
         self._logged_terms: dict[str, tuple[str, ...]] = {}
         self.balancer = balancer if balancer is not None else Static()
         self.balancer.setup(names)
-        if conflict_every < 0:
-            raise ModelConfigError(f"model.conflict_every must be >= 0 (0: no conflict logging), got {conflict_every}")
-        if head_lr is not None and not head_lr > 0:
-            raise ModelConfigError(f"model.head_lr must be > 0 (or unset: the optimiser's lr), got {head_lr}")
-        self.head_lr = head_lr
-        if head_only_steps < 0:
+        self._head_only = self.heads.only_steps  # the run's number, set from the ratio once its length is known
+        if train.cache_chunk is not None and not any(o.in_batch for o in objectives):
             raise ModelConfigError(
-                f"model.head_only_steps must be >= 0 (0: the encoder learns from the start), got {head_only_steps}"
+                f"model.train.cache_chunk: none of the objectives ({', '.join(names)}) can be cached: GradCache "
+                "applies to in-batch objectives, those that implement embed and loss (SimCSE, EASE, GaussCSE, "
+                "BitextRetrieval, AMRSimCSE, Matryoshka of one of them)"
             )
-        if not 0.0 <= head_only_ratio < 1.0:
-            raise ModelConfigError(f"model.head_only_ratio must be in [0, 1), got {head_only_ratio}")
-        self.head_only_steps = head_only_steps
-        self.head_only_ratio = head_only_ratio
-        self._head_only = head_only_steps  # the run's number, set from the ratio once its length is known
-        if cache_chunk is not None and (isinstance(cache_chunk, bool) or not int(cache_chunk) >= 1):
-            raise ModelConfigError(
-                f"model.cache_chunk must be a number of rows >= 1 (or unset: no cache), got {cache_chunk}"
-            )
-        if cache_chunk is not None and not any(o.in_batch for o in objectives):
-            raise ModelConfigError(
-                f"model.cache_chunk: none of the objectives ({', '.join(names)}) can be cached: GradCache applies to "
-                "in-batch objectives, those that implement embed and loss (SimCSE, EASE, GaussCSE, BitextRetrieval, "
-                "AMRSimCSE, Matryoshka of one of them)"
-            )
-        self._step_runner = TrainingStep(names, cache_chunk)  # embed, loss, gradients, balancer: one step
-        self._conflicts = ConflictLog(conflict_every)
+        self._step_runner = TrainingStep(names, train.cache_chunk)  # embed, loss, gradients, balancer: one step
+        self._conflicts = ConflictLog(train.conflict_every)
 
     @property
     def cache_chunk(self) -> int | None:
@@ -211,7 +166,7 @@ class UnisentModule(L.LightningModule):
 
     # ------------------------------------------------------------------------------------ training
     def objective_weight(self, objective: Objective, step: int) -> float:
-        """The weight of ``objective`` at optimiser step ``step`` (see ``weight_schedule``)."""
+        """The weight of ``objective`` at optimiser step ``step`` (see ``model.train.weight_schedule``)."""
         weight = objective.weight
         for start, value in self.weight_schedule.get(objective.name, ()):
             if step >= start:
@@ -220,7 +175,7 @@ class UnisentModule(L.LightningModule):
 
     def stop_objective(self, name: str, step: int) -> None:
         """From optimiser step ``step`` on, objective ``name`` weighs 0 (appended to ``weight_schedule``): its
-        loss is not computed and its own parameters get no gradient (:class:`unisent.evaluation.BestOnDev`)."""
+        loss is not computed and its own parameters get no gradient (``unisent.evaluation.BestOnDev``)."""
         self.weight_schedule[name] = [*self.weight_schedule.get(name, ()), (step, 0.0)]
 
     @property
@@ -287,7 +242,7 @@ class UnisentModule(L.LightningModule):
 
     def start_step(self, step: int | None = None) -> None:
         """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): each objective's step
-        (:meth:`TrainingStep.run <unisent.training_step.TrainingStep.run>`), then :meth:`finish_step`."""
+        (``TrainingStep.run``), then ``finish_step``."""
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
         self._step = (step, last, self._conflicts.due(step, last))
@@ -315,19 +270,20 @@ class UnisentModule(L.LightningModule):
 
     # ------------------------------------------------------------------------------------ loops
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        """One placeholder batch; :class:`unisent.evaluation.EvaluationCallback` evaluates at the loop's end."""
+        """One placeholder batch; ``unisent.evaluation.EvaluationCallback`` evaluates at the loop's end."""
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
-        """See :meth:`validation_step`."""
+        """See ``validation_step``."""
 
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         """Embeddings (batch, dim) of ``data.predict``'s sentences, in file order."""
         return self.inference_model()(**batch["text"]).float()
 
     def optimizer_groups(self) -> list[dict[str, Any]]:
-        """The optimiser's parameter groups (:func:`parameter_groups`)."""
-        encoder = self.encoder if self.head_only_steps or self.head_only_ratio else None
-        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], self.head_lr, encoder)
+        """The optimiser's parameter groups (``parameter_groups``)."""
+        heads = self.heads
+        encoder = self.encoder if heads.only_steps or heads.only_ratio else None
+        return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], heads.lr, encoder)
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.optimizer_groups())
@@ -337,7 +293,7 @@ class UnisentModule(L.LightningModule):
                 raise ModelConfigError(f"model.optimizer.init_args.lr must be a finite number >= 0, got {lr}")
         total = int(self.trainer.estimated_stepping_batches) if self.trainer else 1
         lr_lambda: Any = self._schedule(total)
-        self._head_only = self.head_only_steps or round(self.head_only_ratio * total)
+        self._head_only = self.heads.only_steps or round(self.heads.only_ratio * total)
         if self._head_only:
             lr_lambda = [
                 self._encoder_lambda(total) if group.get("encoder") else lr_lambda for group in optimizer.param_groups
@@ -347,26 +303,25 @@ class UnisentModule(L.LightningModule):
 
     def _schedule(self, total: int):
         """The learning-rate multiplier of a run of ``total`` steps: warm-up (``warmup_steps``, or
-        ``warmup_ratio`` of them), then linear decay or constant."""
-        return warmup_linear_lambda(
-            self.warmup_steps or round(self.warmup_ratio * total), total, decay=self.schedule == "linear"
-        )
+        ``warmup_ratio`` of them), then linear decay or constant (``ScheduleConfig``)."""
+        s = self.schedule
+        return warmup_linear_lambda(s.warmup_steps or round(s.warmup_ratio * total), total, decay=s.decay == "linear")
 
     def _encoder_lambda(self, total: int):
         """The encoder's learning-rate multiplier: 0 for the n head-only steps, then the schedule over the rest."""
         n = self._head_only
         if n >= total:
             raise ModelConfigError(
-                f"model.head_only_steps ({n}) must be below the run's optimiser steps ({total}): "
-                "the encoder would never learn (use model.head_only_ratio for a share of the run, or "
+                f"model.train.heads.only_steps ({n}) must be below the run's optimiser steps ({total}): "
+                "the encoder would never learn (use model.train.heads.only_ratio for a share of the run, or "
                 "trainer.callbacks FreezeEncoder to never train it)"
             )
         after = self._schedule(total - n)
         return lambda step: 0.0 if step < n else after(step - n)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """During ``head_only_steps`` the encoder runs in eval mode, so the heads fit the features they
-        will be used with (a linear probe)."""
+        """During the head-only steps (``model.train.heads``) the encoder runs in eval mode, so the heads fit
+        the features they will be used with (a linear probe)."""
         if self._head_only:
             training = self.global_step >= self._head_only
             self.encoder.train(training)
@@ -375,7 +330,7 @@ class UnisentModule(L.LightningModule):
                     module.train(training)
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        """At step ``head_only_steps`` the encoder's optimiser state (moments gathered at rate 0 under fresh
+        """At the last head-only step the encoder's optimiser state (moments gathered at rate 0 under fresh
         heads) is dropped, as if the optimiser were built then (LP-FT's second stage)."""
         if not self._head_only or self.global_step != self._head_only:
             return
@@ -385,8 +340,9 @@ class UnisentModule(L.LightningModule):
                     optimizer.state.pop(p, None)
 
     def inference_model(self) -> torch.nn.Module:
-        """What ``unisent.load`` returns for this model: the encoder, or the one objective's inference
-        head (:meth:`Objective.inference_model`); two such objectives are an error."""
+        """What ``unisent.load`` returns for this model: the encoder, or the one objective's inference head
+        ([`Objective.inference_model`][unisent.objectives.Objective.inference_model]); two such objectives are an
+        error."""
         heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
         if len(heads) > 1:
             raise ValueError(
@@ -428,7 +384,8 @@ class UnisentModule(L.LightningModule):
         hparams = checkpoint.get("hyper_parameters")
         if isinstance(hparams, dict):
             checkpoint["hyper_parameters"] = {
-                k: asdict(v) if isinstance(v, (EncoderConfig, EvaluationConfig)) else v for k, v in hparams.items()
+                k: asdict(v) if isinstance(v, (EncoderConfig, TrainConfig, EvaluationConfig)) else v
+                for k, v in hparams.items()
             }
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
@@ -436,9 +393,20 @@ class UnisentModule(L.LightningModule):
         return load_state(super(), state_dict, strict, assign, source=getattr(self._trainer, "ckpt_path", None))
 
     @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
+        """Lightning's; a checkpoint written before ``model.train`` (flat ``warmup_steps``, ``head_lr``, ... in its
+        hyper-parameters, which Lightning would drop) gets them in their groups (``grouped_hparams``)."""
+        if isinstance(checkpoint_path, (str, Path)) and "train" not in kwargs:
+            from .io import load_checkpoint
+
+            hparams = load_checkpoint(checkpoint_path, mmap=True).get("hyper_parameters") or {}
+            if "train" in (grouped := grouped_hparams(hparams)):
+                kwargs["train"] = grouped["train"]
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+
+    @classmethod
     def from_checkpoint(cls, path: str | Path, map_location: str = "cpu") -> UnisentModule:
-        """Rebuild a module, weights included, from a checkpoint of ``unisent fit``
-        (:func:`~unisent.checkpoint_record.module_from_checkpoint`).
+        """Rebuild a module, weights included, from a checkpoint of ``unisent fit`` (``module_from_checkpoint``).
 
         Raises:
             FileNotFoundError: no such file.

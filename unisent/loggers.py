@@ -5,7 +5,7 @@ another process (``--ckpt_path last`` after a requeue, a torchrun restart) conti
 but W&B's count starts again at 0 where it cannot ask a server (offline mode, then ``wandb sync``), and a
 server drops rows whose step is not above the last one it has. Here every row is logged at the trainer's
 global step: steps continue across attempts, and what one step logs (training, validation, tables) is one
-row. ``unisent fit`` uses this class for ``lightning.pytorch.loggers.WandbLogger`` (:func:`use_step_logger`)."""
+row. ``unisent fit`` uses this class for ``lightning.pytorch.loggers.WandbLogger`` (``use_step_logger``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ LIGHTNING_WANDB = ("lightning.pytorch.loggers.WandbLogger", "pytorch_lightning.l
 
 
 class WandbLogger(LightningWandbLogger):
-    """:class:`lightning.pytorch.loggers.WandbLogger` that logs every row at ``step=`` the global step (a call
+    """``lightning.pytorch.loggers.WandbLogger`` that logs every row at ``step=`` the global step (a call
     without a step joins the row of the last one)."""
 
     _last_step: int | None = None
@@ -45,7 +45,7 @@ class WandbLogger(LightningWandbLogger):
 
 def use_step_logger(spec: Any) -> None:
     """Point a parsed ``trainer.logger`` entry (a namespace or dict with ``class_path``) that names Lightning's
-    W&B logger at :class:`WandbLogger` (same arguments)."""
+    W&B logger at ``WandbLogger`` (same arguments)."""
     getter = spec.get if isinstance(spec, dict) else lambda key: getattr(spec, key, None)
     if getter("class_path") in LIGHTNING_WANDB:
         if isinstance(spec, dict):

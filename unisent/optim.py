@@ -41,7 +41,7 @@ class Lamb(torch.optim.Optimizer):
         trust = ||p|| / ||u||   (1 if either norm is 0; clipped to max_trust_ratio if set)
         p = p - lr * trust * u
 
-    ``weight_decay`` is read per parameter group (the no-decay group of :func:`split_weight_decay` gets
+    ``weight_decay`` is read per parameter group (the no-decay group of ``split_weight_decay`` gets
     none). With ``adapt_no_decay=False`` a group without weight decay also skips the trust ratio (plain
     Adam), as TensorFlow Addons' LAMB does. ``max_trust_ratio`` None: no clipping, as in the paper."""
 

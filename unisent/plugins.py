@@ -32,7 +32,7 @@ class PluginError(Exception):
 
 def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(modules, the other words)``: every ``--import MODULE`` / ``--import=MODULE`` taken out of ``argv``
-    (not after a lone ``--``); a :class:`PluginError` for ``--import`` without a module name."""
+    (not after a lone ``--``); a [`PluginError`][unisent.plugins.PluginError] for ``--import`` without a module name."""
     modules: list[str] = []
     rest: list[str] = []
     words = list(argv)
@@ -59,7 +59,7 @@ def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def load_entry_points() -> list[str]:
     """Load every entry point of the group ``unisent.plugins`` (once per process); their names. A failure
-    is a :class:`PluginError` of status 1 naming the distribution."""
+    is a [`PluginError`][unisent.plugins.PluginError] of status 1 naming the distribution."""
     global _LOADED_ENTRY_POINTS
     if _LOADED_ENTRY_POINTS:
         return []
@@ -96,9 +96,9 @@ def _import(name: str) -> None:
 
 
 def load_plugins(modules: Sequence[str] = ()) -> list[str]:
-    """Load the installed plugins, then import ``modules`` and those of :data:`IMPORT_ENV` (current
-    directory on ``sys.path``); returns the modules imported, or raises :class:`PluginError`.
-    :data:`IMPORT_ENV` and ``PYTHONPATH`` are then set so that child processes import them too."""
+    """Load the installed plugins, then import ``modules`` and those of ``IMPORT_ENV`` (current
+    directory on ``sys.path``); returns the modules imported, or raises [`PluginError`][unisent.plugins.PluginError].
+    ``IMPORT_ENV`` and ``PYTHONPATH`` are then set so that child processes import them too."""
     load_entry_points()
     inherited = [m.strip() for m in os.environ.get(IMPORT_ENV, "").split(",") if m.strip()]
     names = list(dict.fromkeys([*inherited, *modules]))

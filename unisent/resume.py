@@ -1,6 +1,6 @@
 """Fault-tolerant training: atomic checkpoints, resume points every N steps, random states.
 
-A checkpoint of :class:`UnisentCheckpoint` holds what an exact resumption needs (weights, objective
+A checkpoint of ``UnisentCheckpoint`` holds what an exact resumption needs (weights, objective
 states, optimiser, scheduler, loop counters, the loaders' position, every process's random states):
 ``unisent fit ... --ckpt_path last`` ends with the same weights as an uninterrupted run (see
 docs/operations.md)."""
@@ -63,7 +63,7 @@ def rng_states() -> dict[str, Any]:
 
 
 def set_rng_states(states: dict[str, Any]) -> None:
-    """Restore what :func:`rng_states` returned."""
+    """Restore what ``rng_states`` returned."""
     random.setstate(states["python"])
     n = states["numpy"]
     np.random.set_state(
@@ -113,7 +113,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     @staticmethod
     def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-        """:func:`unisent.io.remove_stale_temporaries` of ``directory``."""
+        """[`unisent.io.remove_stale_temporaries`][unisent.io.remove_stale_temporaries] of ``directory``."""
         return remove_stale_temporaries(directory)
 
 
@@ -136,7 +136,7 @@ class InterruptRequest:
 
     SIGTERM is how SLURM preempts a job and how Kubernetes evicts a pod; SIGUSR1 is SLURM's warning before
     the time limit (``#SBATCH --signal=SIGUSR1@120``). Lightning's own SLURM handler, which saves in the
-    middle of a step and is not read by ``--ckpt_path last``, is switched off (:class:`UnisentCheckpoint`)."""
+    middle of a step and is not read by ``--ckpt_path last``, is switched off (``UnisentCheckpoint``)."""
 
     SIGNALS = ("SIGINT", "SIGTERM", "SIGUSR1")
 

@@ -1,5 +1,5 @@
 """Where a run stands: its newest run and checkpoint, how far a checkpoint's run went, whether it met a
-stopping condition, and which limit will end a run and which one did (:class:`StoppingReport`)."""
+stopping condition, and which limit will end a run and which one did (``StoppingReport``)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def stop_line(
 
 
 class StoppingReport(Callback):
-    """Prints :func:`limits_line` when training starts and :func:`stop_line` when it ends (stderr, rank 0)."""
+    """Prints ``limits_line`` when training starts and ``stop_line`` when it ends (stderr, rank 0)."""
 
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.is_global_zero or trainer.fast_dev_run:
@@ -191,7 +191,7 @@ def _duration(seconds: float) -> str:
 
 def last_checkpoint(directory: str | Path) -> Path | str | None:
     """The newest ``last*.ckpt`` in ``directory`` (what ``ckpt_path="last"`` picks), or ``None``; in a URL
-    its URL (see :func:`latest_run`)."""
+    its URL (see ``latest_run``)."""
     if is_remote(str(directory)):
         found = _remote_last_checkpoints(join(str(directory), "last*.ckpt"))
         return found[-1] if found else None

@@ -1,5 +1,5 @@
-"""The metric file of a sweep trial: ``unisent sweep --local`` adds :class:`MetricFile` to each trial's
-``unisent fit``, the path in :data:`METRIC_FILE_ENV`. After each validation the file is replaced by::
+"""The metric file of a sweep trial: ``unisent sweep --local`` adds ``MetricFile`` to each trial's
+``unisent fit``, the path in ``METRIC_FILE_ENV``. After each validation the file is replaced by::
 
     {"metrics": {"val/score": 71.3, ...},                      # the last value of each metric
      "history": [{"step": 10, "val/score": 69.0, ...}, ...]}  # one entry per validation

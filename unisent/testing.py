@@ -1,5 +1,5 @@
-"""Testing helpers: :func:`run_distributed` (several CPU processes joined by gloo, to check that a loss
-gathering across processes matches one process on the global batch) and :func:`fault_point`."""
+"""Testing helpers: ``run_distributed`` (several CPU processes joined by gloo, to check that a loss
+gathering across processes matches one process on the global batch) and ``fault_point``."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _reference(fn: Callable) -> tuple[str, str, str | None]:
 
 
 def _resolve(reference: tuple[str, str, str | None]) -> Callable:
-    """The function of :func:`_reference`, by module name or else by file (a test module collected with
+    """The function of ``_reference``, by module name or else by file (a test module collected with
     pytest's ``--import-mode=importlib`` is not on the spawned process's ``sys.path``)."""
     import importlib
     import sys

@@ -1,4 +1,4 @@
-"""Lightning's Trainer with unisent's precision words (:mod:`unisent.hardware`): ``auto`` (bf16 where this
+"""Lightning's Trainer with unisent's precision words (``unisent.hardware``): ``auto`` (bf16 where this
 machine computes fast in bf16, fp32 elsewhere), ``fp32`` or ``bf16``; Lightning's own names pass through.
 ``unisent fit`` builds this Trainer, so a recipe may say ``precision: auto`` (the CPU recipes do). ``auto`` is
 also the default: a recipe (or a call) that names no precision trains as ``unisent encode`` and
@@ -31,10 +31,10 @@ def trainer_device(accelerator: Any) -> str:
 
 
 class UnisentTrainer(Trainer):
-    """:class:`lightning.pytorch.Trainer`; ``precision="auto"`` (the default; ``None`` too) is resolved for the
+    """``lightning.pytorch.Trainer``; ``precision="auto"`` (the default; ``None`` too) is resolved for the
     accelerator and the choice is printed in one line (``precision auto: bf16-mixed (the CPU has avx512_bf16)``).
 
-    :attr:`log_dir` is the run's own folder for every logger, the one its ``checkpoints/`` are in."""
+    ``log_dir`` is the run's own folder for every logger, the one its ``checkpoints/`` are in."""
 
     def __init__(
         self, *args: Any, precision: PrecisionInput | Literal["auto", "fp32"] | None = "auto", **kwargs: Any

@@ -1,12 +1,11 @@
 """One training step, by contract: batch -> embed -> loss -> gradient row -> balancer -> optimiser.
 
-1. **embed**: an in-batch objective makes its views with :meth:`~unisent.objectives.Objective.embed`
-   from the encoder, or under ``cache_chunk`` from a :class:`~unisent.objectives.grad_cache.CachedEncode`;
-   any other objective runs its own ``forward``;
+1. **embed**: an in-batch objective makes its views with [`embed`][unisent.objectives.Objective.embed] from the encoder,
+   or under ``cache_chunk`` from a ``CachedEncode``; any other objective runs its own ``forward``;
 2. **loss**: the objective's loss, times its static weight;
-3. **gradient row**: :meth:`unisent.balancers.StepGradients.add` takes its gradients at once (freeing its
-   graph); under GradCache each chunk is then replayed into the row (``add_chunk``);
-4. **balancer**: :meth:`TrainingStep.finish` combines the rows into the loss Lightning calls ``backward`` on;
+3. **gradient row**: [`unisent.balancers.StepGradients.add`][unisent.balancers.StepGradients.add] takes its gradients at
+   once (freeing its graph); under GradCache each chunk is then replayed into the row (``add_chunk``);
+4. **balancer**: ``TrainingStep.finish`` combines the rows into the loss Lightning calls ``backward`` on;
 5. **optimiser**: Lightning's automatic optimisation.
 """
 
@@ -44,7 +43,7 @@ class TrainingStep:
         """Refuse GradCache, in one line, under a strategy that takes the gradients in one backward call."""
         if self.cache_chunk and takes_one_backward(strategy):
             raise ModelConfigError(
-                f"model.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
+                f"model.train.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
                 f"{type(strategy).__name__} takes them in one backward call of its own: use DDP, or unset cache_chunk"
             )
 
@@ -57,7 +56,7 @@ class TrainingStep:
         conflicts: bool,
         strategy: Any = None,
     ) -> None:
-        """Begin a micro-batch (:meth:`unisent.balancers.StepGradients.start`)."""
+        """Begin a micro-batch ([`unisent.balancers.StepGradients.start`][unisent.balancers.StepGradients.start])."""
         self.gradients.start(
             balancer,
             shared,
@@ -84,5 +83,5 @@ class TrainingStep:
     def finish(
         self, *, last: bool, step: int, parameters: Iterable[torch.nn.Parameter] = ()
     ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
-        """Stage 4 (:meth:`unisent.balancers.StepGradients.finish`)."""
+        """Stage 4 ([`unisent.balancers.StepGradients.finish`][unisent.balancers.StepGradients.finish])."""
         return self.gradients.finish(last=last, step=step, parameters=parameters)

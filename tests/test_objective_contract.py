@@ -92,6 +92,43 @@ def test_hooks_are_declared_on_the_base_with_their_defaults(tiny_bert_dir):
     assert type(proj.inference_model(gauss.encoder)).__name__ == "ProjectionEncoder"
 
 
+def test_an_objective_missing_a_required_method_is_refused_when_built():
+    """The contract: ``forward``, or ``embed`` and ``loss``; before the check each of these was built and failed
+    at its first training step with "implements forward, not embed and loss", wrong for the first two."""
+
+    class EmbedOnly(Objective):
+        def embed(self, encode, batch):
+            return encode_views(encode, batch, ("text",))
+
+    class LossOnly(Objective):
+        def loss(self, views, batch):
+            return {"zero": views[0].sum() * 0}
+
+    class Nothing(Objective):
+        batch_keys = text_keys = ("text",)
+
+    class ForwardAndLoss(Objective):  # loss as a helper of forward: not in-batch, allowed
+        def forward(self, encoder, batch):
+            return self.loss([], batch)
+
+        def loss(self, views, batch):
+            return {"zero": torch.zeros(())}
+
+    for cls, missing in (
+        (EmbedOnly, "loss"),
+        (LossOnly, "embed"),
+        (Nothing, "embed and loss"),
+        (Objective, "embed and loss"),
+    ):
+        with pytest.raises(
+            TypeError, match=f"^{cls.__qualname__} does not implement {missing}: an objective implements forward"
+        ):
+            cls()
+    assert not ForwardAndLoss().in_batch and ForwardAndLoss().total(ForwardAndLoss()(None, {})) == 0
+    with pytest.raises(ValueError, match="objective 'align_uniform' returned no loss terms"):
+        AlignUniformObjective().total({})
+
+
 def test_objective_output_is_its_terms_and_keeps_metrics_apart():
     loss, acc = torch.tensor(2.0), torch.tensor(0.5)
     out = ObjectiveOutput(terms={"loss": loss}, metrics={"accuracy": acc})

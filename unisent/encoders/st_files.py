@@ -111,7 +111,7 @@ def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> No
 
 def _module_config(cls: type, config: Any, where: str) -> dict[str, Any]:
     """A module's configuration (``where``: file and field): a JSON object of the keys ``cls`` saves
-    (``config_keys``), its required ones present; else one :class:`SentenceTransformersModuleError` line."""
+    (``config_keys``), its required ones present; else one ``SentenceTransformersModuleError`` line."""
     if not isinstance(config, dict):
         raise SentenceTransformersModuleError(f"{where} must be a JSON object, got {config!r:.80}")
     parameters = inspect.signature(cls).parameters

@@ -488,7 +488,7 @@ def _cli_child(folder: Path, args: list[str], env: dict[str, str] | None, cwd: s
         import unisent.plugins
         from unisent.cli import main
 
-        unisent.plugins._LOADED_ENTRY_POINTS = False
+        unisent.plugins.reset()
         try:
             main(args)
             code = 0

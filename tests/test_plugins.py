@@ -230,7 +230,7 @@ def test_a_failing_entry_point_names_its_distribution(monkeypatch, capsys):
         def load(self):
             raise RuntimeError("boom")
 
-    monkeypatch.setattr(plugins, "_LOADED_ENTRY_POINTS", False)
+    monkeypatch.setattr(plugins, "_loaded_entry_points", False)
     monkeypatch.setattr(metadata, "entry_points", lambda group: [Entry()] if group == "unisent.plugins" else [])
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", "--list"])

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module, metadata
 
-__all__ = ["PluginError", "load_plugins", "split_imports"]
+__all__ = ["PluginError", "load_plugins", "reset", "split_imports"]
 
 #: the entry-point group of installed plugins
 ENTRY_POINT_GROUP = "unisent.plugins"
@@ -18,7 +18,7 @@ IMPORT_OPTION = "--import"
 #: comma-separated modules to import first (set by ``--import`` for the processes a command starts)
 IMPORT_ENV = "UNISENT_IMPORT"
 
-_LOADED_ENTRY_POINTS = False
+_loaded_entry_points = False  # set by load_entry_points, cleared by reset
 
 
 class PluginError(Exception):
@@ -60,11 +60,11 @@ def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def load_entry_points() -> list[str]:
     """Load every entry point of the group ``unisent.plugins`` (once per process); their names. A failure
     is a [`PluginError`][unisent.plugins.PluginError] of status 1 naming the distribution."""
-    global _LOADED_ENTRY_POINTS
-    if _LOADED_ENTRY_POINTS:
+    global _loaded_entry_points
+    if _loaded_entry_points:
         return []
-    _LOADED_ENTRY_POINTS = True
-    names = []
+    _loaded_entry_points = True
+    names: list[str] = []
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(entry, "dist", None)
         where = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
@@ -80,6 +80,13 @@ def load_entry_points() -> list[str]:
             ) from err
         names.append(entry.name)
     return names
+
+
+def reset() -> None:
+    """Forget which entry points were loaded: the next command loads them again (for tests and long-lived
+    processes that run several commands)."""
+    global _loaded_entry_points
+    _loaded_entry_points = False
 
 
 def _import(name: str) -> None:

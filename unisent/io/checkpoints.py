@@ -32,7 +32,7 @@ class UnsafeCheckpointError(CheckpointError):
     named by the file. Nothing in it was run."""
 
 
-def check_checkpoint(path: str | os.PathLike) -> Path:
+def check_checkpoint(path: str | os.PathLike[str]) -> Path:
     """Check that ``path`` is a complete PyTorch checkpoint (a zip archive with its central directory) before anything
     loads it: a ``FileNotFoundError``, or a [`CheckpointError`][unisent.io.CheckpointError] when truncated."""
     import zipfile

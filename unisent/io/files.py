@@ -95,7 +95,7 @@ def atomic_write(
         fsync_directory(target.parent)
 
 
-def write_json(path: str | os.PathLike, data: object) -> None:
+def write_json(path: str | os.PathLike[str], data: object) -> None:
     """``data`` as indented JSON, written atomically."""
     with atomic_write(path) as fh:
         fh.write(json.dumps(data, indent=2) + "\n")

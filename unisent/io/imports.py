@@ -23,7 +23,9 @@ def import_object(path: str, what: str = "class") -> Any:
         raise ValueError(f"{what} {path!r} cannot be imported: {err}") from err
 
 
-def lazy_exports(namespace: dict[str, Any], table: dict[str, str], load: Callable[[str], ModuleType]) -> tuple:
+def lazy_exports(
+    namespace: dict[str, Any], table: dict[str, str], load: Callable[[str], ModuleType]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__, __dir__`` (PEP 562): a name of ``table`` (name -> submodule) is taken from
     ``load(submodule)`` on first use and kept in ``namespace``. ``load`` is the package's own
     ``import_module``, so the layer checks find the import beside the table."""

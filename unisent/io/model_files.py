@@ -190,7 +190,7 @@ def _parse_json(data: bytes, where: str, max_depth: int) -> Any:
 
 
 def read_model_json(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     expect: type | tuple[type, ...] | None = None,
     *,
     max_bytes: int = MODEL_JSON_BYTES,
@@ -410,7 +410,9 @@ def _check_file(path: Path, info: os.stat_result) -> None:
     _CHECKED[key] = None
 
 
-def check_model_directory(directory: str | os.PathLike, *, what: str = "model directory", read: bool = True) -> Path:
+def check_model_directory(
+    directory: str | os.PathLike[str], *, what: str = "model directory", read: bool = True
+) -> Path:
     """Check a folder a user hands over (a model directory; ``what``: a run or data folder) before anything
     reads it; returns it as a ``Path``.
 

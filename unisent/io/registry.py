@@ -32,7 +32,9 @@ def qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def register_class(table: dict[str, Any], name: str, cls: Any, base: type, what: str, *, also: Mapping = {}) -> Any:
+def register_class(
+    table: dict[str, Any], name: str, cls: Any, base: type, what: str, *, also: Mapping[str, Any] = {}
+) -> Any:
     """``table[name] = cls`` for the register decorators (poolers, model types, export formats): a
     ``TypeError`` when ``cls`` is no subclass of ``base``, a ``ValueError`` when another class holds ``name``
     in ``table`` or ``also`` (the same class again, by its qualified name, is accepted). Returns ``cls``."""

@@ -186,7 +186,7 @@ def _listing(fs: Any, path: str, url: str) -> tuple[str, dict[str, dict[str, Any
     return "folder", files
 
 
-def localize(url: str | os.PathLike, kind: str | None = None) -> str:
+def localize(url: str | os.PathLike[str], kind: str | None = None) -> str:
     """The local path of ``url``: unchanged when it is local, else a copy in ``remote_cache_dir``.
 
     ``kind``: ``model`` (a folder), ``checkpoint`` or ``file`` (one object), ``None`` (what the URL names).

@@ -3,7 +3,7 @@
 Unsupervised SimCSE (two dropout views of each sentence, in-batch negatives, tau = 0.05) on all-MiniLM-L6-v2,
 max length 32, fp32 (``trainer.precision: 32-true``), AdamW, on the 1,024 distinct sentences of
 ``samples/sentences.txt`` (a batch of 1,024 is the whole file: each epoch is one step, every sentence once).
-Each configuration (a batch size, uncached or ``model.cache_chunk: N``: GradCache, see
+Each configuration (a batch size, uncached or ``model.train.cache_chunk: N``: GradCache, see
 :mod:`unisent.objectives.grad_cache`) runs ``unisent fit`` on a generated YAML for a few optimiser steps in a
 fresh process, sequentially, and reports that process's peak resident memory (``VmHWM`` from
 ``/proc/self/status``, GB = 10^9 bytes) and the training throughput in sentences per second (rows of the
@@ -103,12 +103,9 @@ def configuration(
         "encoder": encoder,
         "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"temperature": 0.05}}],
         "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 3.0e-5, "weight_decay": 0.0}},
-        "warmup_steps": 0,
+        "train": {"save_encoder": False, "cache_chunk": chunk},
         "evaluation": {"val_tasks": [], "test_tasks": []},
-        "save_encoder": False,
     }
-    if chunk is not None:
-        model_config["cache_chunk"] = chunk
     return {
         "seed_everything": 42,
         "model": model_config,

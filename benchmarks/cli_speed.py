@@ -80,8 +80,8 @@ model:
   optimizer:
     class_path: unisent.optim.AdamW
     init_args: {{lr: 3.0e-5, weight_decay: 0.0}}
-  warmup_steps: 0
-  schedule: constant
+  train:
+    schedule: {{warmup_steps: 0, decay: constant}}
 data:
   train:
     simcse: {{path: {data}}}

@@ -53,7 +53,7 @@ def recipe(path: Path, model: Path, steps: int, every: int = 4) -> Path:
                 {"class_path": "unisent.objectives.SimCSE", "init_args": {"name": "sup", "supervised": True}},
             ],
             "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
-            "warmup_steps": 2,
+            "train": {"schedule": {"warmup_steps": 2}},
         },
         "data": {
             "train": {

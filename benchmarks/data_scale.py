@@ -201,7 +201,7 @@ def unisent_fit(corpus: Path, streaming: bool, timeout: float, batch_size: int =
                 "encoder": {"model": "minilm-l6", "pooler": "mean", "max_length": 32},
                 "objectives": [{"class_path": "unisent.objectives.SimCSE", "init_args": {"temperature": 0.05}}],
                 "evaluation": {"val_tasks": [], "test_tasks": []},
-                "save_encoder": False,
+                "train": {"save_encoder": False},
             },
             "data": {"train": {"simcse": {"path": str(corpus), "streaming": streaming}}, "batch_size": batch_size},
             "trainer": {

@@ -2,7 +2,7 @@
 
 Runs the balanced unified recipe (``recipes/unified/minilm-cpu-balanced.yaml``: GaussCSE, EASE, AMR, CMLM
 and bitext on one MiniLM, UPGrad) for a few optimiser steps with every objective on from step 0 (the
-recipe's ``model.weight_schedule`` is dropped: bitext too), then once with each objective removed in
+recipe's ``model.train.weight_schedule`` is dropped: bitext too), then once with each objective removed in
 turn, each configuration in a fresh process (``unisent fit`` in that process, sequentially), and reads
 each process's peak resident memory (``VmHWM`` from ``/proc/self/status``). The "sum-of-objectives
 table": the peak of every configuration and what removing each objective saves.
@@ -78,9 +78,9 @@ def configuration(
         }
     if model:
         m["encoder"]["model"] = model
-    m["weight_schedule"] = {}  # every objective from step 0 (the recipe's bitext starts later)
+    # every objective from step 0 (the recipe's bitext starts later)
+    m["train"] = {**(m.get("train") or {}), "weight_schedule": {}, "save_encoder": False}
     m["evaluation"] = {"val_tasks": [], "test_tasks": []}
-    m["save_encoder"] = False
     trainer.update(max_steps=steps, val_check_interval=None, limit_val_batches=0, enable_progress_bar=False)
     trainer["logger"] = {
         "class_path": "lightning.pytorch.loggers.CSVLogger",

@@ -72,7 +72,7 @@ def _recipe(path: Path, model: Path, steps: int) -> Path:
                         },
                     ],
                     "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
-                    "warmup_steps": 3,
+                    "train": {"schedule": {"warmup_steps": 3}},
                     "evaluation": {"val_tasks": ["stsb-dev"]},
                 },
                 "data": {

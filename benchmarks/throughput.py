@@ -210,7 +210,7 @@ def child_train_unisent(args) -> dict:
     from unisent.encoders import EncoderConfig
     from unisent.lightning_module import UnisentModule
     from unisent.optim import AdamW
-    from unisent.training_config import EvaluationConfig
+    from unisent.training_config import EvaluationConfig, ScheduleConfig, TrainConfig
 
     torch.manual_seed(0)
     objective, path = _objective(args.objective, Path(args.workdir), args.batch * (args.steps + args.warmup + 1))
@@ -218,8 +218,7 @@ def child_train_unisent(args) -> dict:
         encoder=EncoderConfig(model=_model_path(), pooler="mean", max_length=args.max_length, unpad=not args.no_unpad),
         objectives=[objective],
         optimizer=lambda p: AdamW(p, lr=3e-5),
-        schedule="constant",
-        save_encoder=False,
+        train=TrainConfig(schedule=ScheduleConfig(decay="constant"), save_encoder=False),
         evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
     )
     clock = _Clock(args.warmup, args.device)

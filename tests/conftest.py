@@ -376,7 +376,7 @@ def tiny_unified(tiny_recipe, tmp_path):
         sizes = {"gausscse": 8, "ease": 8, "amr": 4, "cmlm": 4, "bitext": 4}
         config["data"]["batch_size"] = {k: v for k, v in sizes.items() if k in config["data"]["train"]}
         config["data"]["cache_dir"] = str(tmp_path / "cache")
-        config["model"]["weight_schedule"] = {} if keep else {"bitext": [[0, 0.0], [2, 0.2]]}
+        config["model"]["train"]["weight_schedule"] = {} if keep else {"bitext": [[0, 0.0], [2, 0.2]]}
         config["model"]["evaluation"]["val_tasks"] = []
         config["trainer"].update(max_steps=4, val_check_interval=None, log_every_n_steps=1, enable_progress_bar=False)
         config["trainer"]["logger"]["init_args"].update(save_dir=str(tmp_path / "runs"), name="unified")

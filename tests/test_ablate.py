@@ -123,7 +123,7 @@ def test_plan_and_the_generated_recipes(tiny_unified, tmp_path):
     assert [o["class_path"].rsplit(".", 1)[1] for o in recipe["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
     assert set(recipe["data"]["train"]) == {"cmlm", "bitext"}
     assert set(recipe["data"]["batch_size"]) == {"cmlm", "bitext"}
-    assert recipe["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [2, 0.2]]}
+    assert recipe["model"]["train"]["weight_schedule"] == {"bitext": [[0, 0.0], [2, 0.2]]}
     assert recipe["model"]["balancer"] == {"class_path": "unisent.balancers.PCGrad"}  # the first balancer
     assert recipe["seed_everything"] == 2 and recipe["trainer"]["max_steps"] == 7
     # validation every 5 steps whatever the epoch length (an objective alone has shorter epochs)
@@ -167,13 +167,13 @@ def test_the_real_unified_recipe_split_by_objective(tmp_path):
     only = run_recipe(config, runs["only cmlm"], 186, tmp_path, 10)  # CMLM keeps its bitext term
     assert [o["class_path"].rsplit(".", 1)[-1] for o in only["model"]["objectives"]] == ["CMLM", "BitextRetrieval"]
     assert set(only["data"]["train"]) == set(only["data"]["batch_size"]) == {"cmlm", "bitext"}
-    assert only["model"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
+    assert only["model"]["train"]["weight_schedule"] == {"bitext": [[0, 0.0], [62, 0.2]]}
     without = run_recipe(config, runs["without gausscse"], 186, tmp_path, 10)
     assert set(without["data"]["train"]) == {"ease", "amr", "cmlm", "bitext"} and not any(
         o["class_path"].endswith("GaussCSE") for o in without["model"]["objectives"]
     )
     assert without["data"]["batch_size"]["ease"] == 64 and without["trainer"]["max_steps"] == 186
-    assert without["trainer"]["max_epochs"] == -1 and without["model"]["conflict_every"] == 10
+    assert without["trainer"]["max_epochs"] == -1 and without["model"]["train"]["conflict_every"] == 10
     assert without["data"]["length_grouped"] == {"amr": True} and only["data"]["length_grouped"] == {}
 
 

@@ -17,6 +17,7 @@ import yaml
 import unisent
 from tests.conftest import st_encode
 from unisent.cli import main
+from unisent.training_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = ["A man is playing a guitar.", "Two dogs run across the field.", "The cat sleeps.", "unisent"]
@@ -406,7 +407,7 @@ def _gloo_fits(rank: int, world: int, runs: list[tuple[str, str, str]]) -> dict:
             encoder=EncoderConfig(model=model_dir, max_length=24),
             objectives=[import_object(o["class_path"])(**o["init_args"]) for o in specs],
             evaluation=EvaluationConfig(val_tasks=[], test_tasks=[]),
-            save_encoder=False,
+            train=TrainConfig(save_encoder=False),
         )
         before = torch.cat([p.detach().flatten().clone() for p in module.encoder.parameters()])
         data = UnisentDataModule(

@@ -27,6 +27,7 @@ from unisent.balancers import GradientConflicts as Conflicts
 from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import Objective
+from unisent.training_config import TrainConfig
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
 
@@ -67,7 +68,7 @@ def _module(tiny_bert_dir, balancer=None, heads=(1.5, -0.5), conflict_every=0) -
         encoder=EncoderConfig(model=str(tiny_bert_dir)),
         objectives=objectives,
         balancer=balancer,
-        conflict_every=conflict_every,
+        train=TrainConfig(conflict_every=conflict_every),
     )
     with torch.no_grad():
         shared_param(module.encoder).copy_(torch.linspace(-1, 1, HIDDEN))
@@ -437,7 +438,7 @@ def test_unified_fit_with_a_balancer_logs_conflicts_and_plots_them(tiny_unified,
     config["model"]["balancer"] = {"class_path": f"unisent.balancers.{balancer}"}
     if balancer == "DWA":
         config["model"]["balancer"]["init_args"] = {"period": 1}
-    config["model"]["conflict_every"] = 2
+    config["model"]["train"]["conflict_every"] = 2
     for objective in config["model"]["objectives"]:  # GaussCSE's gradient reaches the encoder too
         (objective.get("init_args") or {}).pop("encoder_grad", None)
     config["trainer"]["accumulate_grad_batches"] = 2
@@ -492,9 +493,9 @@ def test_balancers_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp
     model = config["model"]
     aggregator = {"class_path": "unisent.balancers.JacobianAggregator", "init_args": {"aggregator": "UPGrad"}}
     model["balancer"] = aggregator if balancer == "UPGrad" else {"class_path": f"unisent.balancers.{balancer}"}
-    model["conflict_every"] = 1
+    model["train"]["conflict_every"] = 1
     if cache_chunk:
-        model["cache_chunk"] = cache_chunk
+        model["train"]["cache_chunk"] = cache_chunk
     config["trainer"].update(devices=2, accelerator="cpu", strategy=strategy, accumulate_grad_batches=2)
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     done = subprocess.run(
@@ -511,7 +512,7 @@ def test_balancers_under_lightning_ddp_with_two_gloo_processes(tiny_unified, tmp
     assert sorted({int(r["step"]) for r in table}) == [0, 1]
     assert {(r["a"], r["b"]) for r in table} == {("ease", "ease"), ("ease", "amr"), ("amr", "amr")}
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["cache_chunk"] == cache_chunk
+    assert ckpt["global_step"] == 2 and ckpt["hyper_parameters"]["train"]["cache_chunk"] == cache_chunk
 
 
 @pytest.mark.integration
@@ -519,7 +520,7 @@ def test_conflicts_reach_wandb_as_a_matrix_table(tiny_unified, unisent_cli, tmp_
     pytest.importorskip("wandb")
     path = tiny_unified(max_steps=2, keep=("EASE", "AMRSimCSE"))
     config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    config["model"]["conflict_every"] = 1
+    config["model"]["train"]["conflict_every"] = 1
     config["trainer"]["logger"] = {
         "class_path": "lightning.pytorch.loggers.WandbLogger",
         "init_args": {"save_dir": str(tmp_path / "wandb-runs"), "offline": True, "project": "conflicts"},

@@ -239,7 +239,7 @@ def test_objective_memory_configurations_and_a_tiny_run(tmp_path, tiny_bert_dir)
     names = [bench._name(o) for o in config["model"]["objectives"]]
     assert names == ["gausscse", "ease", "cmlm", "bitext"]
     assert set(config["data"]["train"]) == set(config["data"]["batch_size"]) == set(names)
-    assert config["data"]["length_grouped"] == {} and config["model"]["weight_schedule"] == {}
+    assert config["data"]["length_grouped"] == {} and config["model"]["train"]["weight_schedule"] == {}
     assert config["model"]["balancer"] == recipe["model"]["balancer"] and config["trainer"]["max_steps"] == 4
 
     table = bench.table({"all": {"peak_gb": 3.4, "seconds": 200}, "cmlm": {"peak_gb": 2.9, "seconds": 150}})

@@ -15,6 +15,7 @@ from unisent.evaluation.panel import evaluate_panel
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import GaussCSE
 from unisent.objectives.distill import Distill
+from unisent.training_config import HeadsConfig, TrainConfig
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
@@ -23,8 +24,7 @@ def _module(tiny_bert_dir) -> UnisentModule:
     return UnisentModule(
         encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean", max_length=32),
         objectives=[GaussCSE(own_layers=1), Distill()],
-        head_lr=1e-2,
-        head_only_steps=2,
+        train=TrainConfig(heads=HeadsConfig(lr=1e-2, only_steps=2)),
     )
 
 

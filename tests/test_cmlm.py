@@ -25,6 +25,7 @@ from unisent.objectives.cmlm import SentenceProjection, mask_tokens
 from unisent.objectives.nli_classifier import label_id
 from unisent.optim import Lamb, split_weight_decay
 from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
+from unisent.training_config import TrainConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -341,7 +342,8 @@ def test_weight_schedule_switches_the_objectives_at_the_right_steps(tiny_model_d
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean", max_length=24),
         objectives=[CMLM(num_projections=2), BitextRetrieval(weight=0.2)],
-        weight_schedule={"bitext": [[0, 0.0], [3, 0.2]], "cmlm": [[5, 0.0]]},  # S3, then BR only from step 5
+        # S3, then BR only from step 5
+        train=TrainConfig(weight_schedule={"bitext": [[0, 0.0], [3, 0.2]], "cmlm": [[5, 0.0]]}),
         evaluation=None,
     )
     module.evaluation.val_tasks = []

@@ -12,6 +12,7 @@ from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule, parameter_groups
 from unisent.objectives import GaussCSE, SimCSE
 from unisent.optim import AdamW
+from unisent.training_config import HeadsConfig, ScheduleConfig, TrainConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -41,7 +42,7 @@ def test_head_lr_puts_the_head_in_its_own_groups_and_nothing_else(tiny_model_dir
 
 
 def test_the_module_head_lr_gives_every_objectives_own_parameters_one_rate(tiny_model_dir):
-    """model.head_lr: one rate for the own parameters of every objective (a fifth one too), an objective's
+    """model.train.heads.lr: one rate for the own parameters of every objective (a fifth one too), an objective's
     own head_lr still wins, a balancer's parameters keep theirs, and the encoder keeps the optimiser's."""
     from unisent.balancers import Uncertainty
     from unisent.objectives import EASE
@@ -52,7 +53,7 @@ def test_the_module_head_lr_gives_every_objectives_own_parameters_one_rate(tiny_
             objectives=[GaussCSE(head_lr=gauss_lr), EASE(entity_dim=8)],
             optimizer=lambda p: AdamW(p, lr=2e-5),
             balancer=Uncertainty(lr=0.5),
-            head_lr=head_lr,
+            train=TrainConfig(heads=HeadsConfig(lr=head_lr)),
         )
 
     def lr_of(module):
@@ -74,7 +75,7 @@ def test_the_module_head_lr_gives_every_objectives_own_parameters_one_rate(tiny_
     plain = build()  # unset: EASE's parameters learn at the optimiser's rate
     lrs = lr_of(plain)
     assert {lrs[id(p)] for p in plain.objectives[1].parameters()} == {2e-5}
-    with pytest.raises(ValueError, match="model.head_lr must be > 0"):
+    with pytest.raises(ValueError, match="model.train.heads.lr must be > 0"):
         build(head_lr=0.0)
 
 
@@ -161,8 +162,8 @@ def test_length_input_head_reads_token_counts_in_training_and_after_loading(tiny
 
 
 def test_head_only_steps_hold_the_encoder_then_start_it_with_a_fresh_optimiser_state(tiny_model_dir, tmp_path):
-    """model.head_only_ratio=0.5 of 6 steps (LP-FT): for 3 optimiser steps the heads learn and the encoder does not (in
-    eval mode); at step 3 the encoder starts, its AdamW state begun afresh, its warm-up over the remaining
+    """model.train.heads.only_ratio=0.5 of 6 steps (LP-FT): for 3 optimiser steps the heads learn and the encoder
+    does not (in eval mode); at step 3 the encoder starts, its AdamW state begun afresh, its warm-up over the remaining
     steps."""
     import lightning as L
 
@@ -170,9 +171,8 @@ def test_head_only_steps_hold_the_encoder_then_start_it_with_a_fresh_optimiser_s
         encoder=EncoderConfig(model=str(tiny_model_dir), pooler="mean", max_length=24),
         objectives=[SimCSE(name="unsup"), GaussCSE(sets=["ent", "rev"])],
         optimizer=lambda p: AdamW(p, lr=1e-3),
-        head_lr=1e-2,
-        head_only_ratio=0.5,  # of 6 steps: 3
-        warmup_steps=2,
+        # only_ratio: of 6 steps, 3
+        train=TrainConfig(schedule=ScheduleConfig(warmup_steps=2), heads=HeadsConfig(lr=1e-2, only_ratio=0.5)),
     )
     module.evaluation.val_tasks = []
     seen: list[dict] = []
@@ -226,10 +226,10 @@ def test_head_only_steps_hold_the_encoder_then_start_it_with_a_fresh_optimiser_s
     # the encoder runs as at inference (no dropout) while only the heads learn, then in train mode
     assert [s["encoder_training"] for s in seen] == [False] * 3 + [True] * 3
     assert all(s["head_training"] for s in seen)
-    with pytest.raises(ValueError, match="model.head_only_steps must be >= 0"):
-        UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_steps=-1)
-    with pytest.raises(ValueError, match=r"model.head_only_ratio must be in \[0, 1\)"):
-        UnisentModule(encoder=EncoderConfig(model=str(tiny_model_dir)), head_only_ratio=1.0)
+    with pytest.raises(ValueError, match="model.train.heads.only_steps must be >= 0"):
+        HeadsConfig(only_steps=-1)
+    with pytest.raises(ValueError, match=r"model.train.heads.only_ratio must be in \[0, 1\)"):
+        HeadsConfig(only_ratio=1.0)
 
 
 def test_a_gaussian_head_can_read_cls_while_the_encoder_pools_mean(tiny_model_dir, tmp_path):

@@ -18,7 +18,7 @@ from unisent.lightning_module import UnisentModule
 from unisent.objectives import Distill, Frozen, SimCSE
 from unisent.optim import AdamW
 from unisent.resume import UnisentCheckpoint
-from unisent.training_config import EvaluationConfig
+from unisent.training_config import EvaluationConfig, ScheduleConfig, TrainConfig
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
@@ -126,7 +126,7 @@ def _fit(model_dir, root, callbacks=(), ckpt_path=None) -> UnisentModule:
         objectives=[SimCSE(), Distill(fields=["anchor", "positive"], name="lwf")],
         optimizer=lambda params: AdamW(params, lr=1e-3),
         evaluation=EvaluationConfig(val_tasks=[]),
-        schedule="constant",
+        train=TrainConfig(schedule=ScheduleConfig(decay="constant")),
     )
     data = UnisentDataModule(
         train={

@@ -192,12 +192,12 @@ def test_fit_bad_jsonl_line_names_file_and_line(tmp_path, tiny_bert_dir, capsys)
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ("--model.head_lr=0", "model.head_lr must be > 0"),
-        ("--model.conflict_every=-1", "model.conflict_every must be >= 0"),
-        ("--model.warmup_ratio=2", "0 <= model.warmup_ratio <= 1"),
-        ("--model.head_only_steps=-1", "model.head_only_steps must be >= 0"),
-        ("--model.head_only_ratio=1", "model.head_only_ratio must be in [0, 1)"),
-        ("--model.cache_chunk=0", "model.cache_chunk must be a number of rows >= 1"),
+        ("--model.train.heads.lr=0", "model.train.heads.lr must be > 0"),
+        ("--model.train.conflict_every=-1", "model.train.conflict_every must be >= 0"),
+        ("--model.train.schedule.warmup_ratio=2", "model.train.schedule.warmup_ratio must be in [0, 1], got 2"),
+        ("--model.train.heads.only_steps=-1", "model.train.heads.only_steps must be >= 0"),
+        ("--model.train.heads.only_ratio=1", "model.train.heads.only_ratio must be in [0, 1)"),
+        ("--model.train.cache_chunk=0", "model.train.cache_chunk must be a number of rows >= 1"),
         # refused by the objective's own constructor while jsonargparse builds it (no 80-line traceback)
         ("--model.objectives.init_args.temperature=-1", "temperature must be positive, got -1.0"),
     ],
@@ -208,9 +208,28 @@ def test_fit_a_refused_model_value_is_one_line(tmp_path, tiny_bert_dir, capsys, 
     _no_run_dirs(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("--model.head_lr=0.01", "model.train.heads.lr"), ("--model.schedule=constant", "model.train.schedule.decay")],
+)
+def test_fit_a_key_of_before_model_train_names_its_new_place(tmp_path, tiny_bert_dir, capsys, old, new):
+    """The flat keys of before ``model.train`` (training_config.MOVED), on the command line or in a recipe:
+    one line naming the new place."""
+    key = old[2:].split("=")[0]
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, old), code=2)
+    assert line.startswith(f"unisent fit: error: {key} moved to {new} ")
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text(f"model:\n  {key.split('.')[1]}: {old.split('=')[1]}\n", encoding="utf-8")
+    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "-c", str(recipe)), code=2)
+    assert line.startswith(f"unisent fit: error: {key} moved to {new} ")
+    _no_run_dirs(tmp_path)
+
+
 def test_fit_head_only_steps_past_the_run_is_one_line(tmp_path, tiny_bert_dir, capsys):
-    line = _one_line_error(capsys, _fit(tmp_path, tiny_bert_dir, "--model.head_only_steps=3", "--trainer.max_steps=3"))
-    assert "model.head_only_steps (3) must be below the run's optimiser steps (3)" in line
+    line = _one_line_error(
+        capsys, _fit(tmp_path, tiny_bert_dir, "--model.train.heads.only_steps=3", "--trainer.max_steps=3")
+    )
+    assert "model.train.heads.only_steps (3) must be below the run's optimiser steps (3)" in line
 
 
 def test_fit_empty_file(tmp_path, tiny_bert_dir, capsys):

@@ -44,8 +44,7 @@ def recipe(tiny_recipe, tmp_path) -> Path:
     max_steps=5 decays to 0 at its step 5 and cannot match an uninterrupted run's first 5 steps."""
     config = yaml.safe_load(tiny_recipe(ROOT / "recipes/quickstart.yaml", max_records=96).read_text(encoding="utf-8"))
     config["data"]["batch_size"] = 16
-    config["model"].pop("warmup_ratio", None)
-    config["model"].update(schedule="constant", warmup_steps=2)
+    config["model"]["train"] = {"schedule": {"decay": "constant", "warmup_steps": 2}}
     config["model"]["optimizer"]["init_args"]["lr"] = 1.0e-3
     config["trainer"].update(enable_progress_bar=False, enable_model_summary=False, deterministic=True)
     assert config["trainer"]["max_epochs"] == 2

@@ -13,6 +13,7 @@ from unisent.export.api import export_model
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import GaussCSE, GaussianEncoder, GaussianHead
 from unisent.objectives.distill import Distill
+from unisent.training_config import HeadsConfig, TrainConfig
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 SENTS = ["a man is playing a guitar .", "a person plays music .", "two dogs run ."]
@@ -59,8 +60,7 @@ def test_the_copies_learn_at_the_encoders_rate_and_are_held_with_it(tiny_bert_di
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_bert_dir), pooler="mean"),
         objectives=[GaussCSE(own_layers=1)],
-        head_lr=1e-2,
-        head_only_ratio=0.5,
+        train=TrainConfig(heads=HeadsConfig(lr=1e-2, only_ratio=0.5)),
     )
     copies = {id(p) for p in module.objectives[0].head.layers.parameters()}
     head = {id(p) for p in (*module.objectives[0].head.mean.parameters(), *module.objectives[0].head.var.parameters())}

@@ -23,7 +23,7 @@ from unisent.io import import_object
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import Objective
 from unisent.testing import run_distributed
-from unisent.training_config import ModelConfigError
+from unisent.training_config import ModelConfigError, ScheduleConfig, TrainConfig
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
 
@@ -72,8 +72,7 @@ def _setup(model_dir, tmp_path, names, balancer=None, dropout=True, batch_size=B
         encoder=EncoderConfig(model=str(model_dir), max_length=24, pooler="mean"),
         objectives=[_objective(n) for n in names],
         balancer=balancer,
-        cache_chunk=CHUNK,
-        save_encoder=False,
+        train=TrainConfig(cache_chunk=CHUNK, save_encoder=False),
     )
     if not dropout:
         for layer in module.modules():
@@ -212,15 +211,15 @@ def test_two_gloo_processes_equal_one_process_on_the_doubled_batch(tiny_bert_dir
 def test_wrong_settings_are_one_line_errors(tiny_bert_dir):
     config = EncoderConfig(model=str(tiny_bert_dir), max_length=24)
     with pytest.raises(ModelConfigError, match="cache_chunk must be a number of rows >= 1"):
-        UnisentModule(encoder=config, objectives=[_objective("simcse")], cache_chunk=0)
+        TrainConfig(cache_chunk=0)
     with pytest.raises(ModelConfigError, match="none of the objectives \\(cmlm\\) can be cached"):
-        UnisentModule(encoder=config, objectives=[_objective("cmlm")], cache_chunk=8)
+        UnisentModule(encoder=config, objectives=[_objective("cmlm")], train=TrainConfig(cache_chunk=8))
     # FSDP takes the gradients in one backward call of its own: refused when fit starts, in one user error
     from types import SimpleNamespace
 
     from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 
-    module = UnisentModule(encoder=config, objectives=[_objective("simcse")], cache_chunk=8)
+    module = UnisentModule(encoder=config, objectives=[_objective("simcse")], train=TrainConfig(cache_chunk=8))
     module._trainer = SimpleNamespace(strategy=FSDPStrategy(), log_dir=None)
     with pytest.raises(ModelConfigError, match="FSDPStrategy takes them in one backward call"):
         module.on_fit_start()
@@ -254,9 +253,7 @@ def _lightning_fit(model_dir, root: Path, cached: bool, names: list[str]) -> Uni
         # SGD: an update linear in the gradient (Adam's g / sqrt(v) turns the float noise of a near-zero gradient
         # into a step of +-lr)
         optimizer=lambda params: torch.optim.SGD(params, lr=0.5),
-        cache_chunk=CHUNK,
-        save_encoder=False,
-        schedule="constant",
+        train=TrainConfig(schedule=ScheduleConfig(decay="constant"), cache_chunk=CHUNK, save_encoder=False),
     )
     if not cached:
         module = _uncached(module, chunked=True)
@@ -300,16 +297,16 @@ def test_the_one_gpu_cached_preset_through_unisent_fit(tiny_recipe, unisent_cli,
     recipe = tiny_recipe(ROOT / "recipes/simcse/sup-bert-base.yaml", max_records=16)
     args = ["fit", "-c", str(recipe), "-c", str(ROOT / "recipes/trainers/1gpu-cached.yaml")]
     args += ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--trainer.max_steps=2", "--data.batch_size=8"]
-    args += ["--trainer.val_check_interval=null", "--model.evaluation.val_tasks=[]", "--model.save_encoder=false"]
+    args += ["--trainer.val_check_interval=null", "--model.evaluation.val_tasks=[]", "--model.train.save_encoder=false"]
     args += [f"--trainer.logger.init_args.save_dir={tmp_path}", "--trainer.enable_progress_bar=false"]
-    unisent_cli(*args, "--model.cache_chunk=3")
+    unisent_cli(*args, "--model.train.cache_chunk=3")
     (ckpt,) = tmp_path.rglob("last.ckpt")
     saved = load_checkpoint(ckpt)
-    assert saved["global_step"] == 2 and saved["hyper_parameters"]["cache_chunk"] == 3
+    assert saved["global_step"] == 2 and saved["hyper_parameters"]["train"]["cache_chunk"] == 3
     with pytest.raises(SystemExit) as done:
-        main([*args, "--model.cache_chunk=0"])
+        main([*args, "--model.train.cache_chunk=0"])
     assert done.value.code not in (0, None)
-    assert "model.cache_chunk must be a number of rows >= 1" in capsys.readouterr().err
+    assert "model.train.cache_chunk must be a number of rows >= 1" in capsys.readouterr().err
 
 
 def test_the_documented_in_batch_objective_trains_cached_and_under_matryoshka(tiny_bert_dir, tmp_path):
@@ -329,8 +326,7 @@ def test_the_documented_in_batch_objective_trains_cached_and_under_matryoshka(ti
         module = UnisentModule(
             encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean"),
             objectives=[wrap(namespace["PairContrast"](name="pairs"))],
-            cache_chunk=CHUNK,
-            save_encoder=False,
+            train=TrainConfig(cache_chunk=CHUNK, save_encoder=False),
         )
         source = DataSource(str(SAMPLES / "nli_triples.jsonl"), columns={"anchor": "left", "positive": "right"})
         data = UnisentDataModule(train={"pairs": source}, batch_size=BATCH, cache_dir=str(tmp_path / "cache"))

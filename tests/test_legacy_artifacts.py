@@ -183,3 +183,52 @@ def test_a_saved_directory_loads_by_its_type_name_whatever_module_its_class_live
     torch.testing.assert_close(
         torch.as_tensor(model.encode(EXPECTED["sentences"])), torch.tensor(EXPECTED["encode"]), atol=1e-5, rtol=1e-5
     )
+
+
+# ------------------------------------------------------------------------------- flat training keys (issue 66)
+def test_a_checkpoint_with_the_flat_training_keys_of_before_loads_them_grouped(tiny_bert_dir, tmp_path):
+    """Checkpoints written before ``model.train`` hold ``warmup_steps``, ``head_lr``, ... flat in their
+    ``hyper_parameters`` (Lightning's ``save_hyperparameters``), which Lightning would drop as unknown
+    arguments: ``UnisentModule.load_from_checkpoint`` gives them back in their groups."""
+    import lightning as L
+
+    from unisent.encoders import EncoderConfig
+    from unisent.lightning_module import UnisentModule
+    from unisent.training_config import HeadsConfig, ScheduleConfig, TrainConfig
+
+    train = TrainConfig(
+        schedule=ScheduleConfig(warmup_steps=3, warmup_ratio=0.2, decay="constant"),
+        heads=HeadsConfig(lr=1e-2, only_ratio=0.5),
+        weight_schedule={"simcse": [(0, 0.0), (2, 1.0)]},
+        conflict_every=4,
+        cache_chunk=2,
+        save_encoder=False,
+    )
+    module = UnisentModule(encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24), train=train)
+    trainer = L.Trainer(default_root_dir=tmp_path, logger=False, accelerator="cpu")
+    trainer.strategy.connect(module)
+    new, old = tmp_path / "new.ckpt", tmp_path / "old.ckpt"
+    trainer.save_checkpoint(new)
+    ckpt = torch.load(new, map_location="cpu", weights_only=True)
+    assert ckpt["hyper_parameters"]["train"]["heads"] == {"lr": 1e-2, "only_steps": 0, "only_ratio": 0.5}
+    del ckpt["hyper_parameters"]["train"]
+    ckpt["hyper_parameters"].update(  # as UnisentModule's 15 flat arguments were saved
+        warmup_steps=3,
+        warmup_ratio=0.2,
+        schedule="constant",
+        save_encoder=False,
+        weight_schedule={"simcse": [[0, 0.0], [2, 1.0]]},
+        conflict_every=4,
+        head_lr=1e-2,
+        head_only_steps=0,
+        head_only_ratio=0.5,
+        cache_chunk=2,
+    )
+    torch.save(ckpt, old)
+    for path in (new, old):
+        loaded = UnisentModule.load_from_checkpoint(path)
+        assert loaded.hparams["train"] == train, path
+        assert (loaded.schedule, loaded.heads, loaded.save_encoder) == (train.schedule, train.heads, False)
+        assert (loaded.weight_schedule, loaded.conflict_every, loaded.cache_chunk) == (train.weight_schedule, 4, 2)
+        for (name, a), b in zip(module.state_dict().items(), loaded.state_dict().values()):
+            torch.testing.assert_close(a, b, msg=name)

@@ -99,7 +99,7 @@ def runs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
         config["data"]["batch_size"] = 8
         config["data"]["cache_dir"] = str(root / "cache")
         config["data"].pop("length_grouped", None)
-        config["model"]["weight_schedule"] = {}
+        config["model"]["train"]["weight_schedule"] = {}
         config["model"]["evaluation"]["val_tasks"] = []
         config["trainer"].update(max_steps=3, val_check_interval=None, enable_progress_bar=False)
         config["trainer"]["logger"] = {

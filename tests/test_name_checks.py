@@ -169,7 +169,8 @@ def test_weight_schedule_names_the_closest_objective():
     with pytest.raises(ModelConfigError) as err:
         check_weight_schedule({"bitex": [[0, 0.0]]}, ["cmlm", "bitext"])
     assert _one_line(err.value) == (
-        "model.weight_schedule names 'bitex' (did you mean 'bitext'?), but the model's objectives are: cmlm, bitext"
+        "model.train.weight_schedule names 'bitex' (did you mean 'bitext'?), but the model's objectives are: "
+        "cmlm, bitext"
     )
 
 
@@ -247,7 +248,7 @@ def test_every_recipe_names_only_known_names(recipe):
     evaluation = EvaluationConfig(**(model.get("evaluation") or {}))
     check_evaluation_names(evaluation, names, "fit")
     if names:
-        check_weight_schedule(model.get("weight_schedule") or {}, names)
+        check_weight_schedule((model.get("train") or {}).get("weight_schedule") or {}, names)
         for key in ("train", "batch_size", "length_grouped"):
             if isinstance(data.get(key), dict):
                 assert set(data[key]) <= set(names), (key, data[key], names)

@@ -164,7 +164,7 @@ def _config(directory: Path, model_dir: Path, unsup: str, sup: str) -> Path:
                 },
             ],
             "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
-            "warmup_steps": 2,
+            "train": {"schedule": {"warmup_steps": 2}},
         },
         "data": {
             "train": {

@@ -30,6 +30,7 @@ from unisent.data.tokenizing import RowTokenizer
 from unisent.encoders import Encoder, EncoderConfig
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import Objective, SimCSE
+from unisent.training_config import ScheduleConfig, TrainConfig
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
 
@@ -106,8 +107,7 @@ def test_each_gradient_level_step_aggregates_only_its_own_gradients(tiny_bert_di
         objectives=objectives,
         balancer=balancer(),
         optimizer=lambda params: torch.optim.SGD(params, lr=LR),
-        schedule="constant",
-        save_encoder=False,
+        train=TrainConfig(schedule=ScheduleConfig(decay="constant"), save_encoder=False),
     )
     with torch.no_grad():
         _shared(module.encoder).copy_(torch.linspace(-1, 1, HIDDEN))
@@ -223,7 +223,7 @@ def test_one_source_tokenised_at_two_lengths_into_one_cache_keeps_each_length(ti
         module = UnisentModule(
             encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=encoder_length),
             objectives=[SimCSE(name="simcse", max_length=objective_length)],
-            save_encoder=False,
+            train=TrainConfig(save_encoder=False),
         )
         data = UnisentDataModule(train={"simcse": str(path)}, batch_size=8, cache_dir=str(cache)).attach(module)
         data.prepare_data()
@@ -281,7 +281,9 @@ def test_do_lower_case_over_a_cased_tokenizer_equals_sentence_transformers(tiny_
     assert float((cased - expected).abs().max()) > 1e-3
 
     loaded = unisent.load(str(directory))
-    trained = UnisentModule(encoder=EncoderConfig(model=str(directory)), save_encoder=False).encoder.eval()
+    trained = UnisentModule(
+        encoder=EncoderConfig(model=str(directory)), train=TrainConfig(save_encoder=False)
+    ).encoder.eval()
     for how, model in (("unisent.load", loaded), ("model.encoder.model (training)", trained)):
         with torch.no_grad():
             got = model.encode(MIXED, precision="fp32")  # float32, as SentenceTransformer computes, on any CPU

@@ -47,7 +47,7 @@ from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
-from unisent.training_config import EvaluationConfig
+from unisent.training_config import EvaluationConfig, TrainConfig
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
 
@@ -188,7 +188,7 @@ def _fit_until_stopped(model_dir, root: Path, *, val_tasks=(), max_steps=6, **tr
         objectives=[SimCSE(name="unsup")],
         optimizer=lambda params: AdamW(params, lr=1e-3),
         evaluation=EvaluationConfig(val_tasks=list(val_tasks), batch_size=256),
-        save_encoder=False,
+        train=TrainConfig(save_encoder=False),
     )
     data = UnisentDataModule(
         train={"unsup": DataSource(str(SAMPLES / "sentences.txt"), max_records=48)}, batch_size=8, seed=11
@@ -303,8 +303,7 @@ def test_a_static_weight_is_kept_on_the_cached_path(tiny_bert_dir, tmp_path):
     module = UnisentModule(
         encoder=EncoderConfig(model=str(tiny_bert_dir), max_length=24, pooler="mean"),
         objectives=[SimCSE(name="simcse", weight=0.5), SimCSE(supervised=True, name="sup")],
-        cache_chunk=3,
-        save_encoder=False,
+        train=TrainConfig(cache_chunk=3, save_encoder=False),
         evaluation=EvaluationConfig(val_tasks=[]),
     )
     for layer in module.modules():  # no dropout: the cached step equals one plain pass over the whole batch

@@ -24,7 +24,7 @@ from unisent.objectives import SimCSE
 from unisent.optim import AdamW
 from unisent.resume import RNG_KEY, AtomicCheckpointIO, UnisentCheckpoint, settle_stopped_epoch
 from unisent.run_progress import stopping_point_reached
-from unisent.training_config import EvaluationConfig
+from unisent.training_config import EvaluationConfig, ScheduleConfig, TrainConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -168,13 +168,11 @@ def _fit(
 ):
     L.seed_everything(5)
     module = UnisentModule(
-        cache_chunk=cache_chunk,
+        train=TrainConfig(schedule=ScheduleConfig(warmup_steps=2, decay=schedule), cache_chunk=cache_chunk),
         encoder=EncoderConfig(model=str(model_dir), pooler="cls_mlp_train_only"),
         objectives=[SimCSE(name="unsup"), SimCSE(supervised=True, name="sup", weight=0.5)],
         optimizer=lambda params: AdamW(params, lr=1e-3),
-        warmup_steps=2,
         evaluation=EvaluationConfig(val_tasks=[]),
-        schedule=schedule,
     )
     data = UnisentDataModule(
         train={
@@ -436,7 +434,7 @@ def _config(tmp_path, model_dir, streaming: bool = False) -> Path:
                 },
             ],
             "optimizer": {"class_path": "unisent.optim.AdamW", "init_args": {"lr": 1.0e-3}},
-            "warmup_steps": 2,
+            "train": {"schedule": {"warmup_steps": 2}},
         },
         "data": {
             "train": {

@@ -15,6 +15,7 @@ from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import Objective
 from unisent.objectives.objective import ObjectiveOutput
+from unisent.training_config import TrainConfig
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore:.*self.log.*")]
 
@@ -42,8 +43,7 @@ def _module(model_dir, balancer, conflict_every=0) -> UnisentModule:
         encoder=EncoderConfig(model=str(model_dir), pooler="mean"),
         objectives=[Probe(name="a"), Probe(name="b", weight=0.7)],
         balancer=balancer,
-        conflict_every=conflict_every,
-        save_encoder=False,
+        train=TrainConfig(conflict_every=conflict_every, save_encoder=False),
     )
     module.eval()  # no dropout: both orders see the same forward passes
     return module

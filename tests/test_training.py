@@ -14,6 +14,7 @@ from unisent.encoders import EncoderConfig
 from unisent.lightning_module import UnisentModule
 from unisent.objectives import SimCSE
 from unisent.optim import AdamW
+from unisent.training_config import ScheduleConfig, TrainConfig
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -50,7 +51,11 @@ def _trainer(tmp_path, **kw):
 
 
 def test_two_objectives_train_and_every_term_is_logged(tiny_model_dir, tmp_path):
-    module = _module(tiny_model_dir, warmup_steps=2, optimizer=lambda params: AdamW(params, lr=2e-3))
+    module = _module(
+        tiny_model_dir,
+        train=TrainConfig(schedule=ScheduleConfig(warmup_steps=2)),
+        optimizer=lambda params: AdamW(params, lr=2e-3),
+    )
     trainer = _trainer(tmp_path, max_steps=12)
     trainer.fit(module, datamodule=_data())
     metrics = pd.read_csv(next(tmp_path.glob("run/version_*/metrics.csv")))
@@ -88,7 +93,11 @@ def test_bf16_mixed_trains_without_nan(tiny_model_dir, tmp_path):
 
 
 def test_any_torch_optimizer_and_schedule(tiny_model_dir, tmp_path):
-    module = _module(tiny_model_dir, optimizer=lambda params: torch.optim.SGD(params, lr=0.1), warmup_ratio=0.5)
+    module = _module(
+        tiny_model_dir,
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+        train=TrainConfig(schedule=ScheduleConfig(warmup_ratio=0.5)),
+    )
     trainer = _trainer(tmp_path, max_steps=4)
     trainer.fit(module, datamodule=_data())
     opt = trainer.optimizers[0]
@@ -145,7 +154,8 @@ def test_predict_embeds_sentences_in_file_order(tiny_model_dir, tmp_path):
 
 
 def test_weight_schedule_switches_objectives_on_and_off_at_the_listed_steps(tiny_model_dir, tmp_path):
-    module = _module(tiny_model_dir, weight_schedule={"sup": [[0, 0.0], [3, 0.5], [5, 0.0]], "unsup": [[4, 2.0]]})
+    schedule = {"sup": [[0, 0.0], [3, 0.5], [5, 0.0]], "unsup": [[4, 2.0]]}
+    module = _module(tiny_model_dir, train=TrainConfig(weight_schedule=schedule))
     assert [module.objective_weight(module.objectives[1], s) for s in range(7)] == [0, 0, 0, 0.5, 0.5, 0, 0]
     trainer = _trainer(tmp_path, max_steps=6)
     trainer.fit(module, datamodule=_data())
@@ -160,6 +170,6 @@ def test_weight_schedule_switches_objectives_on_and_off_at_the_listed_steps(tiny
 
 def test_weight_schedule_errors_name_the_entry(tiny_model_dir):
     with pytest.raises(ValueError, match="weight_schedule names 'bitext'"):
-        _module(tiny_model_dir, weight_schedule={"bitext": [[0, 1.0]]})
+        _module(tiny_model_dir, train=TrainConfig(weight_schedule={"bitext": [[0, 1.0]]}))
     with pytest.raises(ValueError, match=r"weight_schedule.sup\[1\]"):
-        _module(tiny_model_dir, weight_schedule={"sup": [[0, 1.0], [5]]})
+        _module(tiny_model_dir, train=TrainConfig(weight_schedule={"sup": [[0, 1.0], [5]]}))

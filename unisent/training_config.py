@@ -119,7 +119,7 @@ class TrainConfig:
         # a checkpoint's hyper-parameters hold the groups as dicts (Lightning's load_from_checkpoint)
         self.schedule = ScheduleConfig(**self.schedule) if isinstance(self.schedule, dict) else self.schedule
         self.heads = HeadsConfig(**self.heads) if isinstance(self.heads, dict) else self.heads
-        self.weight_schedule = self.weight_schedule or {}
+        self.weight_schedule = check_weight_schedule(self.weight_schedule or {})
         if self.conflict_every < 0:
             raise ModelConfigError(
                 f"model.train.conflict_every must be >= 0 (0: no conflict logging), got {self.conflict_every}"
@@ -184,16 +184,18 @@ class ModelConfigError(ValueError):
     """A ``model`` section value the module refuses; the CLI reports it in one line."""
 
 
-def check_weight_schedule(schedule: dict[str, Any], names: list[str]) -> dict[str, list[tuple[int, float]]]:
-    """``model.train.weight_schedule`` checked against ``names``: ``{name: [(step, weight), ...]}``, steps
-    increasing, steps and weights >= 0.
+def check_weight_schedule(
+    schedule: dict[str, Any], names: list[str] | None = None
+) -> dict[str, list[tuple[int, float]]]:
+    """``model.train.weight_schedule`` as ``{name: [(step, weight), ...]}``, steps increasing, steps and
+    weights >= 0, checked against the objectives' ``names`` when given (a copy: a module appends to it).
 
     Raises:
         ModelConfigError: an unknown objective, a malformed entry or steps out of order.
     """
-    unknown = sorted(set(schedule) - set(names))
+    unknown = sorted(set(schedule) - set(names)) if names is not None else []
     if unknown:
-        raise ModelConfigError(unknown_objectives("model.train.weight_schedule", unknown, names))
+        raise ModelConfigError(unknown_objectives("model.train.weight_schedule", unknown, names or []))
     checked = {}
     for name, entries in schedule.items():
         pairs = []

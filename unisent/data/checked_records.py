@@ -20,10 +20,14 @@ class RecordFile(Protocol):
     """What this reader uses of a source, e.g. a [`DataSource`][unisent.data.DataSource] (not imported:
     ``sources`` imports this module)."""
 
-    path: str
-    columns: Mapping[str, str]
-    max_records: int
-    on_error: str
+    @property
+    def path(self) -> str: ...
+    @property
+    def columns(self) -> Mapping[str, str]: ...
+    @property
+    def max_records(self) -> int: ...
+    @property
+    def on_error(self) -> str: ...
 
 
 @dataclass
@@ -59,9 +63,8 @@ def read_records(
     Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
     ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints. Malformed
     records raise one [`RecordError`][unisent.data.RecordError] listing them, unless ``on_error="skip"``."""
-    if isinstance(source, str):
-        source = _File(path=source)
-    path = Path(source.path).expanduser()
+    file: RecordFile = _File(path=source) if isinstance(source, str) else source
+    path = Path(file.path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"training data file {str(path)!r} does not exist")
     columns: dict[str, list[Any]] = {key: [] for key in required}
@@ -81,7 +84,7 @@ def read_records(
         path,
         fields=needed,
         optional=[key for key in required if key in optional],
-        rename=source.columns,
+        rename=file.columns,
         on_error=problem,
     )
     for record in records:
@@ -92,10 +95,10 @@ def read_records(
         for key in required:
             columns[key].append(record.data[key])
         kept += 1
-        if source.max_records and kept >= source.max_records:
+        if file.max_records and kept >= file.max_records:
             break
     if n_problems:
-        report_malformed(str(path), problems, n_problems, required, source.on_error, kept, source_key)
+        report_malformed(str(path), problems, n_problems, required, file.on_error, kept, source_key)
     if kept == 0:
         raise RecordError(path, 0, f"no usable records (fields needed: {', '.join(required)})")
     return columns

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import lightning as L
 import torch
@@ -20,6 +21,10 @@ from .sources import DataSource, load_source, resolve_source
 from .token_cache import build_cache, cache_key, default_cache_dir
 from .tokenized_stream import StreamLoader, TokenizedStream
 from .tokenizing import RowTokenizer
+
+if TYPE_CHECKING:
+    from ..lightning_module import UnisentModule
+    from ..objectives import Objective
 
 __all__ = ["UnisentDataModule"]
 
@@ -95,7 +100,7 @@ class UnisentDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.length_grouped = length_grouped
-        self.combine_mode = combine_mode
+        self.combine_mode: Literal["max_size_cycle", "min_size", "max_size", "sequential"] = combine_mode
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.seed = seed
         self.predict = DataSource(predict) if isinstance(predict, str) else predict
@@ -109,22 +114,22 @@ class UnisentDataModule(L.LightningDataModule):
         self.datasets: dict[str, Any] = {}
         self.samplers: dict[str, ResumableSampler] = {}
         self.streams: dict[str, TokenizedStream] = {}
-        self._module = None
+        self._module: UnisentModule | None = None
         self._resume: dict[str, Any] | None = None  # a checkpoint's data position (until training starts)
         self._loaded_after_build = False  # see load_state_dict
 
-    def attach(self, module) -> UnisentDataModule:
+    def attach(self, module: UnisentModule) -> UnisentDataModule:
         """Use ``module``'s encoder and objectives (done automatically when a Trainer runs)."""
         self._module = module
         return self
 
     @property
-    def module(self):
+    def module(self) -> UnisentModule:
         if self._module is not None:
             return self._module
         if self.trainer is None or self.trainer.lightning_module is None:
             raise RuntimeError("the DataModule needs a model: pass it to a Trainer or call attach(module)")
-        return self.trainer.lightning_module
+        return cast("UnisentModule", self.trainer.lightning_module)
 
     def _batch_size(self, name: str) -> int:
         if isinstance(self.batch_size, int):
@@ -140,10 +145,10 @@ class UnisentDataModule(L.LightningDataModule):
             return bool(self.length_grouped.get(name, False))
         return bool(self.length_grouped)
 
-    def _objectives(self) -> dict[str, Any]:
+    def _objectives(self) -> dict[str, Objective]:
         """The model's objectives by name, checked against the keys of ``data.train``, ``data.batch_size`` and
         ``data.length_grouped`` before anything is read."""
-        objectives = {o.name: o for o in self.module.objectives}
+        objectives = {o.name: o for o in cast("Iterable[Objective]", self.module.objectives)}
         keyed = (
             ("data.train", self.train),
             ("data.batch_size", self.batch_size),
@@ -195,7 +200,7 @@ class UnisentDataModule(L.LightningDataModule):
             # data-dependent state (EASE's entity vocabulary), before the optimiser and any checkpoint load
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
-    def _stream(self, name: str, source: DataSource, objective) -> TokenizedStream:
+    def _stream(self, name: str, source: DataSource, objective: Objective) -> TokenizedStream:
         schema = objective.schema
         if schema.needs_all_records:
             raise DataConfigError(
@@ -261,7 +266,7 @@ class UnisentDataModule(L.LightningDataModule):
 
     def _loader(self, name: str) -> DataLoader:
         dataset = self.datasets[name]
-        objective = next(o for o in self.module.objectives if o.name == name)
+        objective = next(o for o in cast("Iterable[Objective]", self.module.objectives) if o.name == name)
         batch_size = self._batch_size(name)
         if isinstance(dataset, TokenizedStream):
             return self._stream_loader(name, dataset, objective)
@@ -300,7 +305,7 @@ class UnisentDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
-    def _stream_loader(self, name: str, stream: TokenizedStream, objective) -> DataLoader:
+    def _stream_loader(self, name: str, stream: TokenizedStream, objective: Objective) -> DataLoader:
         self.streams[name] = stream
         workers = stream.active_workers(self.num_workers) if self.num_workers else 0
         return _StreamTrainLoader(
@@ -314,8 +319,9 @@ class UnisentDataModule(L.LightningDataModule):
         )
 
     def _evaluation_loader(self, tasks: list[str]):
-        # the tasks read their own files; the loop needs one placeholder batch (own generator: see _loader)
-        return DataLoader([0], batch_size=1, generator=torch.Generator()) if tasks else []
+        # the tasks read their own files; the loop needs one placeholder batch (own generator: see _loader); a list is
+        # a map-style dataset, which torch's annotation (Dataset) does not admit
+        return DataLoader([0], batch_size=1, generator=torch.Generator()) if tasks else []  # pyright: ignore[reportArgumentType]
 
     def val_dataloader(self):
         return self._evaluation_loader(self.module.evaluation.val_tasks)
@@ -375,7 +381,8 @@ class UnisentDataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None or not (self.samplers or self.streams):
             return {}
-        batches = int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+        current = trainer.fit_loop.epoch_loop.batch_progress.current  # a _ProcessedTracker (typed as its base)
+        batches = int(current.processed)  # pyright: ignore[reportAttributeAccessIssue]
         return {
             "epoch": int(trainer.current_epoch),
             "batches": batches,

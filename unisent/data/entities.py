@@ -79,7 +79,7 @@ def read_wikipedia2vec(path: str | Path, titles: set[str] | None = None) -> tupl
         raise FileNotFoundError(f"Wikipedia2Vec file {str(path)!r} does not exist")
     if path.suffix == ".pkl":
         try:
-            from wikipedia2vec import Wikipedia2Vec
+            from wikipedia2vec import Wikipedia2Vec  # pyright: ignore[reportMissingImports]  # the optional ease extra
         except ImportError:
             raise ImportError(
                 f"{path} is a binary Wikipedia2Vec model: `pip install wikipedia2vec` to read it, or convert it "

@@ -12,9 +12,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from .file_checks import line_too_long, max_line_bytes, require_file
+from .file_checks import check_data_folder, line_too_long, max_line_bytes, require_file
 from .record_errors import RecordError
 
 __all__ = ["FORMATS", "SUPPORTED_FORMATS", "Record", "iter_records"]
@@ -164,6 +164,7 @@ def iter_records(
     if format == "dataset":
         if not path.is_dir():
             raise FileNotFoundError(f"dataset directory {str(path)!r} does not exist")
+        check_data_folder(path)  # regular files only, no link out, state.json's files inside it
     else:
         require_file(path)
     if blank_lines not in ("error", "skip", "keep"):
@@ -397,12 +398,12 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
         raise RecordError(
             options.path,
             0,
-            f"holds a dataset dictionary (splits: {', '.join(dataset)}); point at the directory of one split",
+            f"holds a dataset dictionary (splits: {', '.join(map(str, dataset))}); point at the directory of one split",
         )
     columns = _columns(options, dataset.column_names)
     if columns is not None:
         dataset = dataset.select_columns(columns)
     for row, value in enumerate(dataset, 1):
-        data = options.select(options.renamed(value), row, "row")
+        data = options.select(options.renamed(cast("dict[str, Any]", value)), row, "row")
         if data is not None:
             yield Record(options.path, row, data, "row")

@@ -18,12 +18,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..io.remote import is_remote
 from .file_checks import check_data_folder, not_a_regular_file, require_lines_within
 from .record_errors import MAX_LISTED, RecordError, report_malformed
 from .records import FORMATS
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 __all__ = ["DataSource", "ResolvedSource", "load_source", "resolve_source", "source_fingerprint"]
 
@@ -249,7 +252,7 @@ def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]
 
 # ------------------------------------------------------------------------------------------ loading
 def _builder_kwargs(resolved: ResolvedSource) -> tuple[str, dict[str, Any]]:
-    fmt = resolved.format
+    fmt = resolved.format or ""  # kind "files": resolve_source always sets it
     kwargs: dict[str, Any] = {"data_files": [str(f) for f in resolved.files] or list(resolved.urls)}
     if fmt in ("csv", "tsv"):
         import csv
@@ -310,10 +313,11 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
     """A resolved source as a ``Dataset`` (an ``IterableDataset`` with ``streaming``), through
     ``load_dataset`` or ``load_from_disk``. Parse errors of local files propagate."""
     import datasets
+    from datasets.exceptions import DatasetNotFoundError
 
     source = resolved.source
     if resolved.kind == "saved":
-        dataset = datasets.load_from_disk(str(resolved.files[0]))
+        dataset = cast("Dataset", datasets.load_from_disk(str(resolved.files[0])))  # one split: resolve_source
         return dataset.to_iterable_dataset(num_shards=max(1, min(64, len(dataset) // 10_000))) if streaming else dataset
     if resolved.kind == "files" and resolved.urls and resolved.format == "txt":
         # datasets' text builder hands its encoding to the remote file system as an option (refused by s3fs)
@@ -337,7 +341,7 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
         return datasets.load_dataset(str(Path(source.path).expanduser()), **kwargs)
     try:
         return datasets.load_dataset(source.path, **kwargs)
-    except (ConnectionError, FileNotFoundError, OSError, datasets.exceptions.DatasetNotFoundError) as err:
+    except (ConnectionError, FileNotFoundError, OSError, DatasetNotFoundError) as err:
         raise _hub_error(resolved, err) from None
 
 
@@ -355,7 +359,7 @@ def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], op
     """``dataset`` with its columns renamed (``columns:``) and reduced to ``required``; a required
     column that is absent is an error of the whole source, an absent optional one reads as null."""
     source = resolved.source
-    original = list(dataset.column_names)
+    original: list[str] = list(dataset.column_names)
     rename = {old: new for old, new in source.columns.items() if old in original and old != new}
     if rename:
         dataset = dataset.rename_columns(rename)
@@ -379,7 +383,9 @@ def problem_rows(table, required: Sequence[str], text_keys: Sequence[str], optio
     """``{row index: problem}`` of an Arrow table's records (a null required field, a text field that is
     not a non-blank string), computed with Arrow compute; empty when every record is good."""
     import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow.compute
+
+    pc: Any = pyarrow.compute  # its functions are made at import time: the type checker sees none of them
 
     found: dict[int, str] = {}
     for key in required:
@@ -429,7 +435,10 @@ def _read_by_lines(resolved: ResolvedSource, required, text_keys, optional):
 
 
 def load_source(
-    source: DataSource | str, required: Sequence[str], text_keys: Sequence[str] = (), optional: Sequence[str] = ()
+    source: DataSource | ResolvedSource | str,
+    required: Sequence[str],
+    text_keys: Sequence[str] = (),
+    optional: Sequence[str] = (),
 ):
     """Load a (map-style) source as a ``datasets.Dataset`` of the ``required`` fields, every record checked
     (see the module docstring)."""
@@ -438,7 +447,7 @@ def load_source(
     line_reader = resolved.kind == "saved" or (resolved.kind == "files" and resolved.format in _LOCAL_FORMATS)
     by_lines = functools.partial(_read_by_lines, resolved, required, text_keys, optional)
     try:
-        dataset = open_dataset(resolved)
+        dataset = cast("Dataset", open_dataset(resolved))  # map-style: not streaming
     except Exception:
         if not line_reader:
             raise

@@ -89,9 +89,9 @@ def write_arrow_cache(parts: list[str], target: Path) -> None:
 
 
 def build_cache(
-    dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str, num_proc: int = 0
+    dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str, num_proc: int | None = None
 ) -> None:
-    """Tokenise ``dataset`` in ``num_proc`` processes (0: ``default_num_proc``, fewer for a small set)
+    """Tokenise ``dataset`` in ``num_proc`` processes (None or 0: ``default_num_proc``, fewer for a small set)
     into part files of a private directory, then write them as one Arrow file ``cache`` (atomically)."""
     features = None
     if set(schema.text_keys) & set(schema.optional_keys):  # a batch of nulls must not fix a column's type

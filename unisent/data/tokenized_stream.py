@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from .record_errors import MAX_LISTED, RecordError, skip_notice
 from .sources import ResolvedSource, open_dataset
 from .tokenizing import RowTokenizer
+
+if TYPE_CHECKING:
+    from datasets import IterableDataset
 
 __all__ = ["StreamLoader", "TokenizedStream", "worker_batches"]
 
@@ -62,13 +65,13 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         self.start = 0  # batches of this loader already trained on (set_position)
         inverse = {new: old for old, new in self.source.columns.items()}
         self.column_of = {key: inverse.get(key, key) for key in self.required}  # field -> column
-        self._base = None
+        self._base: IterableDataset | None = None
 
     # ------------------------------------------------------------------------------- the datasets part
-    def base(self):
+    def base(self) -> IterableDataset:
         """The source as a ``datasets.IterableDataset`` (opened once per process)."""
         if self._base is None:
-            dataset = open_dataset(self.resolved, streaming=True)
+            dataset = cast("IterableDataset", open_dataset(self.resolved, streaming=True))
             if self.source.max_records:
                 dataset = dataset.take(self.source.max_records)
             self._base = dataset
@@ -89,7 +92,7 @@ class TokenizedStream(torch.utils.data.IterableDataset):
                 field=missing[0],
             )
 
-    def pass_dataset(self, pass_: int):
+    def pass_dataset(self, pass_: int) -> IterableDataset:
         """Pass ``pass_`` of this process's share: shuffled (files and buffer) with the seed and the pass."""
         from datasets.distributed import split_dataset_by_node
 

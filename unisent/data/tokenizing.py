@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["RowTokenizer"]
 
@@ -19,7 +22,7 @@ class RowTokenizer:
     (``tests/test_data_sources.py``); a slow tokenizer is called as it is.
     """
 
-    def __init__(self, tokenizer, text_keys: Sequence[str], max_length: int) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, text_keys: Sequence[str], max_length: int) -> None:
         self.text_keys = list(text_keys)
         self.max_length = max_length
         backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
@@ -38,7 +41,7 @@ class RowTokenizer:
         if self._backend is not None:
             encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
             return [encoding.ids for encoding in encode(list(texts))]
-        return self._tokenizer(
+        return cast("PreTrainedTokenizerBase", self._tokenizer)(  # set where there is no backend
             list(texts),
             truncation=True,
             max_length=self.max_length,
@@ -48,17 +51,12 @@ class RowTokenizer:
         )["input_ids"]
 
     def column(self, texts: Sequence[str | None]) -> list[list[int] | None]:
-        present = [i for i, text in enumerate(texts) if text is not None]
-        if len(present) == len(texts):
-            return self.ids(texts)
-        column: list[list[int] | None] = [None] * len(texts)
-        if present:
-            for i, ids in zip(present, self.ids([texts[i] for i in present])):
-                column[i] = ids
-        return column
+        present = [text for text in texts if text is not None]
+        ids = iter(self.ids(present) if present else [])
+        return [None if text is None else next(ids) for text in texts]
 
     def __call__(self, rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        out = {key: self.column(rows[key]) for key in self.text_keys}
+        out: dict[str, list[Any]] = {key: self.column(rows[key]) for key in self.text_keys}
         n = len(rows[self.text_keys[0]]) if self.text_keys else len(next(iter(rows.values()), []))
         out["length"] = [
             max((len(out[k][i]) for k in self.text_keys if out[k][i] is not None), default=0) for i in range(n)

@@ -4,6 +4,7 @@ objective's ``class_path`` and arguments, the balancer), its check, and rebuildi
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 
 from .encoders import EncoderConfig
 from .io import CheckpointError, load_checkpoint
-from .io.model_files import state_error_line
+from .io.model_files import ModelFileError, check_fits, state_error_line
 from .io.registry import RegistryError
 from .objectives import Objective, objective_class, objective_from_record
 from .training_config import EvaluationConfig
@@ -63,13 +64,14 @@ def check_unisent_checkpoint(path: str | Path) -> None:
     _check_training_state(ckpt, path)
     if (
         not isinstance(ckpt["state_dict"], dict)
+        or not all(isinstance(k, str) for k in ckpt["state_dict"])
         or not isinstance(record, dict)
         or not isinstance(record.get("encoder"), dict)
         or not isinstance(record.get("objectives"), list)
     ):
         raise CheckpointError(
-            f"checkpoint {path}: its state_dict or its {CHECKPOINT_KEY!r} record's 'encoder' or 'objectives' is "
-            "missing or of the wrong type; it was not written by `unisent fit`"
+            f"checkpoint {path}: its state_dict (names -> values) or its {CHECKPOINT_KEY!r} record's 'encoder' or "
+            "'objectives' is missing or of the wrong type; it was not written by `unisent fit`"
         )
 
 
@@ -79,15 +81,13 @@ def _check_training_state(ckpt: dict, path: str | Path) -> None:
     loops = ckpt.get("loops", {})
     fit = loops.get("fit_loop", {}) if isinstance(loops, dict) else None
     counters = {key: ckpt[key] for key in ("global_step", "epoch") if key in ckpt}
-    for name in ("epoch_progress", "epoch_loop.batch_progress") if isinstance(fit, dict) else ():
-        progress = fit.get(name, {})
-        parts = {part: progress.get(part, {}) for part in ("current", "total")} if isinstance(progress, dict) else {}
-        if not parts or not all(isinstance(v, dict) for v in parts.values()):
-            fit = None
-        for part, values in parts.items():
-            counters |= {f"loops.fit_loop.{name}.{part}.{k}": v for k, v in dict(values).items()}
-    if fit is None:
-        raise CheckpointError(f"checkpoint {path}: loops.fit_loop is malformed (Lightning's loop state: objects)")
+    for name in ("epoch_progress", "epoch_loop.batch_progress"):
+        progress = fit.get(name, {}) if isinstance(fit, dict) else None
+        for part in ("current", "total"):
+            values = progress.get(part, {}) if isinstance(progress, dict) else None
+            if not isinstance(values, dict):
+                raise CheckpointError(f"checkpoint {path}: loops.fit_loop.{name}.{part} is malformed (not an object)")
+            counters |= {f"loops.fit_loop.{name}.{part}.{k}": v for k, v in values.items()}
     for key, value in counters.items():
         if type(value) is not int or value < 0:
             raise CheckpointError(f"checkpoint {path}: {key} must be a non-negative integer, got {value!r:.60}")
@@ -122,10 +122,14 @@ def inference_objectives(
             continue
         if state is not None:
             prefix, settings = f"objectives.{i}.", spec.get("init_args")
-            shapes = {k[len(prefix) :]: tuple(v.shape) for k, v in state.items() if k.startswith(prefix)}
+            shapes = {
+                k[len(prefix) :]: tuple(v.shape)
+                for k, v in state.items()
+                if k.startswith(prefix) and hasattr(v, "shape")
+            }
             settings = {f"{field}.init_args.{k}": v for k, v in settings.items()} if isinstance(settings, dict) else {}
-            build = lambda spec=spec, field=field: objective_from_record(spec, source=source, field=field)  # noqa: E731
-            check_fits(build, shapes, config_file=source, settings=settings, weights_file=f"its {prefix}* tensors")
+            build = partial(objective_from_record, spec, source=source, field=field)
+            check_fits(build, shapes, config_file=source, settings=settings, weights_file=f"its state_dict's {prefix}*")
         built[i] = objective_from_record(spec, source=source, field=field)
     return built, skipped
 
@@ -162,13 +166,15 @@ def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu
     ckpt = load_checkpoint(path, map_location=map_location)
     record = ckpt[CHECKPOINT_KEY]
     try:  # the record names classes: only registered objectives are built from it, nothing else is called
-        objectives, skipped = inference_objectives(record["objectives"], source=f"checkpoint {path}")
+        objectives, skipped = inference_objectives(record["objectives"], f"checkpoint {path}", ckpt["state_dict"])
         encoder = EncoderConfig(**record["encoder"])
+    except ModelFileError as err:  # sizes that do not fit the tensors: the line names the checkpoint already
+        raise CheckpointError(str(err)) from None
     except (ValueError, TypeError, KeyError) as err:
         raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
     kept = [i for i in range(len(record["objectives"])) if i not in skipped]
     module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
-    state = renumbered_state(ckpt["state_dict"], kept, skipped)
+    state = renumbered_state(ckpt["state_dict"], kept, skipped, f"checkpoint {path}")
     try:
         module.load_state_dict(state)
     except RuntimeError as err:  # e.g. a skipped objective had added tokens to the encoder

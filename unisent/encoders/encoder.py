@@ -20,7 +20,7 @@ from ..data.schema import pad_batch
 from ..hardware import inference_precision
 from ..inference.model_types import register_model
 from ..io import write_json
-from ..io.model_files import check_fits, load_state, read_model_json, read_state, weight_shapes
+from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
 from .batching import TruncationWarning, current_truncation, ordered_map, reference_batching_enabled, truncation_message
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
@@ -97,6 +97,13 @@ class Encoder(EncoderModel):
             )
         self.tokenizer = load_tokenizer(location)
         declared = self.config.sentence_transformers or {}
+        length = declared.get("max_seq_length")
+        if length is not None and positions and not (type(length) is int and 0 < length <= positions):
+            file = UNISENT_CONFIG if Path(location, UNISENT_CONFIG).is_file() else "sentence_bert_config.json"
+            raise ModelFileError(
+                f"{Path(location, file)}: max_seq_length={length!r:.40} is not a length within the {positions} "
+                f"positions of the backbone ({type(self.backbone).__name__}): refused now, not at the first long input"
+            )
         if declared.get("do_lower_case"):
             set_lowercase(self.tokenizer)
         self.packs = self.config.unpad and supports_packing(self.backbone)

@@ -212,6 +212,10 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
         for i, e in enumerate(entries)
     ]
     transformer = _check_transformer(location, entries[0], where[0])
+    length = transformer.get("max_seq_length")
+    if length is not None and not (type(length) is int and length > 0):
+        file = Path(location, "sentence_bert_config.json")
+        raise SentenceTransformersModuleError(f"{file}: max_seq_length={length!r:.40} is not a positive integer")
     modules = []
     for entry, at in zip(entries[1:], where[1:]):
         cls = _module_class(entry.get("type"), at)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -234,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         summary = pages(args.summaries, args.out, args.page, block=args.block, runs=args.runs)
     except (OSError, ValueError) as err:
         sys.exit(f"ablation_pages: {err}")
+    except (KeyError, TypeError, AttributeError, IndexError) as err:  # a field of the wrong type or missing
+        if os.environ.get("UNISENT_TRACEBACK", "").lower() not in ("", "0", "false", "no"):
+            raise
+        what = f"missing field {err}" if isinstance(err, KeyError) else f"a field of the wrong type ({err})"
+        sys.exit(
+            f"ablation_pages: {', '.join(map(str, args.summaries))}: not an ablation.json of unisent ablate: {what}"
+        )
     where = f"{args.page} and {args.out}" if args.page else str(args.out)
     print(f"ablation_pages: {', '.join(map(str, args.summaries))} written to {where} (no run)", file=sys.stderr)
     return summary

@@ -15,9 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-from torch import nn
+from typing import Any, TypeVar, cast
 
 from ..io.model_files import check_model_directory, read_model_json
 from ..io.registry import RegistryError, qualified_name, register_class, resolve, subclasses
@@ -51,7 +49,7 @@ def register_model(name: str) -> Callable[[M], M]:
         TypeError: the class is not an [`InferenceModel`][unisent.inference.InferenceModel] subclass.
         ValueError: another class is registered under ``name``.
     """
-    if not name or not isinstance(name, str):
+    if not name or not isinstance(cast(object, name), str):  # checked for untyped callers (a bare @register_model)
         raise ValueError(f"a model type needs a non-empty name, got {name!r}")
 
     def decorate(cls: M) -> M:
@@ -82,7 +80,8 @@ def _from_record(record_file: Path) -> type[InferenceModel]:
     record = read_model_json(record_file)  # size and depth bounded; malformed: one line naming the file
     if not isinstance(record, dict):
         raise ValueError(f"{record_file}: expected a JSON object with 'type' and 'class_path'")
-    name, class_path = record.get("type"), record.get("class_path")
+    fields = cast("dict[str, Any]", record)  # JSON values
+    name, class_path = fields.get("type"), fields.get("class_path")
     if isinstance(name, str) and name in _MODELS:
         return _MODELS[name]
     if class_path is None:
@@ -96,7 +95,7 @@ def _from_record(record_file: Path) -> type[InferenceModel]:
     return resolve(class_path, table, source=str(record_file), field="class_path", what="model type")
 
 
-def saved_model_class(directory: str | os.PathLike) -> type[InferenceModel]:
+def saved_model_class(directory: str | os.PathLike[str]) -> type[InferenceModel]:
     """The model type saved in ``directory``: from its ``unisent_model.json``, else the first registered
     type whose ``is_saved_in`` recognises the files, else the plain encoder."""
     directory = Path(directory)
@@ -120,7 +119,7 @@ def default_model_class() -> type[InferenceModel]:
         ) from None
 
 
-def load_saved(model: str | os.PathLike) -> nn.Module:
+def load_saved(model: str | os.PathLike[str]) -> InferenceModel:
     """A saved directory as the registered type ``saved_model_class`` finds, or a preset name or hub id
     as the default type; in eval mode. Training checkpoints are refused: reading one rebuilds the run's
     objectives, which only ``unisent.load`` (above the training layer) does.

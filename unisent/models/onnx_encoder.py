@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -244,13 +244,13 @@ class OnnxEncoder:
             from tqdm.auto import tqdm
 
             items = tqdm(items, total=n_batches, desc="encode", unit="batch")
-        results = [None] * len(outputs)
+        results: dict[int, np.ndarray] = {}
         for idx, arrays in ordered_map(run, items, workers, per_thread=per_thread):
             for k, array in enumerate(arrays):
-                if results[k] is None:
+                if k not in results:
                     results[k] = np.empty((len(ids), array.shape[1]), dtype=np.float32)
                 results[k][idx] = array
-        return [torch.from_numpy(r) for r in results]
+        return [torch.from_numpy(results[k]) for k in range(len(outputs))]
 
     def encode(
         self,
@@ -289,7 +289,7 @@ class OnnxEncoder:
         mu, var = self._run(["mean", "variance"], sentences, batch_size, None, show_progress_bar)
         return mu, var
 
-    def similarity(self, a: Sequence[str], b: Sequence[str], reduction: str = "sum") -> torch.Tensor:
+    def similarity(self, a: Sequence[str], b: Sequence[str], reduction: Literal["sum", "mean"] = "sum") -> torch.Tensor:
         """GaussCSE's asymmetric similarity ``sim(a_i || b_j)``, as ``GaussianEncoder.similarity``."""
         from ..losses.gaussian_kl import gaussian_similarity_matrix
 

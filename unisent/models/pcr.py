@@ -15,12 +15,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..inference.base import STModule
+from ..inference.base import InferenceModel, STModule
 from ..inference.model_types import load_saved, register_model
 from ..io import atomic_write
 from ..io.model_files import read_model_json
@@ -34,7 +35,7 @@ INNER_DIR = "model"  # the wrapped model, saved by its own save_pretrained
 
 
 @register_model("pcr")
-class PCREncoder(EncoderWrapper):
+class PCREncoder(EncoderWrapper[InferenceModel]):
     """A sentence encoder whose embeddings go through a per-language
     [`PrincipalComponentRemoval`][unisent.models.PrincipalComponentRemoval].
 
@@ -53,7 +54,9 @@ class PCREncoder(EncoderWrapper):
 
     card_tags = ("principal-component-removal",)
 
-    def __init__(self, encoder: nn.Module, pcr: PrincipalComponentRemoval, default_language: str | None = None) -> None:
+    def __init__(
+        self, encoder: InferenceModel, pcr: PrincipalComponentRemoval, default_language: str | None = None
+    ) -> None:
         super().__init__()
         if default_language is not None and default_language not in pcr.components:
             raise ValueError(f"default_language {default_language!r} is not fitted; fitted: {', '.join(pcr.languages)}")
@@ -74,7 +77,7 @@ class PCREncoder(EncoderWrapper):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, language: str | None = None
     ) -> torch.Tensor:
         """Token ids (batch, seq) -> post-processed embeddings (batch, dim)."""
-        comps, mean = self.pcr._fitted(self._language(language))
+        comps, mean = self.pcr._fitted(cast(str, self._language(language)))  # one language: a str in, a str out
         x = self.encoder(input_ids, attention_mask).float() - mean.to(input_ids.device)
         comps = comps.to(x.device)
         return x - (x @ comps.T) @ comps
@@ -196,7 +199,7 @@ embeddings = model.encode(["Ein Mann spielt Gitarre."], language="{self.pcr.lang
 
 
 def fit_pcr(
-    model: nn.Module,
+    model: InferenceModel,
     sentences_by_language: Mapping[str, Sequence[str]],
     k: int = 1,
     *,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
 from torch import nn
 
 from ..inference.model_types import register_model
 from .wrapper import EncoderWrapper
+
+if TYPE_CHECKING:
+    from ..encoders.encoder import Encoder
 
 __all__ = ["ProjectionEncoder", "SentenceProjection"]
 
@@ -75,7 +78,7 @@ class SentenceProjection(nn.Module):
 
 
 @register_model("cmlm-projection")
-class ProjectionEncoder(EncoderWrapper):
+class ProjectionEncoder(EncoderWrapper["Encoder"]):
     """Inference model of CMLM's "proj" variant: the sentence vector is the mean of the N projections.
 
     ``unisent.load`` returns it for a directory it saved (the projection is in
@@ -89,7 +92,7 @@ class ProjectionEncoder(EncoderWrapper):
     head_stem = "cmlm_projection"
     export_formats: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, encoder: nn.Module, projection: SentenceProjection) -> None:
+    def __init__(self, encoder: Encoder, projection: SentenceProjection) -> None:
         super().__init__()
         self.encoder = encoder
         self.projection = projection

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def load_amr_encoder(spec: Any) -> Any:
 
 def dimension_of(model: Any) -> int | None:
     for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):  # Sentence Transformers
-        get = getattr(model, name, None)
+        get: Callable[[], int | None] | None = getattr(model, name, None)
         if callable(get):
             return get()
     size = getattr(model, "hidden_size", None)

@@ -192,6 +192,7 @@ class RetrofittedEncoder(InferenceModel):
             raise ValueError(f"{len(sentences)} sentences but {len(graphs)} graphs")
         given = list(graphs) if graphs is not None else [None] * len(sentences)
         todo = [i for i, g in enumerate(given) if g is None]
+        parsed: dict[int, str] = {}
         if todo:
             if self.parser is None:
                 raise MissingGraphError(
@@ -200,12 +201,10 @@ class RetrofittedEncoder(InferenceModel):
                     "PreParsedAMR / AmrlibParser, or --parser-lookup when building the model)"
                 )
             try:
-                parsed = self.parser.parse([sentences[i] for i in todo], lang or self.language)
+                parsed = dict(zip(todo, self.parser.parse([sentences[i] for i in todo], lang or self.language)))
             except NotInLookupError as err:
                 raise MissingGraphError(f"{err}; add it to the pre-parsed lookup or pass graphs=[...]") from err
-            for i, graph in zip(todo, parsed):
-                given[i] = graph
-        return [self.linearize(g) for g in given]
+        return [self.linearize(g if g is not None else parsed[i]) for i, g in enumerate(given)]
 
     # ------------------------------------------------------------------------------------ encoding
     @torch.inference_mode()

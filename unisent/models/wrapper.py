@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 import torch
 from torch import nn
@@ -15,10 +15,16 @@ from ..inference.base import InferenceModel, NotExportableError, STModule
 from ..io import atomic_write, write_json
 from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
 
+if TYPE_CHECKING:
+    from ..encoders.export_declarations import EncoderModel
+
 __all__ = ["EncoderWrapper"]
 
+#: the wrapped model's type: an ``Encoder`` under GaussCSE's and CMLM's heads, any inference model under PCR
+E = TypeVar("E", bound=InferenceModel)
 
-class EncoderWrapper(InferenceModel):
+
+class EncoderWrapper(InferenceModel, Generic[E]):
     """Base of inference models that put a head on top of an encoder (GaussCSE's ``GaussianEncoder``, CMLM's
     ``ProjectionEncoder``, ``PCREncoder``, a user's own): exposes the wrapped encoder's ``config`` and ``tokenizer`` and
     runs the head over pooled vectors ([`map_head`][unisent.models.EncoderWrapper.map_head]).
@@ -35,7 +41,7 @@ class EncoderWrapper(InferenceModel):
     that cannot be written as Sentence Transformers modules sets ``export_formats = ()``).
     """
 
-    encoder: nn.Module
+    encoder: E
     #: attribute holding the head, the head's class, and the name of its files (without suffix)
     head_attr: ClassVar[str] = "head"
     head_class: ClassVar[type[nn.Module]]
@@ -95,7 +101,7 @@ class EncoderWrapper(InferenceModel):
 
     def position_limit(self) -> int | None:
         """The wrapped encoder's positions (the panel caps its texts there; tiny backbones have fewer than 256)."""
-        inner = getattr(self.encoder, "position_limit", None)
+        inner: Callable[[], int | None] | None = getattr(self.encoder, "position_limit", None)
         return inner() if callable(inner) else None
 
     @staticmethod
@@ -125,7 +131,8 @@ class EncoderWrapper(InferenceModel):
 
     def sentence_transformers_modules(self) -> list[STModule]:
         # the head runs on the pooled vectors (``encoder.encode_pooled``), before any normalisation
-        return self.encoder.pooled_sentence_transformers_modules() + self.head_sentence_transformers_modules()
+        pooled = cast("EncoderModel", self.encoder).pooled_sentence_transformers_modules()  # an Encoder's
+        return pooled + self.head_sentence_transformers_modules()
 
     def sentence_transformers_config(self) -> dict[str, Any]:
         return self.encoder.sentence_transformers_config()

@@ -22,7 +22,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda _: import_module(".
 
 
 def load(
-    model: str | os.PathLike,
+    model: str | os.PathLike[str],
     device: str | torch.device | None = None,
     *,
     backend: str = "torch",

@@ -43,7 +43,7 @@ __all__ = ["load"]
 
 
 def load(
-    model: str | os.PathLike,
+    model: str | os.PathLike[str],
     device: str | torch.device | None = None,
     *,
     backend: str = "torch",
@@ -72,7 +72,7 @@ def load(
         raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
     if onnx_file is not None:
         raise ValueError("onnx_file applies to backend='onnx'")
-    from . import encoders, models  # noqa: F401 - importing them registers every model type of unisent
+    from . import encoders, models  # registers unisent's model types  # noqa: F401  # pyright: ignore[reportUnusedImport]
     from .inference.model_types import load_saved
     from .io import check_checkpoint
 

@@ -24,11 +24,11 @@ This module imports only the foundation ([`unisent.io`][unisent.io]), so every l
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -90,12 +90,13 @@ class STModule:
     ) -> STModule:
         """A ``Dense`` module holding ``linear`` (weights copied to the CPU) and ``activation``."""
         weights = {"linear.weight": linear.weight.detach().cpu().contiguous()}
-        if linear.bias is not None:
-            weights["linear.bias"] = linear.bias.detach().cpu().contiguous()
+        bias = cast("Tensor | None", linear.bias)  # None for Linear(bias=False), which torch types as a Parameter
+        if bias is not None:
+            weights["linear.bias"] = bias.detach().cpu().contiguous()
         config = {
             "in_features": linear.in_features,
             "out_features": linear.out_features,
-            "bias": linear.bias is not None,
+            "bias": bias is not None,
             "activation_function": activation,
         }
         return cls("Dense", "sentence_transformers.models.Dense", config, weights, label)
@@ -121,7 +122,7 @@ class OnnxGraph:
     token_type_ids: bool = False
 
 
-def share_files(directory: str | os.PathLike, every_file: bool = False) -> None:
+def share_files(directory: str | os.PathLike[str], every_file: bool = False) -> None:
     """Give the files under ``directory`` the usual permissions (``0o666`` minus the umask, as ``open``
     creates them; folders ``0o777`` minus the umask).
 
@@ -201,13 +202,13 @@ class InferenceModel(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} implements neither encode nor embed")
 
     # ------------------------------------------------------------------------------ save / load
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:  # pragma: no cover - abstract
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:  # pragma: no cover - abstract
         """Write the model to ``directory`` (created); end with
         [`write_model_record`][unisent.inference.InferenceModel.write_model_record]."""
         raise NotImplementedError(f"{type(self).__name__} does not implement save_pretrained")
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> InferenceModel:  # pragma: no cover - abstract
+    def from_pretrained(cls, directory: str | os.PathLike[str]) -> InferenceModel:  # pragma: no cover - abstract
         """Load a directory written by [`save_pretrained`][unisent.inference.InferenceModel.save_pretrained]."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_pretrained")
 
@@ -218,12 +219,12 @@ class InferenceModel(nn.Module):
         raise NotImplementedError(f"{cls.__name__} cannot be built from a name ({name!r}); give a saved directory")
 
     @classmethod
-    def is_saved_in(cls, directory: str | os.PathLike) -> bool:
+    def is_saved_in(cls, directory: str | os.PathLike[str]) -> bool:
         """Whether ``directory`` holds this type although it has no ``unisent_model.json`` (directories
         written before the record existed); ``False`` by default."""
         return False
 
-    def write_model_record(self, directory: str | os.PathLike) -> None:
+    def write_model_record(self, directory: str | os.PathLike[str]) -> None:
         """Write ``unisent_model.json``: this class's registered type and its class path; and give the
         saved files the usual permissions (``share_files``: ``model.safetensors`` is written
         ``0o600`` by ``safetensors``, every other file ``0o644`` under the usual umask)."""
@@ -236,7 +237,7 @@ class InferenceModel(nn.Module):
     @contextmanager
     def export_max_length(
         self, max_length: int | None = None, base_model: str | None = None
-    ) -> Iterator[tuple[int, int] | None]:
+    ) -> Generator[tuple[int, int] | None, None, None]:
         """While exporting: tokenise up to the length the export keeps, restored afterwards.
 
         Yields ``(length the model had, length of the export)``, or None for a model without a
@@ -368,14 +369,14 @@ def to_tensor(output: Any, n_rows: int, source: str = "model.encode") -> Tensor:
         ValueError: the output is not a matrix with ``n_rows`` rows.
     """
     if isinstance(output, (list, tuple)) and output and isinstance(output[0], (Tensor, np.ndarray)):
-        output = torch.stack([torch.as_tensor(row) for row in output])
+        output = torch.stack([torch.as_tensor(row) for row in cast("Sequence[Any]", output)])
     tensor = torch.as_tensor(output).detach().cpu().float()
     if tensor.ndim != 2 or tensor.shape[0] != n_rows:
         raise ValueError(f"{source} returned shape {tuple(tensor.shape)} for {n_rows} sentences; want (n, d)")
     return tensor
 
 
-def save_at_inference_length(model: nn.Module, directory: str | os.PathLike) -> tuple[Path, str]:
+def save_at_inference_length(model: nn.Module, directory: str | os.PathLike[str]) -> tuple[Path, str]:
     """Save a run's inference model at its inference length, not its training one: ``config.max_length`` set to
     ``encoder.inference_max_length``, else the backbone's own limit, while it is written
     ([`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length]). Returns the directory
@@ -383,7 +384,7 @@ def save_at_inference_length(model: nn.Module, directory: str | os.PathLike) -> 
     without a length)."""
     choose = getattr(model, "export_max_length", None)
     with choose() if choose is not None else nullcontext() as lengths:
-        saved = Path(model.save_pretrained(directory))
+        saved = Path(cast(InferenceModel, model).save_pretrained(directory))  # or any module with its save_pretrained
     return saved, f"; inputs up to {lengths[1]} tokens (trained at {lengths[0]})" if lengths else ""
 
 
@@ -405,5 +406,5 @@ def set_inference_length(model: nn.Module, max_length: int | None = None) -> int
         pass
     if lengths is None:
         return None
-    model.config.max_length = lengths[1]
+    cast(Any, model.config).max_length = lengths[1]  # a model with a length: its config has max_length
     return lengths[1]

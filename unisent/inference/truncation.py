@@ -12,10 +12,10 @@ that records ``truncate_dim`` (``truncated_as_recorded``), as ``SentenceTransfor
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ def check_truncate_dim(model: Any, dim: int, option: str = "--truncate-dim") -> 
     """``dim`` if ``model`` can be cut there; a one-line ``ValueError`` naming ``option`` if not.
 
     Returns the model's full embedding size."""
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+    if isinstance(dim, bool) or not isinstance(cast(object, dim), int) or dim <= 0:  # checked for untyped callers
         raise ValueError(f"{option} must be a positive number of dimensions, got {dim}")
     full = embedding_dim(model)
     if dim > full:
@@ -45,7 +45,7 @@ def check_truncate_dim(model: Any, dim: int, option: str = "--truncate-dim") -> 
     return full
 
 
-def truncated_as_recorded(model: Any, directory: str | os.PathLike) -> Any:
+def truncated_as_recorded(model: Any, directory: str | os.PathLike[str]) -> Any:
     """``model`` cut at the ``truncate_dim`` that ``directory``'s ``config_sentence_transformers.json`` records
     (``unisent export --truncate-dim``), in eval mode; ``model`` itself where none is recorded.
 
@@ -98,11 +98,15 @@ class TruncatedModel(InferenceModel):
     def similarity_fn_name(self) -> str:
         return getattr(self.model, "similarity_fn_name", "cosine")
 
-    def export_max_length(self, max_length: int | None = None, base_model: str | None = None) -> AbstractContextManager:
+    @contextmanager
+    def export_max_length(
+        self, max_length: int | None = None, base_model: str | None = None
+    ) -> Generator[tuple[int, int] | None, None, None]:
         """The wrapped model's (its maximum length while encoding; see
         [`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length])."""
         inner = getattr(self.model, "export_max_length", None)
-        return (inner or super().export_max_length)(max_length, base_model)
+        with (inner or super().export_max_length)(max_length, base_model) as lengths:
+            yield lengths
 
     def _encode_gaussian(self, sentences: Sequence[str], batch_size: int = 64, **options: Any):
         """The wrapped model's means and variances, both cut to the first ``truncate_dim`` coordinates."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from ..objectives import objective_from_record
@@ -74,8 +75,10 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
 
 
 def _objective_from_spec(spec: dict[str, Any], *, source: str, field: str) -> ObjectiveRecord:
-    """From a run's ``{"class_path", "init_args"}``, built through the objectives' registry only."""
-    return _objective_from_instance(objective_from_record(spec, source=source, field=field))
+    """From a run's ``{"class_path", "init_args"}``, built through the objectives' registry only, on the ``meta``
+    device (the card needs its record, not its tensors: ``hidden_size: 16000`` allocates nothing)."""
+    with torch.device("meta"):
+        return _objective_from_instance(objective_from_record(spec, source=source, field=field))
 
 
 def _find_run_config(candidates: list[Path]) -> Path | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CheckpointError",
@@ -67,7 +68,7 @@ def unsafe_globals(path: str | os.PathLike) -> list[str]:
         return []
 
 
-def load_checkpoint(path: str | os.PathLike, *, map_location: str = "cpu", mmap: bool = False) -> dict:
+def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", mmap: bool = False) -> dict[str, Any]:
     """Read checkpoint ``path`` as data: [`check_checkpoint`][unisent.io.check_checkpoint], then
     ``torch.load(weights_only=True)`` (``mmap``: the step counters without the weights). An
     [`UnsafeCheckpointError`][unisent.io.UnsafeCheckpointError] when the file names a global other than plain data

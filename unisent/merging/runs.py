@@ -49,7 +49,7 @@ class MergeInput:
     record: dict[str, Any]
 
 
-def _checkpoint_of(source: str | os.PathLike) -> Path:
+def _checkpoint_of(source: str | os.PathLike[str]) -> Path:
     path = Path(source)
     if path.is_dir():
         check_model_directory(path, what="run folder", read=False)  # last.ckpt linked out of it: refused
@@ -65,7 +65,7 @@ def _checkpoint_of(source: str | os.PathLike) -> Path:
     return path
 
 
-def read_inputs(sources: Sequence[str | os.PathLike]) -> list[MergeInput]:
+def read_inputs(sources: Sequence[str | os.PathLike[str]]) -> list[MergeInput]:
     """Every run's record read (as data) and its backbone checked against the first's, then every run
     rebuilt from its checkpoint (``module_from_checkpoint``)."""
     from ..checkpoint_record import CHECKPOINT_KEY, check_unisent_checkpoint
@@ -74,13 +74,13 @@ def read_inputs(sources: Sequence[str | os.PathLike]) -> list[MergeInput]:
 
     if len(sources) < 2:
         raise MergeError(f"merging needs at least two runs, got {len(sources)}")
-    records = []
+    records: list[tuple[Path, dict[str, Any]]] = []
     for source in sources:
         ckpt = _checkpoint_of(source)
         check_unisent_checkpoint(ckpt)
         records.append((ckpt, load_checkpoint(ckpt, mmap=True)[CHECKPOINT_KEY]))
     _check_backbones(records)
-    inputs = []
+    inputs: list[MergeInput] = []
     for ckpt, record in records:
         module = UnisentModule.from_checkpoint(ckpt)
         if len(module.objectives) != len(record["objectives"]):
@@ -158,7 +158,9 @@ def _aligned(tensor: torch.Tensor, base: torch.Tensor, key: str, path: Path) -> 
     )
 
 
-def _keys(union: Any, states: list[dict[str, Any]], owners: dict[str, list[tuple[int, int]]]) -> dict[str, list]:
+def _keys(
+    union: Any, states: list[dict[str, Any]], owners: dict[str, list[tuple[int, int]]]
+) -> dict[str, list[tuple[int, str]]]:
     """Every key of the merged model's state and where each run keeps it: ``(run, key there)``. The encoder's
     keys are the starting model's (every run has them); an objective's are its first run's (a table sized
     by the data, like EASE's, exists only in a trained run)."""
@@ -235,8 +237,8 @@ def _sha256(path: Path) -> str:
 
 
 def merge_runs(
-    runs: Sequence[str | os.PathLike],
-    out: str | os.PathLike,
+    runs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
     *,
     method: str = "ties",
     weights: Sequence[float] | None = None,

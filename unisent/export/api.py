@@ -180,6 +180,7 @@ def export_model(
             without ``config_sentence_transformers.json``.
     """
     from ..encoders.batching import collect_truncation
+    from ..inference.truncation import check_truncate_dim
 
     out = Path(out).expanduser()
     _prepare_out(out, overwrite)
@@ -203,10 +204,7 @@ def export_model(
         configure(quantize=quantize, force=force)
     lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
     truncate_dim = truncate_dim if truncate_dim is not None else src.truncate_dim
-    if truncate_dim is not None:
-        from ..inference.truncation import check_truncate_dim
-
-        full_dim = check_truncate_dim(src.model, truncate_dim)
+    full_dim = check_truncate_dim(src.model, truncate_dim) if truncate_dim is not None else None
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from .source import ExportSource
 __all__ = ["card_data", "card_metadata", "default_name", "hub_id", "read_results", "render_card"]
 
 
-def read_results(path: str | Path) -> dict[str, Any]:
+def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a ``unisent evaluate --output`` file: a ``FileNotFoundError``, or a ``ValueError`` when it is not
     JSON with ``{"tasks": {name: {"main_metric", "score"}}}``."""
     path = Path(path)

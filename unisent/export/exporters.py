@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from torch import nn
 
@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=type["Exporter"])
+#: the models an exporter writes (``Exporter[InferenceModel]`` for the built-in formats)
+M = TypeVar("M", bound=nn.Module)
 
 _EXPORTERS: dict[str, dict[type, type[Exporter]]] = {}
 #: format -> the exporter that writes any InferenceModel declaring that format (see formats.py)
@@ -53,7 +55,7 @@ class NoExporterError(TypeError):
     """No exporter is registered for this model class in this format."""
 
 
-class Exporter(ABC):
+class Exporter(ABC, Generic[M]):
     """Writes one model type in one format and documents how to use the result (``format``: the
     ``--format`` name; ``library_name``: the library that loads it; ``tags``: extra model card tags)."""
 
@@ -63,23 +65,23 @@ class Exporter(ABC):
     tags: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
-    def write(self, model: nn.Module, out: Path) -> None:
+    def write(self, model: M, out: Path) -> None:
         """Write ``model`` into the existing, empty directory ``out`` (the model card excluded)."""
 
     @abstractmethod
-    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+    def facts(self, model: M) -> list[tuple[str, str]]:
         """``(label, value)`` rows of the model card's summary table (architecture, pooling, ...)."""
 
     @abstractmethod
-    def usage(self, model: nn.Module) -> str:
+    def usage(self, model: M) -> str:
         """Markdown of the model card's usage section: how to load the files and pool the outputs."""
 
-    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+    def verify(self, model: M, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """Re-load the written files as a user would and compare with ``model.encode``: ``(max absolute
         difference or None when not checked, how it was checked)``."""
         return None, "no check available for this format"
 
-    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+    def model_tags(self, model: M) -> tuple[str, ...]:
         """The model card's tags for ``model`` (default: ``tags``)."""
         return self.tags
 

@@ -244,8 +244,9 @@ class _ParquetWriter(_NpyWriter):
 
     def abort(self) -> None:
         """Release the Parquet writer (its file is the temporary one, which ``atomic_write`` removes)."""
-        with suppress(Exception):  # no writer yet (None), or its file is discarded anyway
-            self.writer.close()
+        with suppress(Exception):  # its file is discarded anyway
+            if self.writer is not None:  # None: no block written yet
+                self.writer.close()
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -328,7 +329,7 @@ def encode_file(
             ``truncate_dim`` not positive or above the model's dimension.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
-    _check_arguments(input_path, output_path, overwrite, encoding, on_empty, batch_size, chunk_size, max_length)
+    _check_arguments(input_path, output_path, overwrite, encoding, on_empty, max_length, batch_size, chunk_size)
     scan = _scan_all(input_path, column, encoding, on_empty)
     model, spec = _model_to_run(model, device, backend, onnx_file, truncate_dim)
     meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize}
@@ -385,10 +386,9 @@ def encode_file(
 
 
 def _check_arguments(
-    input_path: Path, output_path: Path, overwrite: bool, encoding: str, on_empty: str, *sizes: int | None
+    input_path: Path, output_path: Path, overwrite: bool, encoding: str, on_empty: str, length: int | None, *sizes: int
 ) -> None:
-    """[`encode_file`][unisent.export.encode_file]'s checks before the input is read (``sizes``: batch, chunk and
-    maximum length)."""
+    """[`encode_file`][unisent.export.encode_file]'s checks before the input is read (``sizes``: batch and chunk)."""
     _check_input(input_path)
     out_suffix = output_path.suffix.lower()
     if out_suffix not in SUPPORTED_OUTPUTS:
@@ -399,11 +399,11 @@ def _check_arguments(
         raise EncodeInputError(output_path, 0, "the output file is the input file")
     if on_empty not in ("error", "zero"):
         raise ValueError(f"on_empty must be 'error' or 'zero', got {on_empty!r}")
-    batch_size, chunk_size, max_length = sizes
+    batch_size, chunk_size = sizes
     if batch_size < 1 or chunk_size < 1:
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
-    if max_length is not None and max_length < 1:
-        raise ValueError(f"max_length must be a positive number of tokens, got {max_length}")
+    if length is not None and length < 1:
+        raise ValueError(f"max_length must be a positive number of tokens, got {length}")
     if output_path.exists() and not overwrite:
         raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
     try:

@@ -8,9 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-
-from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, STModule, max_abs_diff
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, STModule, max_abs_diff
 from ..io import write_json
 from .exporters import Exporter, model_format
 
@@ -18,7 +16,7 @@ __all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]
 
 
 @model_format
-class SentenceTransformersExporter(Exporter):
+class SentenceTransformersExporter(Exporter[InferenceModel]):
     """Any inference model as a Sentence Transformers directory (``SentenceTransformer(DIR)``)."""
 
     format = SENTENCE_TRANSFORMERS
@@ -26,16 +24,16 @@ class SentenceTransformersExporter(Exporter):
     pipeline_tag = "sentence-similarity"
     tags = ("sentence-transformers", "sentence-similarity", "feature-extraction")
 
-    def write(self, model: nn.Module, out: Path) -> None:
+    def write(self, model: InferenceModel, out: Path) -> None:
         write_sentence_transformers(model, out)
 
-    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+    def facts(self, model: InferenceModel) -> list[tuple[str, str]]:
         return model.sentence_transformers_facts()
 
-    def usage(self, model: nn.Module) -> str:
+    def usage(self, model: InferenceModel) -> str:
         return model.sentence_transformers_usage()
 
-    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """``unisent.load`` and (installed) ``SentenceTransformer`` of the directory against ``model.encode``,
         and the model's own ``export_checks``."""
         checks = []
@@ -61,12 +59,12 @@ class SentenceTransformersExporter(Exporter):
                 )
         return _combined(checks + model.export_checks(out, sentences, self.format))
 
-    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
         return self.tags + tuple(type(model).card_tags)
 
 
 @model_format
-class HuggingFaceExporter(Exporter):
+class HuggingFaceExporter(Exporter[InferenceModel]):
     """An inference model as a ``transformers`` directory plus unisent's files."""
 
     format = HUGGINGFACE
@@ -74,16 +72,16 @@ class HuggingFaceExporter(Exporter):
     pipeline_tag = "feature-extraction"
     tags = ("feature-extraction",)
 
-    def write(self, model: nn.Module, out: Path) -> None:
+    def write(self, model: InferenceModel, out: Path) -> None:
         model.write_huggingface(out)
 
-    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+    def facts(self, model: InferenceModel) -> list[tuple[str, str]]:
         return model.huggingface_facts()
 
-    def usage(self, model: nn.Module) -> str:
+    def usage(self, model: InferenceModel) -> str:
         return model.huggingface_usage()
 
-    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """``unisent.load`` of the directory against ``model.encode``, and the model's own checks."""
         checks = []
         if model.generic_export_check:
@@ -98,7 +96,7 @@ class HuggingFaceExporter(Exporter):
             )
         return _combined(checks + model.export_checks(out, sentences, self.format))
 
-    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
         return self.tags + tuple(type(model).card_tags)
 
 
@@ -109,7 +107,7 @@ def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
     return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)
 
 
-def write_sentence_transformers(model: nn.Module, out: Path) -> None:
+def write_sentence_transformers(model: InferenceModel, out: Path) -> None:
     """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the model's
     own layout where it has one, else its root files and the modules it declares."""
     if model.write_sentence_transformers_layout(out, write_sentence_transformers):

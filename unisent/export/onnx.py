@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..inference.base import ONNX, OnnxGraph, max_abs_diff
+from ..inference.base import ONNX, InferenceModel, OnnxGraph, max_abs_diff
 from ..io import write_json
 from ..models.onnx_encoder import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 from .api import ExportCheckError
@@ -82,16 +82,16 @@ def eager_attention(module: nn.Module) -> Iterator[None]:
     (``eager``), restored afterwards; what the export traces."""
     changed = []
     for sub in module.modules():
-        config = getattr(sub, "config", None)
-        current = getattr(config, "_attn_implementation", None)
-        if callable(getattr(sub, "set_attn_implementation", None)) and current not in (None, "eager"):
-            sub.set_attn_implementation("eager")
-            changed.append((sub, current))
+        current = getattr(getattr(sub, "config", None), "_attn_implementation", None)
+        setter = getattr(sub, "set_attn_implementation", None)
+        if callable(setter) and current not in (None, "eager"):
+            setter("eager")
+            changed.append((setter, current))
     try:
         yield
     finally:
-        for sub, current in reversed(changed):
-            sub.set_attn_implementation(current)
+        for setter, current in reversed(changed):
+            setter(current)
 
 
 def _sample(tokenizer, names: Sequence[str], device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -205,7 +205,7 @@ def stsb_spearman(vectors: dict[str, np.ndarray], first: list[str], second: list
     a = np.stack([vectors[s] for s in first])
     b = np.stack([vectors[s] for s in second])
     cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
-    return float(spearmanr(cosine, gold).statistic * 100)
+    return float(spearmanr(cosine, gold).statistic * 100)  # pyright: ignore[reportAttributeAccessIssue]  # scipy's decorator hides the result type
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -233,7 +233,7 @@ def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
 
 
 @model_format
-class OnnxExporter(Exporter):
+class OnnxExporter(Exporter[InferenceModel]):
     """A Sentence Transformers directory plus ``onnx/model.onnx`` (and ``onnx/model_qint8_<arch>.onnx``),
     for every inference model that declares an ONNX graph (``onnx`` in ``export_formats``)."""
 
@@ -259,7 +259,7 @@ class OnnxExporter(Exporter):
         self.quantize, self.force, self.arch = quantize, force, arch
 
     # ------------------------------------------------------------------------------ writing
-    def write(self, model: nn.Module, out: Path) -> None:
+    def write(self, model: InferenceModel, out: Path) -> None:
         require_onnx("onnx")
         require_onnx("onnxruntime")
         graph = model.onnx_graph()  # NotExportableError before any file is written
@@ -267,14 +267,15 @@ class OnnxExporter(Exporter):
         onnx_dir = out / ONNX_DIR
         inputs = write_onnx(graph, model.tokenizer, onnx_dir / ONNX_FP32)
         st_config = model.sentence_transformers_config()
+        config: Any = model.config  # an encoder's settings: max_length (and normalize, where it has one)
         self.record = {
             "format_version": 1,
             "inputs": inputs,
             "outputs": list(graph.outputs),
             "token_type_ids": graph.token_type_ids,
-            "max_length": int(model.config.max_length),
+            "max_length": int(config.max_length),
             "do_lower_case": bool(st_config.get("do_lower_case")),
-            "normalize": bool(getattr(model.config, "normalize", False)),
+            "normalize": bool(getattr(config, "normalize", False)),
             "similarity_fn_name": getattr(model, "similarity_fn_name", "cosine"),
             "opset": OPSET,
             "attention": "eager",
@@ -321,7 +322,7 @@ class OnnxExporter(Exporter):
         self.notes.append(line + (f" (kept with --force despite {' and '.join(failed)})" if failed else ""))
 
     # ------------------------------------------------------------------------------ checking
-    def verify(self, model: nn.Module, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """The Sentence Transformers directory's checks, then the fp32 ONNX file against ``model.encode``
         (and ``encode_gaussian``), refused above ``ONNX_MAX_DIFF``."""
         diff, how = self.st.verify(model, out, sentences)
@@ -329,8 +330,9 @@ class OnnxExporter(Exporter):
         sentences = list(sentences)
         onnx_diff = max_abs_diff(runner.encode(sentences), model.encode(sentences, precision="fp32"))
         checked = "`unisent.load(DIR, backend='onnx')` (fp32 file)"
-        if runner.gaussian and callable(getattr(model, "encode_gaussian", None)):
-            mu, var = model.encode_gaussian(sentences, precision="fp32")
+        gaussian: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = getattr(model, "encode_gaussian", None)
+        if runner.gaussian and callable(gaussian):
+            mu, var = gaussian(sentences, precision="fp32")
             mu2, var2 = runner.encode_gaussian(sentences)
             relative = float(((var2 - var).abs() / var.abs().clamp(min=1.0)).max())
             onnx_diff = max(onnx_diff, max_abs_diff(mu2, mu), relative)
@@ -351,7 +353,7 @@ class OnnxExporter(Exporter):
         return (onnx_diff if diff is None else max(diff, onnx_diff)), how
 
     # ------------------------------------------------------------------------------ model card
-    def facts(self, model: nn.Module) -> list[tuple[str, str]]:
+    def facts(self, model: InferenceModel) -> list[tuple[str, str]]:
         rows = self.st.facts(model)
         rows.append(
             (
@@ -374,7 +376,7 @@ class OnnxExporter(Exporter):
             )
         return rows
 
-    def usage(self, model: nn.Module) -> str:
+    def usage(self, model: InferenceModel) -> str:
         inputs = ", ".join(f'"{name}"' for name in self.record.get("inputs", ["input_ids", "attention_mask"]))
         gaussian = (
             '\nmu, var = model.encode_gaussian(["A man is playing a guitar."])'
@@ -397,5 +399,5 @@ The ONNX files take {inputs} (int64, batch x length) and give `sentence_embeddin
 above, pooling included.
 """
 
-    def model_tags(self, model: nn.Module) -> tuple[str, ...]:
+    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
         return self.tags + tuple(type(model).card_tags)

@@ -4,6 +4,7 @@ checkpoint's record and step counter, and the ``config.yaml`` that ``unisent fit
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,7 +222,7 @@ def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def load_export_source(spec: str | Path, training_data: list[str] | None = None) -> ExportSource:
+def load_export_source(spec: str | os.PathLike[str], training_data: list[str] | None = None) -> ExportSource:
     """Load what ``spec`` names for export (as ``unisent.load`` does), with its training record.
 
     ``spec``: a ``.ckpt`` from ``unisent fit``, a ``save_pretrained`` directory (``<run>/encoder``), a

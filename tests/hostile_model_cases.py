@@ -24,6 +24,8 @@ from hostile_models import SAMPLES, STS, Case, Context, cli, fork_run, recipe, w
 DEEP = 100_000  # nesting of the deeply nested records
 ST = "sentence_transformers.models."
 DENSE = {"in_features": 32, "out_features": 32, "bias": True}
+#: a dataset card: datasets reads the files of its configs' data_files
+CARD = "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: {files}\n---\n# sentences\n"
 #: a run starts from the backbone and tokenizer: the recorded pooler and model type are not read (the cases
 #: of those fields that name evil_mod keep fit-start, to show that nothing is imported there either)
 SETTINGS_UNREAD = ("fit-start",)
@@ -46,10 +48,14 @@ class Bases:
     run: Path  # runs/q/version_0 of unisent fit: config.yaml, checkpoints/last.ckpt, encoder/
     data: Path  # an evaluation data directory (20 STS-B pairs)
     sentences: Path
+    card: Path = Path()  # a training data folder: README.md (a dataset card naming train.txt) and train.txt
+    saved: Path = Path()  # a training data folder written by datasets' save_to_disk (the 16 sentences)
 
 
 def build_bases(root: Path, tiny: Path) -> Bases:
     """Every kind of model, tiny (about 15 s on 2 cores): built in this process, the run in a fork."""
+    import datasets
+
     import unisent
     from unisent.encoders import Encoder, EncoderConfig
     from unisent.export import export_model
@@ -76,6 +82,11 @@ def build_bases(root: Path, tiny: Path) -> Bases:
     bases = Bases(
         root, tiny, encoder, st, st_encoder, retrofit, onnx, root / "runs/q/version_0", root / "data", sentences
     )
+    bases.card = root / "card"
+    write(bases.card / "train.txt", sentences.read_text(encoding="utf-8"))
+    write(bases.card / "README.md", CARD.format(files="train.txt"))
+    bases.saved = root / "saved"
+    datasets.Dataset.from_dict({"text": sentences.read_text(encoding="utf-8").splitlines()}).save_to_disk(bases.saved)
     fit = recipe(root / "fit.yaml", str(encoder), data_dir=bases.data, sentences=sentences)
     code, _, err, *_ = fork_run(root, lambda: cli(["fit", "-c", str(fit)]), timeout=300)
     if code != 0 or not (bases.run / "checkpoints" / "last.ckpt").is_file():

@@ -119,6 +119,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "run": ("run", "runs/q/version_0/encoder"),
     "ckpt": ("run", "runs/q/version_0/checkpoints/last.ckpt"),
     "data": ("data", "data"),
+    "card": ("card", "train"),  # a training data folder: a dataset card (README.md) and its text file
+    "saved": ("saved", "train"),  # a training data folder of datasets' save_to_disk
+    "run-folder": ("run", "runs/q/version_0"),  # a whole run folder of unisent fit (merge reads it)
 }
 
 
@@ -226,6 +229,8 @@ ENTRIES: dict[str, Callable[[Context], list[str]]] = {
     "fit-data": lambda ctx: _fit(
         ctx, f"--model.evaluation.data_dir={ctx.model}", "--model.evaluation.val_tasks=[stsb-dev]", *VALIDATE
     ),
+    "fit-train": lambda ctx: _fit(ctx, f"--data.train.simcse.path={ctx.model}"),
+    "merge": lambda ctx: ["merge", str(ctx.model), str(ctx.bases.run), "--out", str(ctx.directory / "out")],
 }
 #: the entry points that read each kind of model
 KIND_ENTRIES: dict[str, tuple[str, ...]] = {
@@ -237,6 +242,9 @@ KIND_ENTRIES: dict[str, tuple[str, ...]] = {
     "run": ("load", "encode", "evaluate", "export"),
     "ckpt": ("load", "encode", "evaluate", "export", "fit-ckpt", "test-ckpt"),
     "data": ("evaluate-data", "fit-data"),
+    "card": ("fit-train",),
+    "saved": ("fit-train",),
+    "run-folder": ("merge",),
 }
 
 
@@ -268,10 +276,12 @@ class Case:
 
 
 def corpus() -> list[Case]:
-    """Every case: hostile_model_cases.py (model directories), hostile_run_cases.py (runs, checkpoints, data)."""
+    """Every case: hostile_model_cases.py (model directories), hostile_run_cases.py (runs, checkpoints, data),
+    hostile_received_cases.py (training data folders, auto_map, .git, a run folder for merge)."""
+    import hostile_received_cases
     import hostile_run_cases  # imports hostile_model_cases (tests/ on sys.path, or both in sys.modules)
 
-    return sys.modules["hostile_model_cases"].CASES + hostile_run_cases.CASES
+    return sys.modules["hostile_model_cases"].CASES + hostile_run_cases.CASES + hostile_received_cases.CASES
 
 
 @dataclass
@@ -407,7 +417,7 @@ def _leaks(directory: Path) -> list[str]:
                 inside = directory / "out"
                 if rel.startswith("out" + os.sep) and not Path(os.path.realpath(path)).is_relative_to(inside):
                     found.append(f"{rel} is a link out of the export")
-            elif stat.S_ISREG(info.st_mode) and name not in ("secret.txt",) and info.st_size < 64 << 20:
+            elif stat.S_ISREG(info.st_mode) and not name.startswith("secret") and info.st_size < 64 << 20:
                 if SECRET.encode() in path.read_bytes():
                     found.append(f"{rel} holds the secret")
     return found

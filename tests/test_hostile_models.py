@@ -34,6 +34,7 @@ def _module(name: str):
 H = _module("hostile_models")
 CORPUS = _module("hostile_model_cases")
 _module("hostile_run_cases")
+_module("hostile_received_cases")
 CASES = H.corpus()
 #: forks run at once: a case's entry points run side by side (most of the time is the CLI's own start-up)
 PARALLEL = int(os.environ.get("HOSTILE_PARALLEL", "2"))

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
 import torch
 
 from ..io import closest_hint, unknown_objectives
+
+if TYPE_CHECKING:
+    from ..lightning_module import UnisentModule
+    from ..objectives import Objective
 
 __all__ = ["BestOnDev"]
 
@@ -91,7 +96,7 @@ class BestOnDev(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         for name, step in self.stopped.items():  # resumed: the stops of the run so far hold again
-            pl_module.stop_objective(name, step)
+            cast("UnisentModule", pl_module).stop_objective(name, step)
 
     def _due(self, trainer, pl_module, step: int) -> bool:
         start = self.start_step if self.start_step is not None else pl_module.encoder_start_step
@@ -108,7 +113,7 @@ class BestOnDev(L.Callback):
             for name, column in self.columns.items():  # or Lightning repeats the last reading at every step
                 pl_module.log(f"dev/{name}/{column}", float("nan"), on_step=True, batch_size=1)
             return
-        objectives = {o.name: o for o in pl_module.objectives}
+        objectives = {o.name: o for o in cast("Iterable[Objective]", pl_module.objectives)}
         for name, column in self.columns.items():
             if name in self.stopped:
                 pl_module.log(f"dev/{name}/{column}", float("nan"), on_step=True, batch_size=1)
@@ -125,7 +130,7 @@ class BestOnDev(L.Callback):
                 self.stale[name] = self.stale.get(name, 0) + 1
             if self.patience is not None and self.stale[name] >= self.patience:
                 self.stopped[name] = step
-                pl_module.stop_objective(name, step)
+                cast("UnisentModule", pl_module).stop_objective(name, step)
                 self._restore(objectives[name], f"stopped at step {step}")
         if step >= trainer.estimated_stepping_batches:
             for name in self.columns:

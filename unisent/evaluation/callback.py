@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import lightning as L
 import torch
@@ -20,6 +20,9 @@ from torch import Tensor
 from ..testing import fault_point
 from ..training_config import EvaluationConfig
 from .encoding import to_tensor
+
+if TYPE_CHECKING:
+    from ..lightning_module import UnisentModule
 
 __all__ = ["EvaluationCallback", "ShardedModel", "add_evaluation_callback", "evaluate_config"]
 
@@ -68,9 +71,11 @@ class ShardedModel:
 
     def encode(self, sentences: Sequence[str], batch_size: int = 64, **kwargs: Any) -> Tensor:
         """Embeddings (n, d) of ``sentences``, rows in input order, the same on every process."""
-        return self._encode("encode", sentences, batch_size, **kwargs)
+        return cast(Tensor, self._encode("encode", sentences, batch_size, **kwargs))  # one part for "encode"
 
-    def _encode(self, method: str, sentences: Sequence[str], batch_size: int = 64, **kwargs: Any):
+    def _encode(
+        self, method: str, sentences: Sequence[str], batch_size: int = 64, **kwargs: Any
+    ) -> Tensor | tuple[Tensor, ...]:
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, not a single string")
         sentences = list(sentences)
@@ -180,7 +185,7 @@ class EvaluationCallback(L.Callback):
         """Evaluate the module's inference model on ``tasks``, sharded, or on rank zero only (``shard=False``:
         the other processes get ``None``)."""
         config = self._config(pl_module)
-        model = pl_module.inference_model()
+        model = cast("UnisentModule", pl_module).inference_model()
         world = trainer.world_size
         if world > 1 and self.shard:
             strategy = trainer.strategy
@@ -209,7 +214,7 @@ class EvaluationCallback(L.Callback):
         fault_point("evaluation")  # (benchmarks/soak.py: a kill after evaluating, before logging; no-op otherwise)
         scores: dict[str, float] = {}
         details: dict[str, float] = {}
-        if trainer.is_global_zero:
+        if trainer.is_global_zero and results is not None:  # (rank zero always has them)
             self.last_results[prefix] = results
             _log_results_table(trainer, prefix, results)
             scores = {name: float(r["score"]) for name, r in results["tasks"].items()}
@@ -252,8 +257,9 @@ def add_evaluation_callback(trainer: L.Trainer, module: L.LightningModule) -> Ev
     config = getattr(module, "evaluation", None)
     if config is None or not (config.val_tasks or config.test_tasks):
         return None
-    if any(isinstance(callback, EvaluationCallback) for callback in trainer.callbacks):
+    callbacks: list[L.Callback] = trainer.callbacks  # pyright: ignore[reportAttributeAccessIssue]  # set, not declared
+    if any(isinstance(callback, EvaluationCallback) for callback in callbacks):
         return None
     callback = EvaluationCallback()
-    trainer.callbacks.insert(0, callback)  # Lightning moves checkpoint callbacks to the end when it starts
+    callbacks.insert(0, callback)  # Lightning moves checkpoint callbacks to the end when it starts
     return callback

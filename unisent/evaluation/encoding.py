@@ -11,7 +11,7 @@ and passes ``precision=`` to unisent's own models (one ``encode`` signature); an
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -68,7 +68,7 @@ class Embedder:
         #: the description of the encoding progress bar (the runner names the task being encoded)
         self.label = "encoding"
         self.cache_size = cache_size
-        parameters = getattr(model, "parameters", None)
+        parameters: Callable[[], Iterable[Tensor]] | None = getattr(model, "parameters", None)
         first = next(iter(parameters()), None) if callable(parameters) else None
         self.device = first.device.type if first is not None else "cpu"
         self.bf16 = inference_precision(precision, self.device)[0]

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
+
+    from ..objectives import Objective
 
 __all__ = [
     "AMR_TEST",
@@ -152,7 +154,7 @@ def amr_retrieval(model: Any, pairs: Sequence[dict[str, str]], batch_size: int =
     graphs = [p["graph"] for p in pairs]
     max_length = getattr(getattr(model, "config", None), "max_length", None)
     truncated = None
-    tokenizer = getattr(model, "tokenizer", None)
+    tokenizer: Callable[..., Any] | None = getattr(model, "tokenizer", None)
     if callable(tokenizer) and max_length:
         truncated = sum(len(ids) > max_length for ids in tokenizer(graphs, add_special_tokens=True)["input_ids"])
     start = time.perf_counter()
@@ -448,7 +450,8 @@ def _entity_columns(
         present = ", ".join(f"{o.name} ({type(o).__name__})" for o in module.objectives) or "none"
         reason = f"checkpoint {ckpt} has no EASE objective, so no entity table; its objectives: {present}"
         return {c: {"score": None, "reason": reason} for c in columns}
-    ease = find_ease(module.objectives)  # several EASE objectives: a ValueError (score one with score_entities)
+    # several EASE objectives: a ValueError (score one with score_entities)
+    ease = find_ease(cast("Sequence[Objective]", module.objectives))
     found = score_entities(module, ease, ckpt, records, (1, 10), batch_size, max_length)
     found["seconds"] = round(time.perf_counter() - started, 1)
     return {c: {"score": 100.0 * found[_ENTITY[c]], **found} for c in columns}

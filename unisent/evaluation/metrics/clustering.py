@@ -44,7 +44,7 @@ def kmeans_clustering(
         raise ValueError(f"got {len(features)} embeddings and {len(labels)} labels")
     accuracies, nmis = [], []
     for seed in seeds:
-        predicted = KMeans(n_clusters=n_classes, n_init=n_init, random_state=seed).fit_predict(features)
+        predicted = KMeans(n_clusters=n_classes, n_init=n_init, random_state=seed).fit_predict(features)  # pyright: ignore[reportArgumentType]  # n_init: typed by its default "auto"
         accuracies.append(100.0 * hungarian_accuracy(labels, predicted))
         nmis.append(100.0 * normalized_mutual_info_score(labels, predicted))
     return {

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import torch
-from sklearn.base import ClassifierMixin
+from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.metrics import accuracy_score, f1_score
 from sklearn.model_selection import StratifiedKFold
@@ -40,17 +41,17 @@ def pair_features(u: Tensor | np.ndarray, v: Tensor | np.ndarray, kind: str = "f
 
 
 def _regression(config: ProbeConfig, c: float) -> Pipeline:
-    steps = [StandardScaler()] if config.standardize else []
+    steps: list[BaseEstimator] = [StandardScaler()] if config.standardize else []
     steps.append(LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed))
     return make_pipeline(*steps)
 
 
 def _regression_cv(config: ProbeConfig) -> Pipeline:
     folds = StratifiedKFold(config.inner_kfold, shuffle=True, random_state=config.seed)
-    steps = [StandardScaler()] if config.standardize else []
+    steps: list[BaseEstimator] = [StandardScaler()] if config.standardize else []
     steps.append(
         LogisticRegressionCV(
-            Cs=list(config.c_grid),
+            Cs=list(config.c_grid),  # pyright: ignore[reportArgumentType]  # unannotated: typed by its default 10
             cv=folds,
             scoring="accuracy",
             max_iter=config.max_iter,
@@ -67,10 +68,10 @@ _SKLEARN_TRANSITION = r".*(l1_ratios|use_legacy_attributes|fitted attributes).*"
 
 def fit_probe(
     features: np.ndarray,
-    labels: Sequence,
+    labels: Sequence | np.ndarray,
     config: ProbeConfig | None = None,
     dev: tuple[np.ndarray, Sequence] | None = None,
-) -> tuple[ClassifierMixin, dict[str, float]]:
+) -> tuple[Pipeline, dict[str, float]]:
     """Fit a logistic-regression probe, choosing ``C`` on ``dev`` (``(features, labels)``) or by inner CV.
 
     Returns the classifier and ``{"C": ..., "dev_accuracy": ...}`` (x100, only with ``dev``).
@@ -81,7 +82,7 @@ def fit_probe(
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_SKLEARN_TRANSITION, category=FutureWarning)
             model = _regression_cv(config).fit(features, labels)
-        return model, {"C": float(np.ravel(model[-1].C_)[0])}
+        return model, {"C": float(np.ravel(cast(LogisticRegressionCV, model[-1]).C_)[0])}
     best: tuple[float, float, Pipeline] | None = None
     for c in config.c_grid:
         model = _regression(config, c).fit(features, labels)
@@ -93,19 +94,19 @@ def fit_probe(
 
 
 def probe_scores(
-    model: ClassifierMixin, features: np.ndarray, labels: Sequence, positive_label: str | None = None
+    model: Pipeline, features: np.ndarray, labels: Sequence | np.ndarray, positive_label: str | None = None
 ) -> dict[str, float]:
     """Accuracy (x100) of a fitted probe, plus binary F1 (x100) of ``positive_label`` when given."""
     predicted = model.predict(features)
     labels = np.asarray(labels)
     scores = {"accuracy": 100.0 * accuracy_score(labels, predicted)}
     if positive_label is not None:
-        scores["f1"] = 100.0 * f1_score(labels, predicted, pos_label=positive_label)
+        scores["f1"] = 100.0 * f1_score(labels, predicted, pos_label=positive_label)  # pyright: ignore[reportArgumentType]  # typed by its default 1
     return scores
 
 
 def cross_validated_accuracy(
-    features: np.ndarray, labels: Sequence, config: ProbeConfig | None = None
+    features: np.ndarray, labels: Sequence | np.ndarray, config: ProbeConfig | None = None
 ) -> dict[str, float]:
     """Stratified k-fold ``accuracy`` (mean x100) and ``accuracy_std`` of the probe, ``C`` chosen by inner
     cross-validation in each fold."""

@@ -69,7 +69,7 @@ def margin_candidates(
         pairs[(i, j)] = score
     backward_sources = t2s_idx.gather(1, arg_b[:, None])[:, 0]
     for j, (i, score) in enumerate(zip(backward_sources.tolist(), best_b.tolist())):
-        pairs[(i, j)] = max(score, pairs.get((i, j), score))
+        pairs[(i, j)] = max(score, pairs.get((i, j), float("-inf")))
     ordered = sorted(pairs.items(), key=lambda item: -item[1])
     src = np.array([i for (i, _), _ in ordered], dtype=np.int64)
     tgt = np.array([j for (_, j), _ in ordered], dtype=np.int64)

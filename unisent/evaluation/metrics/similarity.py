@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Literal, Union
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 Representation = Union[Tensor, tuple[Tensor, ...]]
-SimilarityFn = Callable[[Representation, Representation], Tensor]
+SimilarityFn = Callable[..., Tensor]  # of two representations of one kind: (n, d) tensors or (mu, var) pairs
 
 
 def cosine_similarity(a: Tensor, b: Tensor) -> Tensor:
@@ -56,7 +56,9 @@ def kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction:
     raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
-def symmetric_kl_similarity(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: str = "sum") -> Tensor:
+def symmetric_kl_similarity(
+    a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], reduction: Literal["sum", "mean"] = "sum"
+) -> Tensor:
     """GaussCSE's symmetric similarity, the authors' STS score; returns (n,).
 
     ``sim(a, b) = 1 / (1 + (KL(N_a || N_b) + KL(N_b || N_a)) / 2)``. ``reduction``: ``"sum"`` sums each KL
@@ -104,8 +106,8 @@ def sts_correlation(predicted: Sequence[float] | np.ndarray | Tensor, gold: Sequ
         raise ValueError(f"predicted {predicted.shape} and gold {gold_array.shape} must be equal 1-D shapes")
     predicted = np.nan_to_num(predicted)
     return {
-        "spearman": 100.0 * float(spearmanr(predicted, gold_array).statistic),
-        "pearson": 100.0 * float(pearsonr(predicted, gold_array).statistic),
+        "spearman": 100.0 * float(spearmanr(predicted, gold_array).statistic),  # pyright: ignore[reportAttributeAccessIssue]  # made at run time
+        "pearson": 100.0 * float(pearsonr(predicted, gold_array).statistic),  # pyright: ignore[reportAttributeAccessIssue]  # made at run time
     }
 
 

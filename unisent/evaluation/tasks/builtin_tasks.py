@@ -5,6 +5,7 @@ Paths are relative to a data directory laid out like the project's ``shared/data
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from ...data.benchmark_readers import (
@@ -416,7 +417,7 @@ def _unknown(name: str) -> str:
     return f"unknown task or group {name!r}.\nGroups: {', '.join(sorted(GROUPS))}.\nTasks:\n{task_names_summary()}"
 
 
-def resolve_tasks(names: list[str] | tuple[str, ...] | str) -> list[tuple[Task, bool]]:
+def resolve_tasks(names: Sequence[str] | str) -> list[tuple[Task, bool]]:
     """Expand task and group names (or a comma-separated string) into ``(task, named_explicitly)`` pairs,
     in order, without duplicates; a task reached only through a group has ``False``.
 

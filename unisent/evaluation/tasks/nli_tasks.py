@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -87,7 +88,7 @@ class EntailmentDirectionTask(Task):
         premise_text, hypothesis_text = [data.sentences1[i] for i in keep], [data.sentences2[i] for i in keep]
         premises, hypotheses = embedder.represent(premise_text), embedder.represent(hypothesis_text)
         lengths = token_counts(embedder.model, premise_text), token_counts(embedder.model, hypothesis_text)
-        right = {
+        right: dict[str, Any] = {  # per_pair: (n,) boolean tensors
             "direction_sim": direction_accuracy_by_similarity(premises, hypotheses, embedder.similarity, per_pair=True)
         }
         if embedder.similarity.gaussian:
@@ -104,9 +105,10 @@ def token_counts(model: Any, sentences: list[str]) -> torch.Tensor:
     import torch
 
     for candidate in (model, getattr(model, "encoder", None), getattr(model, "model", None)):
-        if callable(getattr(candidate, "tokenize_ids", None)):
-            return torch.tensor([len(ids) for ids in candidate.tokenize_ids(sentences)])
-        tokenizer = getattr(candidate, "tokenizer", None)
+        tokenize_ids: Callable[..., Any] | None = getattr(candidate, "tokenize_ids", None)
+        if callable(tokenize_ids):
+            return torch.tensor([len(ids) for ids in tokenize_ids(sentences)])
+        tokenizer: Callable[..., Any] | None = getattr(candidate, "tokenizer", None)
         if callable(tokenizer):
             return torch.tensor([len(ids) for ids in tokenizer(list(sentences))["input_ids"]])
     return torch.tensor([len(sentence.split()) for sentence in sentences])

@@ -206,6 +206,16 @@ def test_hard_negatives_from_a_type_table(full, tmp_path):
     assert (again / "records.jsonl").read_bytes() == (out / "records.jsonl").read_bytes()
 
 
+def test_a_types_file_without_rows_builds_records_without_negatives(full, tmp_path):
+    types = tmp_path / "types.tsv"
+    types.write_text("entity\ttype\n")  # a header only: no sampler (this crashed on the stats before)
+    out = tmp_path / "neg"
+    shutil.copytree(full, out)
+    wiki(out, "--min-link-count", 0, "--types", types)
+    assert all(r["hard_negative"] is None for r in jsonl(out / "records.jsonl"))
+    assert json.loads((out / "stats.json").read_text())["typed_entities"] == 0
+
+
 def test_wikidata_map(full, tmp_path):
     qmap = tmp_path / "map.tsv"
     qmap.write_text("title\tqid\nMicrosoft_Windows\tQ1406\nlinux\tQ388\n")  # titles are normalised

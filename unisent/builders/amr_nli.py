@@ -83,7 +83,9 @@ def _translations(translator, sentences: list[str], lang: str, on_missing: str, 
     )
 
 
-def _batch_or_each(run, sentences: list[str], on_missing: str, failures: Counter, kind: str, describe):
+def _batch_or_each(
+    run, sentences: list[str], on_missing: str, failures: Counter, kind: str, describe
+) -> list[str | None]:
     """``run(sentences)``, else one by one: a failure is ``None``, counted under ``kind`` (or raised)."""
     if not sentences:
         return []

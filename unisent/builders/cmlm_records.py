@@ -122,7 +122,7 @@ def bitext_pairs(
                     yield {"source": source, "target": target} | ({"language": language} if language else {})
         return
     for other in files:
-        lang = _TATOEBA.match(other.name).group(1)
+        lang = other.suffix[1:]  # tatoeba.<lang>-eng.<lang>
         english = other.with_name(f"tatoeba.{lang}-eng.eng")
         for _, text, eng in _aligned(other, english):
             if text and eng:

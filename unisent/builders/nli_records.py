@@ -71,10 +71,10 @@ def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10
 
     n = 0
     with atomic_write(path, "wb") as fh:
-        writer = None
+        writer: pq.ParquetWriter | None = None
         batch: list[dict] = []
 
-        def flush() -> None:
+        def flush() -> pq.ParquetWriter:
             nonlocal writer
             try:
                 table = pa.Table.from_pylist(batch, schema=writer.schema if writer is not None else None)
@@ -86,6 +86,7 @@ def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10
                 writer = pq.ParquetWriter(fh, table.schema)
             writer.write_table(table)
             batch.clear()
+            return writer
 
         for record in records:
             batch.append(record)
@@ -93,7 +94,7 @@ def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10
             if len(batch) == rows_per_group:
                 flush()
         if batch or writer is None:
-            flush()
+            writer = flush()
         writer.close()
     return n
 

@@ -12,10 +12,11 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 from ...data.records import iter_records
 from ...io import atomic_write
-from .dump import iter_dump
+from .dump import DumpPage, iter_dump
 from .sentences import SentenceSplitter, init_worker, process_article
 from .tables import HardNegativeSampler, read_counts, read_redirects, read_title_map, read_types, resolver
 from .wikitext import normalize_title
@@ -92,7 +93,7 @@ def extract_step(
     final = {"sentences": out / "sentences.jsonl", "redirects": out / "redirects.tsv"}
     part = {k: p.with_name(p.name + ".part") for k, p in final.items()}
     progress, finished = _previous_extraction(prog_path, params, final, part, max_pages, log)
-    if finished:
+    if finished and progress is not None:  # finished: an earlier run's progress
         return {"ran": False, **progress}
     progress = _prepare_parts(out, part, progress, params, log)
     stats, exhausted = _extract_pages(
@@ -176,7 +177,7 @@ def _extract_pages(
         init_worker(splitter_language, min_sentence_chars, namespaces)
         for kind, value in iter_dump(dump, skip=progress["pages_seen"]):
             if kind == "namespaces":  # the dump's <siteinfo>, before its pages
-                namespaces = value
+                namespaces = cast("dict[str, int]", value)  # see iter_dump
                 init_worker(splitter_language, min_sentence_chars, namespaces)
                 continue
             index += 1
@@ -187,7 +188,7 @@ def _extract_pages(
             if max_pages is not None and planned >= max_pages:
                 exhausted = False
                 break
-            title, ns, redirect, text = value
+            title, ns, redirect, text = cast(DumpPage, value)
             if redirect is not None or text.lstrip()[:9].upper() == "#REDIRECT":
                 batch.append((index, title, "redirect", redirect if ns == 0 else None))
             elif ns != 0:
@@ -364,7 +365,7 @@ def records_step(
             },
         }
         if type_table is not None:
-            summary["typed_entities"] = len(sampler.types)
+            summary["typed_entities"] = len(sampler.types) if sampler else 0  # a types file without rows: none
         _write_text(paths["stats.json"], json.dumps(summary, indent=1) + "\n")
     log(
         f"records: {summary['records']} records ({summary['records_with_hard_negative']} with a hard negative), "

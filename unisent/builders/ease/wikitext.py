@@ -84,7 +84,7 @@ def _walk(nodes, out: list[str], links: list | None, ns: Namespaces, stats: Coun
         text, link = "", None  # Template, Comment, Heading, Argument: dropped
         if isinstance(node, N.Text):
             text = node.value
-            if pending is not None:
+            if pending is not None and links is not None:  # pending: a link appended to links
                 links[pending][1] += _link_trail(text)
         elif isinstance(node, N.Wikilink):
             text, link = _wikilink_text(node, pos, links, ns, stats)
@@ -138,8 +138,8 @@ def _tag_text(node, pos: int, links: list | None, ns: Namespaces, stats: Counter
     sub: list[str] = []
     sub_links: list = []
     _walk(node.contents.nodes, sub, sub_links if links is not None else None, ns, stats)
-    for link in sub_links:
-        links.append([link[0] + pos, link[1] + pos, link[2]])
+    if links is not None:
+        links.extend([link[0] + pos, link[1] + pos, link[2]] for link in sub_links)
     return "".join(sub)
 
 

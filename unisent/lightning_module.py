@@ -7,11 +7,12 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
+from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 
 from .balancers import Balancer, ConflictLog, Static, weight_value
 from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
@@ -23,7 +24,7 @@ from .lightning_compat import should_accumulate
 from .objectives import Objective, SimCSE
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
-from .training_config import EvaluationConfig, ModelConfigError, TrainConfig, check_weight_schedule, grouped_hparams
+from .training_config import EvaluationConfig, ModelConfigError, TrainConfig, check_weight_schedule, train_from_flat
 from .training_step import TrainingStep
 
 __all__ = ["UnisentModule", "parameter_groups"]
@@ -130,12 +131,12 @@ class UnisentModule(L.LightningModule):
             raise ModelConfigError(f"objective names must be unique, got {names}; set `name:` on each")
         self.objectives = torch.nn.ModuleList(objectives)
         # setup_for: objectives that add tokens first, so that a head sized by the vocabulary sees the final one
-        for objective in sorted(self.objectives, key=lambda o: not o.extends_vocabulary):
+        for objective in sorted(objectives, key=lambda o: not o.extends_vocabulary):
             objective.setup_for(self.encoder)
         self.optimizer_factory = optimizer
         self.schedule, self.heads, self.save_encoder = train.schedule, train.heads, train.save_encoder
         self.evaluation = evaluation or EvaluationConfig()
-        self.encoder_dir: Path | None = None
+        self.encoder_dir: str | Path | None = None
         self.weight_schedule = check_weight_schedule(train.weight_schedule, names)
         self._logged_terms: dict[str, tuple[str, ...]] = {}
         self.balancer = balancer if balancer is not None else Static()
@@ -158,6 +159,11 @@ class UnisentModule(L.LightningModule):
     @cache_chunk.setter
     def cache_chunk(self, rows: int | None) -> None:
         self._step_runner.cache_chunk = rows
+
+    @property
+    def objective_list(self) -> list[Objective]:
+        """``objectives`` (a ``ModuleList``, whose items type as modules) as the objectives they are."""
+        return cast("list[Objective]", list(self.objectives))
 
     @property
     def conflict_every(self) -> int:
@@ -188,7 +194,7 @@ class UnisentModule(L.LightningModule):
         self.start_step()
         several = len(self.objectives) > 1
         seconds: dict[str, float] = {}
-        for objective in self.objectives:
+        for objective in self.objective_list:
             sub = batch.get(objective.name)
             if sub is None:  # an exhausted loader in "max_size" mode
                 continue
@@ -226,7 +232,9 @@ class UnisentModule(L.LightningModule):
     def _own_params(self) -> dict[str, list[torch.nn.Parameter]]:
         """Each objective's trainable parameters that are not the encoder's (tied embeddings are)."""
         shared = {id(p) for p in self.encoder.parameters()}
-        return {o.name: [p for p in o.parameters() if p.requires_grad and id(p) not in shared] for o in self.objectives}
+        return {
+            o.name: [p for p in o.parameters() if p.requires_grad and id(p) not in shared] for o in self.objective_list
+        }
 
     def _last_micro_batch(self) -> bool:
         """Whether the optimiser steps after this training step (always, without gradient accumulation)."""
@@ -285,7 +293,7 @@ class UnisentModule(L.LightningModule):
         encoder = self.encoder if heads.only_steps or heads.only_ratio else None
         return parameter_groups(self.named_parameters(), [*self.objectives, self.balancer], heads.lr, encoder)
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         optimizer = self.optimizer_factory(self.optimizer_groups())
         for group in optimizer.param_groups:  # lr: 1e400 reads as inf, and would train NaN weights
             lr = group.get("lr")
@@ -325,7 +333,7 @@ class UnisentModule(L.LightningModule):
         if self._head_only:
             training = self.global_step >= self._head_only
             self.encoder.train(training)
-            for objective in self.objectives:
+            for objective in self.objective_list:
                 for module in objective.encoder_like_modules():
                     module.train(training)
 
@@ -343,7 +351,7 @@ class UnisentModule(L.LightningModule):
         """What ``unisent.load`` returns for this model: the encoder, or the one objective's inference head
         ([`Objective.inference_model`][unisent.objectives.Objective.inference_model]); two such objectives are an
         error."""
-        heads = [(o.name, m) for o in self.objectives if (m := o.inference_model(self.encoder)) is not None]
+        heads = [(o.name, m) for o in self.objective_list if (m := o.inference_model(self.encoder)) is not None]
         if len(heads) > 1:
             raise ValueError(
                 f"objectives {', '.join(repr(n) for n, _ in heads)} each put an inference head on the "
@@ -374,7 +382,7 @@ class UnisentModule(L.LightningModule):
         """The settings that define this model: encoder and every objective (for logs and cards)."""
         return {
             "encoder": asdict(self.encoder_config),
-            "objectives": [o.config() for o in self.objectives],
+            "objectives": [o.config() for o in self.objective_list],
             "balancer": self.balancer.config(),
         }
 
@@ -395,13 +403,12 @@ class UnisentModule(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
         """Lightning's; a checkpoint written before ``model.train`` (flat ``warmup_steps``, ``head_lr``, ... in its
-        hyper-parameters, which Lightning would drop) gets them in their groups (``grouped_hparams``)."""
+        hyper-parameters, which Lightning would drop) gets them in their groups (``train_from_flat``)."""
         if isinstance(checkpoint_path, (str, Path)) and "train" not in kwargs:
             from .io import load_checkpoint
 
-            hparams = load_checkpoint(checkpoint_path, mmap=True).get("hyper_parameters") or {}
-            if "train" in (grouped := grouped_hparams(hparams)):
-                kwargs["train"] = grouped["train"]
+            if train := train_from_flat(load_checkpoint(checkpoint_path, mmap=True).get("hyper_parameters") or {}):
+                kwargs["train"] = train
         return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     @classmethod

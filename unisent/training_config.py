@@ -1,6 +1,6 @@
 """The ``model`` section's plain-data settings and their checks: ``model.train`` (``TrainConfig``: the
 learning-rate schedule, the heads, the weight schedule, conflict logging, caching), ``model.evaluation``, and the
-old flat keys' new places (``MOVED``, ``grouped_hparams``)."""
+old flat keys' new places (``MOVED``, ``train_from_flat``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = [
     "ScheduleConfig",
     "TrainConfig",
     "check_weight_schedule",
-    "grouped_hparams",
+    "train_from_flat",
 ]
 
 #: each flat key ``UnisentModule`` took before the training settings were grouped -> its place now
@@ -101,8 +101,8 @@ class TrainConfig:
             optimiser step on (0 skips its forward pass), e.g. CMLM's S3: ``{bitext: [[0, 0.0], [100000, 0.2]]}``.
             Under DDP, switching off one with own parameters needs ``strategy: ddp_find_unused_parameters_true``.
         conflict_every: every N optimiser steps, log gradient conflicts
-            ([`ConflictLog`][unisent.balancers.ConflictLog]);
-            0: never. A loss-level balancer keeps one gradient row per objective on those steps.
+            ([`ConflictLog`][unisent.balancers.ConflictLog]); 0: never. A loss-level balancer keeps one
+            gradient row per objective on those steps.
         cache_chunk: GradCache (``unisent.objectives.grad_cache``): in-batch objectives encode in chunks of
             this many rows, in one chunk's memory, with the whole batch's loss and gradients. Unset: no cache.
         save_encoder: after ``fit``, save the trained encoder to ``<log dir>/encoder``.
@@ -131,21 +131,14 @@ class TrainConfig:
             )
 
 
-def grouped_hparams(hparams: dict[str, Any]) -> dict[str, Any]:
-    """``hparams`` (a checkpoint's ``hyper_parameters``) with the flat keys of ``MOVED`` (checkpoints
-    written before the groups) in a ``train`` dict (over the one there, if any); the rest as they are."""
-    flat = {k: v for k, v in hparams.items() if k in MOVED}
-    if not flat:
-        return dict(hparams)
-    train = hparams.get("train")
-    grouped: dict[str, Any] = dict(train) if isinstance(train, dict) else {}
-    for key, value in flat.items():
-        *groups, name = MOVED[key].split(".")[1:]
-        target = grouped
-        for group in groups:
-            target = target.setdefault(group, {})
-        target[name] = value
-    return {**{k: v for k, v in hparams.items() if k not in flat}, "train": grouped}
+def train_from_flat(hparams: dict[str, Any]) -> dict[str, Any]:
+    """The ``train`` dict of ``hparams`` (a checkpoint's ``hyper_parameters``) written before the groups: its
+    flat keys of ``MOVED`` in their places (empty: it has none)."""
+    train: dict[str, Any] = {}
+    for key in MOVED.keys() & hparams.keys():
+        group, name = ("", *MOVED[key].split(".")[1:])[-2:]
+        (train.setdefault(group, {}) if group else train)[name] = hparams[key]
+    return train
 
 
 @dataclass

@@ -10,8 +10,9 @@ Dense] -> a ``Dense`` holding the mean layer of the head), the point embeddings 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,15 +24,23 @@ from ..inference.model_types import register_model
 from ..losses.gaussian_kl import gaussian_similarity_matrix
 from .wrapper import EncoderWrapper
 
-__all__ = ["GaussianEncoder", "GaussianHead"]
+if TYPE_CHECKING:
+    from ..encoders.encoder import Encoder
+    from ..encoders.export_declarations import EncoderOnnxGraph
+
+__all__ = ["GaussianEncoder", "GaussianHead", "GaussianHeadSettings"]
 
 _ACTIVATION = {"none": "torch.nn.modules.linear.Identity", "tanh": "torch.nn.modules.activation.Tanh"}
 
 
-class GaussianHead(nn.Module):
-    """Two linear maps of the pooled vector: a mean and a positive diagonal variance.
+@dataclass
+class GaussianHeadSettings:
+    """A [`GaussianHead`][unisent.models.GaussianHead]'s settings, saved in ``gaussian_head.json``. Each
+    option added after the first heads were saved defaults to the behaviour of before, so that a head saved
+    without its key loads as it was trained; the file holds such a key only when it is not the default
+    (``GaussianHeadSettings.saved``).
 
-    Args:
+    Attributes:
         hidden_size: size of the pooled sentence vector (and of the Gaussian).
         variance: ``exp`` of a log-variance (default, the authors' code), ``softplus`` or ``elu``
             (ELU + 1).
@@ -39,22 +48,53 @@ class GaussianHead(nn.Module):
         var_floor: added to every variance, keeps KL finite in low precision.
         point: the point embedding the inference model's ``encode`` returns: ``mean`` (the Gaussian
             mean, GaussCSE's STS vector) or ``pooled`` (the encoder's pooled vector under the head:
-            what other objectives trained in the same run, e.g. EASE, CMLM, AMR, shape). Saved with the
-            head; ``encode_gaussian`` gives (mean, variance) either way.
+            what other objectives trained in the same run, e.g. EASE, CMLM, AMR, shape); ``encode_gaussian``
+            gives (mean, variance) either way.
         length_input: the variance map also reads ``log`` of each sentence's token count (special
             tokens included, after truncation). Not in the paper: mean pooling divides the token
             count away, and a sentence's specificity, which the variance stands for, goes with its
-            length ([CLS] of a fine-tuned BERT, the paper's vector, can carry it). Saved with the
-            head; ``forward`` then needs ``lengths``. docs/results/unified.md measures it.
+            length ([CLS] of a fine-tuned BERT, the paper's vector, can carry it). ``forward`` then needs
+            ``lengths``. docs/results/unified.md measures it.
         pooler: the vectors the head reads: ``None`` (the encoder's sentence vectors) or a built-in
             pooler without weights, e.g. ``cls`` (the paper's ``[CLS]``) under an encoder that pools
-            ``mean`` for everything else (``unisent.encoders.poolers.head_pooler``). Saved with the head.
+            ``mean`` for everything else (``unisent.encoders.poolers.head_pooler``).
         own_layers: the head reads the pooled output of its own copies of the encoder's top ``own_layers``
             layers over the encoder's lower ones (task-specific top layers, as in hard parameter sharing),
             so its loss does not move the top of the encoder that the other objectives and ``encode`` read.
-            0: none. The copies are made from the encoder by [`attach`][unisent.models.GaussianHead.attach] (training
-               starts them from the
-            encoder's weights) and saved with the head.
+            0: none. The copies are made from the encoder by [`attach`][unisent.models.GaussianHead.attach]
+            (training starts them from the encoder's weights) and saved with the head.
+    """
+
+    hidden_size: int
+    variance: Literal["exp", "softplus", "elu"] = "exp"
+    mean_activation: Literal["none", "tanh"] = "none"
+    var_floor: float = 1e-6
+    point: Literal["mean", "pooled"] = "mean"
+    length_input: bool = False
+    pooler: str | None = None
+    own_layers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pooler is not None:  # a built-in name without weights, or ValueError
+            head_pooler(self.pooler, self.hidden_size, source="pooler")
+        if type(self.own_layers) is not int or self.own_layers < 0:
+            raise ValueError(f"own_layers must be an integer >= 0, got {self.own_layers!r}")
+        if self.variance not in ("exp", "softplus", "elu") or self.mean_activation not in ("none", "tanh"):
+            raise ValueError(f"unknown variance {self.variance!r} or mean_activation {self.mean_activation!r}")
+        if self.point not in ("mean", "pooled"):
+            raise ValueError(f"point must be 'mean' or 'pooled', got {self.point!r}")
+
+    def saved(self) -> dict[str, Any]:
+        """The JSON of ``gaussian_head.json``: the four settings every head has saved, and each later one
+        only when it is not its default (a head that does not use an option loads where it is unknown)."""
+        later = {"point": "mean", "length_input": False, "pooler": None, "own_layers": 0}
+        return {k: v for k, v in asdict(self).items() if k not in later or v != later[k]}
+
+
+class GaussianHead(nn.Module):
+    """Two linear maps of the pooled vector: a mean and a positive diagonal variance.
+
+    Its arguments are the fields of ``GaussianHeadSettings`` (``config``; ``settings``: as saved).
     """
 
     def __init__(
@@ -69,38 +109,19 @@ class GaussianHead(nn.Module):
         own_layers: int = 0,
     ) -> None:
         super().__init__()
-        if pooler is not None:
-            head_pooler(pooler, hidden_size, source="pooler")  # a built-in name without weights, or ValueError
-        if type(own_layers) is not int or own_layers < 0:
-            raise ValueError(f"own_layers must be an integer >= 0, got {own_layers!r}")
-        if variance not in ("exp", "softplus", "elu") or mean_activation not in ("none", "tanh"):
-            raise ValueError(f"unknown variance {variance!r} or mean_activation {mean_activation!r}")
-        if point not in ("mean", "pooled"):
-            raise ValueError(f"point must be 'mean' or 'pooled', got {point!r}")
-        self.settings = {
-            "hidden_size": hidden_size,
-            "variance": variance,
-            "mean_activation": mean_activation,
-            "var_floor": var_floor,
-        }
-        if point != "mean":  # heads saved before this option have no key: they are "mean"
-            self.settings["point"] = point
-        if length_input:  # likewise: absent = False
-            self.settings["length_input"] = True
-        if pooler is not None:  # likewise: absent = the encoder's own vectors
-            self.settings["pooler"] = pooler
-        if own_layers:  # likewise: absent = 0
-            self.settings["own_layers"] = own_layers
+        self.config = GaussianHeadSettings(
+            hidden_size, variance, mean_activation, var_floor, point, length_input, pooler, own_layers
+        )
         self.mean = nn.Linear(hidden_size, hidden_size)
         self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
         self.layers = nn.ModuleList()  # the own top layers, from [`attach`][unisent.models.GaussianHead.attach]
 
     def attach(self, encoder: nn.Module) -> GaussianHead:
         """Give the head its own copies of ``encoder``'s top ``own_layers`` layers (once; none without)."""
-        k = self.settings.get("own_layers", 0)
+        k = self.config.own_layers
         if k and not len(self.layers):
             try:
-                self.layers = encoder.top_layer_copies(k)
+                self.layers = cast("Encoder", encoder).top_layer_copies(k)
             except ValueError as err:
                 raise ValueError(f"GaussCSE own_layers: {err}") from None
         return self
@@ -111,13 +132,18 @@ class GaussianHead(nn.Module):
         return self.layers if len(self.layers) else None
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """The settings as ``gaussian_head.json`` holds them (``GaussianHeadSettings.saved``)."""
+        return self.config.saved()
+
+    @property
     def length_input(self) -> bool:
-        return bool(self.settings.get("length_input"))
+        return self.config.length_input
 
     @property
     def pooler(self) -> str | None:
         """The pooler whose vectors the head reads; ``None``: the encoder's."""
-        return self.settings.get("pooler")
+        return self.config.pooler
 
     def forward(self, pooled: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32. ``lengths`` (batch,): token
@@ -131,7 +157,7 @@ class GaussianHead(nn.Module):
 
     def _forward(self, pooled: torch.Tensor, lengths: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         mu = self.mean(pooled).float()
-        if self.settings["mean_activation"] == "tanh":
+        if self.config.mean_activation == "tanh":
             mu = torch.tanh(mu)
         var_in = pooled
         if self.length_input:
@@ -140,14 +166,14 @@ class GaussianHead(nn.Module):
             log_len = lengths.to(device=pooled.device, dtype=pooled.dtype).clamp(min=1).log().unsqueeze(-1)
             var_in = torch.cat([pooled, log_len], dim=-1)
         raw = self.var(var_in).float()
-        kind = self.settings["variance"]
+        kind = self.config.variance
         if kind == "exp":
             var = torch.exp(raw.clamp(max=60.0))
         elif kind == "softplus":
             var = F.softplus(raw)
         else:
             var = F.elu(raw) + 1.0
-        return mu, var + self.settings["var_floor"]
+        return mu, var + self.config.var_floor
 
 
 @register_model("gaussian")
@@ -178,7 +204,7 @@ class GaussianEncoder(EncoderWrapper):
     def point(self) -> str:
         """``mean`` or ``pooled``: what [`encode`][unisent.inference.InferenceModel.encode] and
         [`forward`][unisent.models.GaussianEncoder.forward] return."""
-        return self.head.settings.get("point", "mean")
+        return self.head.config.point
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Token ids (batch, seq) -> point embeddings (batch, hidden): the means, or the pooled vectors."""
@@ -233,15 +259,15 @@ class GaussianEncoder(EncoderWrapper):
 
     # ------------------------------------------------------------------------------ exports
     def head_facts(self) -> list[tuple[str, str]]:
-        s = self.head.settings
+        s = self.head.config
         return [
             (
                 "Gaussian head",
-                f"mean: Linear{' + Tanh' if s['mean_activation'] == 'tanh' else ''}; "
-                f"variance: Linear{' of [pooled, log token count]' if s.get('length_input') else ''} + "
-                f"{s['variance']} (+ {s['var_floor']:g})"
-                + (f"; reads the `{s['pooler']}` vector, not the encoder's" if s.get("pooler") else "")
-                + (f"; over its own copies of the top {s['own_layers']} layers" if s.get("own_layers") else ""),
+                f"mean: Linear{' + Tanh' if s.mean_activation == 'tanh' else ''}; "
+                f"variance: Linear{' of [pooled, log token count]' if s.length_input else ''} + "
+                f"{s.variance} (+ {s.var_floor:g})"
+                + (f"; reads the `{s.pooler}` vector, not the encoder's" if s.pooler else "")
+                + (f"; over its own copies of the top {s.own_layers} layers" if s.own_layers else ""),
             ),
             (
                 "point embedding (`encode`)",
@@ -267,7 +293,7 @@ class GaussianEncoder(EncoderWrapper):
 
     def head_sentence_transformers_modules(self) -> list[STModule]:
         """The mean layer as a ``Dense`` (the variances stay in ``gaussian_head.pt`` for unisent)."""
-        return [STModule.dense(self.head.mean, _ACTIVATION[self.head.settings["mean_activation"]], "Dense (mean)")]
+        return [STModule.dense(self.head.mean, _ACTIVATION[self.head.config.mean_activation], "Dense (mean)")]
 
     def sentence_transformers_usage(self) -> str:
         point = (
@@ -321,7 +347,9 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
             raise NotExportableError(f"a Gaussian head that reads the {self.head.pooler!r} vectors has no ONNX graph")
         if self.head.top_layers is not None and (pool or self.encoder.pooler).needs_hidden_states:
             raise NotExportableError("a Gaussian head over its own top layers pools the last layer only in ONNX")
-        graph = _GaussianOnnxGraph(encoder.module, self.head, self.point, bool(self.encoder.config.normalize), pool)
+        graph = _GaussianOnnxGraph(
+            cast("EncoderOnnxGraph", encoder.module), self.head, self.point, bool(self.encoder.config.normalize), pool
+        )
         return OnnxGraph(graph, ("last_hidden_state", "sentence_embedding", "mean", "variance"), encoder.token_type_ids)
 
     def export_checks(self, out: Path, sentences: Sequence[str], format: str) -> list[tuple[float, str]]:
@@ -330,7 +358,8 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         if format != SENTENCE_TRANSFORMERS:
             return []
         _, var = self.encode_gaussian(list(sentences), precision="fp32")
-        _, var2 = type(self).from_pretrained(out).eval().encode_gaussian(list(sentences), precision="fp32")
+        saved = cast(GaussianEncoder, type(self).from_pretrained(out))
+        _, var2 = saved.eval().encode_gaussian(list(sentences), precision="fp32")
         return [(max_abs_diff(var2, var), "`unisent.load(DIR).encode_gaussian` (variances)")]
 
 
@@ -339,7 +368,12 @@ class _GaussianOnnxGraph(nn.Module):
     ``(last_hidden_state, point embedding, mean, variance)``."""
 
     def __init__(
-        self, encoder: nn.Module, head: GaussianHead, point: str, normalize_pooled: bool, pool: nn.Module | None = None
+        self,
+        encoder: EncoderOnnxGraph,
+        head: GaussianHead,
+        point: str,
+        normalize_pooled: bool,
+        pool: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.encoder, self.head, self.point, self.normalize_pooled = encoder, head, point, normalize_pooled
@@ -371,7 +405,7 @@ class _GaussianOnnxGraph(nn.Module):
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         out = encoder.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **extra)
         pooled = encoder.pooler(out.last_hidden_state, attention_mask, out.hidden_states)
-        own = self.head.top_layers
+        own = self.head.layers  # (not empty: this runs for a head with top_layers)
         hidden = out.hidden_states[-1 - len(own)]  # the input of the first layer the copies replace
         additive = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
         for layer in own:

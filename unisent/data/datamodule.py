@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -21,10 +20,6 @@ from .sources import DataSource, load_source, resolve_source
 from .token_cache import build_cache, cache_key, default_cache_dir
 from .tokenized_stream import StreamLoader, TokenizedStream
 from .tokenizing import RowTokenizer
-
-if TYPE_CHECKING:
-    from ..lightning_module import UnisentModule
-    from ..objectives import Objective
 
 __all__ = ["UnisentDataModule"]
 
@@ -114,22 +109,22 @@ class UnisentDataModule(L.LightningDataModule):
         self.datasets: dict[str, Any] = {}
         self.samplers: dict[str, ResumableSampler] = {}
         self.streams: dict[str, TokenizedStream] = {}
-        self._module: UnisentModule | None = None
+        self._module: L.LightningModule | None = None
         self._resume: dict[str, Any] | None = None  # a checkpoint's data position (until training starts)
         self._loaded_after_build = False  # see load_state_dict
 
-    def attach(self, module: UnisentModule) -> UnisentDataModule:
+    def attach(self, module: L.LightningModule) -> UnisentDataModule:
         """Use ``module``'s encoder and objectives (done automatically when a Trainer runs)."""
         self._module = module
         return self
 
     @property
-    def module(self) -> UnisentModule:
+    def module(self) -> Any:  # a UnisentModule: a layer above the data, so not named here
         if self._module is not None:
             return self._module
         if self.trainer is None or self.trainer.lightning_module is None:
             raise RuntimeError("the DataModule needs a model: pass it to a Trainer or call attach(module)")
-        return cast("UnisentModule", self.trainer.lightning_module)
+        return self.trainer.lightning_module
 
     def _batch_size(self, name: str) -> int:
         if isinstance(self.batch_size, int):
@@ -145,10 +140,10 @@ class UnisentDataModule(L.LightningDataModule):
             return bool(self.length_grouped.get(name, False))
         return bool(self.length_grouped)
 
-    def _objectives(self) -> dict[str, Objective]:
+    def _objectives(self) -> dict[str, Any]:
         """The model's objectives by name, checked against the keys of ``data.train``, ``data.batch_size`` and
         ``data.length_grouped`` before anything is read."""
-        objectives = {o.name: o for o in cast("Iterable[Objective]", self.module.objectives)}
+        objectives = {o.name: o for o in self.module.objectives}
         keyed = (
             ("data.train", self.train),
             ("data.batch_size", self.batch_size),
@@ -200,7 +195,7 @@ class UnisentDataModule(L.LightningDataModule):
             # data-dependent state (EASE's entity vocabulary), before the optimiser and any checkpoint load
             self.datasets[name] = objectives[name].setup_data(self.datasets[name]) or self.datasets[name]
 
-    def _stream(self, name: str, source: DataSource, objective: Objective) -> TokenizedStream:
+    def _stream(self, name: str, source: DataSource, objective) -> TokenizedStream:
         schema = objective.schema
         if schema.needs_all_records:
             raise DataConfigError(
@@ -266,7 +261,7 @@ class UnisentDataModule(L.LightningDataModule):
 
     def _loader(self, name: str) -> DataLoader:
         dataset = self.datasets[name]
-        objective = next(o for o in cast("Iterable[Objective]", self.module.objectives) if o.name == name)
+        objective = next(o for o in self.module.objectives if o.name == name)
         batch_size = self._batch_size(name)
         if isinstance(dataset, TokenizedStream):
             return self._stream_loader(name, dataset, objective)
@@ -305,7 +300,7 @@ class UnisentDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
-    def _stream_loader(self, name: str, stream: TokenizedStream, objective: Objective) -> DataLoader:
+    def _stream_loader(self, name: str, stream: TokenizedStream, objective) -> DataLoader:
         self.streams[name] = stream
         workers = stream.active_workers(self.num_workers) if self.num_workers else 0
         return _StreamTrainLoader(

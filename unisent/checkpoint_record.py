@@ -15,7 +15,7 @@ from .io import CheckpointError, load_checkpoint
 from .io.model_files import ModelFileError, check_fits, state_error_line
 from .io.registry import RegistryError
 from .objectives import Objective, objective_class, objective_from_record
-from .training_config import EvaluationConfig
+from .training_config import EvaluationConfig, ModelConfigError
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -173,7 +173,10 @@ def module_from_checkpoint(cls: type, path: str | Path, map_location: str = "cpu
     except (ValueError, TypeError, KeyError) as err:
         raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from err
     kept = [i for i in range(len(record["objectives"])) if i not in skipped]
-    module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
+    try:
+        module = cls(encoder=encoder, objectives=[objectives[i] for i in kept] or [Placeholder()])
+    except ModelConfigError as err:  # e.g. two objectives of one name: the record's, so the line names the file
+        raise CheckpointError(f"checkpoint {path}: its {CHECKPOINT_KEY!r} record: {err}") from None
     state = renumbered_state(ckpt["state_dict"], kept, skipped, f"checkpoint {path}")
     try:
         module.load_state_dict(state)

@@ -227,10 +227,9 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
         path = _module_path(location, entry, at)
         config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
         config = _module_config(cls, config, f"{Path(location, path, 'config.json')}")
-        activation = config.get("activation_function")
-        if isinstance(activation, str):  # Sentence Transformers' Dense.load imports it: the registry first
+        if "activation_function" in config:  # Sentence Transformers' Dense.load imports it: the registry first
             resolve(
-                activation,
+                config["activation_function"],
                 activation_classes(),
                 source=str(Path(location, path, "config.json")),
                 field="activation_function",
@@ -326,10 +325,9 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
             f"{', '.join(SUPPORTED_MODULES)} after a Transformer)"
         )
     config = dict(_module_config(cls, config, f"{source}: {field}.config"))
-    activation = config.get("activation_function")
-    if isinstance(activation, str):
+    if "activation_function" in config:
         activation_cls = resolve(
-            activation,
+            config["activation_function"],
             activation_classes(),
             source=source,
             field=f"{field}.config.activation_function",
@@ -390,6 +388,27 @@ class SentenceTransformersPooler(Pooler):
         dims = [get() for m in self.modules_ if (get := getattr(m, "get_embedding_dimension", None))]
         self.output_size = next((d for d in reversed(dims) if isinstance(d, int)), self.hidden_size)
         self.description = "Sentence Transformers modules: " + " -> ".join(self._labels())
+        self._dry_run(source)
+
+    def _dry_run(self, source: str) -> None:
+        """The modules run once on zeros of the backbone's width: a chain without a ``Pooling``, or sizes that do
+        not follow each other (``embedding_dimension: 1`` after a 32-wide backbone) are one line now, not at the
+        first ``encode``."""
+        import torch
+
+        states = torch.zeros(1, 2, self.hidden_size)
+        layers = 1 + max([getattr(m, "num_hidden_layers", 0) for m in self.modules_] + [0])
+        try:
+            with torch.no_grad():
+                out = self(states, torch.ones(1, 2, dtype=torch.long), (states,) * layers)
+            if out.dim() != 2 or out.shape[-1] != self.output_size:
+                raise ValueError(f"they give vectors of shape {list(out.shape)}, not {self.output_size} wide")
+        except Exception as err:  # noqa: BLE001 - what the modules' own code raises, as one line naming the file
+            first = (str(err).strip().splitlines() or [""])[0]
+            raise SentenceTransformersModuleError(
+                f"{source}: its modules do not run on the backbone's {self.hidden_size}-wide token states "
+                f"({type(err).__name__}: {first:.200})"
+            ) from None
 
     def _labels(self) -> list[str]:
         labels = []

@@ -9,7 +9,7 @@ from pathlib import Path
 __all__ = ["read_counts", "read_symbols", "select_symbols"]
 
 
-def read_counts(path: str | os.PathLike) -> dict[str, int]:
+def read_counts(path: str | os.PathLike[str]) -> dict[str, int]:
     """Read a count list: one ``NAME COUNT`` per line (tab or spaces), e.g. MSE-AMR's ``predicates.txt``;
     a repeated name adds up, a line without an integer count is an error naming the file and line."""
     path = Path(path)
@@ -28,7 +28,7 @@ def read_counts(path: str | os.PathLike) -> dict[str, int]:
     return counts
 
 
-def read_symbols(path: str | os.PathLike) -> list[str]:
+def read_symbols(path: str | os.PathLike[str]) -> list[str]:
     """Read a plain token list, one per line (e.g. MSE-AMR's ``additions.txt``); blank lines and
     repeats are dropped, the order is kept."""
     with Path(path).open(encoding="utf-8") as fh:

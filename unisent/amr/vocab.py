@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import penman
 import torch
@@ -114,7 +115,7 @@ def _resize(model, rows: int) -> None:
     model.resize_token_embeddings(rows, **kwargs)
 
 
-def extend_vocabulary(model, symbols: Iterable[str], *, tokenizer=None) -> list[str]:
+def extend_vocabulary(model: Any, symbols: Iterable[str], *, tokenizer: Any = None) -> list[str]:
     """Add ``symbols`` (``want-01``, ``:ARG0``) to the tokenizer as whole tokens and initialise their
     embedding rows; returns the added tokens in order (known symbols and repeats are skipped).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 
@@ -188,7 +188,8 @@ class AMRSimCSE(Objective):
     def _probabilities(self) -> dict[str, float]:
         """The form distribution of a drawn view."""
         probs: dict[str, float] = {}
-        for lang, w in zip(self.languages, self.language_weights.tolist()):
+        weights = cast(list[float], self.language_weights.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: a bare list
+        for lang, w in zip(self.languages, weights):
             if lang == self.source_language:
                 probs["text"] = probs.get("text", 0.0) + w * (1.0 - self.graph_probability)
                 probs["graph"] = probs.get("graph", 0.0) + w * self.graph_probability
@@ -228,10 +229,10 @@ class AMRSimCSE(Objective):
         if setting != "draw":
             return [setting] * n
         generator = generator if generator is not None else self._generator()
-        langs = torch.multinomial(self.language_weights, n, replacement=True, generator=generator).tolist()
-        q = torch.rand(n, generator=generator, dtype=torch.float64).tolist()
-        out = []
-        for lang_index, u in zip(langs, q):
+        langs = torch.multinomial(self.language_weights, n, replacement=True, generator=generator)
+        q = torch.rand(n, generator=generator, dtype=torch.float64)
+        out: list[str] = []
+        for lang_index, u in zip(cast(list[int], langs.tolist()), cast(list[float], q.tolist())):  # pyright: ignore[reportUnknownMemberType]  # torch: bare lists
             lang = self.languages[lang_index]
             if lang != self.source_language:
                 out.append(f"graph_{lang}")
@@ -257,7 +258,8 @@ class AMRSimCSE(Objective):
         used: dict[str, list[str]] = {}
         for view in self.views:
             slot = self.slot_of[view]
-            sequences, names = [], []
+            sequences: list[list[int]] = []
+            names: list[str] = []
             for feature, form in zip(features, self.draw(len(features), view, generator)):
                 while feature.get(self.key(slot, form)) is None:
                     nxt = self.fallback(form)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict, cast
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,13 @@ CITATION = (
     "Yang, Zhang, Cer, Darve and Kurzweil (Yang et al.). Universal Sentence Representation Learning with "
     "Conditional Masked Language Model. EMNLP 2021. https://aclanthology.org/2021.emnlp-main.502"
 )
+
+
+class _ProjectionSettings(TypedDict):  # SentenceProjection's arguments but hidden_size
+    num_projections: int
+    mlp_size: int
+    activation: Literal["gelu", "relu", "tanh"]
+    identity: bool
 
 
 # ------------------------------------------------------------------------------------------ masking
@@ -51,7 +59,7 @@ def mask_tokens(
         )
     device = input_ids.device
 
-    def rand(*shape):
+    def rand(*shape: int) -> torch.Tensor:
         where = generator.device if generator is not None else device
         return torch.rand(*shape, generator=generator, device=where).to(device)
 
@@ -81,7 +89,7 @@ class MaskedLMHead(nn.Module):
         self,
         hidden_size: int,
         vocab_size: int,
-        activation: str = "gelu",
+        activation: str | Callable[[torch.Tensor], torch.Tensor] = "gelu",
         layer_norm_eps: float = 1e-12,
         init_std: float = 0.02,
     ) -> None:
@@ -89,7 +97,9 @@ class MaskedLMHead(nn.Module):
         from transformers.activations import ACT2FN
 
         self.dense = nn.Linear(hidden_size, hidden_size)
-        self.activation = ACT2FN[activation] if isinstance(activation, str) else activation
+        self.activation: Callable[[torch.Tensor], torch.Tensor] = (
+            ACT2FN[activation] if isinstance(activation, str) else activation
+        )
         self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         nn.init.normal_(self.dense.weight, std=init_std)
@@ -111,7 +121,8 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     hf_logging.set_verbosity_error()  # "Some weights were not initialized" is what we test for
     hf_logging.disable_progress_bar()
     try:
-        mlm, info = AutoModelForMaskedLM.from_pretrained(location, output_loading_info=True, trust_remote_code=False)
+        loaded = AutoModelForMaskedLM.from_pretrained(location, output_loading_info=True, trust_remote_code=False)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]  # transformers: untyped
+        mlm, info = cast(tuple[Any, dict[str, list[str]]], loaded)  # the model: duck-typed below, per architecture
     except (OSError, ValueError, KeyError):
         return None
     finally:
@@ -154,12 +165,17 @@ def _pretrained_mlm_head(location: str) -> dict[str, torch.Tensor] | None:
     }
 
 
-def _head_settings(config) -> tuple[str, float]:
+def _head_settings(config: Any) -> tuple[str, float]:  # a transformers PretrainedConfig: attributes per architecture
     """The activation and LayerNorm epsilon of the architecture's MLM head."""
     if getattr(config, "model_type", "") == "modernbert":
         return config.classifier_activation, config.norm_eps
     activation = getattr(config, "hidden_act", None) or getattr(config, "activation", None) or "gelu"
     return activation, getattr(config, "layer_norm_eps", 1e-12)
+
+
+def _input_embeddings(encoder: Encoder) -> torch.Tensor:
+    """The backbone's (vocab, d) input embedding matrix (every transformers model's is an ``nn.Embedding``)."""
+    return cast(nn.Embedding, encoder.backbone.get_input_embeddings()).weight
 
 
 # ------------------------------------------------------------------------------------------ objective
@@ -231,7 +247,7 @@ class CMLM(Objective):
             raise ValueError(f"head_init must be 'auto' or 'fresh', got {head_init!r}")
         if num_projections < 1:
             raise ValueError(f"num_projections must be >= 1, got {num_projections}")
-        self.projection_settings = {
+        self.projection_settings: _ProjectionSettings = {
             "num_projections": num_projections,
             "mlp_size": projection_size,
             "activation": projection_activation,
@@ -259,7 +275,7 @@ class CMLM(Objective):
             self._init_args["hidden_size"] = d
         if self.head is None:
             config = encoder.backbone.config
-            embeddings = encoder.backbone.get_input_embeddings().weight
+            embeddings = _input_embeddings(encoder)
             self.head = MaskedLMHead(
                 d, embeddings.shape[0], *_head_settings(config), getattr(config, "initializer_range", 0.02)
             )
@@ -289,7 +305,7 @@ class CMLM(Objective):
         if tok.mask_token_id is None:
             raise ValueError(f"CMLM needs a tokenizer with a mask token; {encoder.config.model!r} has none")
         special = sorted(set(tok.all_special_ids))
-        vocab = encoder.backbone.get_input_embeddings().weight.shape[0]
+        vocab = _input_embeddings(encoder).shape[0]
         allowed = torch.ones(vocab, dtype=torch.bool)
         allowed[[i for i in special if i < vocab]] = False
         self._vocab = {
@@ -332,7 +348,7 @@ class CMLM(Objective):
         if self.head is None:
             self.setup_for(encoder)
         v = encoder(first["input_ids"], first["attention_mask"])  # (batch, d)
-        vp = self.projection(v)  # (batch, N, d)
+        vp = cast(SentenceProjection, self.projection)(v)  # (batch, N, d); setup_for built it
         if not targets.any():  # nothing to predict (e.g. only special tokens): a zero loss on the graph
             zero = vp.sum() * 0.0
             return zero, zero.detach()
@@ -366,7 +382,7 @@ class CMLM(Objective):
         if self.skip_layer is not None:
             rows = targets.nonzero()[:, 0]
             hidden = self.skip_layer(torch.cat([hidden, vp[rows].flatten(1).to(hidden.dtype)], dim=-1))
-        return self.head(hidden, backbone.get_input_embeddings().weight)  # (n_masked, vocab)
+        return cast(MaskedLMHead, self.head)(hidden, _input_embeddings(encoder))  # (n_masked, vocab); from masked_lm
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:
         if self.head is None:
@@ -393,4 +409,4 @@ class CMLM(Objective):
             return None
         if self.projection is None:
             self.setup_for(encoder)
-        return ProjectionEncoder(encoder, self.projection)
+        return ProjectionEncoder(encoder, cast(SentenceProjection, self.projection))  # setup_for built it

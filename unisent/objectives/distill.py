@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
 
 from ..encoders.encoder import Encoder
-from ..inference.base import to_tensor
+from ..inference.base import InferenceModel, to_tensor
 from .frozen import Frozen
 from .objective import Objective, encode_views
 
@@ -58,7 +58,7 @@ class Distill(Objective):
                 "(unisent export RUN.ckpt --out DIR) or give the run's encoder/ folder"
             )
         self.teacher = teacher
-        self.loss = loss
+        self.loss_kind = loss  # not `loss`: that is the in-batch hook's name
         self.batch_keys = self.text_keys = fields
         self._teacher: Frozen | None = None
         self._same_vocabulary = True
@@ -73,13 +73,13 @@ class Distill(Objective):
         if self.teacher is None:
             model = copy.deepcopy(encoder)
         else:
-            from .. import models  # noqa: F401 - registers every model type a saved directory may be
+            from .. import models  # noqa: F401  # pyright: ignore[reportUnusedImport]  # registers every model type
             from ..inference.model_types import load_saved
 
             model = load_saved(self.teacher)
         student_dim = encoder.hidden_size
         teacher_dim = _dimension(model)
-        if teacher_dim is not None and teacher_dim != student_dim and self.loss == "mse":
+        if teacher_dim is not None and teacher_dim != student_dim and self.loss_kind == "mse":
             raise ValueError(
                 f"Distill: the teacher {self.teacher!r} gives {teacher_dim}-dimensional vectors and the student "
                 f"{student_dim}; MSE needs the same size (choose a teacher of size {student_dim})"
@@ -101,10 +101,10 @@ class Distill(Objective):
         if self._same_vocabulary:
             return self._teacher(ids, mask).float()
         # another vocabulary: the sentences themselves, as the student's tokenizer read them
-        texts = self._student_tokenizer.batch_decode(ids, skip_special_tokens=True)
+        texts = self._student_tokenizer.batch_decode(ids, skip_special_tokens=True)  # pyright: ignore[reportUnknownMemberType]  # transformers: **kwargs untyped
         self._teacher.to(ids.device)
         with torch.no_grad():
-            vectors = self._teacher.module.encode(texts, batch_size=len(texts))
+            vectors = cast(InferenceModel, self._teacher.module).encode(texts, batch_size=len(texts))  # load_saved's
         return to_tensor(vectors, len(texts), "the teacher's encode").to(ids.device)
 
     # ------------------------------------------------------------------------------------ loss
@@ -114,7 +114,7 @@ class Distill(Objective):
         ids = torch.cat([batch[k]["input_ids"] for k in keys])
         mask = torch.cat([batch[k]["attention_mask"] for k in keys])
         target = self.targets(ids, mask)
-        if self.loss == "mse":
+        if self.loss_kind == "mse":
             return {"mse": F.mse_loss(student, target)}
         return {"cosine": (1 - F.cosine_similarity(student, target, dim=-1)).mean()}
 

@@ -6,8 +6,8 @@ import math
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from torch import nn
@@ -15,6 +15,9 @@ from torch import nn
 from ..encoders.encoder import Encoder
 from ..losses import gather_no_grad, info_nce
 from .objective import EncodeFn, Objective, encode_views
+
+if TYPE_CHECKING:
+    from datasets import Dataset  # pyright: ignore[reportMissingTypeStubs]  # datasets ships no stubs
 
 __all__ = ["EASE", "find_ease"]
 
@@ -116,7 +119,7 @@ class EASE(Objective):
         self.entity_table: nn.Embedding | None = None
         self.entities: list[str] = []
         self._index: dict[str, int] = {}
-        self.register_load_state_dict_pre_hook(EASE._resize_to_checkpoint)
+        self.register_load_state_dict_pre_hook(EASE._resize_to_checkpoint)  # pyright: ignore[reportUnknownMemberType]  # torch: hook untyped
 
     # ---------------------------------------------------------------------------------- entity table
     def setup_for(self, encoder: Encoder) -> None:
@@ -139,44 +142,42 @@ class EASE(Objective):
         vocab = sorted(kept, key=lambda e: (-counts[e], e))
         extra = sorted({n for n, k in zip(negatives, keep) if k and n is not None and n not in kept})
         self._set_vocabulary([PAD, *vocab, *extra])
-        self.entity_table = nn.Embedding(len(self.entities), self.entity_dim, padding_idx=0)
+        table = self.entity_table = nn.Embedding(len(self.entities), self.entity_dim, padding_idx=0)
         if self.wikipedia2vec:
-            self._init_from_wikipedia2vec()
+            self._init_from_wikipedia2vec(table, self.wikipedia2vec)
         with torch.no_grad():
-            self.entity_table.weight[0].zero_()
+            table.weight[0].zero_()
         return keep
 
-    def _init_from_wikipedia2vec(self) -> None:
+    def _init_from_wikipedia2vec(self, table: nn.Embedding, path: str) -> None:
         from ..data.entities import read_entity_titles, read_wikipedia2vec
 
         titles = read_entity_titles(self.entity_titles) if self.entity_titles else {}
         wanted = {titles.get(e, e) for e in self.entities[1:]}
-        vectors, dim = read_wikipedia2vec(self.wikipedia2vec, wanted)
+        vectors, dim = read_wikipedia2vec(path, wanted)
         if dim != self.entity_dim:
-            raise ValueError(
-                f"{self.wikipedia2vec} has {dim}-dimensional vectors; set the objective's entity_dim: {dim}"
-            )
+            raise ValueError(f"{path} has {dim}-dimensional vectors; set the objective's entity_dim: {dim}")
         weight = torch.empty(len(self.entities), dim).uniform_(-0.05, 0.05)
         found = 0
         for i, entity in enumerate(self.entities[1:], start=1):
             vector = vectors.get(titles.get(entity, entity))
             if vector is not None:
-                weight[i] = torch.from_numpy(vector)
+                weight[i] = torch.as_tensor(vector)
                 found += 1
         with torch.no_grad():
-            self.entity_table.weight.copy_(weight)
+            table.weight.copy_(weight)
         self.init_report = {"entities": len(self.entities) - 1, "from_wikipedia2vec": found}
         if found == 0:
             warnings.warn(
-                f"none of the {len(self.entities) - 1} entities was found in {self.wikipedia2vec}; "
+                f"none of the {len(self.entities) - 1} entities was found in {path}; "
                 "do the entity ids need `entity_titles` to map them to Wikipedia titles?",
                 stacklevel=2,
             )
 
-    def setup_data(self, dataset):
+    def setup_data(self, dataset: Dataset) -> Dataset | None:
         """Build the entity vocabulary and table from the training records (see the class doc)."""
-        positives = dataset["entity"]
-        negatives = dataset["hard_negative"] if self.use_hard_negatives else []
+        positives = cast(list[str], dataset["entity"])
+        negatives = cast(list[str | None], dataset["hard_negative"]) if self.use_hard_negatives else []
         keep = self.build_vocabulary(positives, negatives)
         dropped = len(keep) - sum(keep)
         from lightning.fabric.utilities.rank_zero import rank_zero_only
@@ -188,7 +189,7 @@ class EASE(Objective):
                 file=sys.stderr,
             )
         if dropped:
-            return dataset.select([i for i, k in enumerate(keep) if k])
+            return dataset.select([i for i, k in enumerate(keep) if k])  # pyright: ignore[reportUnknownMemberType]  # datasets: bare Iterable
         return None
 
     def get_extra_state(self) -> dict[str, Any]:
@@ -198,9 +199,9 @@ class EASE(Objective):
         self._set_vocabulary(state["entities"])
 
     @staticmethod
-    def _resize_to_checkpoint(module: EASE, state_dict, prefix, *args) -> None:
+    def _resize_to_checkpoint(module: EASE, state_dict: Mapping[str, Any], prefix: str, *args: object) -> None:
         # the table's size comes from the data; a checkpoint brings its own
-        weight = state_dict.get(prefix + "entity_table.weight")
+        weight: torch.Tensor | None = state_dict.get(prefix + "entity_table.weight")
         if weight is not None and (module.entity_table is None or module.entity_table.weight.shape != weight.shape):
             module.entity_table = nn.Embedding(weight.shape[0], weight.shape[1], padding_idx=0)
 
@@ -224,11 +225,13 @@ class EASE(Objective):
 
     def project(self, index: torch.Tensor) -> torch.Tensor:
         """``W e`` (or ``tanh(W e)``) of entity indices: (batch,) -> (batch, sentence dim)."""
+        if self.projection is None or self.entity_table is None:
+            raise RuntimeError("EASE.project needs setup_for(encoder) and the entity table (built when fit starts)")
         return self.projection(self.entity_table(index))
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
-        return super().forward(encoder, batch)
+        return self.loss(self.embed(encoder, batch), batch)
 
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """The sentences (twice, two dropout views, when SimCSE's loss is on)."""
@@ -315,7 +318,7 @@ class EASE(Objective):
             own = scores.gather(1, gold[start : start + 1024, None])
             ranks[start : start + 1024] = (scores >= own).sum(1)
         n_entities = candidates.shape[0]
-        counts = sorted(Counter(gold.tolist()).values(), reverse=True)
+        counts = sorted(Counter(cast(list[int], gold.tolist())).values(), reverse=True)  # pyright: ignore[reportUnknownMemberType]  # torch: a bare list
         result: dict[str, Any] = {"records": len(texts), "entities": n_entities}
         for k in ks:
             result[f"top{k}"] = float((ranks <= k).float().mean())

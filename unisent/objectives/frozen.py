@@ -19,7 +19,7 @@ class Frozen:
     """
 
     def __init__(self, module: nn.Module) -> None:
-        if not isinstance(module, nn.Module):
+        if not isinstance(module, nn.Module):  # pyright: ignore[reportUnnecessaryIsInstance]  # untyped callers pass anything
             raise TypeError(f"Frozen holds a torch.nn.Module, got {type(module).__name__}")
         module.requires_grad_(False)
         self.module = module.eval()

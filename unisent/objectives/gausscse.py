@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import torch
 
@@ -13,6 +13,17 @@ from ..models.gaussian import GaussianEncoder, GaussianHead
 from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["GaussCSE", "GaussianHead", "GaussianEncoder"]
+
+
+class _HeadSettings(TypedDict):  # GaussianHead's arguments but hidden_size
+    variance: Literal["exp", "softplus", "elu"]
+    mean_activation: Literal["none", "tanh"]
+    var_floor: float
+    point: Literal["mean", "pooled"]
+    length_input: bool
+    pooler: str | None
+    own_layers: int
+
 
 CITATION = (
     "Yoda, Tsukagoshi, Sasano and Takeda. Sentence Representations via Gaussian Embedding. EACL 2024 "
@@ -83,10 +94,10 @@ class GaussCSE(Objective):
         if pooler is not None:
             head_pooler(pooler, 1, source="GaussCSE pooler")  # a built-in name without weights, or ValueError
         self.temperature = temperature
-        self.similarity = similarity
+        self.similarity: Literal["sum", "mean"] = similarity
         self.param_lr = head_lr
         self.encoder_grad = float(encoder_grad)
-        self.head_settings = {
+        self.head_settings: _HeadSettings = {
             "variance": variance,
             "mean_activation": mean_activation,
             "var_floor": var_floor,
@@ -110,18 +121,24 @@ class GaussCSE(Objective):
 
     def encoder_like_modules(self) -> list[torch.nn.Module]:
         """The own top layers: they learn at the encoder's rate and are held with it (``head_only_ratio``)."""
-        return [self.head.layers] if self.head is not None and len(self.head.layers) else []
+        layers = self.head.top_layers if self.head is not None else None  # None: no own layers
+        return [layers] if layers is not None else []
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
-        return super().forward(encoder, batch)
+        return self.loss(self.embed(encoder, batch), batch)
+
+    def _built_head(self) -> GaussianHead:
+        """The head, built by ``setup_for`` (which the training module calls first)."""
+        if self.head is None:
+            raise RuntimeError("GaussCSE.setup_for(encoder) was not called: the head is not built")
+        return self.head
 
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """The pooled vectors of each field; the encoder receives ``encoder_grad`` x the loss's gradient."""
+        top, pooler = self._built_head().top_layers, self.head_settings["pooler"]
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.encoder_grad > 0):
-            pooled = encode_views(
-                encode, batch, self.text_keys, pooler=self.head_settings["pooler"], top_layers=self.head.top_layers
-            )
+            pooled = encode_views(encode, batch, self.text_keys, pooler=pooler, top_layers=top)
         if 0 < self.encoder_grad < 1:  # same values; the encoder receives encoder_grad x the gradient
             pooled = [v.detach() + self.encoder_grad * (v - v.detach()) for v in pooled]
         return pooled
@@ -129,10 +146,11 @@ class GaussCSE(Objective):
     def loss(self, views: list[torch.Tensor], batch: dict[str, Any], dim: int | None = None) -> dict[str, torch.Tensor]:
         """The loss of the head's Gaussians of ``views``; ``dim``: of their first ``dim`` coordinates (the
         marginal Gaussians)."""
-        if self.head.length_input:  # token counts per view, from the attention masks
-            gauss = [self.head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(views, self.text_keys)]
+        head = self._built_head()
+        if head.length_input:  # token counts per view, from the attention masks
+            gauss = [head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(views, self.text_keys)]
         else:
-            gauss = [self.head(v) for v in views]
+            gauss = [head(v) for v in views]
         if dim is not None:
             gauss = [(mu[..., :dim], var[..., :dim]) for mu, var in gauss]
         loss = gauss_cse_loss(
@@ -159,4 +177,4 @@ class GaussCSE(Objective):
 
     def inference_model(self, encoder: Encoder) -> GaussianEncoder:
         self.setup_for(encoder)
-        return GaussianEncoder(encoder, self.head)
+        return GaussianEncoder(encoder, self._built_head())

@@ -48,14 +48,15 @@ class CachedEncode:
             raise ValueError(f"the cache chunk must be >= 1 rows, got {chunk}")
         self.encoder, self.chunk = encoder, int(chunk)
         self.leaves: list[torch.Tensor] = []  # one per call, in call order
-        self._calls: list[tuple[torch.Tensor, torch.Tensor, list[tuple[slice, RandomState]]]] = []
+        self._calls: list[tuple[torch.Tensor, torch.Tensor, list[tuple[slice, RandomState]], dict[str, Any]]] = []
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options: Any) -> torch.Tensor:
         """``options`` (the encoder's, e.g. ``pooler``) are passed on, and again on ``replay``."""
         if not torch.is_grad_enabled():
             return self.encoder(input_ids, attention_mask, **options)
         rows = input_ids.shape[0]
-        parts, chunks = [], []
+        parts: list[torch.Tensor] = []
+        chunks: list[tuple[slice, RandomState]] = []
         with torch.no_grad():
             for start in range(0, rows, self.chunk):
                 piece = slice(start, min(start + self.chunk, rows))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -11,6 +11,9 @@ from torch import nn
 from ..encoders.encoder import Encoder
 from ..io.imports import import_object
 from .objective import BatchSchema, EncodeFn, Objective, ObjectiveOutput, objective_from_record
+
+if TYPE_CHECKING:
+    from datasets import Dataset  # pyright: ignore[reportMissingTypeStubs]  # datasets ships no stubs
 
 __all__ = ["Matryoshka"]
 
@@ -41,7 +44,7 @@ class Matryoshka(Objective):
 
     def __init__(
         self,
-        objective: Objective,
+        objective: Objective | Mapping[str, Any],
         dims: list[int],
         weights: list[float] | None = None,
         weight: float = 1.0,
@@ -49,7 +52,7 @@ class Matryoshka(Objective):
     ) -> None:
         if isinstance(objective, Mapping):  # rebuilt from a checkpoint's record (config()): through the registry
             objective = objective_from_record(objective, source="Matryoshka", field="objective")
-        if not isinstance(objective, Objective):
+        if not isinstance(objective, Objective):  # pyright: ignore[reportUnnecessaryIsInstance]  # records pass anything
             raise TypeError(f"Matryoshka wraps an Objective, got {type(objective).__name__}")
         reason = objective.prefix_error()
         if reason:
@@ -65,6 +68,10 @@ class Matryoshka(Objective):
         super().__init__(weight=weight, name=name or objective.name)
         self.objective = objective  # a child module: its parameters train
         self.dims, self.weights = dims, weights
+        # the wrapped objective's fields and settings (set when it was built)
+        self.batch_keys, self.text_keys = objective.batch_keys, objective.text_keys
+        self.optional_keys, self.param_lr = objective.optional_keys, objective.param_lr
+        self.extends_vocabulary = objective.extends_vocabulary
 
     @classmethod
     def name_in_recipe(cls, init_args: Mapping[str, Any] | None) -> str:
@@ -73,29 +80,10 @@ class Matryoshka(Objective):
         inner = args.get("objective")
         if args.get("name") or not isinstance(inner, Mapping) or "class_path" not in inner:
             return super().name_in_recipe(args)
+        inner = cast(Mapping[str, Any], inner)
         return import_object(inner["class_path"]).name_in_recipe(inner.get("init_args"))
 
     # ------------------------------------------------------------------------ the wrapped objective's
-    @property
-    def batch_keys(self) -> tuple[str, ...]:
-        return self.objective.batch_keys
-
-    @property
-    def text_keys(self) -> tuple[str, ...]:
-        return self.objective.text_keys
-
-    @property
-    def optional_keys(self) -> tuple[str, ...]:
-        return self.objective.optional_keys
-
-    @property
-    def extends_vocabulary(self) -> bool:
-        return self.objective.extends_vocabulary
-
-    @property
-    def param_lr(self) -> float | None:
-        return self.objective.param_lr
-
     def encoder_like_modules(self) -> list[torch.nn.Module]:
         return self.objective.encoder_like_modules()
 
@@ -106,7 +94,7 @@ class Matryoshka(Objective):
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
         return self.objective.collate(features, pad_id)
 
-    def setup_data(self, dataset) -> Any:
+    def setup_data(self, dataset: Dataset) -> Dataset | None:
         return self.objective.setup_data(dataset)
 
     def setup_for(self, encoder: Encoder) -> None:
@@ -126,7 +114,7 @@ class Matryoshka(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:
         self.setup_for(encoder)  # the dims against the hidden size: a one-line error
-        return super().forward(encoder, batch)
+        return self.loss(self.embed(encoder, batch), batch)
 
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         return self.objective.embed(encode, batch)
@@ -143,12 +131,12 @@ class Matryoshka(Objective):
 
     def total(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``sum_d w_d * objective.total(terms at d)``."""
-        loss = 0.0
+        parts: list[torch.Tensor] = []
         for d, w in zip(self.dims, self.weights, strict=True):
             suffix = f"@{d}"
             at_d = {k[: -len(suffix)]: v for k, v in terms.items() if k.endswith(suffix)}
-            loss = loss + w * self.objective.total(at_d)
-        return loss
+            parts.append(w * self.objective.total(at_d))
+        return sum(parts[1:], parts[0])  # dims is never empty
 
     # ------------------------------------------------------------------------------------ run record
     @property

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,9 @@ from torch import nn
 
 from ..encoders.encoder import Encoder
 from .objective import Objective, ObjectiveOutput, encode_views
+
+if TYPE_CHECKING:
+    from datasets import Dataset  # pyright: ignore[reportMissingTypeStubs]  # datasets ships no stubs
 
 __all__ = ["NLIClassifier", "NLI_LABELS", "label_id"]
 
@@ -34,7 +37,7 @@ def label_id(value: Any, where: str = "") -> int:
     """
     if isinstance(value, bool):
         value = None  # True/False are ints in Python, never a valid label
-    elif isinstance(value, numbers.Integral) and 0 <= value < len(NLI_LABELS):
+    elif isinstance(value, numbers.Integral) and 0 <= int(value) < len(NLI_LABELS):
         return int(value)
     elif isinstance(value, str):
         text = value.strip().lower()
@@ -76,8 +79,9 @@ class NLIClassifier(Objective):
             self.classifier = nn.Linear(4 * encoder.hidden_size, len(NLI_LABELS)).to(encoder.backbone.device)
             self._init_args["hidden_size"] = encoder.hidden_size
 
-    def setup_data(self, dataset) -> None:
-        for i, value in enumerate(dataset["label"], 1):
+    def setup_data(self, dataset: Dataset) -> None:
+        labels = cast(Iterable[object], dataset["label"])
+        for i, value in enumerate(labels, 1):
             label_id(value, f"training record {i}")
         return None
 
@@ -90,11 +94,13 @@ class NLIClassifier(Objective):
     def labels(values: Sequence[Any] | torch.Tensor) -> torch.Tensor:
         """Label names or ids -> a (batch,) long tensor of ids."""
         if isinstance(values, torch.Tensor):
-            values = values.tolist()
+            values = cast(list[Any], values.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: a bare list
         return torch.tensor([label_id(v, f"batch row {i}") for i, v in enumerate(values)], dtype=torch.long)
 
     def logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """(batch, d) premise and hypothesis vectors -> (batch, 3) logits."""
+        if self.classifier is None:
+            raise RuntimeError("NLIClassifier.logits needs the classifier: call setup_for(encoder) first")
         return self.classifier(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> ObjectiveOutput:

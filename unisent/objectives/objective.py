@@ -7,7 +7,7 @@ import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from torch import nn
@@ -142,7 +142,7 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     citation: str = ""
     #: ``True`` if ``setup_for`` adds tokens to the shared encoder (AMR): set up before the others,
     #: so that parameters sized by the vocabulary (CMLM's MLM head) see the final one.
-    extends_vocabulary: ClassVar[bool] = False
+    extends_vocabulary: bool = False
     #: learning rate of this objective's own parameters (own parameter groups, same schedule); ``None``:
     #: the optimiser's. GaussCSE sets it with ``head_lr``.
     param_lr: float | None = None

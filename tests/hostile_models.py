@@ -277,11 +277,14 @@ class Case:
 
 def corpus() -> list[Case]:
     """Every case: hostile_model_cases.py (model directories), hostile_run_cases.py (runs, checkpoints, data),
-    hostile_received_cases.py (training data folders, auto_map, .git, a run folder for merge)."""
+    hostile_received_cases.py (training data folders, auto_map, .git, a run folder for merge),
+    hostile_record_cases.py (sizes in records and module configs, malformed checkpoints' fields)."""
     import hostile_received_cases
+    import hostile_record_cases
     import hostile_run_cases  # imports hostile_model_cases (tests/ on sys.path, or both in sys.modules)
 
-    return sys.modules["hostile_model_cases"].CASES + hostile_run_cases.CASES + hostile_received_cases.CASES
+    received = hostile_received_cases.CASES + hostile_record_cases.CASES
+    return sys.modules["hostile_model_cases"].CASES + hostile_run_cases.CASES + received
 
 
 @dataclass

@@ -36,7 +36,7 @@ def builders() -> dict[str, Callable]:
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
-        prog=PROG, description=__doc__.split("\n")[0], epilog=IMPORT_HELP, exit_on_error=False, env_prefix=False
+        prog=PROG, description=(__doc__ or "").split("\n")[0], epilog=IMPORT_HELP, exit_on_error=False, env_prefix=False
     )
     sub = parser.add_subcommands(dest="builder", required=True)
     for command, function in builders().items():

@@ -6,9 +6,12 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .function_commands import UsageError, quiet_transformers, require_positive, run_command
+
+if TYPE_CHECKING:
+    from ..models.onnx_encoder import OnnxEncoder
 
 __all__ = ["encode", "main"]
 
@@ -70,8 +73,9 @@ def encode(
     from ..export import EmptyInputError, OutputExistsError, encode_file
     from ..hardware import inference_precision
 
+    run: str | OnnxEncoder = model  # a name, or the ONNX model loaded here
     if backend == "onnx":
-        model, said = _onnx_model(model, precision, onnx_file, device)
+        run, said = _onnx_model(model, precision, onnx_file, device)
     elif onnx_file is not None:
         raise UsageError("--onnx-file applies to --backend onnx")
     else:  # resolved once, here, for the device: the model encodes in what the line says
@@ -83,7 +87,7 @@ def encode(
         with warnings.catch_warnings():  # reported below, in one line
             warnings.simplefilter("ignore", TruncationWarning)
             summary = encode_file(
-                model,
+                run,
                 input,
                 output,
                 column=column,
@@ -116,7 +120,7 @@ def encode(
         print(f"unisent encode: warning: {message}", file=sys.stderr)
 
 
-def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str | None):
+def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str | None) -> tuple[OnnxEncoder, str]:
     """``(the loaded OnnxEncoder, the words that tell the user)`` for --backend onnx."""
     from ..models.onnx_encoder import OnnxEncoder
 

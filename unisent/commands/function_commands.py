@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser
+from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser  # pyright: ignore[reportPrivateImportUsage]  # documented, not in __all__
 
 __all__ = [
     "IMPORT_HELP",

@@ -89,7 +89,7 @@ def continue_last_run(config) -> None:
             _say(f"resuming from {ckpt}")
         return
     logger, cls = _configured_logger(config)
-    if cls is None:
+    if logger is None or cls is None:
         return
     args = logger.init_args
     run = None
@@ -99,13 +99,15 @@ def continue_last_run(config) -> None:
         run = _continue_wandb_run(config, args)
     if run is not None:
         # the file itself, so that a run without a checkpoint callback resumes it too
-        ckpt = last_checkpoint(_join(run, "checkpoints"))
+        ckpt = last_checkpoint(_join(run, "checkpoints"))  # the run was picked for having one
+        if ckpt is None:  # removed since: from scratch, as a pinned run without one (not ckpt_path "None")
+            config["ckpt_path"] = None
+            return
         from ..checkpoint_record import check_unisent_checkpoint
 
-        local = _local_checkpoint(str(ckpt)) if ckpt is not None else None  # a URL: the copy Lightning loads
-        if local is not None:
-            check_unisent_checkpoint(local)  # read as data before Lightning loads it: a file with code is refused
-        config["ckpt_path"] = str(local)
+        local = _local_checkpoint(str(ckpt))  # a URL: the copy Lightning loads
+        check_unisent_checkpoint(local)  # read as data before Lightning loads it: a file with code is refused
+        config["ckpt_path"] = local
         _say(_resuming_line(run, ckpt, local))
 
 
@@ -140,7 +142,7 @@ def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | str | No
     return run
 
 
-def _continue_wandb_run(config, args) -> Path | None:
+def _continue_wandb_run(config, args) -> Path | str | None:
     """W&B: the newest run with a checkpoint, its id given to the logger (``None``: named run, or none)."""
     from ..run_progress import last_checkpoint, latest_run
 
@@ -155,7 +157,7 @@ def _continue_wandb_run(config, args) -> Path | None:
     return run
 
 
-def run_folder_without_logger(config) -> Path | None:
+def run_folder_without_logger(config) -> Path | str | None:
     """``fit`` with ``trainer.logger: false``: ``<default_root_dir>/runs/unisent/version_N``, or the newest
     there with ``--ckpt_path last`` (``None`` with a logger), never files the next such run would replace."""
     from ..run_progress import last_checkpoint, latest_run
@@ -168,8 +170,7 @@ def run_folder_without_logger(config) -> Path | None:
         run = latest_run(root)
         if run is None and last_checkpoint(_join(base, "checkpoints")) is not None:
             return None  # a run written before runs got their own folder: it goes on where it is
-        if run is not None:
-            ckpt = last_checkpoint(_join(run, "checkpoints"))
+        if run is not None and (ckpt := last_checkpoint(_join(run, "checkpoints"))) is not None:
             local = _local_checkpoint(str(ckpt))
             refuse_finished_run(config, local)
             config["ckpt_path"] = local
@@ -279,7 +280,7 @@ def separate_from_training_run(config, subcommand: str) -> None:
 
     localize_ckpt_path(config)  # a URL: its checked local copy is what Lightning loads
     logger, cls = _configured_logger(config)
-    if cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
+    if logger is None or cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
         return
     args = logger.init_args
     run = None

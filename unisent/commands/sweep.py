@@ -106,7 +106,7 @@ def make_sampler(method: str, space: dict[str, Any], seed: int = 0):
 
     if method == "grid":  # no study.stop() after the last point: it raises outside optimize (optuna#5141)
         sampler = optuna.samplers.GridSampler({name: list(d.choices) for name, d in space.items()}, seed=seed)
-        sampler.after_trial = lambda *args: None
+        sampler.after_trial = lambda *args, **kwargs: None
         return sampler
     return (optuna.samplers.RandomSampler if method == "random" else optuna.samplers.TPESampler)(seed=seed)
 
@@ -171,7 +171,7 @@ def run_local(
     name, goal = config["metric"]["name"], config["metric"].get("goal", "minimize")
     space = search_space(config)
     if config["method"] == "grid":
-        count = min(count or math.inf, math.prod(len(d.choices) for d in space.values()))
+        count = int(min(count or math.inf, math.prod(len(d.choices) for d in space.values())))
     elif count is None:
         raise ValueError(f"{config['method']} search needs --count")
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from ..data.file_checks import require_file
 from ..data.record_errors import RecordError
 from ..data.records import iter_records
 from ..io import atomic_write
+
+if TYPE_CHECKING:
+    from ..models.onnx_encoder import OnnxEncoder
 
 __all__ = [
     "EmptyInputError",
@@ -268,7 +271,7 @@ def _chunks(rows: Iterator[tuple[str, str]], size: int) -> Iterator[list[str]]:
 
 
 def encode_file(
-    model: str | os.PathLike | nn.Module,
+    model: str | os.PathLike | nn.Module | OnnxEncoder,
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
     *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,7 @@ def _command(recipe: Path, passed: list[str], seeds: Sequence[int], kinds: Seque
 
 
 def _verdicts(
-    rows: list[dict[str, Any]], own: dict[str, str], targets: dict[str, float], units: dict[str, Sequence[str]]
+    rows: list[dict[str, Any]], own: dict[str, str], targets: dict[str, float], units: Mapping[str, Sequence[str]]
 ) -> dict[str, Any]:
     """The summary's judgements of its rows: the best balancer, and each row against the panel's targets."""
     verdicts: dict[str, Any] = {"best_balancer": best_balancer(rows, own)}

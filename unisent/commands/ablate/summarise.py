@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def best_balancer(rows: list[dict[str, Any]], own: dict[str, str]) -> str | None
 
 
 def own_columns(
-    row: dict[str, Any], rows: list[dict[str, Any]], own: dict[str, str], units: dict[str, tuple]
+    row: dict[str, Any], rows: list[dict[str, Any]], own: dict[str, str], units: Mapping[str, Sequence[str]]
 ) -> list[dict[str, Any]]:
     """Each objective's own column in ``row`` against the objective alone: the difference of the means, and
     whether it is within the single-objective interval (below by at most the half-width)."""
@@ -119,7 +119,7 @@ def own_columns(
 
 
 def target_verdicts(
-    rows: list[dict[str, Any]], targets: dict[str, float], own: dict[str, str], units: dict[str, tuple]
+    rows: list[dict[str, Any]], targets: dict[str, float], own: dict[str, str], units: Mapping[str, Sequence[str]]
 ) -> dict[str, dict[str, Any]]:
     """For every unified row: each target's mean, margin (mean - target) and whether it is met, and the
     own columns below their single-objective interval."""
@@ -165,7 +165,7 @@ def table(
     rows: list[dict[str, Any]],
     columns: list[str],
     own: dict[str, str],
-    units: dict[str, tuple],
+    units: Mapping[str, Sequence[str]],
     targets: dict[str, float] | None = None,
 ) -> str:
     lines = [
@@ -196,7 +196,7 @@ def table(
                 *own_lines,
             ]
     verdicts = target_verdicts(rows, targets or {}, own, units) if targets else {}
-    if verdicts:
+    if verdicts and targets:
         lines += [
             "",
             "Targets (`model.evaluation.panel_targets`), each balancer's mean over seeds"
@@ -233,7 +233,7 @@ def plot(rows: list[dict[str, Any]], columns: list[str], path: Path, targets: di
             target = (targets or {}).get(column)
             if target is not None and low - pad <= target <= high + pad:
                 ax.axvline(target, color="#c03030", linestyle="--", linewidth=1)
-        title = column if column not in (targets or {}) else f"{column} (target >= {targets[column]:g})"
+        title = column if column not in (targets or {}) else f"{column} (target >= {(targets or {})[column]:g})"
         ax.set_title(title, fontsize=10)
     for ax in list(axes.flat)[len(columns) :]:
         ax.axis("off")

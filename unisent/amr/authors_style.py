@@ -10,6 +10,7 @@ import re
 from functools import lru_cache
 
 import penman
+from penman.layout import interpret
 from penman.model import Model
 
 from ..resources import AMR_ADDITIONS, AMR_PREDICATES
@@ -46,7 +47,7 @@ def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) 
     if isinstance(graph, penman.Graph):
         decoded = graph
     else:
-        decoded = penman.layout.interpret(as_tree(graph), Model())
+        decoded = interpret(as_tree(graph), Model())
     if not drop_wiki:  # their linearize() encodes a copy without metadata (no comment lines)
         return penman.Graph(list(decoded.triples), top=decoded.top, epidata=dict(decoded.epidata))
     return penman.Graph([triple for triple in decoded.triples if triple[1] != ":wiki"])

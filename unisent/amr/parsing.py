@@ -201,14 +201,14 @@ class AmrlibParser:
         device: str | None = None,
     ) -> None:
         try:
-            import amrlib
+            import amrlib  # pyright: ignore[reportMissingImports]  # the optional amr extra
         except ImportError as err:
             raise ImportError(
                 "AmrlibParser needs amrlib, which is not installed: pip install 'unisent[amr]' "
                 "(or give pre-parsed graphs with PreParsedAMR)"
             ) from err
         if model_dir is None:
-            from amrlib import defaults
+            from amrlib import defaults  # pyright: ignore[reportMissingImports]
 
             model_dir = Path(defaults.data_dir) / "model_stog"
         model_dir = Path(model_dir)

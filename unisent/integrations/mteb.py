@@ -210,9 +210,9 @@ def load_task_data(task, data_dir: str | os.PathLike | None = None) -> str:
     previous = os.environ.get("HF_DATASETS_OFFLINE")
     if offline:
         os.environ["HF_DATASETS_OFFLINE"] = "1"
-        import datasets
+        from datasets import config
 
-        datasets.config.HF_HUB_OFFLINE = True
+        config.HF_HUB_OFFLINE = True
     try:
         task.load_data()
     except Exception as err:  # noqa: BLE001 - not cached / no network: one line
@@ -268,7 +268,11 @@ def run_tasks(
         sources[task.metadata.name] = load_task_data(task, data_dir)
         loaded.append(task)
     result = mteb.evaluate(
-        encoder, loaded, cache=None, encode_kwargs={"batch_size": batch_size}, show_progress_bar=False
+        encoder,  # pyright: ignore[reportArgumentType]  # MTEB's EncoderProtocol includes AbsEncoder's __init__
+        loaded,
+        cache=None,
+        encode_kwargs={"batch_size": batch_size},  # pyright: ignore[reportArgumentType]  # NotRequired read as required
+        show_progress_bar=False,
     )
     out: dict[str, Any] = {
         "tasks": {},
@@ -279,7 +283,7 @@ def run_tasks(
             "data_dir": str(data_dir) if data_dir is not None else "Hugging Face cache",
             "batch_size": batch_size,
             "similarity": encoder.similarity_name,
-            "model": encoder.mteb_model_meta.name,
+            "model": getattr(encoder.mteb_model_meta, "name", None),  # set by MTEBEncoder (its base allows None)
             "source": "mteb",
         },
     }
@@ -314,9 +318,13 @@ def write_sts_dataset(
     STS split: ``out/<split>.jsonl`` with ``sentence1``, ``sentence2`` and ``score`` (0-5), the layout
     of MTEB's STS datasets, read by unisent's own reader for the task."""
     from ..evaluation.tasks.builtin_tasks import get_task
+    from ..evaluation.tasks.sts_tasks import STSTask
     from ..resources import EVALUATION_DATA_DIR
 
-    pairs = get_task(task).source.read(data_dir or EVALUATION_DATA_DIR)
+    found = get_task(task)
+    if not isinstance(found, STSTask):
+        raise ValueError(f"task {task!r} is a {type(found).__name__}, not an STS task of one file (STSTask)")
+    pairs = found.source.read(Path(data_dir or EVALUATION_DATA_DIR))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{split}.jsonl"

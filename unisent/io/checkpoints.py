@@ -142,7 +142,7 @@ def numpy_safe_globals() -> list:
     """The NumPy globals an array or scalar pickles through, to allow by name where a file may hold them."""
     import numpy as np
 
-    core = getattr(np, "_core", None) or np.core
+    core: Any = getattr(np, "_core", None) or np.core  # NumPy 2 or 1: neither stub declares multiarray
     found = [np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar]
     return found + [type(np.dtype(code)) for code in "?bhilqBHILQefdgFDG"]
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, cast
 
 from lightning.pytorch.callbacks import BaseFinetuning
+
+if TYPE_CHECKING:
+    from .lightning_module import UnisentModule
 
 __all__ = ["FreezeEncoder"]
 
@@ -18,11 +22,12 @@ class FreezeEncoder(BaseFinetuning):
     """
 
     def freeze_before_training(self, pl_module) -> None:
-        self.freeze(pl_module.encoder, train_bn=False)
-        pl_module.encoder.eval()
+        encoder = cast("UnisentModule", pl_module).encoder
+        self.freeze(encoder, train_bn=False)
+        encoder.eval()
         # the eval-mode encoder is the point: silence Lightning's notice about it
         warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
 
-    def finetune_function(self, pl_module, current_epoch: int, optimizer) -> None:
+    def finetune_function(self, pl_module, epoch: int, optimizer) -> None:
         """Called at every training epoch start: Lightning puts the whole module in train mode before."""
-        pl_module.encoder.eval()
+        cast("UnisentModule", pl_module).encoder.eval()

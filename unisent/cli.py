@@ -185,10 +185,10 @@ def _lightning(argv: Sequence[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
-    if outcome.interrupted is not None:
+    if (interrupted := outcome.interrupted) is not None:
         if command == "fit":  # what the run left and the exact command that continues it
-            outcome = requeue_if_preempted(outcome)
-            print(f"\n{interrupt_message(prog, words, outcome.interrupted)}", file=sys.stderr)
+            outcome = requeue_if_preempted(outcome)  # (the same interrupt, with the requeue's result)
+            print(f"\n{interrupt_message(prog, words, interrupted)}", file=sys.stderr)
             for line in requeue_lines(prog, words, outcome):
                 print(line, file=sys.stderr)
         sys.exit(outcome.status)

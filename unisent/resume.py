@@ -13,11 +13,11 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -45,7 +45,7 @@ RNG_KEY = "unisent_rng_states"
 def rng_states() -> dict[str, Any]:
     """This process's Python, NumPy, torch CPU and (in use) CUDA random states, as tensors and plain
     values (a checkpoint must load with ``weights_only=True``)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    name, keys, pos, has_gauss, cached = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": {
@@ -104,7 +104,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, buffer)
             fs.makedirs(os.path.dirname(str(path)), exist_ok=True)
             with fs.open(str(path), "wb") as f:
-                f.write(buffer.getbuffer())
+                f.write(buffer.getbuffer())  # pyright: ignore[reportArgumentType]  # fsspec's open is unannotated: "wb" is binary
                 fault_point("checkpoint_write")  # a kill before close: the upload is never completed
             return None
         with atomic_write(path, "wb", durable=True) as f:
@@ -293,7 +293,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         self._stop_pending = False
         self._interrupt = InterruptRequest()
         self._stopped = None
-        if trainer.state.fn == "fit" and not trainer.fast_dev_run:
+        if trainer.state.fn == "fit" and not trainer.fast_dev_run:  # pyright: ignore[reportAttributeAccessIssue]  # set, not declared
             self._interrupt.install()
 
     def _interrupted(self, trainer) -> bool:
@@ -377,7 +377,7 @@ class UnisentCheckpoint(ModelCheckpoint):
             self.save_last
             and trainer.state.fn == "fit"
             and trainer.global_step > 0
-            and not trainer.fast_dev_run
+            and not trainer.fast_dev_run  # pyright: ignore[reportAttributeAccessIssue]
             and trainer.global_step != self._last_saved_step
         ):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))

@@ -145,7 +145,7 @@ class StoppingReport(Callback):
     """Prints ``limits_line`` when training starts and ``stop_line`` when it ends (stderr, rank 0)."""
 
     def on_train_start(self, trainer, pl_module) -> None:
-        if not trainer.is_global_zero or trainer.fast_dev_run:
+        if not trainer.is_global_zero or trainer.fast_dev_run:  # pyright: ignore[reportAttributeAccessIssue]  # set, not declared
             return
         import math
 
@@ -159,10 +159,10 @@ class StoppingReport(Callback):
         print(f"unisent fit: {line}", file=sys.stderr, flush=True)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        if not trainer.is_global_zero or trainer.fast_dev_run:
+        if not trainer.is_global_zero or trainer.fast_dev_run:  # pyright: ignore[reportAttributeAccessIssue]
             return
         loop = trainer.fit_loop
-        processed = loop.epoch_progress.current.processed
+        processed = loop.epoch_progress.current.processed  # pyright: ignore[reportAttributeAccessIssue]  # a _ProcessedTracker
         # an epoch cut short (max_steps, a callback) is counted as processed: only full epochs count here
         epochs_done = processed if loop.epoch_loop.batch_progress.is_last_batch else max(0, processed - 1)
         left = _timer(trainer).time_remaining("train") if _timer(trainer) is not None else None

@@ -78,14 +78,15 @@ def join_elastic_group(strategy: Any) -> bool:
     device = strategy.root_device
     backend = default_process_group_backend(strategy, device)
     timeout = process_group_timeout(strategy) or timedelta(minutes=30)
-    agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    # TCPStore, PrefixStore: public torch.distributed API that its stubs do not re-export
+    agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)  # pyright: ignore[reportPrivateImportUsage]
     dist.init_process_group(
         backend,
-        store=dist.PrefixStore(f"unisent/start_{restart}", agent),
+        store=dist.PrefixStore(f"unisent/start_{restart}", agent),  # pyright: ignore[reportPrivateImportUsage]
         rank=int(os.environ["RANK"]),
         world_size=int(os.environ["WORLD_SIZE"]),
         timeout=timeout,
-        **({"device_id": device} if device.type == "cuda" else {}),
+        device_id=device if device.type == "cuda" else None,
     )
     set_process_group_backend(strategy, backend)
     return True

@@ -7,7 +7,7 @@ also the default: a recipe (or a call) that names no precision trains as ``unise
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -41,15 +41,15 @@ class UnisentTrainer(Trainer):
     ) -> None:
         if precision is None:  # Lightning's "not given": the same rule as a recipe that names none
             precision = "auto"
-        precision, line = resolve_precision(precision, trainer_device(kwargs.get("accelerator", "auto")))
+        resolved, line = resolve_precision(precision, trainer_device(kwargs.get("accelerator", "auto")))
         if line is not None:
             from lightning.fabric.utilities.rank_zero import rank_zero_only
 
             if getattr(rank_zero_only, "rank", 0) == 0:
                 print(f"unisent: {line}", file=sys.stderr)
         #: what ``auto`` resolved to (or the precision as given)
-        self.precision_choice = precision
-        super().__init__(*args, precision=precision, **kwargs)
+        self.precision_choice = resolved
+        super().__init__(*args, precision=cast(PrecisionInput, resolved), **kwargs)  # one of Lightning's names
 
     @property
     def log_dir(self) -> str | None:

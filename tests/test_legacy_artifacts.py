@@ -232,3 +232,19 @@ def test_a_checkpoint_with_the_flat_training_keys_of_before_loads_them_grouped(t
         assert (loaded.weight_schedule, loaded.conflict_every, loaded.cache_chunk) == (train.weight_schedule, 4, 2)
         for (name, a), b in zip(module.state_dict().items(), loaded.state_dict().values()):
             torch.testing.assert_close(a, b, msg=name)
+
+
+def test_a_gaussian_heads_file_names_only_the_later_options_it_uses():
+    """``gaussian_head.json`` keeps the four settings of the first heads, and a later option only when it is
+    set, as the head's sparse dict did: a head that uses none reads where those options are unknown, and a
+    file without them (``tests/fixtures/legacy/encoder``) loads with their defaults, the behaviour of then."""
+    from unisent.models import GaussianHead
+
+    first = {"hidden_size": 8, "variance": "exp", "mean_activation": "none", "var_floor": 1e-6}
+    assert GaussianHead(8).settings == first
+    used = GaussianHead(8, point="pooled", length_input=True)
+    assert used.settings == first | {"point": "pooled", "length_input": True}
+    assert GaussianHead(**used.settings).config == used.config
+    saved = json.loads((LEGACY / "encoder" / "gaussian_head.json").read_text())
+    config = GaussianHead(**saved).config
+    assert (config.point, config.length_input, config.pooler, config.own_layers) == ("mean", False, None, 0)

@@ -58,8 +58,8 @@ class GaussCSE(Objective):
             the encoder's weights, over the encoder's lower layers (not in the paper; task-specific top layers):
             this loss then moves the encoder's lower layers and its own copies, not the top that ``encode`` and
             the other objectives read. The copies learn as the encoder does (its rate, held while
-            ``head_only_ratio`` holds it), not at ``head_lr``, and ``encoder_grad`` scales their gradient as
-            the encoder's (docs/methods/gausscse.md, "Own top layers").
+            ``model.train.heads.only_ratio`` holds it), not at ``head_lr``, and ``encoder_grad`` scales their
+            gradient as the encoder's (docs/methods/gausscse.md, "Own top layers").
         hidden_size: size of the pooled vector; 0 = taken from the encoder at the first step.
     """
 
@@ -120,7 +120,8 @@ class GaussCSE(Objective):
         self.head.attach(encoder)
 
     def encoder_like_modules(self) -> list[torch.nn.Module]:
-        """The own top layers: they learn at the encoder's rate and are held with it (``head_only_ratio``)."""
+        """The own top layers: they learn at the encoder's rate and are held with it
+        (``model.train.heads.only_ratio``)."""
         layers = self.head.top_layers if self.head is not None else None  # None: no own layers
         return [layers] if layers is not None else []
 

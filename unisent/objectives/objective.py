@@ -150,8 +150,8 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
 
     def encoder_like_modules(self) -> list[torch.nn.Module]:
         """Own modules that learn as the encoder does: their parameters take its rate and schedule rather
-        than ``param_lr`` / ``model.head_lr``, and they are held and in eval mode while it is held
-        (``model.head_only_ratio``); e.g. GaussCSE's own copies of top layers."""
+        than ``param_lr`` / ``model.train.heads.lr``, and they are held and in eval mode while it is held
+        (``model.train.heads.only_ratio``); e.g. GaussCSE's own copies of top layers."""
         return []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

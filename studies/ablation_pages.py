@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         summary = pages(args.summaries, args.out, args.page, block=args.block, runs=args.runs)
     except (OSError, ValueError) as err:
         sys.exit(f"ablation_pages: {err}")
-    except (KeyError, TypeError, AttributeError, IndexError) as err:  # a field of the wrong type or missing
+    except (KeyError, TypeError, AttributeError, IndexError, ArithmeticError) as err:  # a field malformed or missing
         if os.environ.get("UNISENT_TRACEBACK", "").lower() not in ("", "0", "false", "no"):
             raise
         what = f"missing field {err}" if isinstance(err, KeyError) else f"a field of the wrong type ({err})"

@@ -342,3 +342,23 @@ def test_a_named_block_keeps_the_pages_other_study(tmp_path):
     assert again.count("<!-- unisent ablate merge -->") == 1 and "| only a | 1 | 81.00 |" in again
     publish(summary | {"block": None}, tmp_path / "out", page, block="other")  # --block names it
     assert "<!-- unisent ablate other -->" in page.read_text() and (tmp_path / "other-ablation.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [("rows", 5, "a field of the wrong type"), ("rows", [{"a": 1}], "missing field"), ("seeds", "abc", "")],
+)
+def test_a_malformed_summary_is_one_line_naming_the_file(tmp_path, monkeypatch, field, value, says):
+    """Issue 67: what ``unisent ablate --from_json`` became reads a received file: a field of the wrong type or
+    missing is one line naming it (``UNISENT_TRACEBACK=1``: the traceback)."""
+    summary = dict.fromkeys(ablation_pages.NEEDED, "x") | {"rows": [], "seeds": [1], "columns": [], "own": {}}
+    path = tmp_path / "ablation.json"
+    path.write_text(json.dumps(summary | {"units": {}, "panel_targets": {}, field: value}), encoding="utf-8")
+    monkeypatch.delenv("UNISENT_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        ablation_pages.main([str(path), "--out", str(tmp_path / "out")])
+    assert str(stop.value.code).startswith(f"ablation_pages: {path}") and "\n" not in str(stop.value.code)
+    assert says in str(stop.value.code)
+    monkeypatch.setenv("UNISENT_TRACEBACK", "1")
+    with pytest.raises((KeyError, TypeError, AttributeError, IndexError, ArithmeticError)):
+        ablation_pages.main([str(path), "--out", str(tmp_path / "out")])

@@ -44,6 +44,13 @@ def docs(session: nox.Session) -> None:
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", env={"NO_MKDOCS_2_WARNING": "1"})
 
 
+@nox.session(python=False)
+def types(session: nox.Session) -> None:
+    """basedpyright over unisent/ (pyproject's [tool.basedpyright]: standard, strict on the extension surface)."""
+    session.run("bash", "scripts/setup.sh", external=True)
+    session.run(".venv/bin/basedpyright", external=True)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6")

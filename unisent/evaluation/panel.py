@@ -4,8 +4,8 @@
 default, the packaged MiniLM's own) whatever the model was trained with, and scores the columns asked for (see
 ``PANEL_COLUMNS``), each as ``{"score": x100 or None, ...details}``:
 
-- ``stsb-test``, ``sick-r``, ``tatoeba-deu``: the registered tasks of those names
-  ([`evaluate`][unisent.evaluation.evaluate], cosine of ``encode``);
+- ``stsb-test``, ``sick-r``, ``tatoeba-deu``, ``stsb-multi-en-{de,es}`` (and their ``-dev``): the registered
+  tasks of those names ([`evaluate`][unisent.evaluation.evaluate], cosine of ``encode``);
 - ``stsb-dev``, ``sick-r-dev``: the same on STS-B dev and SICK's trial split (the tasks ``stsb-dev`` and
   ``sick-r-dev``), for choosing settings so that the test columns stay held out;
 - ``snli-direction``, ``snli-direction-hyp-not-shorter``: the ``snli-direction`` task with the KL
@@ -67,6 +67,10 @@ PANEL_COLUMNS: dict[str, str] = {
     "entity-top10": "EASE entity retrieval over the whole entity table, top-10 x100 (needs the run's .ckpt)",
     "entity-top1": "EASE entity retrieval over the whole entity table, top-1 x100 (needs the run's .ckpt)",
     "tatoeba-deu": "Tatoeba deu<->eng nearest-neighbour accuracy x100 (mean of both directions)",
+    "stsb-multi-en-de": "stsb-multi-mt test, English sentence 1 vs German sentence 2, Spearman x100",
+    "stsb-multi-en-es": "stsb-multi-mt test, English sentence 1 vs Spanish sentence 2, Spearman x100",
+    "stsb-multi-en-de-dev": "the same on stsb-multi-mt dev (en-de); for choosing settings",
+    "stsb-multi-en-es-dev": "the same on stsb-multi-mt dev (en-es); for choosing settings",
 }
 
 #: the panel's token limit: the packaged MiniLM's own (256), which its exports keep. A run's saved encoder
@@ -83,7 +87,7 @@ _TASK_COLUMNS = {
     "stsb-dev": "stsb-dev",
     "sick-r-dev": "sick-r-dev",
     "tatoeba-deu": "tatoeba-deu",
-}
+} | {f"stsb-multi-en-{lang}{dev}": f"stsb-multi-en-{lang}{dev}" for lang in ("de", "es") for dev in ("", "-dev")}
 #: direction column -> (its task, the task's metric); each task is evaluated once for its columns
 _DIRECTION = {
     "snli-direction": ("snli-direction", "direction_sim"),

@@ -23,6 +23,7 @@ from .sts_readers import (
     read_sick_relatedness,
     read_sts17,
     read_stsb_multi,
+    read_stsb_multi_cross,
     read_stsbenchmark,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "read_sst",
     "read_sts17",
     "read_stsb_multi",
+    "read_stsb_multi_cross",
     "read_stsbenchmark",
     "read_tatoeba",
     "read_text_and_labels",

@@ -20,6 +20,7 @@ __all__ = [
     "read_sick_relatedness",
     "read_sts17",
     "read_stsb_multi",
+    "read_stsb_multi_cross",
     "read_stsbenchmark",
     "read_senteval_sts",
 ]
@@ -106,6 +107,21 @@ def read_stsb_multi(path: str | Path) -> ScoredPairs:
         data.sentences1.append(row[0].strip())
         data.sentences2.append(row[1].strip())
     return data
+
+
+def read_stsb_multi_cross(english: str | Path, other: str | Path) -> ScoredPairs:
+    """Read two aligned stsb-multi-mt files (``stsb-en-<split>.csv``, ``stsb-<lang>-<split>.csv``) as cross-lingual
+    STS, as Reimers & Gurevych (2020) do: row i pairs the English sentence 1 with the other file's sentence 2,
+    under their shared score. Files of different lengths, or a row whose scores differ, are a ``DataFormatError``."""
+    en, xx = read_stsb_multi(english), read_stsb_multi(other)
+    if len(en) != len(xx):
+        raise DataFormatError(other, 0, f"has {len(xx)} rows but {english} has {len(en)}: files are not aligned")
+    for row, (a, b) in enumerate(zip(en.scores, xx.scores), 1):
+        if a != b:
+            records = iter_records(other, "csv", header=False, blank_lines="keep", encoding="utf-8-sig")
+            line = next(r.line for i, r in enumerate(records, 1) if i == row)  # a quoted field may span lines
+            raise DataFormatError(other, line, f"score {b:g} differs from {a:g} in row {row} of {english}: not aligned")
+    return ScoredPairs(en.sentences1, xx.sentences2, en.scores)
 
 
 def _sick_rows(path: str | Path) -> list[tuple[int, list[str]]]:

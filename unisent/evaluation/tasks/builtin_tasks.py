@@ -25,6 +25,7 @@ from ...data.benchmark_readers import (
     read_sst,
     read_sts17,
     read_stsb_multi,
+    read_stsb_multi_cross,
     read_stsbenchmark,
     read_text_and_labels,
     read_trec,
@@ -65,6 +66,8 @@ STS17_FILES: dict[str, str] = {
     "nl-en": "STS.input.extended.nl-en.txt",
 }
 STSB_MULTI_LANGS = ("de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
+# Cross-lingual STS-B (Reimers & Gurevych 2020): English sentence 1, sentence 2 in one of these.
+STSB_CROSS_LANGS = ("de", "es")
 # The eight short-text clustering sets of the EASE paper, laid out and read as in EASE's
 # downstreams/text-clustering/data/monolingual_benchmark/: name -> (reader, files under clustering/stc/,
 # optional). GoogleNews-* are optional: the shared data bundle does not carry them.
@@ -183,6 +186,20 @@ def _multilingual_sts_tasks() -> None:
             ),
             groups=("stsb-multi", "multilingual"),
         )
+    for lang in STSB_CROSS_LANGS:
+        for split in ("dev", "test"):
+            register_task(
+                STSTask(
+                    name=f"stsb-multi-en-{lang}" + ("-dev" if split == "dev" else ""),
+                    group="stsb-multi-cross",
+                    description=f"stsb-multi-mt {split}, English sentence 1 vs {lang} sentence 2, Spearman x100",
+                    source=Source(
+                        tuple(f"sts/stsb-multi-mt/stsb-{x}-{split}.csv" for x in ("en", lang)), read_stsb_multi_cross
+                    ),
+                ),
+                # like stsb-dev: the dev sets are for model selection, in no group but "all"
+                groups=("stsb-multi-cross", "multilingual") if split == "test" else (),
+            )
     for pair, filename in STS17_FILES.items():
         register_task(
             STSTask(

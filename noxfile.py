@@ -48,7 +48,7 @@ def docs(session: nox.Session) -> None:
 def types(session: nox.Session) -> None:
     """basedpyright over unisent/ (pyproject's [tool.basedpyright]: standard, strict on the extension surface)."""
     session.run("bash", "scripts/setup.sh", external=True)
-    session.run(".venv/bin/basedpyright", external=True)
+    session.run(".venv/bin/basedpyright", "--project", "pyproject.toml", external=True)
 
 
 @nox.session

@@ -29,6 +29,6 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-
 if [ ${#TIER[@]} -eq 0 ] && [ "$SELECTED" = 0 ]; then
   # the whole suite (CI): the type check first, pyproject's [tool.basedpyright] (about 1 min on 2 cores)
   echo "type check: basedpyright over unisent/..."
-  basedpyright
+  basedpyright --project pyproject.toml  # explicit: a pyrightconfig.json in a parent folder would win
 fi
 python -m pytest -n "$WORKERS" --dist loadfile --durations=15 ${TIER[@]+"${TIER[@]}"} ${ARGS[@]+"${ARGS[@]}"}

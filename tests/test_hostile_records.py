@@ -202,9 +202,7 @@ def _records():
     )
 
 
-@hypothesis.settings(
-    max_examples=int(os.environ.get("R2_EXAMPLES", "25")), deadline=None, derandomize=True, database=None
-)
+@hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @hypothesis.given(data=st.data())
 def test_generated_checkpoints_load_or_fail_in_one_line_within_the_bound(received, tmp_path_factory, data):
     edits = data.draw(_records())
@@ -230,9 +228,7 @@ def _st_folders():
     )
 
 
-@hypothesis.settings(
-    max_examples=int(os.environ.get("R2_EXAMPLES", "25")), deadline=None, derandomize=True, database=None
-)
+@hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @hypothesis.given(data=st.data())
 def test_generated_st_folders_load_or_fail_in_one_line_within_the_bound(received, tmp_path_factory, data):
     import shutil

@@ -188,3 +188,11 @@ def test_fit_on_a_fifo_arrow_ends_at_once_in_one_line(saved, tmp_path, tiny_bert
     errors = [line for line in done.stderr.splitlines() if line.startswith("unisent fit: error:")]
     assert len(errors) == 1 and ARROW in errors[0] and "FIFO" in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_a_card_header_nested_past_the_parser_is_one_line(card):
+    """A YAML header that nests deeper than the parser can go (RecursionError) is a malformed card, one line."""
+    (card / "README.md").write_text("---\n" + "[" * 5000 + "\n---\n# card\n", encoding="utf-8")
+    with pytest.raises(ModelFileError) as err:
+        check_data_folder(card)
+    _one_line(err, "README.md", "YAML header is malformed")

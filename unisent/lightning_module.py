@@ -404,7 +404,8 @@ class UnisentModule(L.LightningModule):
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
         """Lightning's; a checkpoint written before ``model.train`` (flat ``warmup_steps``, ``head_lr``, ... in its
         hyper-parameters, which Lightning would drop) gets them in their groups (``train_from_flat``)."""
-        if isinstance(checkpoint_path, (str, Path)) and "train" not in kwargs:
+        local = isinstance(checkpoint_path, (str, Path)) and not is_remote(str(checkpoint_path))
+        if local and "train" not in kwargs:  # a remote one goes to Lightning's fsspec reading as before
             from .io import load_checkpoint
 
             if train := train_from_flat(load_checkpoint(checkpoint_path, mmap=True).get("hyper_parameters") or {}):

@@ -136,8 +136,8 @@ def train_from_flat(hparams: dict[str, Any]) -> dict[str, Any]:
     flat keys of ``MOVED`` in their places (empty: it has none)."""
     train: dict[str, Any] = {}
     for key in MOVED.keys() & hparams.keys():
-        group, name = ("", *MOVED[key].split(".")[1:])[-2:]
-        (train.setdefault(group, {}) if group else train)[name] = hparams[key]
+        *group, name = MOVED[key].split(".")[1:]  # train.[group.]name
+        (train.setdefault(group[0], {}) if group else train)[name] = hparams[key]
     return train
 
 

@@ -128,17 +128,7 @@ def _card_paths(value: object, field: str):
 
 def _card_files(card: Path):
     """The paths a dataset card (``README.md``'s YAML header) names in its ``configs``."""
-    import yaml
-
-    text = mf.read_model_bytes(card, 16 * 2**20, "a dataset card").decode("utf-8", "replace")
-    if not text.startswith("---"):
-        return
-    header = text.split("\n---", 1)[0].removeprefix("---")
-    try:
-        meta = yaml.safe_load(header)
-    except yaml.YAMLError as err:
-        raise ModelFileError(f"{card}: its YAML header is malformed ({str(err).splitlines()[0]:.200})") from None
-    mf.check_nesting(meta, str(card), max_values=100_000)
+    meta = mf.read_front_matter(card, 16 * 2**20, "a dataset card")
     configs = meta.get("configs") if isinstance(meta, dict) else None
     for i, config in enumerate(configs if isinstance(configs, list) else []):
         for key in ("data_files", "data_dir"):

@@ -95,10 +95,10 @@ def _module_path(location: str, entry: dict, where: str) -> str:
 
 def _check_module_sizes(location: str, cls: type, config: dict, path: str) -> None:
     """A module's ``config.json`` sizes against its weights (``check_fits``)."""
-    folder = Path(location, path)
-    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), None)
     if not path:
         return
+    folder = Path(location, path)
+    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), None)
     settings = {k: v for k, v in config.items() if k != "activation_function"}
     check_fits(  # without weights, what it describes is checked against none: a Dense of 30M outputs is refused
         lambda: cls(**settings),

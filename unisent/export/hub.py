@@ -133,20 +133,13 @@ def hub_id(base_model: str | None) -> str | None:
 
 def _front_matter_of(readme: Path) -> dict[str, Any]:
     """The YAML front matter of a base model's card (at most 1 MiB and 100,000 values); {} if none."""
-    import yaml
-
-    from ..io.model_files import ModelFileError, check_nesting, read_model_bytes
+    from ..io.model_files import ModelFileError, read_front_matter
 
     if not readme.is_file():
         return {}
     try:
-        text = read_model_bytes(readme, 2**20, "a model card").decode("utf-8")
-        if not text.startswith("---"):
-            return {}
-        parts = text.split("---", 2)
-        meta = yaml.safe_load(parts[1]) if len(parts) == 3 else None
-        check_nesting(meta, str(readme), max_values=100_000)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ModelFileError, RecursionError):
+        meta = read_front_matter(readme, 2**20, "a model card")
+    except (OSError, ModelFileError):
         return {}
     return meta if isinstance(meta, dict) else {}
 

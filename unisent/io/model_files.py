@@ -32,6 +32,7 @@ __all__ = [
     "check_nesting",
     "directory_weight_shapes",
     "file_kind",
+    "read_front_matter",
     "inside",
     "load_state",
     "looks_like_path",
@@ -158,6 +159,28 @@ def read_model_bytes(path: str | os.PathLike, max_bytes: int, what: str = "a mod
     """The bytes of a model's file: a regular file of at most ``max_bytes``, else a
     [`ModelFileError`][unisent.io.ModelFileError]."""
     return _read_bytes(Path(path), max_bytes, what)
+
+
+def read_front_matter(path: str | os.PathLike, max_bytes: int, what: str) -> Any:
+    """The YAML header (between ``---`` lines) of a card (a model's or a dataset's ``README.md``), read as data:
+    at most ``max_bytes``, regular file, at most 100,000 values nested ``MODEL_JSON_DEPTH`` deep; ``None``
+    without one.
+
+    Raises:
+        ModelFileError: too large, not a regular file, or a header that is malformed or nested too deep.
+    """
+    import yaml
+
+    text = read_model_bytes(path, max_bytes, what).decode("utf-8", "replace")
+    if not text.startswith("---"):
+        return None
+    try:
+        meta = yaml.safe_load(text.split("\n---", 1)[0].removeprefix("---"))
+    except (yaml.YAMLError, RecursionError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ModelFileError(f"{path}: its YAML header is malformed ({reason:.200})") from None
+    check_nesting(meta, str(path), max_values=100_000)
+    return meta
 
 
 def check_nesting(value: Any, where: str, *, max_depth: int = MODEL_JSON_DEPTH, max_values: int | None = None) -> None:

@@ -10,7 +10,7 @@ Dense] -> a ``Dense`` holding the mean layer of the head), the point embeddings 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
@@ -87,7 +87,7 @@ class GaussianHeadSettings:
     def saved(self) -> dict[str, Any]:
         """The JSON of ``gaussian_head.json``: the four settings every head has saved, and each later one
         only when it is not its default (a head that does not use an option loads where it is unknown)."""
-        later = {"point": "mean", "length_input": False, "pooler": None, "own_layers": 0}
+        later = {f.name: f.default for f in fields(self)[4:]}  # the fields after var_floor
         return {k: v for k, v in asdict(self).items() if k not in later or v != later[k]}
 
 

@@ -231,7 +231,7 @@ class EASE(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
-        return self.loss(self.embed(encoder, batch), batch)
+        return cast(dict[str, torch.Tensor], super().forward(encoder, batch))  # the base's loss(embed(...))
 
     def embed(self, encode: EncodeFn, batch: dict[str, Any]) -> list[torch.Tensor]:
         """The sentences (twice, two dropout views, when SimCSE's loss is on)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import torch
 
@@ -127,7 +127,7 @@ class GaussCSE(Objective):
 
     def forward(self, encoder: Encoder, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.setup_for(encoder)
-        return self.loss(self.embed(encoder, batch), batch)
+        return cast(dict[str, torch.Tensor], super().forward(encoder, batch))  # the base's loss(embed(...))
 
     def _built_head(self) -> GaussianHead:
         """The head, built by ``setup_for`` (which the training module calls first)."""

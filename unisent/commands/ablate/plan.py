@@ -187,7 +187,7 @@ def run_recipe(config: dict[str, Any], run: Run, steps: int, out: Path, conflict
     for key in PER_OBJECTIVE_DATA:
         if isinstance(data.get(key), dict):
             data[key] = {k: v for k, v in data[key].items() if k in kept}
-    train = model.get("train") if isinstance(model.get("train"), dict) else model.setdefault("train", {})
+    train = model["train"] = dict(model.get("train") or {})
     train["weight_schedule"] = {k: v for k, v in (train.get("weight_schedule") or {}).items() if k in kept}
     evaluation = model.get("evaluation")
     if isinstance(evaluation, dict) and isinstance(evaluation.get("panel_own"), dict):  # names the run's objectives

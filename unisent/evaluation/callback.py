@@ -95,14 +95,6 @@ class ShardedModel:
         return full[0] if method == "encode" else tuple(full)
 
 
-def _data_dir(config: EvaluationConfig) -> str:
-    if config.data_dir:
-        return config.data_dir
-    from ..resources import EVALUATION_DATA_DIR
-
-    return str(EVALUATION_DATA_DIR)
-
-
 def evaluate_config(
     model: Any,
     tasks: Sequence[str],
@@ -116,6 +108,7 @@ def evaluate_config(
 ) -> dict[str, Any]:
     """[`evaluate`][unisent.evaluation.evaluate] of ``tasks`` with ``config``'s data directory, batch size and
     similarity; with ``world_size > 1`` every process must call it (``ShardedModel``)."""
+    from ..resources import EVALUATION_DATA_DIR
     from .runner import evaluate
     from .similarities import get_similarity
 
@@ -124,7 +117,7 @@ def evaluate_config(
     return evaluate(
         model,
         list(tasks),
-        _data_dir(config),
+        config.data_dir or str(EVALUATION_DATA_DIR),
         batch_size=config.batch_size,
         progress=progress and rank == 0,
         similarity=get_similarity(config.similarity),

@@ -81,13 +81,10 @@ AMR_TEST = "amr/little-prince/amr-bank-struct-v1.6-test.txt"
 #: the entity columns' default records: 995 held-out FewRel sentences, in the repository (not the wheel)
 DEFAULT_ENTITY_RECORDS = Path(__file__).resolve().parents[2] / "samples" / "ease_fewrel_heldout.jsonl"
 
-_TASK_COLUMNS = {
-    "stsb-test": "stsb-test",
-    "sick-r": "sick-r",
-    "stsb-dev": "stsb-dev",
-    "sick-r-dev": "sick-r-dev",
-    "tatoeba-deu": "tatoeba-deu",
-} | {f"stsb-multi-en-{lang}{dev}": f"stsb-multi-en-{lang}{dev}" for lang in ("de", "es") for dev in ("", "-dev")}
+#: the columns that are a registered task of the same name
+_TASK_COLUMNS = ("stsb-test", "sick-r", "stsb-dev", "sick-r-dev", "tatoeba-deu") + tuple(
+    f"stsb-multi-en-{lang}{dev}" for lang in ("de", "es") for dev in ("", "-dev")
+)
 #: direction column -> (its task, the task's metric); each task is evaluated once for its columns
 _DIRECTION = {
     "snli-direction": ("snli-direction", "direction_sim"),
@@ -272,7 +269,7 @@ def _data_root(column: str, data_dir: str | Path | None) -> Path:
         from .tasks import get_task
 
         bundled = Path(EVALUATION_DATA_DIR)
-        if column in _TASK_COLUMNS and not get_task(_TASK_COLUMNS[column]).missing_files(bundled):
+        if column in _TASK_COLUMNS and not get_task(column).missing_files(bundled):
             return bundled
         raise FileNotFoundError(f"panel column {column!r} needs data_dir (the evaluation data root); got None")
     root = Path(data_dir).expanduser()
@@ -291,7 +288,7 @@ def _check_files(
     for column in columns:
         if column in _TASK_COLUMNS or column in _DIRECTION:
             root = _data_root(column, data_dir)
-            task_name = _TASK_COLUMNS[column] if column in _TASK_COLUMNS else _DIRECTION[column][0]
+            task_name = column if column in _TASK_COLUMNS else _DIRECTION[column][0]
             missing = get_task(task_name).missing_files(root)
             if missing:
                 raise FileNotFoundError(f"panel column {column!r}: missing data file {missing[0]}")
@@ -387,7 +384,7 @@ def _encoder_columns(
     for root, names in by_root.items():
         out = evaluate(model, names, root, batch_size, progress=False, on_error="raise")
         for column in names:
-            task = out["tasks"][_TASK_COLUMNS[column]]
+            task = out["tasks"][column]
             results[column] = _task_details(task, task["main_metric"], "cosine") | {"data_dir": str(root)}
 
     direction = [c for c in columns if c in _DIRECTION]

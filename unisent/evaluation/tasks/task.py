@@ -136,21 +136,6 @@ class Task(ABC):
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise FileNotFoundError(f"task {self.name!r}: missing data file {missing[0]}{more}")
 
-    def read_sources(self, data_dir: str | Path, loaded: LoadedData | None = None) -> LoadedData:
-        """Read (and so check) every source of the task into ``loaded`` (or a new dict), as
-        ``(source, data_dir) -> data``, skipping those already there; returns it.
-
-        Raises:
-            FileNotFoundError, DataFormatError: the first missing or malformed file.
-        """
-        loaded = {} if loaded is None else loaded
-        data_dir = Path(data_dir)
-        for source in self.sources():
-            key = (source, data_dir)
-            if key not in loaded:
-                loaded[key] = source.read(data_dir)
-        return loaded
-
     def run(
         self,
         model: SentenceModel,
@@ -165,7 +150,8 @@ class Task(ABC):
         head."""
         data_dir = Path(data_dir)
         self.check_files(data_dir)
-        loaded = self.read_sources(data_dir)  # every row checked before anything is encoded
+        # every row checked before anything is encoded; a source the task reads twice, once
+        loaded: LoadedData = {(source, data_dir): source.read(data_dir) for source in dict.fromkeys(self.sources())}
         if embedder is None:
             from ..encoding import Embedder
 

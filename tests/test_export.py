@@ -18,9 +18,9 @@ from unisent.cli import main
 from unisent.data import DataSource, UnisentDataModule
 from unisent.encoders import POOLERS, Encoder, EncoderConfig
 from unisent.export import (
-    EncoderHuggingFaceExporter,
     ExportCheckError,
     Exporter,
+    HuggingFaceExporter,
     export_model,
     hf_usage_code,
     register_exporter,
@@ -259,9 +259,7 @@ def test_export_errors_are_clear_and_leave_nothing(tiny_bert_dir, tmp_path, monk
     with pytest.raises(TypeError, match="no 'huggingface' exporter is registered for Linear"):
         export_model(torch.nn.Linear(2, 2), tmp_path / "z", "huggingface")
 
-    monkeypatch.setattr(
-        EncoderHuggingFaceExporter, "verify", lambda self, model, out, sentences: (0.5, "a check that fails")
-    )
+    monkeypatch.setattr(HuggingFaceExporter, "verify", lambda self, model, out, sentences: (0.5, "a check that fails"))
     with pytest.raises(ExportCheckError, match="differ by up to 0.5"):
         export_model(encoder, tmp_path / "checked", "huggingface")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "busy"]

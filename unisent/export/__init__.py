@@ -42,12 +42,6 @@ from .formats import HuggingFaceExporter, SentenceTransformersExporter
 from .onnx import OnnxExporter
 from .source import ExportSource, ObjectiveRecord, TrainingRecord, load_export_source
 
-# The exporters per model type became one exporter per format, which asks the model (each model type
-# declares its own export in its class); the old names stay importable.
-EncoderSentenceTransformersExporter = GaussianSentenceTransformersExporter = SentenceTransformersExporter
-PCRSentenceTransformersExporter = RetrofittedSentenceTransformersExporter = SentenceTransformersExporter
-EncoderHuggingFaceExporter = HuggingFaceExporter
-
 __all__ = [
     "EmptyInputError",
     "EncodeInputError",

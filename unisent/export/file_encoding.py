@@ -113,14 +113,13 @@ class EncodeSummary:
 
 
 # ------------------------------------------------------------------------------------------ reading
-def _check_input(path: Path) -> str:
+def _check_input(path: Path) -> None:
     require_file(path, "input file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_INPUTS:
         raise EncodeInputError(
             path, 0, f"unsupported input format {suffix!r}; supported: {', '.join(SUPPORTED_INPUTS)}"
         )
-    return suffix
 
 
 def _texts(path: Path, column: str, encoding: str) -> Iterator[tuple[str, str]]:
@@ -170,19 +169,6 @@ def scan_input(path: str | os.PathLike, column: str = "text", encoding: str = "u
             if len(result.empty) < MAX_LISTED:
                 result.empty.append((row, where))
     return result
-
-
-def _empty_error(path: Path, scan: ScanResult) -> EncodeInputError:
-    listed = "; ".join(f"{where} (output row {row})" for row, where in scan.empty)
-    more = f" and {scan.n_empty - len(scan.empty)} more" if scan.n_empty > len(scan.empty) else ""
-    first = scan.empty[0][1]
-    return EncodeInputError(
-        path,
-        0,
-        f"{first} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row must be "
-        f"a sentence so that output rows line up with input rows; remove them, or pass --on-empty zero "
-        f"(on_empty='zero') to write a zero vector for each",
-    )
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -332,7 +318,7 @@ def encode_file(
             ``truncate_dim`` not positive or above the model's dimension.
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
-    _check_arguments(input_path, output_path, overwrite, encoding, on_empty, max_length, batch_size, chunk_size)
+    _check_arguments(input_path, output_path, overwrite, on_empty, max_length, batch_size, chunk_size)
     scan = _scan_all(input_path, column, encoding, on_empty)
     model, spec = _model_to_run(model, device, backend, onnx_file, truncate_dim)
     meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize}
@@ -389,7 +375,7 @@ def encode_file(
 
 
 def _check_arguments(
-    input_path: Path, output_path: Path, overwrite: bool, encoding: str, on_empty: str, length: int | None, *sizes: int
+    input_path: Path, output_path: Path, overwrite: bool, on_empty: str, length: int | None, *sizes: int
 ) -> None:
     """[`encode_file`][unisent.export.encode_file]'s checks before the input is read (``sizes``: batch and chunk)."""
     _check_input(input_path)
@@ -409,10 +395,6 @@ def _check_arguments(
         raise ValueError(f"max_length must be a positive number of tokens, got {length}")
     if output_path.exists() and not overwrite:
         raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise EncodeInputError(input_path, 0, f"unknown text encoding {encoding!r}") from None
 
 
 def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> ScanResult:
@@ -424,7 +406,15 @@ def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> Sc
             input_path, 0, f"has no sentences to encode (the file is empty{header}); nothing was written"
         )
     if scan.n_empty and on_empty == "error":
-        raise _empty_error(input_path, scan)
+        listed = "; ".join(f"{where} (output row {row})" for row, where in scan.empty)
+        more = f" and {scan.n_empty - len(scan.empty)} more" if scan.n_empty > len(scan.empty) else ""
+        raise EncodeInputError(
+            input_path,
+            0,
+            f"{scan.empty[0][1]} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row "
+            f"must be a sentence so that output rows line up with input rows; remove them, or pass --on-empty zero "
+            f"(on_empty='zero') to write a zero vector for each",
+        )
     return scan
 
 

@@ -12,11 +12,37 @@ from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel,
 from ..io import write_json
 from .exporters import Exporter, model_format
 
-__all__ = ["HuggingFaceExporter", "SentenceTransformersExporter"]
+__all__ = ["HuggingFaceExporter", "ModelFormat", "SentenceTransformersExporter"]
+
+
+class ModelFormat(Exporter[InferenceModel]):
+    """A built-in format: the model card's tags are the format's and the model type's; ``verify`` loads the
+    directory back with ``unisent.load`` (and ``library_checks``) against ``model.encode``, then runs the model's
+    own ``export_checks``."""
+
+    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        checks = []
+        if model.generic_export_check:
+            expected = model.encode(list(sentences), precision="fp32")
+            checks.append(
+                (
+                    max_abs_diff(_reloaded(out).encode(list(sentences), precision="fp32"), expected),
+                    f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
+                )
+            )
+            checks += self.library_checks(out, sentences, expected)
+        return _combined(checks + model.export_checks(out, sentences, self.format))
+
+    def library_checks(self, out: Path, sentences: Sequence[str], expected: Any) -> list[tuple[float, str]]:
+        """The format's own library loading ``out``, against ``expected`` (none by default)."""
+        return []
+
+    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
+        return self.tags + tuple(type(model).card_tags)
 
 
 @model_format
-class SentenceTransformersExporter(Exporter[InferenceModel]):
+class SentenceTransformersExporter(ModelFormat):
     """Any inference model as a Sentence Transformers directory (``SentenceTransformer(DIR)``)."""
 
     format = SENTENCE_TRANSFORMERS
@@ -33,38 +59,19 @@ class SentenceTransformersExporter(Exporter[InferenceModel]):
     def usage(self, model: InferenceModel) -> str:
         return model.sentence_transformers_usage()
 
-    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """``unisent.load`` and (installed) ``SentenceTransformer`` of the directory against ``model.encode``,
-        and the model's own ``export_checks``."""
-        checks = []
-        if model.generic_export_check:
-            expected = model.encode(list(sentences), precision="fp32")
-            checks.append(
-                (
-                    max_abs_diff(_reloaded(out).encode(list(sentences), precision="fp32"), expected),
-                    f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
-                )
-            )
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError:
-                SentenceTransformer = None  # noqa: N806 - the class, when installed
-            if SentenceTransformer is not None:
-                st = SentenceTransformer(str(out), device="cpu", trust_remote_code=False)
-                checks.append(
-                    (
-                        max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected),
-                        "`SentenceTransformer(DIR).encode`",
-                    )
-                )
-        return _combined(checks + model.export_checks(out, sentences, self.format))
-
-    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
-        return self.tags + tuple(type(model).card_tags)
+    def library_checks(self, out: Path, sentences: Sequence[str], expected: Any) -> list[tuple[float, str]]:
+        """``SentenceTransformer(DIR)`` (when installed) against ``model.encode``."""
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            return []
+        st = SentenceTransformer(str(out), device="cpu", trust_remote_code=False)
+        diff = max_abs_diff(st.encode(list(sentences), convert_to_numpy=True), expected)
+        return [(diff, "`SentenceTransformer(DIR).encode`")]
 
 
 @model_format
-class HuggingFaceExporter(Exporter[InferenceModel]):
+class HuggingFaceExporter(ModelFormat):
     """An inference model as a ``transformers`` directory plus unisent's files."""
 
     format = HUGGINGFACE
@@ -80,24 +87,6 @@ class HuggingFaceExporter(Exporter[InferenceModel]):
 
     def usage(self, model: InferenceModel) -> str:
         return model.huggingface_usage()
-
-    def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
-        """``unisent.load`` of the directory against ``model.encode``, and the model's own checks."""
-        checks = []
-        if model.generic_export_check:
-            checks.append(
-                (
-                    max_abs_diff(
-                        _reloaded(out).encode(list(sentences), precision="fp32"),
-                        model.encode(list(sentences), precision="fp32"),
-                    ),
-                    f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
-                )
-            )
-        return _combined(checks + model.export_checks(out, sentences, self.format))
-
-    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
-        return self.tags + tuple(type(model).card_tags)
 
 
 def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:

@@ -51,8 +51,8 @@ from ..inference.base import ONNX, InferenceModel, OnnxGraph, max_abs_diff
 from ..io import write_json
 from ..models.onnx_encoder import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 from .api import ExportCheckError
-from .exporters import Exporter, model_format
-from .formats import SentenceTransformersExporter
+from .exporters import model_format
+from .formats import ModelFormat, SentenceTransformersExporter
 
 __all__ = [
     "INT8_MAX_STSB_DROP",
@@ -202,16 +202,17 @@ def stsb_spearman(vectors: dict[str, np.ndarray], first: list[str], second: list
     """Spearman x 100 of the pairs' cosine similarities against the gold scores."""
     from scipy.stats import spearmanr
 
-    a = np.stack([vectors[s] for s in first])
-    b = np.stack([vectors[s] for s in second])
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+    cosine = _row_cosines(np.stack([vectors[s] for s in first]), np.stack([vectors[s] for s in second]))
     return float(spearmanr(cosine, gold).statistic * 100)  # pyright: ignore[reportAttributeAccessIssue]  # scipy's decorator hides the result type
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
     """The smallest cosine between row ``i`` of ``a`` and row ``i`` of ``b``."""
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
-    return float(cosine.min())
+    return float(_row_cosines(a, b).min())
+
+
+def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
 
 
 def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
@@ -219,10 +220,7 @@ def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
     ``stsb_fp32``, ``stsb_int8`` (Spearman x 100), ``min_cosine`` and ``sentences``."""
     first, second, gold = stsb_test()
     unique = list(dict.fromkeys(first + second))
-    encoded = {}
-    for file in ("fp32", "int8"):
-        vectors = OnnxEncoder(directory, file).encode(unique, batch_size).numpy()
-        encoded[file] = vectors
+    encoded = {file: OnnxEncoder(directory, file).encode(unique, batch_size).numpy() for file in ("fp32", "int8")}
     rows = {file: dict(zip(unique, vectors)) for file, vectors in encoded.items()}
     return {
         "stsb_fp32": stsb_spearman(rows["fp32"], first, second, gold),
@@ -233,7 +231,7 @@ def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
 
 
 @model_format
-class OnnxExporter(Exporter[InferenceModel]):
+class OnnxExporter(ModelFormat):
     """A Sentence Transformers directory plus ``onnx/model.onnx`` (and ``onnx/model_qint8_<arch>.onnx``),
     for every inference model that declares an ONNX graph (``onnx`` in ``export_formats``)."""
 
@@ -306,14 +304,9 @@ class OnnxExporter(Exporter[InferenceModel]):
             f"{quality['stsb_fp32']:.2f} in fp32 ({-drop:+.2f}); smallest cosine to fp32 {quality['min_cosine']:.4f} "
             f"over {quality['sentences']:,} sentences"
         )
-        failed = [
-            *([f"STS-B drops by {drop:.2f} (> {INT8_MAX_STSB_DROP:g})"] if drop > INT8_MAX_STSB_DROP else []),
-            *(
-                [f"a cosine of {quality['min_cosine']:.4f} (< {INT8_MIN_COSINE:g})"]
-                if quality["min_cosine"] < INT8_MIN_COSINE
-                else []
-            ),
-        ]
+        cosine = quality["min_cosine"]
+        failed = [f"STS-B drops by {drop:.2f} (> {INT8_MAX_STSB_DROP:g})"] if drop > INT8_MAX_STSB_DROP else []
+        failed += [f"a cosine of {cosine:.4f} (< {INT8_MIN_COSINE:g})"] if cosine < INT8_MIN_COSINE else []
         if failed and not self.force:
             raise ExportCheckError(
                 f"the int8 file is too far from fp32: {line}; {' and '.join(failed)}. Nothing was written; "
@@ -398,6 +391,3 @@ Or `unisent encode --model path/to/this/directory --backend onnx --input sentenc
 The ONNX files take {inputs} (int64, batch x length) and give `sentence_embedding`: the embeddings
 above, pooling included.
 """
-
-    def model_tags(self, model: InferenceModel) -> tuple[str, ...]:
-        return self.tags + tuple(type(model).card_tags)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from unisent.builders import ease
+from unisent.builders.ease import sentences, steps
+from unisent.builders.ease.fewrel import detokenize
+from unisent.builders.ease.tables import read_types
 from unisent.commands.data import main
 
 #: the repository's training, benchmark and test samples (not in the wheel)
@@ -174,7 +176,7 @@ def test_hard_negatives_from_a_type_table(full, tmp_path):
     wiki(out, "--min-link-count", 0, "--types", types)
     records = jsonl(out / "records.jsonl")
     pages = {p["page"]: set(p["page_links"]) | {p["page"]} for p in jsonl(out / "sentences.jsonl")}
-    table = ease.read_types(types)
+    table = read_types(types)
     negs = {}
     for r in records:
         negs.setdefault((r["page"], r["entity"]), set()).add(r["hard_negative"])
@@ -246,12 +248,17 @@ def test_resume_after_max_pages_equals_a_fresh_run(full, tmp_path, capsys):
 def test_resume_after_a_killed_run(full, tmp_path, monkeypatch):
     out = tmp_path / "killed"
 
-    def die(title):
-        if title == "Accessibility":
-            raise KeyboardInterrupt
+    articles = []
 
-    with pytest.raises(KeyboardInterrupt):
-        ease.extract_step(DUMP, out, _page_hook=die, log=lambda *a: None)
+    def die(text):  # the second article, "Accessibility", dies while it is parsed
+        articles.append(text)
+        if len(articles) == 2:
+            raise KeyboardInterrupt
+        return sentences.process_article(text)
+
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+        m.setattr(steps, "process_article", die)
+        steps.extract_step(DUMP, out, log=lambda *a: None)
     progress = json.loads((out / "extract.json").read_text())
     assert progress["pages_seen"] == 2 and progress["articles"] == 1
     assert not (out / "sentences.jsonl").exists()
@@ -303,7 +310,7 @@ def test_errors_name_file_and_line(tmp_path):
 def test_missing_dependency_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "pysbd", None)
     with pytest.raises(ImportError, match=r"pip install 'unisent\[ease\]'"):
-        ease.SentenceSplitter("en")
+        sentences.SentenceSplitter("en")
 
 
 # --------------------------------------------------------------------------- FewRel
@@ -373,11 +380,11 @@ def test_fewrel_subset_and_min_count(tmp_path):
 
 def test_detokenize():
     assert (
-        ease.detokenize(["He", "said", '"', "Do", "n't", "go", '"', ",", "and", "(", "left", ")", "."])
+        detokenize(["He", "said", '"', "Do", "n't", "go", '"', ",", "and", "(", "left", ")", "."])
         == 'He said "Don\'t go", and (left).'
     )
     assert (
-        ease.detokenize(
+        detokenize(
             ["a", "four", "-", "lane", "bridge", "(", ")", "over", "the", "Players", "'", "river", "\xa0", "5", "%"]
         )
         == "a four-lane bridge over the Players' river 5%"
@@ -422,8 +429,6 @@ def test_dump_reader_skips_pages_and_names_malformed_xml(tmp_path):
 
 
 def test_killed_writes_leave_no_temporary_files(full, tmp_path, monkeypatch):
-    from unisent.builders.ease import steps
-
     out = tmp_path / "k"
     shutil.copytree(full, out)
     (out / "counts.tsv").unlink()

@@ -6,51 +6,10 @@ Record (one per sentence and linked entity, as in the paper)::
     {"text": "...", "entity": "Q42", "hard_negative": "Q1" | null, "language": "en", "page": "..." | null}
 """
 
-from .dump import DumpPage, iter_dump
-from .ease_commands import COMMANDS
-from .fewrel import detokenize, ease_fewrel, read_fewrel
-from .sentences import SentenceSplitter, page_sentences
-from .steps import (
-    COUNT_FILES,
-    EXTRACT_FILES,
-    RECORD_FILES,
-    count_step,
-    ease_wikipedia,
-    extract_step,
-    records_step,
-)
-from .tables import (
-    HardNegativeSampler,
-    pick_candidate,
-    read_counts,
-    read_redirects,
-    read_title_map,
-    read_types,
-)
-from .wikitext import normalize_title, wikitext_to_lines
+from .fewrel import build_ease_fewrel
+from .steps import ease_wikipedia
 
-__all__ = [
-    "ease_wikipedia",
-    "ease_fewrel",
-    "extract_step",
-    "count_step",
-    "records_step",
-    "wikitext_to_lines",
-    "normalize_title",
-    "detokenize",
-    "read_title_map",
-    "read_types",
-    "COMMANDS",
-    "COUNT_FILES",
-    "EXTRACT_FILES",
-    "RECORD_FILES",
-    "DumpPage",
-    "HardNegativeSampler",
-    "SentenceSplitter",
-    "iter_dump",
-    "page_sentences",
-    "pick_candidate",
-    "read_counts",
-    "read_fewrel",
-    "read_redirects",
-]
+__all__ = ["COMMANDS"]
+
+#: ``unisent data <name>`` commands of this package (see ``unisent.commands.data``)
+COMMANDS = {"ease-wikipedia": ease_wikipedia, "ease-fewrel": build_ease_fewrel}

@@ -12,7 +12,7 @@ from pathlib import Path
 from ...io import atomic_write
 from .tables import pick_candidate
 
-__all__ = ["detokenize", "read_fewrel", "ease_fewrel"]
+__all__ = ["build_ease_fewrel", "detokenize", "ease_fewrel", "read_fewrel"]
 
 _CLOSERS = set(", . ; : ! ? ) ] } % ” » ... .. 's 'S n't 're 've 'll 'd 'm".split())
 _OPENERS = {"(", "[", "{", "$", "£", "€", "“", "«", "#"}
@@ -205,3 +205,20 @@ def ease_fewrel(
         f"{len(instances)} sentences, {len(used)} entities -> {out / 'records.jsonl'}"
     )
     return summary
+
+
+def build_ease_fewrel(
+    *, input: str, output: str, seed: int = 0, max_records: int | None = None, min_count: int = 1
+) -> None:
+    """FewRel JSON -> EASE (sentence, entity, hard negative) jsonl.
+
+    Hard negatives fill the same relation slot as the entity (e.g. P17:tail).
+
+    Args:
+        input: FewRel json, e.g. val_wiki.json
+        output: directory for records.jsonl, entities.tsv, stats.json
+        seed: seed of the hard-negative draws and of the subset
+        max_records: a seeded random subset of this size
+        min_count: keep entities occurring at least this often
+    """
+    ease_fewrel(input, output, seed=seed, max_records=max_records, min_count=min_count)

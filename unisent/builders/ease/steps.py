@@ -68,7 +68,6 @@ def extract_step(
     max_pages: int | None = None,
     workers: int = 1,
     log=print,
-    _page_hook=None,
 ) -> dict:
     """Dump -> ``sentences.jsonl`` + ``redirects.tsv`` (+ ``extract.json``); returns ``{"ran", **progress}``.
 
@@ -97,7 +96,7 @@ def extract_step(
         return {"ran": False, **progress}
     progress = _prepare_parts(out, part, progress, params, log)
     stats, exhausted = _extract_pages(
-        dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers, _page_hook
+        dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers
     )
     progress["exhausted"] = exhausted
     progress["stats"] = dict(stats)
@@ -161,7 +160,7 @@ def _prepare_parts(out: Path, part: dict, progress: dict | None, params: dict, l
 
 
 def _extract_pages(
-    dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers, page_hook
+    dump, part, progress, prog_path, splitter_language, min_sentence_chars, max_pages, workers
 ) -> tuple[Counter, bool]:
     """Parse the dump's articles after the pages done into the parts: ``(stats, whether it was exhausted)``."""
     stats = Counter(progress["stats"])
@@ -198,9 +197,9 @@ def _extract_pages(
                 texts.append(text)
                 planned += 1
             if len(texts) >= batch_articles or len(batch) >= 64 * batch_articles:
-                _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path, page_hook)
+                _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path)
                 batch, texts = [], []
-        _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path, page_hook)
+        _write_batch(batch, _parse(pool, texts, workers), fhs, stats, progress, prog_path)
     finally:
         if pool is not None:
             pool.terminate()
@@ -216,11 +215,9 @@ def _parse(pool, texts: list, workers: int) -> Iterator:
     return iter(pool.map(process_article, texts, chunksize=max(1, len(texts) // (4 * workers))))
 
 
-def _write_batch(batch: list, results: Iterator, fhs: dict, stats: Counter, progress: dict, prog_path, page_hook):
+def _write_batch(batch: list, results: Iterator, fhs: dict, stats: Counter, progress: dict, prog_path):
     """Append ``batch`` to the parts in dump order, recording the progress after every article."""
     for k, (index, title, kind, redirect) in enumerate(batch):
-        if page_hook is not None:
-            page_hook(title)
         if kind == "redirect":
             stats["redirects"] += 1
             if redirect:
@@ -421,8 +418,9 @@ def _sentence_entities(links: list, resolve, counts: dict, id_of: dict, min_link
 
 
 def ease_wikipedia(
-    dump: str | Path,
-    out: str | Path,
+    *,
+    input: str,
+    output: str,
     language: str = "en",
     splitter_language: str | None = None,
     min_sentence_chars: int = 20,
@@ -431,19 +429,38 @@ def ease_wikipedia(
     wikidata_map: str | None = None,
     types: str | None = None,
     seed: int = 0,
-    overwrite: bool = False,
     workers: int = 1,
-    log=print,
+    overwrite: bool = False,
 ) -> dict:
-    """The three steps; returns the contents of ``stats.json``."""
-    out = Path(out)
-    if not Path(dump).is_file():
-        raise FileNotFoundError(f"dump not found: {dump}")
+    """Wikipedia XML dump -> EASE (sentence, entity, hard negative) jsonl.
+
+    Three resumable steps (extract, count, records) under --output; see docs/methods/ease-data.md.
+
+    Args:
+        input: MediaWiki XML dump, .xml.bz2 or .xml
+        output: directory for the step files and records.jsonl
+        language: the dump's language: written into the records; the splitter's rules by default (en)
+        splitter_language: pysbd rules to split sentences with (default: --language)
+        min_sentence_chars: drop shorter sentences (default 20)
+        max_pages: stop after this many articles
+        min_link_count: keep entities linked more than this many times (default 10, as in the paper)
+        wikidata_map: tsv title<TAB>QID: entity ids become Wikidata ids
+        types: tsv entity<TAB>type for hard negatives (entity in output ids)
+        seed: seed of the hard-negative draws
+        workers: processes that parse pages (default 1)
+        overwrite: redo every step
+
+    Returns:
+        the contents of ``stats.json``
+    """
+    out = Path(output)
+    if not Path(input).is_file():
+        raise FileNotFoundError(f"dump not found: {input}")
     for path, what in ((wikidata_map, "wikidata map"), (types, "types file")):
         if path is not None and not Path(path).is_file():
             raise FileNotFoundError(f"{what} not found: {path}")
     if overwrite:
         remove_outputs(out, EXTRACT_FILES + COUNT_FILES + RECORD_FILES)
-    extract_step(dump, out, language, splitter_language, min_sentence_chars, max_pages, workers=workers, log=log)
-    count_step(out, log=log)
-    return records_step(out, min_link_count, wikidata_map, types, seed, language, log=log)
+    extract_step(input, out, language, splitter_language, min_sentence_chars, max_pages, workers=workers)
+    count_step(out)
+    return records_step(out, min_link_count, wikidata_map, types, seed, language)

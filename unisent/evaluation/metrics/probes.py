@@ -40,25 +40,25 @@ def pair_features(u: Tensor | np.ndarray, v: Tensor | np.ndarray, kind: str = "f
     raise ValueError(f"kind must be 'full' or 'senteval', got {kind!r}")
 
 
+def _pipeline(config: ProbeConfig, regression: BaseEstimator) -> Pipeline:
+    """``regression``, after a ``StandardScaler`` when ``config.standardize``."""
+    return make_pipeline(*([StandardScaler()] if config.standardize else []), regression)
+
+
 def _regression(config: ProbeConfig, c: float) -> Pipeline:
-    steps: list[BaseEstimator] = [StandardScaler()] if config.standardize else []
-    steps.append(LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed))
-    return make_pipeline(*steps)
+    return _pipeline(config, LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed))
 
 
 def _regression_cv(config: ProbeConfig) -> Pipeline:
     folds = StratifiedKFold(config.inner_kfold, shuffle=True, random_state=config.seed)
-    steps: list[BaseEstimator] = [StandardScaler()] if config.standardize else []
-    steps.append(
-        LogisticRegressionCV(
-            Cs=list(config.c_grid),  # pyright: ignore[reportArgumentType]  # unannotated: typed by its default 10
-            cv=folds,
-            scoring="accuracy",
-            max_iter=config.max_iter,
-            random_state=config.seed,
-        )
+    regression = LogisticRegressionCV(
+        Cs=list(config.c_grid),  # pyright: ignore[reportArgumentType]  # unannotated: typed by its default 10
+        cv=folds,
+        scoring="accuracy",
+        max_iter=config.max_iter,
+        random_state=config.seed,
     )
-    return make_pipeline(*steps)
+    return _pipeline(config, regression)
 
 
 # scikit-learn 1.9 announces changes of LogisticRegressionCV defaults that do not affect an L2 model

@@ -30,17 +30,6 @@ def features_of(embedder: Embedder, data: LabeledTexts | LabeledPairs, pair_kind
     return np.asarray(embedder.encode(data.texts))
 
 
-def fit_with_dev(embedder: Embedder, data_dir: Path, train: Source, dev: Source | None, probe: ProbeConfig):
-    """The probe fitted on ``train``, ``C`` chosen on ``dev`` (else by cross-validation); info has ``n_train``."""
-    from ..metrics.probes import fit_probe
-
-    data = train.load(data_dir)
-    dev_data = dev.load(data_dir) if dev is not None else None
-    dev_set = None if dev_data is None else (features_of(embedder, dev_data), dev_data.labels)
-    model, info = fit_probe(features_of(embedder, data), data.labels, probe, dev=dev_set)
-    return model, {**info, "n_train": float(len(data))}
-
-
 @dataclass(frozen=True, kw_only=True)
 class CrossValidatedProbeTask(Task):
     """A SentEval task without a split (MR, CR, SUBJ, MPQA): k-fold cross-validated accuracy x100.
@@ -73,39 +62,35 @@ class SplitProbeTask(Task):
     positive_label: str | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
+    def _fit(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
+        """The probe fitted on ``train``, ``C`` chosen on ``dev`` (else by cross-validation); info has ``n_train``."""
+        from ..metrics.probes import fit_probe
+
+        data = self.train.load(data_dir)
+        dev_data = self.dev.load(data_dir) if self.dev is not None else None
+        dev_set = None if dev_data is None else (features_of(embedder, dev_data), dev_data.labels)
+        model, info = fit_probe(features_of(embedder, data), data.labels, self.probe, dev=dev_set)
+        return model, {**info, "n_train": float(len(data))}
+
     def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
         from ..metrics.probes import probe_scores
 
-        model, info = fit_with_dev(embedder, data_dir, self.train, self.dev, self.probe)
+        model, info = self._fit(embedder, data_dir)
         test = self.test.load(data_dir)
         scores = probe_scores(model, features_of(embedder, test), test.labels, self.positive_label)
         return {**scores, **info, "n_test": float(len(test))}
 
 
 @dataclass(frozen=True, kw_only=True)
-class ZeroShotProbeTask(Task):
+class ZeroShotProbeTask(SplitProbeTask):
     """Zero-shot cross-lingual transfer: a pair classifier trained on English, tested in one language.
 
     The probe on ``[u, v, |u-v|, u*v]`` is trained once per model and run (in the embedder's memo) and
     reused by every language of the family. ``dev``: English pairs to choose ``C``, else cross-validation.
     """
 
-    main_metric: ClassVar[str] = "accuracy"
-    train: Source
-    dev: Source | None = None  # (the fields' order is the order the sources are read in)
-    test: Source
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
-
-    def _english_probe(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
+    def _fit(self, embedder: Embedder, data_dir: Path) -> tuple[Any, dict[str, float]]:
         key = ("zero-shot-probe", data_dir, self.train, self.dev, self.probe)
         if key not in embedder.memo:
-            embedder.memo[key] = fit_with_dev(embedder, data_dir, self.train, self.dev, self.probe)
+            embedder.memo[key] = super()._fit(embedder, data_dir)
         return embedder.memo[key]
-
-    def evaluate(self, embedder: Embedder, data_dir: Path) -> dict[str, float]:
-        from ..metrics.probes import probe_scores
-
-        model, info = self._english_probe(embedder, data_dir)
-        test = self.test.load(data_dir)
-        scores = probe_scores(model, features_of(embedder, test), test.labels)
-        return {**scores, **info, "n_test": float(len(test))}

@@ -167,7 +167,6 @@ def test_trec_sst_mrpc(data_dir: Path) -> None:
     trec = read_trec(data_dir / "senteval/TREC.train")
     assert sorted(set(trec.labels)) == ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"]
     assert "sister\xf0city" in trec.texts[-1]  # byte 0xF0 of the Latin-1 file
-    assert read_trec(data_dir / "senteval/TREC.test", fine=True).labels[0].count(":") == 1
     sst = read_sst(data_dir / "senteval/sst2/sentiment-dev")
     assert sst.texts[0] == "it 's a charming and often affecting journey ." and sst.labels[0] == "1"
     mrpc = read_mrpc(data_dir / "senteval/mrpc/msr_paraphrase_train.txt")

@@ -11,7 +11,6 @@ from .benchmark_records import (
     ParallelSentences,
     ScoredPairs,
     read_lines,
-    require_file,
 )
 from .classification_readers import read_binary_files, read_mrpc, read_sst, read_trec
 from .clustering_readers import read_labeled_jsonl, read_labeled_tsv, read_text_and_labels
@@ -57,5 +56,4 @@ __all__ = [
     "read_tatoeba",
     "read_text_and_labels",
     "read_trec",
-    "require_file",
 ]

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...data.file_checks import require_file
 from ...data.record_errors import RecordError
 from ...data.records import iter_records
 
@@ -23,7 +22,6 @@ __all__ = [
     "iter_tsv_rows",
     "parse_float",
     "read_lines",
-    "require_file",
 ]
 
 
@@ -45,6 +43,12 @@ class ScoredPairs:
     def __len__(self) -> int:
         return len(self.scores)
 
+    def add(self, sentence1: str, sentence2: str, score: float) -> None:
+        """Append a pair, its sentences stripped of surrounding whitespace."""
+        self.sentences1.append(sentence1.strip())
+        self.sentences2.append(sentence2.strip())
+        self.scores.append(score)
+
 
 @dataclass
 class LabeledPairs:
@@ -58,6 +62,12 @@ class LabeledPairs:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def add(self, sentence1: str, sentence2: str, label: str) -> None:
+        """Append a pair, its sentences stripped of surrounding whitespace."""
+        self.sentences1.append(sentence1.strip())
+        self.sentences2.append(sentence2.strip())
+        self.labels.append(label)
+
 
 @dataclass
 class LabeledTexts:
@@ -69,6 +79,11 @@ class LabeledTexts:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def add(self, text: str, label: str) -> None:
+        """Append a text, stripped of surrounding whitespace."""
+        self.texts.append(text.strip())
+        self.labels.append(label)
 
 
 @dataclass

@@ -21,8 +21,7 @@ def read_binary_files(
     for path, label in ((positive_path, "1"), (negative_path, "0")):
         for text in read_lines(path, encoding):
             if text.strip():
-                data.texts.append(text.strip())
-                data.labels.append(label)
+                data.add(text, label)
     return data
 
 
@@ -35,14 +34,13 @@ def read_sst(path: str | Path) -> LabeledTexts:
             continue
         if len(row) != 2 or row[1].strip() not in ("0", "1"):
             raise DataFormatError(path, line, "expected 'text<TAB>label' with label 0 or 1")
-        data.texts.append(row[0].strip())
-        data.labels.append(row[1].strip())
+        data.add(row[0], row[1].strip())
     return data
 
 
-def read_trec(path: str | Path, encoding: str = "latin-1", fine: bool = False) -> LabeledTexts:
-    """Read TREC question classification (``TREC.train``, ``TREC.test``): ``COARSE:fine question`` lines;
-    ``fine``: label by the 50 fine classes (``NUM:dist``) instead of the 6 coarse ones (``NUM``)."""
+def read_trec(path: str | Path, encoding: str = "latin-1") -> LabeledTexts:
+    """Read TREC question classification (``TREC.train``, ``TREC.test``): ``COARSE:fine question`` lines,
+    labelled by the 6 coarse classes (``NUM``)."""
     data = LabeledTexts()
     for line, text in enumerate(read_lines(path, encoding), start=1):
         if not text.strip():
@@ -51,8 +49,7 @@ def read_trec(path: str | Path, encoding: str = "latin-1", fine: bool = False) -
         coarse, colon, _ = label.partition(":")
         if not sep or not colon or not coarse:
             raise DataFormatError(path, line, f"expected 'COARSE:fine question', label field is {label!r}")
-        data.labels.append(label if fine else coarse)
-        data.texts.append(question.strip())
+        data.add(question, coarse)
     return data
 
 
@@ -69,7 +66,5 @@ def read_mrpc(path: str | Path) -> LabeledPairs:
             raise DataFormatError(path, line, f"expected 5 tab-separated fields, got {len(row)}")
         if row[0] not in ("0", "1"):
             raise DataFormatError(path, line, f"field 'Quality' is {row[0]!r}, expected 0 or 1")
-        data.labels.append(row[0])
-        data.sentences1.append(row[3].strip())
-        data.sentences2.append(row[4].strip())
+        data.add(row[3], row[4], row[0])
     return data

@@ -17,8 +17,7 @@ def read_labeled_tsv(path: str | Path) -> LabeledTexts:
         label, sep, sentence = text.partition("\t")
         if not sep or not label.strip():
             raise DataFormatError(path, line, "expected 'label<TAB>text'; the label field is missing")
-        data.labels.append(label.strip())
-        data.texts.append(sentence.strip())
+        data.add(sentence, label.strip())
     return data
 
 
@@ -37,8 +36,7 @@ def read_text_and_labels(text_path: str | Path, label_path: str | Path, drop_emp
             continue
         if not label.strip():
             raise DataFormatError(label_path, line, "the label field is empty")
-        data.texts.append(text.strip())
-        data.labels.append(label.strip())
+        data.add(text, label.strip())
     return data
 
 
@@ -47,6 +45,5 @@ def read_labeled_jsonl(path: str | Path, text_key: str = "text", label_key: str 
     are converted to strings."""
     data = LabeledTexts()
     for record in iter_records(path, "jsonl", fields=[text_key, label_key], blank_lines="skip", encoding="utf-8-sig"):
-        data.texts.append(str(record.data[text_key]).strip())
-        data.labels.append(str(record.data[label_key]))
+        data.add(str(record.data[text_key]), str(record.data[label_key]))
     return data

@@ -36,9 +36,7 @@ def read_aligned_nli(premise_path: str | Path, hypothesis_path: str | Path, labe
         label = label.strip()
         if label not in NLI_LABELS:
             raise DataFormatError(paths[2], line, f"label is {label!r}, expected one of {NLI_LABELS}")
-        data.sentences1.append(premise.strip())
-        data.sentences2.append(hypothesis.strip())
-        data.labels.append(label)
+        data.add(premise, hypothesis, label)
     return data
 
 
@@ -54,7 +52,5 @@ def read_pair_tsv(path: str | Path, labels: Collection[str] | None = None) -> La
         label = row[2].strip()
         if labels is not None and label not in labels:
             raise DataFormatError(path, line, f"label field is {label!r}, expected one of {tuple(labels)}")
-        data.sentences1.append(row[0].strip())
-        data.sentences2.append(row[1].strip())
-        data.labels.append(label)
+        data.add(row[0], row[1], label)
     return data

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...data.file_checks import require_file
 from ...data.records import iter_records
 from .benchmark_records import (
     DataFormatError,
@@ -12,7 +13,6 @@ from .benchmark_records import (
     iter_tsv_rows,
     parse_float,
     read_lines,
-    require_file,
 )
 
 __all__ = [
@@ -34,9 +34,7 @@ def read_stsbenchmark(path: str | Path) -> ScoredPairs:
     for line, row in iter_tsv_rows(path):
         if len(row) < 7:
             raise DataFormatError(path, line, f"expected at least 7 tab-separated fields, got {len(row)}")
-        data.scores.append(parse_float(row[4], path, line, "score (field 5)"))
-        data.sentences1.append(row[5].strip())
-        data.sentences2.append(row[6].strip())
+        data.add(row[5], row[6], parse_float(row[4], path, line, "score (field 5)"))
     return data
 
 
@@ -57,9 +55,7 @@ def read_senteval_sts(input_path: str | Path, gold_path: str | Path) -> ScoredPa
             continue
         if len(row) < 2:
             raise DataFormatError(input_path, line, f"expected 2 tab-separated sentences, got {len(row)} fields")
-        data.scores.append(parse_float(score.strip(), gold_path, line, "gold score"))
-        data.sentences1.append(row[0].strip())
-        data.sentences2.append(row[1].strip())
+        data.add(row[0], row[1], parse_float(score.strip(), gold_path, line, "gold score"))
     return data
 
 
@@ -87,9 +83,7 @@ def read_sts17(path: str | Path) -> ScoredPairs:
         if len(row) == 2 or not row[2].strip():
             data.unscored += 1
             continue
-        data.scores.append(parse_float(row[2], path, line, "score (field 3)"))
-        data.sentences1.append(row[0].strip())
-        data.sentences2.append(row[1].strip())
+        data.add(row[0], row[1], parse_float(row[2], path, line, "score (field 3)"))
     if not data.scores:
         raise DataFormatError(path, 0, f"no row has a gold score ({data.unscored} rows without one)")
     return data
@@ -103,9 +97,7 @@ def read_stsb_multi(path: str | Path) -> ScoredPairs:
         line, row = record.line, record.data or []
         if len(row) != 3:
             raise DataFormatError(path, line, f"expected 3 comma-separated fields, got {len(row)}")
-        data.scores.append(parse_float(row[2], path, line, "score (field 3)"))
-        data.sentences1.append(row[0].strip())
-        data.sentences2.append(row[1].strip())
+        data.add(row[0], row[1], parse_float(row[2], path, line, "score (field 3)"))
     return data
 
 
@@ -144,9 +136,7 @@ def read_sick_relatedness(path: str | Path) -> ScoredPairs:
     tab-separated with a header pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
     data = ScoredPairs()
     for line, row in _sick_rows(path):
-        data.scores.append(parse_float(row[3], path, line, "relatedness_score"))
-        data.sentences1.append(row[1].strip())
-        data.sentences2.append(row[2].strip())
+        data.add(row[1], row[2], parse_float(row[3], path, line, "relatedness_score"))
     return data
 
 
@@ -163,7 +153,5 @@ def read_sick_entailment(path: str | Path) -> LabeledPairs:
             raise DataFormatError(
                 path, line, f"field 'entailment_judgment' is {label!r}, expected one of {SICK_LABELS}"
             )
-        data.labels.append(label)
-        data.sentences1.append(row[1].strip())
-        data.sentences2.append(row[2].strip())
+        data.add(row[1], row[2], label)
     return data

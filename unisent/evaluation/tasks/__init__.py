@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .builtin_tasks import GROUPS, TASKS, get_task, register_task, resolve_tasks, task_names_summary
+from .builtin_tasks import GROUPS, TASKS, get_task, register_task, resolve_tasks
 from .clustering_tasks import BuccTask, ClusteringTask, TatoebaTask
 from .nli_tasks import EntailmentDirectionTask, NLIThresholdTask
-from .sts_tasks import AlignUniformTask, STSSubsetsTask, STSTask, score_pairs
-from .task import LoadedData, Source, Task, use_loaded
-from .transfer_tasks import CrossValidatedProbeTask, SplitProbeTask, ZeroShotProbeTask, features_of
+from .sts_tasks import AlignUniformTask, STSSubsetsTask, STSTask
+from .task import Source, Task
+from .transfer_tasks import CrossValidatedProbeTask, SplitProbeTask, ZeroShotProbeTask
 
 __all__ = [
     "GROUPS",
@@ -17,7 +17,6 @@ __all__ = [
     "ClusteringTask",
     "CrossValidatedProbeTask",
     "EntailmentDirectionTask",
-    "LoadedData",
     "NLIThresholdTask",
     "STSSubsetsTask",
     "STSTask",
@@ -26,11 +25,7 @@ __all__ = [
     "Task",
     "TatoebaTask",
     "ZeroShotProbeTask",
-    "features_of",
     "get_task",
     "register_task",
     "resolve_tasks",
-    "score_pairs",
-    "task_names_summary",
-    "use_loaded",
 ]

@@ -22,11 +22,12 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from unisent.encoders import Encoder, EncoderConfig
+    from unisent.encoders.batching import length_batches
 
     sentences = _sentences(2048)
     encoder = Encoder(EncoderConfig(model="minilm-l6", pooler="mean", max_length=32)).eval()
     ids = encoder.tokenize_ids(sentences)
-    ratios = [m.numel() / int(m.sum()) for _, _, m in encoder._batches(ids, 64)]
+    ratios = [m.numel() / int(m.sum()) for _, _, m in length_batches(ids, 64, encoder.pad_token_id)]
     print(
         f"data: {_sentence_source()}; {len(ratios)} length-sorted batches of 64: padded/real tokens "
         f"mean {statistics.mean(ratios):.3f}, max {max(ratios):.3f}; {sum(r == 1 for r in ratios)} without padding"

@@ -3,21 +3,26 @@ reference batching, and the ordered thread map that encodes batches in parallel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
+
+from ..data.schema import pad_batch
 
 __all__ = [
     "TruncationCount",
     "TruncationWarning",
     "collect_truncation",
-    "current_truncation",
+    "length_batches",
     "ordered_map",
     "reference_batching",
     "reference_batching_enabled",
+    "report_truncation",
     "truncation_message",
 ]
 
@@ -93,14 +98,38 @@ def truncation_message(truncated: int, total: int, max_length: int, hint: str = 
     )
 
 
-def current_truncation() -> TruncationCount | None:
-    """The ``TruncationCount`` of the innermost ``collect_truncation`` block, or None."""
-    return _TRUNCATION.get()
+def report_truncation(encoder: object, truncated: int, encoded: int, max_length: int) -> None:
+    """Add the counts of one ``encode`` call to the innermost ``collect_truncation`` block (a caller that encodes in
+    chunks reports once), or outside one, warn once for the call with the count (at the caller of ``encode``)."""
+    collector = _TRUNCATION.get()
+    if collector is not None:
+        collector.add(encoder, truncated, encoded, max_length)
+    elif truncated:
+        warnings.warn(TruncationWarning(truncation_message(truncated, encoded, max_length)), stacklevel=4)
 
 
 def reference_batching_enabled() -> bool:
     """Whether the caller is inside [`reference_batching`][unisent.encoders.reference_batching]."""
     return _REFERENCE.get()
+
+
+def length_batches(
+    ids: list[list[int]], batch_size: int, pad_id: int, texts: Sequence[str] | None = None, progress: bool = False
+) -> Iterable[tuple[list[int], torch.Tensor, torch.Tensor]]:
+    """``(row indices, input_ids, attention_mask)`` of up to ``batch_size`` rows of ``ids`` each, padded per batch: the
+    rows in token length order, longest first (less padding than characters), or given ``texts``, in
+    ``SentenceTransformer.encode``'s (numpy's default argsort of minus the characters). ``progress``: a tqdm bar."""
+    if texts is not None:
+        order = np.argsort([-len(text) for text in texts]).tolist()
+    else:
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+    chunks = (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+    batches = ((idx, *pad_batch([ids[i] for i in idx], pad_id)) for idx in chunks)
+    if not progress:
+        return batches
+    from tqdm.auto import tqdm
+
+    return tqdm(batches, total=-(-len(ids) // batch_size), desc="encode", unit="batch")
 
 
 def ordered_map(fn, items: Iterable, workers: int, per_thread: int = 1) -> Iterator:

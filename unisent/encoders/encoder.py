@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -16,12 +15,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.schema import pad_batch
 from ..hardware import inference_precision
 from ..inference.model_types import register_model
 from ..io import write_json
 from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
-from .batching import TruncationWarning, current_truncation, ordered_map, reference_batching_enabled, truncation_message
+from .batching import length_batches, ordered_map, reference_batching_enabled, report_truncation
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
@@ -251,17 +249,6 @@ class Encoder(EncoderModel):
         return ids, len(over)
 
     # ----------------------------------------------------------------------------------- inference
-    def _batches(
-        self, texts: Sequence[str], ids: list[list[int]], batch_size: int, reference: bool = False
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        if reference:  # SentenceTransformer.encode's order: numpy's default argsort of minus the characters
-            order = np.argsort([-len(text) for text in texts]).tolist()
-        else:  # token length, longest first: less padding than characters
-            order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            yield idx, *pad_batch([ids[i] for i in idx], self.pad_token_id)
-
     def encode(
         self,
         sentences: Sequence[str],
@@ -325,13 +312,7 @@ class Encoder(EncoderModel):
         device = next(self.parameters()).device
         bf16 = inference_precision(precision, device.type)[0]
         ids, truncated = self._tokenize_counting(sentences)
-        collector = current_truncation()  # a caller that encodes in chunks counts them and reports once
-        if collector is not None:
-            collector.add(self, truncated, len(ids), self.config.max_length)
-        elif truncated:  # once per call, with the count
-            warnings.warn(
-                TruncationWarning(truncation_message(truncated, len(ids), self.config.max_length)), stacklevel=3
-            )
+        report_truncation(self, truncated, len(ids), self.config.max_length)
         size = self.hidden_size if pooler is None else self.backbone.config.hidden_size
         out = torch.empty((len(ids), size), dtype=torch.float32)
         n_batches = -(-len(ids) // batch_size)
@@ -340,11 +321,9 @@ class Encoder(EncoderModel):
         if workers is None:
             workers = min(threads, 4) if device.type == "cpu" and not reference else 1
         workers = max(1, min(workers, n_batches))
-        batches = self._batches(sentences, ids, batch_size, reference)
-        if show_progress_bar:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, total=n_batches, desc="encode", unit="batch")
+        batches = length_batches(
+            ids, batch_size, self.pad_token_id, sentences if reference else None, show_progress_bar
+        )
 
         def embed(batch) -> tuple[list[int], torch.Tensor]:
             idx, input_ids, attention_mask = batch

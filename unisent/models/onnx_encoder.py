@@ -14,7 +14,6 @@ onnxruntime is an optional dependency: ``pip install 'unisent[onnx]'``.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -201,49 +200,27 @@ class OnnxEncoder:
         return ids, len(over)
 
     def _run(self, outputs: Sequence[str], sentences: Sequence[str], batch_size: int, workers: int | None, progress):
-        from ..encoders.batching import current_truncation, ordered_map, truncation_message
+        from ..encoders.batching import length_batches, ordered_map, report_truncation
 
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         ids, truncated = self.tokenize_ids(sentences)
-        collector = current_truncation()
-        if collector is not None:
-            collector.add(self, truncated, len(ids), self.max_length)
-        elif truncated:
-            from ..encoders.batching import TruncationWarning
-
-            warnings.warn(TruncationWarning(truncation_message(truncated, len(ids), self.max_length)), stacklevel=3)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        report_truncation(self, truncated, len(ids), self.max_length)
         n_batches = -(-len(ids) // batch_size)
         workers = max(1, min(workers or min(self.threads, 4), n_batches, self.threads))
         per_thread = max(1, self.threads // workers)
         session = self.session(per_thread if workers > 1 else self.threads)
 
-        def batches():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                length = max(len(ids[i]) for i in idx)
-                input_ids = np.full((len(idx), length), self.pad_token_id, dtype=np.int64)
-                mask = np.zeros((len(idx), length), dtype=np.int64)
-                for row, i in enumerate(idx):
-                    input_ids[row, : len(ids[i])] = ids[i]
-                    mask[row, : len(ids[i])] = 1
-                feed = {"input_ids": input_ids, "attention_mask": mask}
-                if self.token_type_ids:
-                    feed["token_type_ids"] = np.zeros_like(input_ids)
-                yield idx, feed
-
         def run(batch):
-            idx, feed = batch
+            idx, input_ids, mask = batch
+            feed = {"input_ids": input_ids.numpy(), "attention_mask": mask.numpy()}
+            if self.token_type_ids:
+                feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
             return idx, session.run(list(outputs), feed)
 
-        items = batches()
-        if progress:
-            from tqdm.auto import tqdm
-
-            items = tqdm(items, total=n_batches, desc="encode", unit="batch")
+        items = length_batches(ids, batch_size, self.pad_token_id, progress=progress)
         results: dict[int, np.ndarray] = {}
         for idx, arrays in ordered_map(run, items, workers, per_thread=per_thread):
             for k, array in enumerate(arrays):

@@ -64,14 +64,19 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
         self.pcr = pcr
         self.default_language = default_language
 
-    def _language(self, language: str | Sequence[str] | None) -> str | Sequence[str]:
+    def _language(self, language: str | Sequence[str] | None, missing: str = "") -> str | Sequence[str]:
+        """``language``, else ``default_language``, else the only fitted language; else a ``ValueError`` (``missing``
+        or that ``encode`` needs one)."""
         if language is not None:
             return language
         if self.default_language is not None:
             return self.default_language
         if len(self.pcr.languages) == 1:
             return self.pcr.languages[0]
-        raise ValueError(f"encode needs language=... (fitted: {', '.join(self.pcr.languages)}) or a default_language")
+        fitted = ", ".join(self.pcr.languages)
+        raise ValueError(
+            missing.format(fitted) or f"encode needs language=... (fitted: {fitted}) or a default_language"
+        )
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, language: str | None = None
@@ -133,14 +138,8 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
     # ------------------------------------------------------------------------------ exports
     def export_language(self) -> str:
         """The one language a Sentence Transformers export removes the components of."""
-        if self.default_language is not None:
-            return self.default_language
-        if len(self.pcr.languages) == 1:
-            return self.pcr.languages[0]
-        raise ValueError(
-            f"a Sentence Transformers model takes no language: set the PCREncoder's default_language "
-            f"to the one to export (fitted: {', '.join(self.pcr.languages)})"
-        )
+        missing = "a Sentence Transformers model takes no language: set the PCREncoder's default_language to the one "
+        return cast(str, self._language(None, missing + "to export (fitted: {})"))
 
     def head_facts(self) -> list[tuple[str, str]]:
         return [

@@ -10,17 +10,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-__all__ = ["COMBINATIONS", "FORMULA", "Combination", "combine", "retrofit_usage_code"]
+__all__ = ["COMBINATIONS", "FORMULA", "Combination", "check_sizes", "combine", "retrofit_usage_code"]
 
 Combination = Literal["concat", "sum", "norm_concat", "norm_sum"]
 COMBINATIONS: tuple[str, ...] = ("concat", "sum", "norm_concat", "norm_sum")
-
-_NORMALIZE = {
-    "concat": ("s", "h"),
-    "sum": ("s", "h"),
-    "norm_concat": ("F.normalize(s, dim=-1)", "F.normalize(h, dim=-1)"),
-    "norm_sum": ("F.normalize(s, dim=-1)", "F.normalize(h, dim=-1)"),
-}
 FORMULA = {"concat": "s ⊕ h", "sum": "s + h", "norm_concat": "s/|s| ⊕ h/|h|", "norm_sum": "s/|s| + h/|h|"}
 
 
@@ -37,16 +30,20 @@ def combine(s: torch.Tensor, h: torch.Tensor, combination: str = "norm_concat") 
         raise ValueError(f"unknown combination {combination!r}; valid: {', '.join(COMBINATIONS)}")
     if s.shape[0] != h.shape[0]:
         raise ValueError(f"{s.shape[0]} text embeddings but {h.shape[0]} AMR embeddings")
+    check_sizes(combination, s.shape[-1], h.shape[-1])
     if combination.startswith("norm_"):
         s, h = F.normalize(s, dim=-1), F.normalize(h, dim=-1)
-    if combination.endswith("sum"):
-        if s.shape[-1] != h.shape[-1]:
-            raise ValueError(
-                f"combination {combination!r} adds the text embedding (size {s.shape[-1]}) and the AMR embedding "
-                f"(size {h.shape[-1]}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
-            )
-        return s + h
-    return torch.cat([s, h], dim=-1)
+    return s + h if combination.endswith("sum") else torch.cat([s, h], dim=-1)
+
+
+def check_sizes(combination: str, ds: int | None, dh: int | None) -> None:
+    """``ValueError`` for a sum of a text embedding of size ``ds`` and an AMR embedding of size ``dh`` that differ
+    (a size unknown yet, None, is not checked)."""
+    if combination.endswith("sum") and ds is not None and dh is not None and ds != dh:
+        raise ValueError(
+            f"combination {combination!r} adds the text embedding (size {ds}) and the AMR embedding "
+            f"(size {dh}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
+        )
 
 
 def retrofit_usage_code(combination: str, text_dir: str = "text", amr_dir: str = "amr") -> str:
@@ -55,7 +52,7 @@ def retrofit_usage_code(combination: str, text_dir: str = "text", amr_dir: str =
     It loads ``model_dir = "."`` (the exported directory as the working directory) and defines
     ``embed(sentences, graphs) -> torch.Tensor``.
     """
-    s, h = _NORMALIZE[combination]
+    s, h = ("F.normalize(s, dim=-1)", "F.normalize(h, dim=-1)") if combination.startswith("norm_") else ("s", "h")
     op = f"torch.cat([{s}, {h}], dim=-1)" if combination.endswith("concat") else f"{s} + {h}"
     lines = [
         "import torch",

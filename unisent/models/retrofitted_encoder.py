@@ -48,7 +48,7 @@ from ..inference.model_types import register_model
 from ..io import atomic_write, write_json
 from ..io.model_files import ModelFileError, inside, read_model_json
 from ..io.registry import resolve
-from .retrofit_combination import COMBINATIONS, FORMULA, Combination, combine, retrofit_usage_code
+from .retrofit_combination import COMBINATIONS, FORMULA, Combination, check_sizes, combine, retrofit_usage_code
 from .retrofit_inputs import (
     MissingGraphError,
     dimension_of,
@@ -146,7 +146,7 @@ class RetrofittedEncoder(InferenceModel):
         self.language = language
         self.parentheses = parentheses
         self.drop_wiki = drop_wiki
-        self._check_sizes(self.text_dimension, self.amr_dimension)
+        check_sizes(combination, self.text_dimension, self.amr_dimension)
 
     # ------------------------------------------------------------------------------------ sizes
     @property
@@ -164,13 +164,6 @@ class RetrofittedEncoder(InferenceModel):
         if ds is None or dh is None:
             return None
         return ds + dh if self.combination.endswith("concat") else ds
-
-    def _check_sizes(self, ds: int | None, dh: int | None) -> None:
-        if self.combination.endswith("sum") and ds is not None and dh is not None and ds != dh:
-            raise ValueError(
-                f"combination {self.combination!r} adds the text embedding (size {ds}) and the AMR embedding "
-                f"(size {dh}): the sizes must be equal; use 'concat' or 'norm_concat' instead"
-            )
 
     # ------------------------------------------------------------------------------------ graphs
     def linearize(self, graph: str) -> str:
@@ -248,7 +241,6 @@ class RetrofittedEncoder(InferenceModel):
         options = {"precision": precision, "show_progress_bar": show_progress_bar}
         s = _encode_with(self.text_encoder, sentences, batch_size, "the text encoder's encode", **options)
         h = _encode_with(self.amr_encoder, linearised, batch_size, "the AMR encoder's encode", **options)
-        self._check_sizes(s.shape[-1], h.shape[-1])
         out = combine(s, h, self.combination)
         return F.normalize(out, dim=-1) if normalize else out
 
@@ -324,8 +316,6 @@ class RetrofittedEncoder(InferenceModel):
             )
         if not isinstance(config.get("linearization", {}), dict):
             raise ModelFileError(f"{directory / CONFIG_FILE}: linearization must be a JSON object")
-        if "combination" not in config:
-            raise ModelFileError(f"{directory / CONFIG_FILE}: combination is missing ({', '.join(COMBINATIONS)})")
         if parser is None and config.get("parser"):
             spec = config["parser"]
             if not isinstance(spec, dict):

@@ -154,9 +154,5 @@ class EncoderWrapper(InferenceModel, Generic[E]):
         """The wrapped encoder's (see
         [`InferenceModel.export_max_length`][unisent.inference.InferenceModel.export_max_length])."""
         inner = getattr(self.encoder, "export_max_length", None)
-        if inner is None:
-            with super().export_max_length(max_length, base_model) as lengths:
-                yield lengths
-            return
-        with inner(max_length, base_model) as lengths:
+        with (inner or super().export_max_length)(max_length, base_model) as lengths:
             yield lengths

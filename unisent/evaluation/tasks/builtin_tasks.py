@@ -328,24 +328,16 @@ def _nli_tasks() -> None:
         s: Source(tuple(f"nli/snli/{f}.{s}" for f in ("s1", "s2", "labels")), read_aligned_nli) for s in ("dev", "test")
     }
     sick_test = Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment)
-    register_task(
-        NLIThresholdTask(
-            name="snli-nli",
-            group="nli",
-            description="SNLI test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
-            dev=snli["dev"],
-            test=snli["test"],
+    for name, test in (("snli", snli["test"]), ("sick", sick_test)):
+        register_task(
+            NLIThresholdTask(
+                name=f"{name}-nli",
+                group="nli",
+                description=f"{name.upper()} test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
+                dev=snli["dev"],
+                test=test,
+            )
         )
-    )
-    register_task(
-        NLIThresholdTask(
-            name="sick-nli",
-            group="nli",
-            description="SICK test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
-            dev=snli["dev"],
-            test=sick_test,
-        )
-    )
     for name, source in (("snli", snli["test"]), ("sick", sick_test)):
         register_task(
             EntailmentDirectionTask(

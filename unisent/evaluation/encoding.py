@@ -126,9 +126,8 @@ class Embedder:
         missing = sorted((s for s in unique if s not in cache), key=len, reverse=True)
         fresh: dict[str, tuple[Tensor, ...]] = {}
         chunk_size = max(self.batch_size * 16, 1024)
-        starts = range(0, len(missing), chunk_size)
         bar = tqdm(total=len(missing), desc=self.label, unit="sent", leave=False, disable=not self.progress)
-        for start in starts:
+        for start in range(0, len(missing), chunk_size):
             chunk = missing[start : start + chunk_size]
             parts = self._call_model(method, chunk)
             for row, sentence in enumerate(chunk):

@@ -63,18 +63,14 @@ def margin_candidates(
     backward = t2s_sim / ((target_mean[:, None] + source_mean[t2s_idx]) / 2)
     best_f, arg_f = forward.max(dim=1)
     best_b, arg_b = backward.max(dim=1)
-    pairs: dict[tuple[int, int], float] = {}
     forward_targets = s2t_idx.gather(1, arg_f[:, None])[:, 0]
-    for i, (j, score) in enumerate(zip(forward_targets.tolist(), best_f.tolist())):
-        pairs[(i, j)] = score
+    pairs = {(i, j): score for i, (j, score) in enumerate(zip(forward_targets.tolist(), best_f.tolist()))}
     backward_sources = t2s_idx.gather(1, arg_b[:, None])[:, 0]
     for j, (i, score) in enumerate(zip(backward_sources.tolist(), best_b.tolist())):
         pairs[(i, j)] = max(score, pairs.get((i, j), float("-inf")))
-    ordered = sorted(pairs.items(), key=lambda item: -item[1])
-    src = np.array([i for (i, _), _ in ordered], dtype=np.int64)
-    tgt = np.array([j for (_, j), _ in ordered], dtype=np.int64)
-    scores = np.array([s for _, s in ordered], dtype=np.float64)
-    return src, tgt, scores
+    ordered = sorted(pairs, key=lambda pair: -pairs[pair])
+    index = np.array(ordered, dtype=np.int64).reshape(-1, 2)  # (pairs, 2): source, target
+    return index[:, 0], index[:, 1], np.array([pairs[pair] for pair in ordered], dtype=np.float64)
 
 
 def bucc_f1(

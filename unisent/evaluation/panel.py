@@ -414,9 +414,8 @@ def _encoder_columns(
         seconds = round(time.perf_counter() - start, 1)
         n = found["pairs"]
         for column in amr:
-            direction_name = _AMR[column]
             results[column] = {
-                "score": 100.0 * found[f"{direction_name}_correct"] / n,
+                "score": 100.0 * found[f"{_AMR[column]}_correct"] / n,
                 "model": name,
                 "input": str(path),
                 "problems": problems,

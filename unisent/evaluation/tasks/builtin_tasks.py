@@ -124,19 +124,14 @@ def register_task(task: Task, groups: tuple[str, ...] | None = None) -> Task:
 def _sts_tasks() -> None:
     for name, subsets in STS_YEARS.items():
         folder = f"sts/{name.upper()}-en-test"
+        files = [(f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt") for s in subsets]
         register_task(
             STSSubsetsTask(
                 name=name,
                 group="sts",
                 description=f"{name.upper()} ({len(subsets)} SentEval subsets), Spearman x100 of all pairs",
                 optional=True,
-                subsets=tuple(
-                    (
-                        s,
-                        Source((f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt"), read_senteval_sts),
-                    )
-                    for s in subsets
-                ),
+                subsets=tuple((s, Source(pair, read_senteval_sts)) for s, pair in zip(subsets, files)),
             )
         )
     for split in ("dev", "test"):

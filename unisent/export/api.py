@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from torch import nn
 from ..inference.base import MODEL_RECORD, NotExportableError, share_files
 from ..io import write_json
 from .card import default_name, read_results, render_card
-from .exporters import PROBE_SENTENCES, NoExporterError, exporter_for
+from .exporters import PROBE_SENTENCES, NoExporterError, exporter_for, max_length_context
 from .source import ExportSource, TrainingRecord, load_export_source
 
 __all__ = ["ExportCheckError", "ExportReport", "export_model"]
@@ -88,15 +87,6 @@ def _config_model(model: nn.Module) -> str | None:
     """``model.config.model`` of an in-memory encoder (the backbone it was built from), if any."""
     value = getattr(getattr(model, "config", None), "model", None)
     return value if isinstance(value, str) and value else None
-
-
-def _max_length_context(model: nn.Module, max_seq_length: int | None, base_model: str | None):
-    choose = getattr(model, "export_max_length", None)
-    if choose is not None:
-        return choose(max_seq_length, base_model)
-    if max_seq_length is not None:
-        raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
-    return nullcontext(None)
 
 
 def _write_truncate_dim(directory: Path, format: str, dim: int) -> None:
@@ -202,7 +192,7 @@ def export_model(
         if configure is None:
             raise ValueError(f"quantize and force apply to the onnx format, not to {format}")
         configure(quantize=quantize, force=force)
-    lengths_context = _max_length_context(src.model, max_seq_length, src.record.base_model)
+    lengths_context = max_length_context(src.model, max_seq_length, src.record.base_model)
     truncate_dim = truncate_dim if truncate_dim is not None else src.truncate_dim
     full_dim = check_truncate_dim(src.model, truncate_dim) if truncate_dim is not None else None
 
@@ -246,11 +236,10 @@ def export_model(
             shutil.rmtree(out)
         tmp.rename(out)
         _retarget_settings(out, tmp)
-    except NotExportableError as err:  # the model (or its pooler or head) declares no such export
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise NoExporterError(f"cannot export {type(src.model).__name__} as {format}: {err}") from err
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, NotExportableError):  # the model (or its pooler or head) declares no such export
+            raise NoExporterError(f"cannot export {type(src.model).__name__} as {format}: {err}") from err
         raise
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     return ExportReport(

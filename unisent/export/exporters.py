@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -25,6 +26,7 @@ __all__ = [
     "available_formats",
     "check_format",
     "exporter_for",
+    "max_length_context",
     "model_format",
     "register_export_format",
     "register_exporter",
@@ -117,6 +119,17 @@ def register_export_format(exporter_cls: E) -> E:
 def available_formats() -> list[str]:
     """The format names, sorted."""
     return sorted(set(_EXPORTERS) | set(_MODEL_FORMATS) | set(_ANY_MODEL_FORMATS))
+
+
+def max_length_context(model: Any, max_length: int | None, base_model: str | None = None) -> Any:
+    """``model.export_max_length(max_length, base_model)``: the context that tokenises up to the length an export
+    (or ``encode_file``) keeps; a ``ValueError`` for a length given to a model without one."""
+    choose = getattr(model, "export_max_length", None)
+    if choose is not None:
+        return choose(max_length, base_model)
+    if max_length is not None:
+        raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
+    return nullcontext(None)
 
 
 def check_format(fmt: str) -> None:

@@ -40,6 +40,7 @@ from ..data.file_checks import require_file
 from ..data.record_errors import RecordError
 from ..data.records import iter_records
 from ..io import atomic_write
+from .exporters import max_length_context
 
 if TYPE_CHECKING:
     from ..models.onnx_encoder import OnnxEncoder
@@ -328,12 +329,7 @@ def encode_file(
 
     from ..encoders.batching import TruncationWarning, collect_truncation, truncation_message
 
-    length_context = nullcontext(None)
-    if max_length is not None:
-        set_length = getattr(model, "export_max_length", None)
-        if set_length is None:
-            raise ValueError(f"{type(model).__name__} has no maximum sequence length to set")
-        length_context = set_length(max_length)
+    length_context = nullcontext(None) if max_length is None else max_length_context(model, max_length)
 
     start = time.perf_counter()
     bar = tqdm(total=scan.rows, desc="encode", unit="sent", disable=not progress, smoothing=0.1)

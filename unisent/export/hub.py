@@ -135,8 +135,6 @@ def _front_matter_of(readme: Path) -> dict[str, Any]:
     """The YAML front matter of a base model's card (at most 1 MiB and 100,000 values); {} if none."""
     from ..io.model_files import ModelFileError, read_front_matter
 
-    if not readme.is_file():
-        return {}
     try:
         meta = read_front_matter(readme, 2**20, "a model card")
     except (OSError, ModelFileError):

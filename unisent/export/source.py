@@ -83,11 +83,7 @@ def _objective_from_spec(spec: dict[str, Any], *, source: str, field: str) -> Ob
 
 
 def _find_run_config(candidates: list[Path]) -> Path | None:
-    for directory in candidates:
-        path = directory / RUN_CONFIG
-        if path.is_file():
-            return path
-    return None
+    return next((d / RUN_CONFIG for d in candidates if (d / RUN_CONFIG).is_file()), None)
 
 
 def _read_run_config(path: Path) -> dict[str, Any]:
@@ -131,9 +127,7 @@ def _data_lines(train: Any) -> list[str]:
         return []
     lines = []
     for name, source in train.items():
-        if isinstance(source, str):
-            lines.append(f"`{name}`: `{display_path(source)}`")
-            continue
+        source = {"path": source} if isinstance(source, str) else source
         if not isinstance(source, dict) or "path" not in source:
             lines.append(f"`{name}`: {_short(source)}")
             continue
@@ -173,10 +167,8 @@ _SETTINGS = (
 
 
 def _settings_from_run_config(config: dict[str, Any]) -> list[tuple[str, str]]:
-    rows = []
     optimizer = _optimizer_text(_dig(config, "model.optimizer"))
-    if optimizer:
-        rows.append(("optimizer", optimizer))
+    rows = [("optimizer", optimizer)] if optimizer else []
     for dotted, label in _SETTINGS:
         value = _dig(config, dotted)
         if value is None or (dotted == "trainer.max_steps" and value == -1):
@@ -214,12 +206,8 @@ def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:
         ckpt = load_checkpoint(path, mmap=True)
     except Exception:  # noqa: BLE001 - the counters are optional
         return []
-    rows = []
-    if isinstance(ckpt.get("global_step"), int):
-        rows.append(("optimizer steps (at this checkpoint)", str(ckpt["global_step"])))
-    if isinstance(ckpt.get("epoch"), int):
-        rows.append(("epoch (at this checkpoint)", str(ckpt["epoch"])))
-    return rows
+    labels = {"global_step": "optimizer steps (at this checkpoint)", "epoch": "epoch (at this checkpoint)"}
+    return [(label, str(ckpt[key])) for key, label in labels.items() if isinstance(ckpt.get(key), int)]
 
 
 def load_export_source(spec: str | os.PathLike[str], training_data: list[str] | None = None) -> ExportSource:

@@ -144,21 +144,19 @@ def _open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _read_bytes(path: Path, limit: int, what: str) -> bytes:
-    fd, info = _open_regular(path, what)
-    with os.fdopen(fd, "rb") as fh:
-        if info.st_size > limit:
-            raise ModelFileError(f"{path}: {what} is {info.st_size} bytes, more than the {limit} a model file may have")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ModelFileError(f"{path}: {what} is more than the {limit} bytes a model file may have")
-    return data
-
-
 def read_model_bytes(path: str | os.PathLike, max_bytes: int, what: str = "a model's file") -> bytes:
     """The bytes of a model's file: a regular file of at most ``max_bytes``, else a
     [`ModelFileError`][unisent.io.ModelFileError]."""
-    return _read_bytes(Path(path), max_bytes, what)
+    fd, info = _open_regular(Path(path), what)
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > max_bytes:
+            raise ModelFileError(
+                f"{path}: {what} is {info.st_size} bytes, more than the {max_bytes} a model file may have"
+            )
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ModelFileError(f"{path}: {what} is more than the {max_bytes} bytes a model file may have")
+    return data
 
 
 def read_front_matter(path: str | os.PathLike, max_bytes: int, what: str) -> Any:
@@ -222,7 +220,7 @@ def read_model_json(
     """A model's JSON file, from a regular file only, with a size and depth limit; ``expect``: the type the
     top level must have. A [`ModelFileError`][unisent.io.ModelFileError] for anything else."""
     path = Path(path)
-    value = _parse_json(_read_bytes(path, max_bytes, "a model's JSON file"), str(path), max_depth)
+    value = _parse_json(read_model_bytes(path, max_bytes, "a model's JSON file"), str(path), max_depth)
     if expect is not None and not isinstance(value, expect):
         want = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
         kind = {"dict": "a JSON object", "list": "a JSON list"}.get(want, want)
@@ -287,7 +285,7 @@ def read_state(path: str | os.PathLike, *, mmap: bool = False) -> Mapping[str, A
 
     path = Path(path)
     if not path.is_file():
-        _read_bytes(path, 0, "a weights file")  # missing, a directory, a FIFO (refused unread): one line
+        read_model_bytes(path, 0, "a weights file")  # missing, a directory, a FIFO (refused unread): one line
     try:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)

@@ -57,10 +57,7 @@ class RemoteError(OSError):
 
 def is_remote(path: Any) -> bool:
     """Whether ``path`` is a URL with a scheme other than ``file`` (``s3://bucket/key``, ``gs://...``)."""
-    if not isinstance(path, str):
-        return False
-    match = _SCHEME.match(path)
-    return bool(match) and match.group(1).lower() not in ("file", "local")
+    return isinstance(path, str) and _scheme(path) not in ("file", "local")
 
 
 def join(base: str, *parts: str) -> str:
@@ -228,9 +225,8 @@ def localize(url: str | os.PathLike[str], kind: str | None = None) -> str:
     target = remote_cache_dir() / hashlib.sha256(url.encode()).hexdigest()
     local = target / (prefix + name)
     stamps = {key: _stamp(info) for key, (_, info) in plan.items()}
-    if _fresh(target, stamps, plan):
-        return str(local)
-    _download(fs, url, target, plan, stamps)
+    if not _fresh(target, stamps, plan):
+        _download(fs, url, target, plan, stamps)
     return str(local)
 
 
@@ -254,9 +250,7 @@ def _fresh(target: Path, stamps: dict[str, list[Any]], plan: dict[str, tuple[str
         recorded = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if recorded != stamps:
-        return False
-    return all(
+    return recorded == stamps and all(
         (target / key).is_file() and (target / key).stat().st_size == int(info.get("size") or 0)
         for key, (_, info) in plan.items()
     )
@@ -294,14 +288,11 @@ def glob(pattern: str) -> list[tuple[str, dict[str, Any]]]:
     fs, path = filesystem(pattern)
     protocol = _scheme(pattern)
     with _reading(pattern):
-        found = fs.glob(path, detail=True) if _has_magic(path) else {path: fs.info(path)} if fs.exists(path) else {}
+        magic = any(c in path for c in "*?[")
+        found = fs.glob(path, detail=True) if magic else {path: fs.info(path)} if fs.exists(path) else {}
     return [
         (f"{protocol}://{key.lstrip('/')}", info) for key, info in sorted(found.items()) if info.get("type") == "file"
     ]
-
-
-def _has_magic(path: str) -> bool:
-    return any(c in path for c in "*?[")
 
 
 def upload_folder(local: str | os.PathLike, url: str) -> None:

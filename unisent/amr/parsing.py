@@ -72,9 +72,18 @@ def _field(record: dict, keys: Sequence[str], path: Path, lineno: int) -> str:
     raise ValueError(f"{path}:{lineno}: no string field {' or '.join(map(repr, keys))} in {sorted(record)}")
 
 
-def _missing(what: str, sentence: str, lang: str, known: int, origin: str) -> NotInLookupError:
-    shown = sentence if len(sentence) <= 200 else sentence[:200] + "..."
-    return NotInLookupError(f"no {what} for sentence {shown!r} (lang {lang!r}) in {origin} ({known} sentences known)")
+def _look_up(table: Mapping[str, str], sentences: Sequence[str], what: str, lang: str, origin: str) -> list[str]:
+    """Each sentence's entry of ``table``; a sentence without one is a ``NotInLookupError`` naming it."""
+    out = []
+    for sentence in sentences:
+        found = table.get(_key(sentence))
+        if found is None:
+            shown = sentence if len(sentence) <= 200 else sentence[:200] + "..."
+            raise NotInLookupError(
+                f"no {what} for sentence {shown!r} (lang {lang!r}) in {origin} ({len(table)} sentences known)"
+            )
+        out.append(found)
+    return out
 
 
 class PreParsedAMR:
@@ -116,13 +125,7 @@ class PreParsedAMR:
     def parse(self, sentences: Sequence[str], lang: str = "en") -> list[str]:
         if isinstance(sentences, str):
             raise TypeError("parse takes a list of sentences, not a single string")
-        out = []
-        for sentence in sentences:
-            graph = self.graphs.get(_key(sentence))
-            if graph is None:
-                raise _missing("pre-parsed AMR graph", sentence, lang, len(self.graphs), self.origin)
-            out.append(graph)
-        return out
+        return _look_up(self.graphs, sentences, "pre-parsed AMR graph", lang, self.origin)
 
 
 class PreTranslated:
@@ -170,13 +173,7 @@ class PreTranslated:
             raise NotInLookupError(
                 f"no translations into {lang!r} in {self.origin}; languages: {', '.join(self.languages) or 'none'}"
             )
-        out = []
-        for sentence in sentences:
-            translation = table.get(_key(sentence))
-            if translation is None:
-                raise _missing("translation", sentence, lang, len(table), self.origin)
-            out.append(translation)
-        return out
+        return _look_up(table, sentences, "translation", lang, self.origin)
 
 
 class AmrlibParser:

@@ -3,6 +3,7 @@ tree, its nesting depth checked before parsing, and the record of a graph that c
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,11 +47,9 @@ class AMRError:
         return f"{self.source}:{self.line}: graph {self.id}: {self.message}"
 
 
-def parse_metadata(lines: list[str] | str) -> dict[str, str]:
+def parse_metadata(lines: list[str]) -> dict[str, str]:
     """``# ::id a.1 ::date 2012`` -> ``{"id": "a.1", "date": "2012"}`` (a key without value: ``""``; a
     later key overrides an earlier one)."""
-    if isinstance(lines, str):
-        lines = lines.splitlines()
     metadata: dict[str, str] = {}
     for line in lines:
         text = line.strip()
@@ -65,20 +64,14 @@ def iter_penman_blocks(text: str, source: str = "<string>") -> Iterator[PenmanBl
     """Split PENMAN text into graphs: blocks separated by blank lines; leading ``#`` lines are metadata.
     A block of comments only is skipped unless it carries ``::id`` or ``::snt`` (then its ``graph`` is
     empty, an error for the linearisers)."""
-    lines = text.splitlines()
     n = 0
-    i = 0
-    while i < len(lines):
-        if not lines[i].strip():
-            i += 1
+    runs = itertools.groupby(enumerate(text.splitlines()), key=lambda numbered: bool(numbered[1].strip()))
+    for nonblank, run in runs:
+        if not nonblank:
             continue
-        start = i
-        while i < len(lines) and lines[i].strip():
-            i += 1
-        block = lines[start:i]
-        k = 0
-        while k < len(block) and block[k].lstrip().startswith("#"):
-            k += 1
+        numbered = list(run)
+        start, block = numbered[0][0], [line for _, line in numbered]
+        k = next((j for j, line in enumerate(block) if not line.lstrip().startswith("#")), len(block))
         metadata = parse_metadata(block[:k])
         graph = "\n".join(block[k:])
         if not graph and not ({"id", "snt"} & metadata.keys()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -35,17 +36,10 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
     if fmt == "auto":
         fmt = "jsonl" if path.suffix.lower() in (".jsonl", ".json") else "txt"
     if fmt == "txt":
-        document: list[str] = []
         with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                sentence = line.strip()
-                if sentence:
-                    document.append(sentence)
-                elif document:
-                    yield document
-                    document = []
-        if document:
-            yield document
+            for nonblank, sentences in itertools.groupby((line.strip() for line in fh), key=bool):
+                if nonblank:
+                    yield list(sentences)
         return
     for rec in iter_records(path, "jsonl", blank_lines="skip"):
         lineno, record = rec.line, rec.data
@@ -58,13 +52,8 @@ def read_documents(path: str | Path, fmt: Literal["auto", "txt", "jsonl"] = "aut
 def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Iterator[dict[str, str]]:
     """``{"s1": sentence i, "s2": sentence i + 1}`` per document (CMLM swaps them at training time, not
     here); ``max_pairs`` > 0 stops after that many."""
-    n = 0
-    for document in documents:
-        for first, second in zip(document, document[1:]):
-            yield {"s1": first, "s2": second}
-            n += 1
-            if max_pairs and n >= max_pairs:
-                return
+    pairs = ({"s1": first, "s2": second} for document in documents for first, second in zip(document, document[1:]))
+    return itertools.islice(pairs, max_pairs or None)
 
 
 def tatoeba_languages(directory: str | Path) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -69,32 +70,21 @@ def _write_parquet(records: Iterable[dict], path: Path, rows_per_group: int = 10
 
     from ..io import atomic_write
 
+    records = iter(records)
     n = 0
     with atomic_write(path, "wb") as fh:
         writer: pq.ParquetWriter | None = None
-        batch: list[dict] = []
-
-        def flush() -> pq.ParquetWriter:
-            nonlocal writer
+        # row groups of rows_per_group records; no record at all: one empty table
+        while (batch := list(itertools.islice(records, rows_per_group))) or writer is None:
+            n += len(batch)
             try:
                 table = pa.Table.from_pylist(batch, schema=writer.schema if writer is not None else None)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
                 raise ValueError(
                     f"{path}: records {n - len(batch) + 1}-{n} do not fit the columns of the first ones ({err})"
                 ) from None
-            if writer is None:
-                writer = pq.ParquetWriter(fh, table.schema)
+            writer = writer or pq.ParquetWriter(fh, table.schema)
             writer.write_table(table)
-            batch.clear()
-            return writer
-
-        for record in records:
-            batch.append(record)
-            n += 1
-            if len(batch) == rows_per_group:
-                flush()
-        if batch or writer is None:
-            writer = flush()
         writer.close()
     return n
 

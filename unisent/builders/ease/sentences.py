@@ -62,10 +62,10 @@ def page_sentences(
             stats["links_in_sentences"] += len(sent_links)
         n_unused = used.count(False)
         if n_unused:
-            inside_kept = 0
-            for k, (s, e, _) in enumerate(links):
-                if not used[k] and any(a < e and s < b and b - a >= min_chars for a, b in spans):
-                    inside_kept += 1
+            inside_kept = sum(
+                not used[k] and any(a < e and s < b and b - a >= min_chars for a, b in spans)
+                for k, (s, e, _) in enumerate(links)
+            )
             stats["links_dropped_crosses_sentence_boundary"] += inside_kept
             stats["links_dropped_in_dropped_sentence"] += n_unused - inside_kept
     stats["sentences"] += len(sentences)

@@ -148,8 +148,7 @@ def _clean_line(line: str, links: list) -> tuple[str, list]:
     closing punctuation and after opening brackets; link offsets follow the edits."""
     keep = [True] * len(line)
     for m in _CLEAN_DELETE.finditer(line):
-        for i in range(m.start(), m.end()):
-            keep[i] = False
+        keep[m.start() : m.end()] = [False] * (m.end() - m.start())
     chars = [(c, i) for i, c in enumerate(line) if keep[i]]
     out: list[str] = []
     newpos = [-1] * len(line)
@@ -184,11 +183,8 @@ def wikitext_to_lines(wikitext: str, namespaces: dict[str, int] | None = None, s
     links: list = []
     _walk(code.nodes, out, links, ns, stats)
     text = "".join(out)
-    page_links = set()
-    for link in code.filter_wikilinks():
-        target = str(link.title).strip()
-        if ns.classify(target) == "entity":
-            page_links.add(normalize_title(target))
+    targets = (str(link.title).strip() for link in code.filter_wikilinks())
+    page_links = {normalize_title(target) for target in targets if ns.classify(target) == "entity"}
     lines = []
     start = 0
     li = 0

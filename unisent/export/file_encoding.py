@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -183,11 +184,7 @@ class _NpyWriter:
     def write(self, block: np.ndarray) -> None:
         if self.dim is None:
             self.dim = int(block.shape[1])
-            header = {
-                "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
-                "fortran_order": False,
-                "shape": (self.rows, self.dim),
-            }
+            header = {"descr": "<f4", "fortran_order": False, "shape": (self.rows, self.dim)}  # float32, little-endian
             np.lib.format.write_array_header_1_0(self.fh, header)
         self.fh.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
         self.written += len(block)
@@ -247,13 +244,8 @@ def _as_array(embeddings: Any) -> np.ndarray:
 
 
 def _chunks(rows: Iterator[tuple[str, str]], size: int) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    for _, text in rows:
-        chunk.append(text)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
+    texts = (text for _, text in rows)
+    while chunk := list(islice(texts, size)):
         yield chunk
 
 

@@ -180,22 +180,19 @@ def eval_results(results: dict[str, Any]) -> list[Any]:
     """``huggingface_hub.EvalResult`` objects of ``unisent evaluate`` results, one per task (percent)."""
     from huggingface_hub import EvalResult
 
-    out = []
-    for entry in model_index("", results)[0]["results"]:
-        metric = entry["metrics"][0]
-        dataset = entry["dataset"]
-        out.append(
-            EvalResult(
-                task_type=entry["task"]["type"],
-                dataset_type=dataset["type"],
-                dataset_name=dataset["name"],
-                dataset_split=dataset.get("split"),
-                metric_type=metric["type"],
-                metric_value=metric["value"],
-                metric_name=metric["name"],
-            )
+    return [
+        EvalResult(
+            task_type=entry["task"]["type"],
+            dataset_type=dataset["type"],
+            dataset_name=dataset["name"],
+            dataset_split=dataset.get("split"),
+            metric_type=metric["type"],
+            metric_value=metric["value"],
+            metric_name=metric["name"],
         )
-    return out
+        for entry in model_index("", results)[0]["results"]
+        for dataset, metric in [(entry["dataset"], entry["metrics"][0])]
+    ]
 
 
 def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -52,7 +52,7 @@ from ..io import write_json
 from ..models.onnx_encoder import ONNX_DIR, ONNX_FP32, ONNX_RECORD, OnnxEncoder, int8_file_name, require_onnx
 from .api import ExportCheckError
 from .exporters import model_format
-from .formats import ModelFormat, SentenceTransformersExporter
+from .formats import SentenceTransformersExporter
 
 __all__ = [
     "INT8_MAX_STSB_DROP",
@@ -94,20 +94,15 @@ def eager_attention(module: nn.Module) -> Iterator[None]:
             setter(current)
 
 
-def _sample(tokenizer, names: Sequence[str], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """A padded batch of two sentences of different lengths to trace with."""
-    batch = tokenizer(["A man is playing a guitar in the park.", "ok"], padding=True, return_tensors="pt")
-    ids = batch["input_ids"]
-    tensors = {"input_ids": ids, "attention_mask": batch["attention_mask"], "token_type_ids": torch.zeros_like(ids)}
-    return tuple(tensors[name].to(device) for name in names)
-
-
 def write_onnx(graph: OnnxGraph, tokenizer, path: Path) -> list[str]:
     """Trace ``graph`` into the ONNX file ``path`` (one file, weights inside); returns the input names."""
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if graph.token_type_ids else [])
     module = graph.module.eval()
-    device = next(module.parameters()).device
-    args = _sample(tokenizer, names, device)
+    # a padded batch of two sentences of different lengths to trace with
+    batch = tokenizer(["A man is playing a guitar in the park.", "ok"], padding=True, return_tensors="pt")
+    ids = batch["input_ids"]
+    tensors = {"input_ids": ids, "attention_mask": batch["attention_mask"], "token_type_ids": torch.zeros_like(ids)}
+    args = tuple(tensors[name].to(next(module.parameters()).device) for name in names)
     axes = {name: {0: "batch_size", 1: "sequence_length"} for name in names}
     for out in graph.outputs:
         axes[out] = {0: "batch_size", 1: "sequence_length"} if out == "last_hidden_state" else {0: "batch_size"}
@@ -231,17 +226,14 @@ def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
 
 
 @model_format
-class OnnxExporter(ModelFormat):
+class OnnxExporter(SentenceTransformersExporter):
     """A Sentence Transformers directory plus ``onnx/model.onnx`` (and ``onnx/model_qint8_<arch>.onnx``),
     for every inference model that declares an ONNX graph (``onnx`` in ``export_formats``)."""
 
     format = ONNX
-    library_name = "sentence-transformers"
-    pipeline_tag = "sentence-similarity"
-    tags = ("sentence-transformers", "sentence-similarity", "feature-extraction", "onnx")
+    tags = (*SentenceTransformersExporter.tags, "onnx")
 
     def __init__(self) -> None:
-        self.st = SentenceTransformersExporter()
         self.quantize: str | None = None
         self.force = False
         self.arch: str | None = None
@@ -261,9 +253,8 @@ class OnnxExporter(ModelFormat):
         require_onnx("onnx")
         require_onnx("onnxruntime")
         graph = model.onnx_graph()  # NotExportableError before any file is written
-        self.st.write(model, out)
-        onnx_dir = out / ONNX_DIR
-        inputs = write_onnx(graph, model.tokenizer, onnx_dir / ONNX_FP32)
+        super().write(model, out)
+        inputs = write_onnx(graph, model.tokenizer, out / ONNX_DIR / ONNX_FP32)
         st_config = model.sentence_transformers_config()
         config: Any = model.config  # an encoder's settings: max_length (and normalize, where it has one)
         self.record = {
@@ -318,7 +309,7 @@ class OnnxExporter(ModelFormat):
     def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
         """The Sentence Transformers directory's checks, then the fp32 ONNX file against ``model.encode``
         (and ``encode_gaussian``), refused above ``ONNX_MAX_DIFF``."""
-        diff, how = self.st.verify(model, out, sentences)
+        diff, how = SentenceTransformersExporter().verify(model, out, sentences)  # with its export_checks
         runner = OnnxEncoder(out, "fp32")
         sentences = list(sentences)
         onnx_diff = max_abs_diff(runner.encode(sentences), model.encode(sentences, precision="fp32"))
@@ -347,7 +338,7 @@ class OnnxExporter(ModelFormat):
 
     # ------------------------------------------------------------------------------ model card
     def facts(self, model: InferenceModel) -> list[tuple[str, str]]:
-        rows = self.st.facts(model)
+        rows = super().facts(model)
         rows.append(
             (
                 "ONNX",
@@ -376,7 +367,7 @@ class OnnxExporter(ModelFormat):
             if "variance" in self.record.get("outputs", [])
             else ""
         )
-        return f"""{self.st.usage(model)}
+        return f"""{super().usage(model)}
 With ONNX Runtime through unisent (`pip install 'unisent[onnx]'`; the int8 file when there is one,
 sentences batched by length as `encode` does):
 

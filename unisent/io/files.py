@@ -9,7 +9,7 @@ import re
 import socket
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -56,16 +56,12 @@ def remove_stale_temporaries(directory: str | os.PathLike) -> list[Path]:
 
 def fsync_directory(directory: str | os.PathLike) -> None:
     """Make a rename inside ``directory`` durable (no-op where directories cannot be opened)."""
-    try:
+    with suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 @contextmanager

@@ -60,17 +60,14 @@ def subclasses(base: type | tuple[type, ...], *, include_base: bool = False) -> 
     """Every subclass of ``base`` defined in this process, by qualified name and by each package above its
     module (``unisent.objectives.SimCSE`` too); exact qualified names win over package aliases."""
     bases = base if isinstance(base, tuple) else (base,)
-    found: list[type] = []
-    seen: set[type] = set()
-    stack = [b for b in bases]
+    seen: dict[type, None] = {}  # in the order found
+    stack = list(bases)
     while stack:
         cls = stack.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        if include_base or cls not in bases:
-            found.append(cls)
-        stack.extend(cls.__subclasses__())
+        if cls not in seen:
+            seen[cls] = None
+            stack.extend(cls.__subclasses__())
+    found = [cls for cls in seen if include_base or cls not in bases]
     table: dict[str, type] = {qualified_name(cls): cls for cls in found}  # a function's own class too
     for cls in found:
         if "<locals>" not in cls.__qualname__:

@@ -38,7 +38,6 @@ __all__ = [
     "localize",
     "remote_cache_dir",
     "staged_folder",
-    "upload_folder",
 ]
 
 #: the default cap on what one ``localize`` downloads (``UNISENT_REMOTE_MAX_BYTES`` changes it)
@@ -295,19 +294,10 @@ def glob(pattern: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def upload_folder(local: str | os.PathLike, url: str) -> None:
-    """Copy the local folder ``local`` to ``url`` (every file, its relative layout kept)."""
-    fs, path = filesystem(url)
-    root = Path(local)
-    with _reading(url):
-        for file in sorted(p for p in root.rglob("*") if p.is_file()):
-            fs.put_file(str(file), join(path, file.relative_to(root).as_posix()))
-
-
 @contextlib.contextmanager
 def staged_folder(target: str | os.PathLike) -> Iterator[Path]:
     """A local folder to write ``target`` into: ``target`` itself when local, else a temporary folder that
-    is uploaded to the URL when the block ends without an error."""
+    is uploaded to the URL (every file, its relative layout kept) when the block ends without an error."""
     if not is_remote(str(target)):
         yield Path(target)
         return
@@ -315,4 +305,7 @@ def staged_folder(target: str | os.PathLike) -> Iterator[Path]:
         folder = Path(tmp) / (posixpath.basename(str(target).rstrip("/")) or "folder")
         folder.mkdir()
         yield folder
-        upload_folder(folder, str(target))
+        fs, path = filesystem(str(target))
+        with _reading(str(target)):
+            for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+                fs.put_file(str(file), join(path, file.relative_to(folder).as_posix()))

@@ -76,12 +76,8 @@ class Encoder(EncoderModel):
         super().__init__()
         self.config = resolve_encoder_config(config or EncoderConfig())
         location = resolve_model_location(self.config.model)
-        overrides = {}
-        if self.config.dropout is not None:
-            overrides = {
-                "hidden_dropout_prob": self.config.dropout,
-                "attention_probs_dropout_prob": self.config.dropout,
-            }
+        dropout = ("hidden_dropout_prob", "attention_probs_dropout_prob") if self.config.dropout is not None else ()
+        overrides = dict.fromkeys(dropout, self.config.dropout)
         self.backbone = load_backbone(
             location, attn_implementation=self.config.attn_implementation, config_overrides=overrides
         )
@@ -191,11 +187,8 @@ class Encoder(EncoderModel):
         return cache[name]
 
     def _checkpointing(self) -> bool:
-        flag = (
-            "is_activation_checkpointing"
-            if hasattr(type(self.backbone), "is_activation_checkpointing")
-            else ("is_gradient_checkpointing")
-        )
+        newer = hasattr(type(self.backbone), "is_activation_checkpointing")
+        flag = "is_activation_checkpointing" if newer else "is_gradient_checkpointing"
         return self.training and bool(getattr(self.backbone, flag, False))
 
     # ----------------------------------------------------------------------------------- tokenising

@@ -80,11 +80,6 @@ def _file(location: str, filename: str, subfolder: str = "") -> str | None:
     return load_file_path(location, filename, subfolder=subfolder, local_files_only=local_files_only(location))
 
 
-def _read_json(path: str, expect: type | None = dict) -> Any:
-    """``read_model_json`` (size and depth limits, one-line errors)."""
-    return read_model_json(path, expect)
-
-
 def _module_path(location: str, entry: dict, where: str) -> str:
     """A ``modules.json`` entry's ``path`` (its sub-folder), which must lie inside the model's directory."""
     path = entry.get("path") or ""
@@ -148,13 +143,21 @@ def activation_classes() -> Mapping[str, type]:
     return fixed_names("torch.", [o for o in found if o.__name__ not in skip] + [torch.nn.Identity])
 
 
+def _module_type(type_path: Any, source: str, field: str) -> type:
+    """A module ``type`` through ``module_classes``: a ``RegistryError`` naming ``source`` and ``field`` otherwise."""
+    return resolve(type_path, module_classes(), source=source, field=field, what="Sentence Transformers module")
+
+
+def _activation(name: Any, source: str, field: str) -> type:
+    """A ``Dense`` module's ``activation_function`` through ``activation_classes`` (nothing is imported)."""
+    return resolve(name, activation_classes(), source=source, field=field, what="torch activation")
+
+
 def _module_class(type_path: Any, where: str) -> type:
     """The class of a ``modules.json`` entry, through ``module_classes`` (nothing else is imported)."""
     file, _, module = where.partition(": ")
     try:
-        return resolve(
-            type_path, module_classes(), source=file, field=f"{module}: type", what="Sentence Transformers module"
-        )
+        return _module_type(type_path, file, f"{module}: type")
     except RegistryError as err:
         raise SentenceTransformersModuleError(str(err)) from None
 
@@ -172,7 +175,7 @@ def _check_transformer(location: str, entry: dict, where: str) -> dict[str, Any]
         )
     path = _module_path(location, entry, where)
     config_file = _file(location, "sentence_bert_config.json", path)
-    config = _read_json(config_file) if config_file else {}
+    config = read_model_json(config_file, dict) if config_file else {}
     name = f"{Path(location, path, 'sentence_bert_config.json')}"
     for key, value in config.items():
         if key in _TRANSFORMER_KEYS:
@@ -204,7 +207,7 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
     modules_file = _file(location, "modules.json")
     if modules_file is None:
         return {}
-    entries = _read_json(modules_file, None)
+    entries = read_model_json(modules_file)
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise SentenceTransformersModuleError(f"{location}/modules.json: expected a non-empty list of modules")
     where = [
@@ -228,18 +231,12 @@ def read_sentence_transformers(model: str) -> dict[str, Any]:
         config = cls.load_config(location, subfolder=path, local_files_only=local_files_only(location))
         config = _module_config(cls, config, f"{Path(location, path, 'config.json')}")
         if "activation_function" in config:  # Sentence Transformers' Dense.load imports it: the registry first
-            resolve(
-                config["activation_function"],
-                activation_classes(),
-                source=str(Path(location, path, "config.json")),
-                field="activation_function",
-                what="torch activation",
-            )
+            _activation(config["activation_function"], str(Path(location, path, "config.json")), "activation_function")
         if Path(location).is_dir():
             _check_module_sizes(location, cls, config, path)
         modules.append({"type": entry["type"], "path": path, "config": json.loads(json.dumps(config))})
     st_config_file = _file(location, "config_sentence_transformers.json")
-    st_config = _read_json(st_config_file) if st_config_file else {}
+    st_config = read_model_json(st_config_file, dict) if st_config_file else {}
     kind = st_config.get("model_type", "SentenceTransformer")
     if kind != "SentenceTransformer":
         raise SentenceTransformersModuleError(
@@ -277,9 +274,9 @@ def _tokenizer_max_length(location: str) -> int | None:
     """Without ``max_seq_length`` (Sentence Transformers 5+): the tokenizer's ``model_max_length`` capped
     by ``max_position_embeddings``, as Sentence Transformers truncates."""
     tokenizer_file = _file(location, "tokenizer_config.json")
-    declared = (_read_json(tokenizer_file) if tokenizer_file else {}).get("model_max_length")
+    declared = (read_model_json(tokenizer_file, dict) if tokenizer_file else {}).get("model_max_length")
     config_file = _file(location, "config.json")
-    positions = (_read_json(config_file) if config_file else {}).get("max_position_embeddings")
+    positions = (read_model_json(config_file, dict) if config_file else {}).get("max_position_embeddings")
     found = [v for v in (declared, positions) if isinstance(v, int) and 0 < v < 1_000_000]
     return min(found) if found else None
 
@@ -316,9 +313,7 @@ def set_lowercase(tokenizer) -> None:
 def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.Module:
     """A module built from its recorded configuration (weights come later from ``pooler.pt``); class
     and activation go through ``module_classes`` and ``activation_classes``."""
-    cls = resolve(
-        type_path, module_classes(), source=source, field=f"{field}.type", what="Sentence Transformers module"
-    )
+    cls = _module_type(type_path, source, f"{field}.type")
     if cls.__name__ not in SUPPORTED_MODULES:
         raise SentenceTransformersModuleError(
             f"{source}: {field}.type {type_path!r} cannot be represented by unisent (it runs "
@@ -326,14 +321,8 @@ def _instantiate(type_path: Any, config: Any, *, source: str, field: str) -> nn.
         )
     config = dict(_module_config(cls, config, f"{source}: {field}.config"))
     if "activation_function" in config:
-        activation_cls = resolve(
-            config["activation_function"],
-            activation_classes(),
-            source=source,
-            field=f"{field}.config.activation_function",
-            what="torch activation",
-        )
-        config["activation_function"] = activation_cls()
+        activation = _activation(config["activation_function"], source, f"{field}.config.activation_function")
+        config["activation_function"] = activation()
     try:
         return cls(**config)
     except (TypeError, ValueError) as err:
@@ -372,13 +361,7 @@ class SentenceTransformersPooler(Pooler):
             if saved_by_unisent:
                 module = _instantiate(entry.get("type"), entry.get("config"), source=source, field=field)
             else:
-                cls = resolve(
-                    entry.get("type"),
-                    module_classes(),
-                    source=source,
-                    field=f"{field}.type",
-                    what="Sentence Transformers module",
-                )
+                cls = _module_type(entry.get("type"), source, f"{field}.type")
                 subfolder = entry.get("path") or ""
                 inside(location, subfolder, source=source, field=f"{field}.path")  # no path out of the directory
                 module = cls.load(location, subfolder=subfolder, local_files_only=local_files_only(location))

@@ -40,6 +40,7 @@ import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -107,40 +108,21 @@ def write_onnx(graph: OnnxGraph, tokenizer, path: Path) -> list[str]:
     for out in graph.outputs:
         axes[out] = {0: "batch_size", 1: "sequence_length"} if out == "last_hidden_state" else {0: "batch_size"}
     path.parent.mkdir(parents=True, exist_ok=True)
+    export = partial(torch.onnx.export, module, args, str(path), input_names=names, output_names=list(graph.outputs))
     with eager_attention(module), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python values it records as constants
         try:
-            torch.onnx.export(
-                module,
-                args,
-                str(path),
-                input_names=names,
-                output_names=list(graph.outputs),
-                dynamic_axes=axes,
-                opset_version=OPSET,
-                do_constant_folding=True,
-                dynamo=False,
-            )
+            export(dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True, dynamo=False)
         except Exception:  # noqa: BLE001 - a torch without the TorchScript exporter: torch.export's
-            _export_dynamo(module, args, names, graph.outputs, path)
+            _export_dynamo(export, names, path)
     return names
 
 
-def _export_dynamo(module: nn.Module, args: tuple, names: list[str], outputs: Sequence[str], path: Path) -> None:
+def _export_dynamo(export: Callable[..., Any], names: list[str], path: Path) -> None:
     import onnx
 
     batch, length = torch.export.Dim("batch_size"), torch.export.Dim("sequence_length")
-    shapes = {name: {0: batch, 1: length} for name in names}
-    torch.onnx.export(
-        module,
-        args,
-        str(path),
-        input_names=names,
-        output_names=list(outputs),
-        dynamic_shapes=shapes,
-        opset_version=max(OPSET, 18),
-        dynamo=True,
-    )
+    export(dynamic_shapes={name: {0: batch, 1: length} for name in names}, opset_version=max(OPSET, 18), dynamo=True)
     data = path.with_name(path.name + ".data")
     if data.exists():  # one file, as Sentence Transformers' ONNX backend and `--quantize` read it
         onnx.save(onnx.load(str(path)), str(path), save_as_external_data=False)

@@ -110,34 +110,23 @@ def _dig(config: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def _train_paths(train: Any) -> list[str]:
-    """The files of ``data.train`` of a run config."""
-    if not isinstance(train, dict):
-        return []
-    paths = [
-        source if isinstance(source, str) else source.get("path") if isinstance(source, dict) else None
-        for source in train.values()
-    ]
-    return [str(p) for p in paths if p]
-
-
-def _data_lines(train: Any) -> list[str]:
-    """``data.train`` of a run config -> one line per objective."""
-    if not isinstance(train, dict):
-        return []
-    lines = []
-    for name, source in train.items():
+def _data_lines(train: Any) -> tuple[list[str], list[str]]:
+    """``data.train`` of a run config -> one line per objective, and the training files."""
+    lines: list[str] = []
+    paths: list[str] = []
+    for name, source in train.items() if isinstance(train, dict) else ():
         source = {"path": source} if isinstance(source, str) else source
         if not isinstance(source, dict) or "path" not in source:
             lines.append(f"`{name}`: {_short(source)}")
             continue
+        paths += [str(source["path"])] if source["path"] else []
         extra = []
         if source.get("columns"):
             extra.append(f"columns {_short(source['columns'])}")
         if source.get("max_records"):
             extra.append(f"first {source['max_records']} records")
         lines.append(f"`{name}`: `{display_path(source['path'])}`" + (f" ({', '.join(extra)})" if extra else ""))
-    return lines
+    return lines, paths
 
 
 def _optimizer_text(spec: Any) -> str | None:
@@ -185,8 +174,8 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
     if not isinstance(config.get("model"), dict) or not ({"data", "trainer"} & set(config)):
         return  # not a unisent fit config (an unrelated config.yaml in the parent directory)
     record.run_config_file = path
-    record.data = _data_lines(_dig(config, "data.train"))
-    record.datasets = [dataset_id(p) for p in _train_paths(_dig(config, "data.train"))]
+    record.data, paths = _data_lines(_dig(config, "data.train"))
+    record.datasets = [dataset_id(p) for p in paths]
     record.settings = _settings_from_run_config(config) + record.settings
     base = _dig(config, "model.encoder.model")
     if base and not record.base_model:

@@ -110,12 +110,11 @@ def _plain(value: object, where: str) -> object:
     import numpy as np
     import torch
 
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+    plain_types = (bool, int, float, complex, str, bytes, torch.Tensor, torch.Size, torch.dtype, torch.device)
+    if value is None or isinstance(value, plain_types):  # (an IntEnum, an int, is kept as it is)
         return value
     if isinstance(value, enum.Enum):
         return _plain(value.value, where)
-    if isinstance(value, (torch.Tensor, torch.Size, torch.dtype, torch.device)):
-        return value
     if isinstance(value, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(value))
     if isinstance(value, np.generic):

@@ -125,11 +125,12 @@ class PrincipalComponentRemoval:
             },
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the fitted components as JSON (float32 values round-trip exactly)."""
+    def save(self, path: str | os.PathLike, **extra: Any) -> Path:
+        """Write the fitted components as JSON (float32 values round-trip exactly); ``extra``: more fields (a
+        ``PCREncoder``'s default language)."""
         path = Path(path)
         with atomic_write(path) as fh:
-            fh.write(json.dumps(self.state()) + "\n")
+            fh.write(json.dumps(self.state() | extra) + "\n")
         return path
 
     @classmethod

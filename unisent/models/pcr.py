@@ -11,7 +11,6 @@ every fitted language.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +22,6 @@ from torch import nn
 
 from ..inference.base import InferenceModel, STModule
 from ..inference.model_types import load_saved, register_model
-from ..io import atomic_write
 from ..io.model_files import read_model_json
 from .components import PrincipalComponentRemoval
 from .wrapper import EncoderWrapper
@@ -104,18 +102,13 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
         return F.normalize(out, dim=-1) if normalize else out
 
     # ------------------------------------------------------------------------------ save / load
-    def _write_state(self, directory: Path, **extra) -> None:
-        state = self.pcr.state() | {"default_language": self.default_language} | extra
-        with atomic_write(directory / PCR_FILE) as fh:
-            fh.write(json.dumps(state) + "\n")
-
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """``pcr.json`` (components and the default language) and the wrapped model in ``model/``
         (written by its own ``save_pretrained``, so any model ``unisent.load`` reads can be wrapped)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.encoder.save_pretrained(directory / INNER_DIR)
-        self._write_state(directory)
+        self.pcr.save(directory / PCR_FILE, default_language=self.default_language)
         self.write_model_record(directory)
         return directory
 
@@ -172,7 +165,7 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
         """The encoder's files at the root (the ``Transformer``), ``pcr.json`` pointing at them."""
         language = self.export_language()
         self.encoder.save_pretrained(out)
-        self._write_state(out, default_language=language, inner=".")
+        self.pcr.save(out / PCR_FILE, default_language=language, inner=".")
         self.write_model_record(out)
 
     def sentence_transformers_usage(self) -> str:

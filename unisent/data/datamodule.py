@@ -163,13 +163,10 @@ class UnisentDataModule(L.LightningDataModule):
             )
         return objectives
 
-    def _fn(self) -> str | None:
-        trainer = self.trainer
-        return None if trainer is None else getattr(trainer.state.fn, "value", trainer.state.fn)
-
     def prepare_data(self) -> None:
         """Tokenise every map-style source into the cache (on local rank 0; the others read it in ``setup``)."""
-        fn = self._fn()
+        trainer = self.trainer
+        fn = None if trainer is None else getattr(trainer.state.fn, "value", trainer.state.fn)
         if fn == "predict" and self.predict is not None:
             self.tokenized(self.predict, PREDICT_SCHEMA)
         elif fn in (None, "fit") and self.train:
@@ -251,20 +248,20 @@ class UnisentDataModule(L.LightningDataModule):
             return Dataset.from_file(str(cache))
         if dataset is None:
             dataset = load_source(resolved, schema.batch_keys, schema.text_keys, schema.optional_keys)
-        self._build_cache(dataset, schema, RowTokenizer(encoder.tokenizer, schema.text_keys, max_length), cache, name)
-        return Dataset.from_file(str(cache))
-
-    def _build_cache(self, dataset, schema: BatchSchema, tokenize: RowTokenizer, cache: Path, name: str) -> None:
-        """``build_cache`` in ``num_proc`` processes; noted in ``tokenised_here``."""
-        build_cache(dataset, schema, tokenize, cache, name, self.num_proc)
+        build_cache(
+            dataset, schema, RowTokenizer(encoder.tokenizer, schema.text_keys, max_length), cache, name, self.num_proc
+        )
         self.tokenised_here.append(str(cache))
+        return Dataset.from_file(str(cache))
 
     def _loader(self, name: str) -> DataLoader:
         dataset = self.datasets[name]
         objective = next(o for o in self.module.objectives if o.name == name)
         batch_size = self._batch_size(name)
         if isinstance(dataset, TokenizedStream):
-            return self._stream_loader(name, dataset, objective)
+            self.streams[name] = dataset
+            workers = dataset.active_workers(self.num_workers) if self.num_workers else 0
+            return self._train_loader(_StreamTrainLoader, dataset, dataset.batch_size, objective, workers)
         if len(dataset) < batch_size:
             raise DataConfigError(
                 f"objective {name!r} has {len(dataset)} training records, fewer than one batch of {batch_size}; "
@@ -286,31 +283,21 @@ class UnisentDataModule(L.LightningDataModule):
             lengths=dataset["length"] if self._length_grouped(name) else None,
         )
         self.samplers[name] = sampler
-        collate = partial(objective.collate, pad_id=self.module.encoder.pad_token_id)
         columns = list(objective.batch_keys)
-        return _TrainLoader(
-            dataset.select_columns(columns).with_format(None),
-            batch_size=batch_size,
-            sampler=sampler,
-            drop_last=True,  # contrastive losses gather equal-sized batches across processes
-            collate_fn=collate,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-            # its own generator: iterators draw nothing from the global random state that dropout uses
-            generator=torch.Generator().manual_seed(self.seed),
-        )
+        dataset = dataset.select_columns(columns).with_format(None)
+        return self._train_loader(_TrainLoader, dataset, batch_size, objective, self.num_workers, sampler=sampler)
 
-    def _stream_loader(self, name: str, stream: TokenizedStream, objective) -> DataLoader:
-        self.streams[name] = stream
-        workers = stream.active_workers(self.num_workers) if self.num_workers else 0
-        return _StreamTrainLoader(
-            stream,
-            batch_size=stream.batch_size,
-            drop_last=True,
+    def _train_loader(self, loader, dataset, batch_size: int, objective, workers: int, **sampler) -> DataLoader:
+        return loader(
+            dataset,
+            batch_size=batch_size,
+            drop_last=True,  # contrastive losses gather equal-sized batches across processes
             collate_fn=partial(objective.collate, pad_id=self.module.encoder.pad_token_id),
             num_workers=workers,
             persistent_workers=workers > 0,
-            generator=torch.Generator().manual_seed(self.seed),  # see _loader
+            # its own generator: iterators draw nothing from the global random state that dropout uses
+            generator=torch.Generator().manual_seed(self.seed),
+            **sampler,
         )
 
     def _evaluation_loader(self, tasks: list[str]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 __all__ = ["MAX_LISTED", "DataConfigError", "RecordError", "on_error_hint", "report_malformed", "skip_notice"]
@@ -26,6 +26,17 @@ class RecordError(ValueError):
 
     def __reduce__(self):  # picklable across process pools despite the keyword arguments
         return (type(self), (self.path, self.line, self.reason), {"field": self.field, "unit": self.unit})
+
+
+def no_column(
+    path: str | os.PathLike, missing: Sequence[str], columns: Iterable[str], renamed=None, where=""
+) -> RecordError:
+    """The error of a file (``path``) without the required columns ``missing``; ``renamed``: its columns after
+    the renaming, if there is one."""
+    found = ", ".join(columns) + ("" if renamed is None else f" renamed to {', '.join(renamed)}")
+    return RecordError(
+        path, 0, f"no column {', '.join(map(repr, missing))}{where} (columns: {found})", field=missing[0]
+    )
 
 
 class DataConfigError(ValueError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from .file_checks import check_data_folder, line_too_long, max_line_bytes, require_file
-from .record_errors import RecordError
+from .record_errors import RecordError, no_column
 
 __all__ = ["FORMATS", "SUPPORTED_FORMATS", "Record", "iter_records"]
 
@@ -331,13 +331,7 @@ def _iter_delimited(options: _Options, delimiter: str) -> Iterator[Record]:
             header, names = row, [options.rename.get(h, h) for h in row]
             missing = [key for key in options.fields or () if key not in names]
             if missing:
-                renamed = f" renamed to {', '.join(names)}" if options.rename else ""
-                raise RecordError(
-                    path,
-                    0,
-                    f"no column {', '.join(map(repr, missing))} in the header (columns: {', '.join(header)}{renamed})",
-                    field=missing[0],
-                )
+                raise no_column(path, missing, header, names if options.rename else None, " in the header")
             continue
         if not row:
             if options.blank_lines == "error":
@@ -366,13 +360,7 @@ def _columns(options: _Options, names: Sequence[str]) -> list[str] | None:
     by_field = {options.rename.get(n, n): n for n in names}
     missing = [key for key in options.fields if key not in by_field]
     if missing:
-        renamed = f" renamed to {', '.join(by_field)}" if options.rename else ""
-        raise RecordError(
-            options.path,
-            0,
-            f"no column {', '.join(map(repr, missing))} (columns: {', '.join(names)}{renamed})",
-            field=missing[0],
-        )
+        raise no_column(options.path, missing, names, by_field if options.rename else None)
     return [by_field[key] for key in options.wanted if key in by_field]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..io.remote import is_remote
 from .file_checks import check_data_folder, not_a_regular_file, require_lines_within
-from .record_errors import MAX_LISTED, RecordError, report_malformed
+from .record_errors import MAX_LISTED, RecordError, no_column, report_malformed
 from .records import FORMATS
 
 if TYPE_CHECKING:
@@ -366,13 +366,7 @@ def select_fields(dataset, resolved: ResolvedSource, required: Sequence[str], op
     names = [rename.get(n, n) for n in original]
     missing = [k for k in required if k not in optional and k not in names]
     if missing:
-        renamed = f" renamed to {', '.join(names)}" if rename else ""
-        raise RecordError(
-            resolved.label,
-            0,
-            f"no column {', '.join(map(repr, missing))} (columns: {', '.join(original)}{renamed})",
-            field=missing[0],
-        )
+        raise no_column(resolved.label, missing, original, names if rename else None)
     for key in required:
         if key not in names:  # an optional field no record has
             dataset = dataset.add_column(key, [None] * len(dataset))

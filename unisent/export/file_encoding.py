@@ -55,7 +55,6 @@ __all__ = [
     "SUPPORTED_OUTPUTS",
     "encode_file",
     "iter_texts",
-    "scan_input",
 ]
 
 SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
@@ -159,18 +158,6 @@ def iter_texts(path: str | os.PathLike, column: str = "text", encoding: str = "u
     except LookupError:
         raise EncodeInputError(path, 0, f"unknown text encoding {encoding!r}") from None
     return _texts(path, column, encoding)
-
-
-def scan_input(path: str | os.PathLike, column: str = "text", encoding: str = "utf-8") -> ScanResult:
-    """Count and validate the rows of ``path`` (the first pass of [`encode_file`][unisent.export.encode_file])."""
-    result = ScanResult()
-    for row, (where, text) in enumerate(iter_texts(path, column, encoding)):
-        result.rows += 1
-        if not text.strip():
-            result.n_empty += 1
-            if len(result.empty) < MAX_LISTED:
-                result.empty.append((row, where))
-    return result
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -386,8 +373,15 @@ def _check_arguments(
 
 
 def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> ScanResult:
-    """The first pass (``scan_input``); no rows, or empty rows under ``on_empty="error"``, raise."""
-    scan = scan_input(input_path, column, encoding)
+    """The first pass: count and validate the rows of ``input_path``; no rows, or empty rows under
+    ``on_empty="error"``, raise."""
+    scan = ScanResult()
+    for row, (where, text) in enumerate(iter_texts(input_path, column, encoding)):
+        scan.rows += 1
+        if not text.strip():
+            scan.n_empty += 1
+            if len(scan.empty) < MAX_LISTED:
+                scan.empty.append((row, where))
     if scan.rows == 0:
         header = ", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else ""
         raise EmptyInputError(

@@ -70,10 +70,6 @@ TASK_TYPES: dict[str, str] = {
 _ABSOLUTE = re.compile(r"(?<![\w.:/\\~-])~?/(?:[\w.+@-]+/)+[\w.+@-]*")
 
 
-def _package_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
 def display_path(path: str | Path) -> str:
     """``path`` as a card shows it: as written when relative, relative to the working directory or the
     unisent checkout when under one, else its name."""
@@ -82,13 +78,9 @@ def display_path(path: str | Path) -> str:
     if not (candidate.is_absolute() or text.startswith("~")):
         return text
     resolved = candidate.resolve()
-    for root in (Path.cwd().resolve(), _package_root()):
-        try:
-            relative = resolved.relative_to(root)
-        except ValueError:
-            continue
-        if root != Path("/") and str(relative) != ".":
-            return str(relative)
+    for root in (Path.cwd().resolve(), Path(__file__).resolve().parents[2]):  # the unisent checkout
+        if root != Path("/") and resolved != root and resolved.is_relative_to(root):
+            return str(resolved.relative_to(root))
     return candidate.name or text
 
 

@@ -33,7 +33,7 @@ def detokenize(tokens: list[str]) -> str:
     ]
     out: list[str] = []
     no_space_next = True
-    dq = sq = 0
+    quotes: Counter = Counter()
     for tok in toks:
         space = not no_space_next
         no_space_next = False
@@ -44,21 +44,14 @@ def detokenize(tokens: list[str]) -> str:
         elif tok in _JOINERS:
             space = False
             no_space_next = True
-        elif tok == '"':
-            if dq % 2 == 0:
+        elif tok == "'" and quotes[tok] % 2 == 0 and out and out[-1][-1:] in ("s", "S"):
+            space = False  # a possessive
+        elif tok in ('"', "'"):  # a quote: opening and closing alternate
+            if quotes[tok] % 2 == 0:
                 no_space_next = True
             else:
                 space = False
-            dq += 1
-        elif tok == "'":
-            if out and out[-1][-1:] in ("s", "S") and sq % 2 == 0:
-                space = False
-            else:
-                if sq % 2 == 0:
-                    no_space_next = True
-                else:
-                    space = False
-                sq += 1
+            quotes[tok] += 1
         if space and out:
             out.append(" ")
         out.append(tok)

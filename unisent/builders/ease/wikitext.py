@@ -5,6 +5,7 @@ the link offsets EASE needs, and does not apply MediaWiki's link trails (``[[ico
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from collections import Counter
 
@@ -69,10 +70,7 @@ class Namespaces:
 
 def _link_trail(text: str) -> int:
     """Length of the lower-case letters that MediaWiki pulls into a preceding link (``[[icon]]s``)."""
-    n = 0
-    while n < len(text) and text[n].isalpha() and text[n].islower():
-        n += 1
-    return n
+    return sum(1 for _ in itertools.takewhile(lambda c: c.isalpha() and c.islower(), text))
 
 
 def _walk(nodes, out: list[str], links: list | None, ns: Namespaces, stats: Counter) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, STModule, max_abs_diff
+from ..inference.base import HUGGINGFACE, SENTENCE_TRANSFORMERS, InferenceModel, max_abs_diff
 from ..io import write_json
 from .exporters import Exporter, model_format
 
@@ -98,23 +98,17 @@ def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
 
 def write_sentence_transformers(model: InferenceModel, out: Path) -> None:
     """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the model's
-    own layout where it has one, else its root files and the modules it declares."""
+    own layout where it has one, else its root files and the modules it declares, with the Sentence
+    Transformers 3+ files around the ``Transformer`` at the root (module folders, ``modules.json``, configs;
+    the model's ``sentence_transformers_model_config`` default: no prompts, cosine), loadable without
+    ``trust_remote_code``."""
+    from safetensors.torch import save_file
+
     if model.write_sentence_transformers_layout(out, write_sentence_transformers):
         return
     modules = model.sentence_transformers_modules()
     model.save_sentence_transformers_root(out)
-    _write_modules(out, modules, model.sentence_transformers_config(), model.sentence_transformers_model_config())
-
-
-def _write_modules(
-    out: Path, modules: Sequence[STModule], st_config: dict[str, Any], model_config: dict[str, Any] | None = None
-) -> None:
-    """Write the Sentence Transformers 3+ files around the ``Transformer`` already in ``out`` (module
-    folders, ``modules.json``, configs; ``model_config`` default: no prompts, cosine), loadable without
-    ``trust_remote_code``."""
-    from safetensors.torch import save_file
-
-    write_json(out / "sentence_bert_config.json", st_config)
+    write_json(out / "sentence_bert_config.json", model.sentence_transformers_config())
     entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
     for idx, module in enumerate(modules, start=1):
         folder = out / f"{idx}_{module.name}"
@@ -124,9 +118,10 @@ def _write_modules(
             save_file(module.weights, str(folder / "model.safetensors"))
         entries.append({"idx": idx, "name": str(idx), "path": folder.name, "type": module.class_path})
     write_json(out / "modules.json", entries)
+    model_config = model.sentence_transformers_model_config() or {}
     write_json(
         out / "config_sentence_transformers.json",
-        {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **(model_config or {})},
+        {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **model_config},
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -90,8 +91,6 @@ def _not_available(model: str, err: Exception) -> ModelNotAvailableError:
 #: the default attention kernel: SDPA where the architecture supports it, else the model's own default
 DEFAULT_ATTENTION = "sdpa"
 
-_FELL_BACK: set[str] = set()
-
 
 def _sdpa_unsupported(err: Exception) -> bool:
     return isinstance(err, ValueError) and "scaled_dot_product_attention" in str(err)
@@ -157,11 +156,9 @@ def check_backbone_sizes(location: str, config) -> None:
     )
 
 
+@functools.cache
 def _fallback_note(location: str, model_type: str) -> None:
     """Say once per model that it runs with its own default attention, not SDPA."""
-    if location in _FELL_BACK:
-        return
-    _FELL_BACK.add(location)
     print(
         f"unisent: {model_type} ({location}) does not support SDPA attention in this transformers version: "
         f"using the model's own default (eager); set encoder.attn_implementation to choose",

@@ -5,6 +5,7 @@ own Sentence Transformers files: the step that reads, taken when the [`Encoder`]
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import replace
 
@@ -62,16 +63,11 @@ def sentence_transformers_defaults(config: EncoderConfig, preset: Preset | None)
         config.similarity = spec.get("similarity_fn_name") or "cosine"
 
 
+@functools.cache
 def plain_model_note(model: str) -> None:
     """Say once per model that a plain Hugging Face model (no ``modules.json``) is pooled with ``cls``."""
-    if model in _NOTED:
-        return
-    _NOTED.add(model)
     log.warning(
         "unisent: %s has no modules.json (not a Sentence Transformers model): pooled with cls, the first "
         "token's state, at 32 tokens; set encoder.pooler (e.g. mean) and max_length to change",
         model,
     )
-
-
-_NOTED: set[str] = set()

@@ -108,13 +108,6 @@ def readable_form(symbol: str) -> str:
     return " ".join(part for part in symbol.split("-") if part)
 
 
-def _resize(model, rows: int) -> None:
-    kwargs = {}
-    if "mean_resizing" in inspect.signature(model.resize_token_embeddings).parameters:
-        kwargs["mean_resizing"] = False  # every new row is overwritten below
-    model.resize_token_embeddings(rows, **kwargs)
-
-
 def extend_vocabulary(model: Any, symbols: Iterable[str], *, tokenizer: Any = None) -> list[str]:
     """Add ``symbols`` (``want-01``, ``:ARG0``) to the tokenizer as whole tokens and initialise their
     embedding rows; returns the added tokens in order (known symbols and repeats are skipped).
@@ -150,7 +143,10 @@ def extend_vocabulary(model: Any, symbols: Iterable[str], *, tokenizer: Any = No
 
     old_rows = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > old_rows:
-        _resize(model, len(tokenizer))
+        kwargs = {}
+        if "mean_resizing" in inspect.signature(model.resize_token_embeddings).parameters:
+            kwargs["mean_resizing"] = False  # every new row is overwritten below
+        model.resize_token_embeddings(len(tokenizer), **kwargs)
     weight = model.get_input_embeddings().weight
     with torch.no_grad():
         fallback = weight[: min(old_len, old_rows)].mean(0)

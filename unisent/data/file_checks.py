@@ -39,15 +39,12 @@ def max_line_bytes() -> int:
     return limit
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
-
-
 def line_too_long(path: Path, line: int, limit: int) -> RecordError:
+    size = f"{limit / 2**20:.0f} MiB" if limit >= 2**20 else f"{limit} bytes"
     return RecordError(
         path,
         line,
-        f"is longer than {_size(limit)} ({limit} bytes), the limit of one record; a data file has one "
+        f"is longer than {size} ({limit} bytes), the limit of one record; a data file has one "
         f"record per line (split the file, or raise the limit with {MAX_LINE_ENV}=BYTES)",
     )
 

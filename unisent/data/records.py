@@ -243,10 +243,6 @@ def _lines(options: _Options, keep_ends: bool = False) -> Iterator[tuple[int, st
             yield lineno, text
 
 
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
 def _iter_jsonl(options: _Options) -> Iterator[Record]:
     path = options.path
     for lineno, line in _lines(options):
@@ -275,7 +271,7 @@ def _iter_jsonl(options: _Options) -> Iterator[Record]:
                 RecordError(
                     path,
                     lineno,
-                    f"is a JSON {_json_type(value)}, expected an object with "
+                    f"is a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}, expected an object with "
                     f"field(s) {', '.join(map(repr, options.wanted))}",
                 )
             )

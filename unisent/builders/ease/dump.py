@@ -25,10 +25,6 @@ class DumpPage(NamedTuple):
     text: str
 
 
-def _open(path: Path):
-    return bz2.open(path, "rb") if path.suffix == ".bz2" else path.open("rb")
-
-
 def iter_dump(path: str | Path, skip: int = 0) -> Iterator[tuple[str, object]]:
     """Yield ``("namespaces", {name: key})`` once, then ``("page", DumpPage)`` per ``<page>``; the first
     ``skip`` pages are read past without their text as ``("skipped", None)`` (page numbers stay the dump's)."""
@@ -39,7 +35,7 @@ def iter_dump(path: str | Path, skip: int = 0) -> Iterator[tuple[str, object]]:
     from mwxml.element_iterator import ElementIterator
     from mwxml.errors import MalformedXML
 
-    with _open(path) as fh:
+    with bz2.open(path, "rb") if path.suffix == ".bz2" else path.open("rb") as fh:
         try:
             root = ElementIterator.from_file(fh)
             if root.tag != "mediawiki":

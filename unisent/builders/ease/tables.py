@@ -80,11 +80,10 @@ class HardNegativeSampler:
     def __init__(self, types: dict[str, list[str]], allowed: Iterable[str] | None, seed: int):
         allowed_set = None if allowed is None else set(allowed)
         self.types = {e: ts for e, ts in types.items() if allowed_set is None or e in allowed_set}
-        members: dict[str, list[str]] = {}
+        self.members: dict[str, list[str]] = {}
         for entity, ts in self.types.items():
             for t in ts:
-                members.setdefault(t, []).append(entity)
-        self.members = members
+                self.members.setdefault(t, []).append(entity)
         self.rng = random.Random(seed)
 
     def __call__(self, entity: str, excluded: set[str]) -> str | None:

@@ -44,10 +44,7 @@ def _authors_graph(graph: str | penman.Tree | penman.Graph, *, drop_wiki: bool) 
     """The graph as the authors' ``load(dereify=True, remove_wiki=drop_wiki)`` returns it: triples from penman's base
     ``Model``; their ``:wiki`` removal builds a new graph without the original's layout (epidata), so ``penman.encode``
     lays it out anew (difference (b) of ``unisent.amr.linearize``)."""
-    if isinstance(graph, penman.Graph):
-        decoded = graph
-    else:
-        decoded = interpret(as_tree(graph), Model())
+    decoded = graph if isinstance(graph, penman.Graph) else interpret(as_tree(graph), Model())
     if not drop_wiki:  # their linearize() encodes a copy without metadata (no comment lines)
         return penman.Graph(list(decoded.triples), top=decoded.top, epidata=dict(decoded.epidata))
     return penman.Graph([triple for triple in decoded.triples if triple[1] != ":wiki"])

@@ -365,13 +365,8 @@ def _iter_parquet(options: _Options) -> Iterator[Record]:
 
     with pq.ParquetFile(options.path) as parquet:
         columns = _columns(options, parquet.schema_arrow.names)
-        row = 0
-        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
-            for value in batch.to_pylist():
-                row += 1
-                data = options.select(options.renamed(value), row, "row")
-                if data is not None:
-                    yield Record(options.path, row, data, "row")
+        batches = parquet.iter_batches(batch_size=_BATCH_ROWS, columns=columns)
+        yield from _rows(options, (value for batch in batches for value in batch.to_pylist()))
 
 
 def _iter_dataset(options: _Options) -> Iterator[Record]:
@@ -387,7 +382,12 @@ def _iter_dataset(options: _Options) -> Iterator[Record]:
     columns = _columns(options, dataset.column_names)
     if columns is not None:
         dataset = dataset.select_columns(columns)
-    for row, value in enumerate(dataset, 1):
-        data = options.select(options.renamed(cast("dict[str, Any]", value)), row, "row")
+    yield from _rows(options, cast("Iterator[dict[str, Any]]", iter(dataset)))
+
+
+def _rows(options: _Options, values: Iterator[dict[str, Any]]) -> Iterator[Record]:
+    """The records of a table's rows (parquet, dataset), checked and named by their row."""
+    for row, value in enumerate(values, 1):
+        data = options.select(options.renamed(value), row, "row")
         if data is not None:
             yield Record(options.path, row, data, "row")

@@ -10,10 +10,6 @@ import torch
 __all__ = ["Balancer", "mean_over_processes"]
 
 
-def _distributed() -> bool:
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
 def weight_value(weight: torch.Tensor | float) -> float:
     """A balancer's weight as a plain number (Uncertainty's weights are tensors that carry a graph)."""
     return float(weight.detach()) if torch.is_tensor(weight) else float(weight)
@@ -21,7 +17,8 @@ def weight_value(weight: torch.Tensor | float) -> float:
 
 def mean_over_processes(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` averaged over the processes of the default group (in place; itself without DDP)."""
-    if _distributed() and torch.distributed.get_world_size() > 1:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         cast(Callable[[torch.Tensor], object], torch.distributed.all_reduce)(tensor)  # untyped in torch
         tensor /= torch.distributed.get_world_size()
     return tensor

@@ -4,6 +4,7 @@ gradient matrix of the shared encoder (gathered by [`JacobianAccumulator`][unise
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, cast
@@ -31,10 +32,8 @@ class JacobianAggregator(Balancer):
 
     def __init__(self, aggregator: str = "UPGrad", init_args: dict[str, Any] | None = None, seed: int = 0) -> None:
         super().__init__()
-        try:
-            import torchjd.aggregation as aggregation
-        except ImportError as err:  # pragma: no cover - torchjd is a dependency
-            raise ImportError("gradient-level balancers need torchjd: pip install torchjd") from err
+        import torchjd.aggregation as aggregation
+
         names = sorted(n for n in dir(aggregation) if n[:1].isupper() and not n.endswith("Weighting"))
         if aggregator not in names:  # one line, before the first step (a ValueError)
             raise ModelConfigError(
@@ -78,8 +77,6 @@ _SOLVER_PACKAGES = {
 def _missing_solver(aggregator: str, err: ImportError) -> str:
     """torchjd's "requires [...] to be installed" in one line, with a pip command of package names (pip
     before PEP 685 misses torchjd's extra ``quadprog_projector``)."""
-    import re
-
     found = re.search(r"requires \[([^\]]*)\]", str(err))
     missing: list[str] = re.findall(r"'([^']+)'", found.group(1)) if found else []
     packages = sorted({p for name in missing for p in _SOLVER_PACKAGES.get(name, name).split()})

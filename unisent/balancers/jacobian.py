@@ -21,13 +21,8 @@ grad_or_none = cast(Callable[..., tuple[torch.Tensor | None, ...]], torch.autogr
 
 def flat_grads(loss: torch.Tensor, params: Sequence[torch.nn.Parameter], retain_graph: bool) -> torch.Tensor:
     """The gradient of ``loss`` w.r.t. ``params`` as one flat vector (zeros where it does not reach)."""
-    grads = grad_or_none(loss, params, retain_graph=retain_graph, allow_unused=True)
     flat = torch.zeros(sum(p.numel() for p in params), device=loss.device)
-    offset = 0
-    for p, g in zip(params, grads):
-        if g is not None:
-            flat[offset : offset + p.numel()].copy_(g.reshape(-1))
-        offset += p.numel()
+    add_to_row(flat, params, grad_or_none(loss, params, retain_graph=retain_graph, allow_unused=True))
     return flat
 
 
@@ -157,11 +152,7 @@ class JacobianAccumulator:
             combined = combined.clone()  # a view of the matrix: the reset must not clear it
         del jacobian
         self.reset()  # the next optimiser step starts from 0
-        pairs: Pairs = []
-        offset = 0
-        for p in shared:
-            pairs.append((p, combined[offset : offset + p.numel()].view_as(p)))
-            offset += p.numel()
+        pairs: Pairs = [(p, g.view_as(p)) for p, g in zip(shared, torch.split(combined, [p.numel() for p in shared]))]
         if torch.distributed.is_available() and torch.distributed.is_initialized():  # DDP reduces every one
             seen = {id(p) for p, _ in pairs}
             pairs += [(p, torch.zeros_like(p)) for p in parameters if p.requires_grad and id(p) not in seen]

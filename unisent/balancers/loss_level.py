@@ -38,13 +38,11 @@ class Uncertainty(Balancer):
         self.log_vars = torch.nn.Parameter(torch.full((len(self.names),), float(self.init)))
 
     def weights(self, losses: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
-        index = {n: i for i, n in enumerate(self.names)}
-        return {name: torch.exp(-self.log_vars[index[name]]) for name in losses}
+        return {name: torch.exp(-self.log_vars[self.names.index(name)]) for name in losses}
 
     def regularizer(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
-        index = {n: i for i, n in enumerate(self.names)}
         active = torch.zeros(len(self.names), dtype=torch.bool, device=self.log_vars.device)
-        active[[index[n] for n in losses]] = True
+        active[[self.names.index(n) for n in losses]] = True
         # inactive objectives keep their s_i in the graph (zero gradient): DDP sees every parameter used
         return (self.log_vars * active).sum()
 
@@ -120,9 +118,8 @@ class DWA(Balancer):
         self._roll(step)
         w = self.current()
         self.record(losses)
-        index = {n: i for i, n in enumerate(self.names)}
         first = next(iter(losses.values()))
-        return {name: w[index[name]].to(first.device, torch.float32) for name in losses}
+        return {name: w[self.names.index(name)].to(first.device, torch.float32) for name in losses}
 
     def config(self) -> dict[str, Any]:
         return super().config() | {"init_args": {"temperature": self.temperature, "period": self.period}}

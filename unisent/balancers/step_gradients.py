@@ -209,12 +209,8 @@ class StepGradients:
             update = torch.zeros_like(rows[0])
             for name in values:
                 update.add_(rows[self.names.index(name)], alpha=weight_value(weights[name]))
-        pairs = self.pairs
-        offset = 0
-        for p, reached in zip(self.shared, self.reached):
-            if reached:
-                pairs.append((p, update[offset : offset + p.numel()].view_as(p)))
-            offset += p.numel()
+        slices = torch.split(update, [p.numel() for p in self.shared])
+        pairs = self.pairs + [(p, g.view_as(p)) for p, g, r in zip(self.shared, slices, self.reached) if r]
         # the balancer's own parameters (Uncertainty's log-variances): the gradient of its weighted loss
         extra = None
         if any(torch.is_tensor(w) and w.requires_grad for w in weights.values()):

@@ -93,12 +93,14 @@ def test_checkpoints_are_written_to_a_temporary_file_and_renamed(tmp_path, monke
     # a temporary file left by a killed writer (a dead pid on this host) is removed, others are kept
     import socket
 
+    from unisent.io import remove_stale_temporaries
+
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / "ckpts" / f".last.ckpt.{dead.stdout.strip()}@{socket.gethostname()}.tmp"
     live = tmp_path / "ckpts" / f".last.ckpt.{os.getpid()}@{socket.gethostname()}.tmp"
     stale.write_bytes(b"partial")
     live.write_bytes(b"in progress")
-    assert AtomicCheckpointIO.remove_stale_temporaries(tmp_path / "ckpts") == [stale]
+    assert remove_stale_temporaries(tmp_path / "ckpts") == [stale]
     assert live.is_file() and not stale.exists()
 
 

@@ -23,6 +23,7 @@ scores of ``unisent evaluate``, the evaluation callback, MTEB, the export checks
 from __future__ import annotations
 
 import functools
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,8 +111,6 @@ def cpu_flags() -> frozenset[str]:
 def cpu_description() -> str:
     """CPU model, family and the flags that decide the precision, e.g. ``AMD EPYC, family 26 model 2 (avx2,
     avx512f, avx512_bf16)``: what every benchmark figure is recorded with."""
-    import platform
-
     model, flags = _cpuinfo()
     model = model or platform.processor() or platform.machine()
     shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
@@ -172,8 +171,6 @@ def int8_arch(flags: frozenset[str] | None = None, machine: str | None = None) -
     (``model_qint8_<arch>.onnx``): ``avx512_vnni``, ``avx512``, ``avx2`` or ``arm64``. Dynamic int8
     runs on any of them (onnxruntime picks its kernels when it runs); the name records where it was made
     and checked, and whether 7-bit weights were used (``reduce_range``: on CPUs without VNNI)."""
-    import platform
-
     machine = (machine or platform.machine()).lower()
     if machine in ("arm64", "aarch64"):
         return "arm64"

@@ -35,25 +35,18 @@ def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     (not after a lone ``--``); a [`PluginError`][unisent.plugins.PluginError] for ``--import`` without a module name."""
     modules: list[str] = []
     rest: list[str] = []
-    words = list(argv)
-    i = 0
-    while i < len(words):
-        word = words[i]
+    words = iter(argv)
+    for word in words:
         if word == "--":
-            rest += words[i:]
+            rest += [word, *words]
             break
         if word == IMPORT_OPTION or word.startswith(f"{IMPORT_OPTION}="):
-            if word == IMPORT_OPTION:
-                value = words[i + 1] if i + 1 < len(words) else ""
-                i += 1
-            else:
-                value = word.split("=", 1)[1]
+            value = next(words, "") if word == IMPORT_OPTION else word.split("=", 1)[1]
             if not value or value.startswith("-"):
                 raise PluginError(f"{IMPORT_OPTION} needs a module name, e.g. {IMPORT_OPTION} my_plugins")
             modules.append(value)
         else:
             rest.append(word)
-        i += 1
     return modules, rest
 
 

@@ -7,16 +7,21 @@ docs/operations.md)."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
+import re
+import signal
+import subprocess
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
+from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.plugins.environments.slurm import SLURMEnvironment
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -92,14 +97,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     completes (S3 shows an object only then): a killed writer leaves the previous object."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
-        from fsspec.implementations.local import LocalFileSystem
-
         fs = get_filesystem(path)
         if storage_options is not None:
             return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
         if not isinstance(fs, LocalFileSystem):
-            import io
-
             buffer = io.BytesIO()
             torch.save(checkpoint, buffer)
             fs.makedirs(os.path.dirname(str(path)), exist_ok=True)
@@ -110,11 +111,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         with atomic_write(path, "wb", durable=True) as f:
             torch.save(checkpoint, f)
             fault_point("checkpoint_write")  # benchmarks/soak.py: a kill before the rename
-
-    @staticmethod
-    def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-        """[`unisent.io.remove_stale_temporaries`][unisent.io.remove_stale_temporaries] of ``directory``."""
-        return remove_stale_temporaries(directory)
 
 
 @dataclass(frozen=True)
@@ -147,14 +143,9 @@ class InterruptRequest:
 
     @property
     def name(self) -> str | None:
-        import signal
-
         return None if self.signum is None else signal.Signals(self.signum).name
 
     def install(self) -> None:
-        import signal
-        import threading
-
         if threading.current_thread() is not threading.main_thread() or self._previous:
             return
         for name in self.SIGNALS:
@@ -166,8 +157,6 @@ class InterruptRequest:
             self._previous[signum] = signal.signal(signum, self._handle)
 
     def restore(self) -> None:
-        import signal
-
         previous, self._previous = self._previous, {}
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
@@ -197,8 +186,6 @@ def slurm_job_id() -> str | None:
     """The SLURM job this process runs in, as ``scontrol requeue`` names it (``<array job>_<task>`` for an
     array task); ``None`` outside a batch job (no ``SLURM_JOB_ID``, or an interactive ``srun`` whose job name
     is ``bash``/``interactive``, as Lightning treats it)."""
-    import re
-
     if os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive"):
         return None
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
@@ -209,8 +196,6 @@ def slurm_job_id() -> str | None:
 def requeue_slurm_job(job: str) -> str | None:
     """``scontrol requeue JOB`` (rank 0 calls it once every process has saved and stopped); ``None`` when it
     worked, else one line on why not. SLURM then ends this job and starts it again from its script."""
-    import subprocess
-
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -264,7 +249,7 @@ class UnisentCheckpoint(ModelCheckpoint):
         if type(strategy.checkpoint_io) is TorchCheckpointIO:
             strategy.checkpoint_io = AtomicCheckpointIO()
         if trainer.is_global_zero and self.dirpath and os.path.isdir(self.dirpath):
-            AtomicCheckpointIO.remove_stale_temporaries(self.dirpath)
+            remove_stale_temporaries(self.dirpath)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

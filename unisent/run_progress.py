@@ -3,14 +3,16 @@ stopping condition, and which limit will end a run and which one did (``Stopping
 
 from __future__ import annotations
 
+import math
 import posixpath
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, Timer
 
-from .io.remote import is_remote, join
+from .io import load_checkpoint
+from .io.remote import glob, is_remote, join, localize
 from .resume import settle_stopped_epoch
 
 __all__ = [
@@ -51,8 +53,6 @@ class Progress(NamedTuple):
 def checkpoint_progress(path: str | Path) -> Progress | None:
     """How far the run of checkpoint ``path`` went (memory-mapped, weights not loaded); ``None`` when it is
     not a readable Lightning checkpoint."""
-    from .io import load_checkpoint
-
     try:
         checkpoint = load_checkpoint(path, mmap=True)
     except Exception:  # noqa: BLE001 - the caller's own checks report what is wrong with the file
@@ -134,10 +134,7 @@ def stop_line(
         (reached if global_step >= steps else not_reached).append(f"max_steps={steps}")
     if epochs != -1:
         (reached if epochs_done >= epochs else not_reached).append(f"max_epochs={epochs}")
-    if reached:
-        why = f"{' and '.join(reached)} reached"
-    else:
-        why = other or "stopped before its limits"
+    why = f"{' and '.join(reached)} reached" if reached else other or "stopped before its limits"
     return f"stopped at step {global_step}: {why}" + (f" ({', '.join(not_reached)} not reached)" if not_reached else "")
 
 
@@ -147,8 +144,6 @@ class StoppingReport(Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.is_global_zero or trainer.fast_dev_run:  # pyright: ignore[reportAttributeAccessIssue]  # set, not declared
             return
-        import math
-
         batches = trainer.num_training_batches
         per_epoch = None
         if isinstance(batches, int) or (isinstance(batches, float) and math.isfinite(batches)):
@@ -178,8 +173,6 @@ class StoppingReport(Callback):
 
 def _timer(trainer) -> Any:
     """Lightning's ``Timer`` callback (``trainer.max_time``), or ``None``."""
-    from lightning.pytorch.callbacks import Timer
-
     return next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
 
 
@@ -202,8 +195,6 @@ def last_checkpoint(directory: str | Path) -> Path | str | None:
 def _remote_last_checkpoints(pattern: str) -> list[str]:
     """The URLs matching ``pattern``, oldest first: by modification time (S3's has one-second steps), ties
     by the checkpoint's ``global_step`` (read from a local copy), then by name."""
-    from .io.remote import glob, localize
-
     found = [
         (info.get("LastModified") or info.get("mtime") or info.get("updated") or "", url) for url, info in glob(pattern)
     ]

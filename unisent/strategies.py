@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from typing import Any, Literal
 
-from lightning.pytorch.strategies import FSDPStrategy
+import torch.distributed as dist
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 
 from .io import import_object
 from .lightning_compat import default_process_group_backend, process_group_timeout, set_process_group_backend
@@ -63,18 +66,11 @@ def join_elastic_group(strategy: Any) -> bool:
     the group's timeout). Here the keys are prefixed with ``TORCHELASTIC_RESTART_COUNT``; Lightning finds
     the group initialised and uses it. Outside torchrun, or for a strategy without a process group of its
     own making: nothing (``False``)."""
-    import os
-
-    import torch.distributed as dist
-    from lightning.pytorch.strategies import DDPStrategy
-
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     if restart is None or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or not dist.is_available():
         return False
     if not isinstance(strategy, DDPStrategy) or dist.is_initialized():
         return False
-    from datetime import timedelta
-
     device = strategy.root_device
     backend = default_process_group_backend(strategy, device)
     timeout = process_group_timeout(strategy) or timedelta(minutes=30)

@@ -3,9 +3,14 @@ gathering across processes matches one process on the global batch) and ``fault_
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import io
 import os
 import queue
+import signal
 import socket
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -20,8 +25,6 @@ def _free_port() -> int:
 
 
 def _to_bytes(value: Any) -> bytes:
-    import io
-
     import torch
 
     buf = io.BytesIO()
@@ -31,8 +34,6 @@ def _to_bytes(value: Any) -> bytes:
 
 def _from_bytes(data: bytes) -> Any:
     """A worker's result, read as data (``weights_only=True``): tensors, plain containers and NumPy values."""
-    import io
-
     import torch
 
     from .io.checkpoints import numpy_safe_globals
@@ -43,8 +44,6 @@ def _from_bytes(data: bytes) -> Any:
 
 def _reference(fn: Callable) -> tuple[str, str, str | None]:
     """``fn`` as (module, qualified name, file): what a spawned process needs to find it again."""
-    import inspect
-
     try:
         path = inspect.getsourcefile(fn)
     except TypeError:
@@ -55,9 +54,6 @@ def _reference(fn: Callable) -> tuple[str, str, str | None]:
 def _resolve(reference: tuple[str, str, str | None]) -> Callable:
     """The function of ``_reference``, by module name or else by file (a test module collected with
     pytest's ``--import-mode=importlib`` is not on the spawned process's ``sys.path``)."""
-    import importlib
-    import sys
-
     name, qualname, path = reference
     try:
         module = importlib.import_module(name)
@@ -163,6 +159,4 @@ def fault_point(name: str) -> None:
             continue
         here = _this_process()
         if all(here.get(key.strip()) == value.strip() for key, _, value in (c.partition("=") for c in conditions)):
-            import signal
-
             os.kill(os.getpid(), getattr(signal, signal_name.strip().upper()))

@@ -6,9 +6,12 @@ also the default: a recipe (or a call) that names no precision trains as ``unise
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Literal, cast
 
+import torch
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
@@ -20,8 +23,6 @@ __all__ = ["UnisentTrainer", "trainer_device"]
 
 def trainer_device(accelerator: Any) -> str:
     """The device kind a Trainer with ``accelerator`` computes on: ``cpu``, ``cuda``, ``mps``, ..."""
-    import torch
-
     if accelerator is None or accelerator == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if isinstance(accelerator, str):
@@ -43,8 +44,6 @@ class UnisentTrainer(Trainer):
             precision = "auto"
         resolved, line = resolve_precision(precision, trainer_device(kwargs.get("accelerator", "auto")))
         if line is not None:
-            from lightning.fabric.utilities.rank_zero import rank_zero_only
-
             if getattr(rank_zero_only, "rank", 0) == 0:
                 print(f"unisent: {line}", file=sys.stderr)
         #: what ``auto`` resolved to (or the precision as given)
@@ -59,8 +58,6 @@ class UnisentTrainer(Trainer):
         logger = self.loggers[0] if self.loggers else None
         if logger is None or isinstance(logger, (CSVLogger, TensorBoardLogger)):
             return super().log_dir
-        import os
-
         save_dir = logger.save_dir if logger.save_dir is not None else self.default_root_dir
         version = logger.version
         version = version if isinstance(version, str) else f"version_{version}"

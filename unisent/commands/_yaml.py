@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+from jsonargparse import set_loader
+from jsonargparse._loaders_dumpers import yaml_load
+
 __all__ = ["MAX_VALUES", "bounded_load", "expanded_size", "install"]
 
 #: the most values (mappings, lists, scalars, keys) a YAML document may expand to; recipes have hundreds
@@ -42,9 +46,6 @@ def expanded_size(value: Any, limit: int = MAX_VALUES) -> int:
 
 def bounded_load(stream: Any) -> Any:
     """jsonargparse's YAML loader, refusing too big, recursive or too deep a document (``yaml.YAMLError``)."""
-    import yaml
-    from jsonargparse._loaders_dumpers import yaml_load
-
     try:
         value = yaml_load(stream)
         size = expanded_size(value)
@@ -62,7 +63,4 @@ def bounded_load(stream: Any) -> Any:
 
 def install() -> None:
     """Make ``bounded_load`` the YAML loader of jsonargparse (every parser of this process)."""
-    import yaml
-    from jsonargparse import set_loader
-
     set_loader("yaml", bounded_load, exceptions=(yaml.YAMLError,))

@@ -3,6 +3,11 @@ and the user's mistakes (``user_error_in_chain``); anything else is a bug and ke
 
 from __future__ import annotations
 
+import argparse
+import difflib
+import importlib
+import inspect
+import re
 from collections.abc import Sequence
 
 __all__ = ["config_error", "describe_user_error", "did_you_mean", "one_line", "user_error_in_chain", "user_errors"]
@@ -14,8 +19,6 @@ def one_line(text: str) -> str:
 
 def _option_names(parser) -> set[str]:
     """Every ``--option`` of ``parser`` and of its subcommands' parsers."""
-    import argparse
-
     names: set[str] = set()
     for action in parser._actions:
         names.update(o for o in action.option_strings if o.startswith("--"))
@@ -26,8 +29,6 @@ def _option_names(parser) -> set[str]:
 
 
 def _close(word: str, candidates: Sequence[str]) -> list[str]:
-    import difflib
-
     return difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.7)
 
 
@@ -35,9 +36,6 @@ def did_you_mean(message: str, parser) -> str | None:
     """jsonargparse's message naming the closest valid ones (else ``None``) for an unknown option or key
     (``--trainer.max_step``), ``class_path`` argument (``init_args.temprature``: a ~450-character union
     error), choice (``--trainer.precision=atuo``) or class (``unisent.balancers.PCgrad``)."""
-    import inspect
-    import re
-
     nested = re.search(
         r'Parser key "([\w.]+)".*?Problem with given class_path \'([\w.]+)\':\s*unrecognized arguments:\s*'
         r"--([\w.\-]+)",
@@ -66,8 +64,6 @@ def did_you_mean(message: str, parser) -> str | None:
         re.S,
     )
     if missing:  # a mistyped class (--model.balancer=unisent.balancers.PCgrad): the module's classes
-        import importlib
-
         key, module_name, name = missing.groups()
         try:
             module = importlib.import_module(module_name)

@@ -5,7 +5,6 @@ callbacks may hold other objects for harmless reasons, which this reads once, on
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,4 +44,4 @@ def convert_checkpoint(source: str, *, trust: bool = False, out: str | None = No
 
 
 def main(argv: Sequence[str]) -> None:
-    run_command(convert_checkpoint, argv if argv is not None else sys.argv[1:], "unisent convert-checkpoint")
+    run_command(convert_checkpoint, argv, "unisent convert-checkpoint")

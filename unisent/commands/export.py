@@ -101,10 +101,8 @@ def export(
             else ""
         )
         print(f"max sequence length: {report.max_seq_length} tokens{trained}")
-    if report.max_diff is None:
-        print(f"check: {report.check}")
-    else:
-        print(f"check: {report.check}: largest absolute difference {report.max_diff:.2e}")
+    diff = "" if report.max_diff is None else f": largest absolute difference {report.max_diff:.2e}"
+    print(f"check: {report.check}{diff}")
     if truncate_dim is not None:
         print(f"truncate_dim: {truncate_dim} (SentenceTransformer(DIR).encode returns {truncate_dim} dimensions)")
     for note in report.notes:  # the onnx format's own checks: ONNX against torch, int8 against fp32

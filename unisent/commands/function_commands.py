@@ -13,12 +13,13 @@ parameters positional, which would change the documented invocations."""
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentParser  # pyright: ignore[reportPrivateImportUsage]  # documented, not in __all__
+from jsonargparse import ActionConfigFile, ActionYesNo, ArgumentError, ArgumentParser  # pyright: ignore[reportPrivateImportUsage]  # documented, not in __all__
 
 __all__ = [
     "IMPORT_HELP",
@@ -172,8 +173,6 @@ def fail(prog: str, message: str, argv: Sequence[str] = ()) -> NoReturn:
 
 def parse(parser: ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
     """Parse ``argv`` (``--help``/``--print_config`` print and exit 0); a bad option or value -> ``fail``."""
-    from jsonargparse import ArgumentError
-
     argv = list(argv)
     try:
         config = parser.parse_args(argv)
@@ -215,21 +214,12 @@ def call(function: Callable, values: dict[str, Any], prog: str) -> Any:
 
 def quiet_transformers() -> None:
     """``--quiet``: no weight-loading bars or info lines from transformers / huggingface_hub."""
-    import os
-
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    try:
-        from transformers.utils import logging as hf_logging
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    disable_progress_bars()

@@ -3,14 +3,21 @@ its runs its own way); called by ``unisent.commands.train.UnisentCLI`` before an
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import posixpath
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
 from ..io.remote import filesystem, is_remote, join, localize
+from ..resume import is_rank_zero
+from ..run_progress import checkpoint_progress, last_checkpoint, latest_run, stopping_point_reached
 
 __all__ = [
     "NothingToTrain",
@@ -50,8 +57,6 @@ def name_the_other_checkpoints(path: Path) -> None:
 
 
 def _logger_class(spec: Any):
-    import importlib
-
     class_path = getattr(spec, "class_path", None) if not isinstance(spec, dict) else spec.get("class_path")
     if not class_path:
         return None
@@ -73,10 +78,6 @@ def _configured_logger(config):
 def continue_last_run(config) -> None:
     """``fit --ckpt_path last``: point the logger at the run with the newest last.ckpt and resume from it
     (``NothingToTrain`` when it reached this config's stopping point)."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-
-    from ..run_progress import last_checkpoint
-
     if config.get("ckpt_path") != "last":
         return
     dirpath = config.get("checkpoint.dirpath")
@@ -114,8 +115,6 @@ def continue_last_run(config) -> None:
 def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | str | None:
     """CSV/TensorBoard: the pinned version or the newest run with a checkpoint (``None``: from scratch); a
     run under a URL (``save_dir: s3://...``) as its URL."""
-    from ..run_progress import last_checkpoint, latest_run
-
     root = _join(
         str(args.get("save_dir") or config.get("trainer.default_root_dir") or "."),
         args.get("name", "lightning_logs") or "",
@@ -144,8 +143,6 @@ def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | str | No
 
 def _continue_wandb_run(config, args) -> Path | str | None:
     """W&B: the newest run with a checkpoint, its id given to the logger (``None``: named run, or none)."""
-    from ..run_progress import last_checkpoint, latest_run
-
     if args.get("id") or args.get("version"):
         return None
     project = args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
@@ -160,8 +157,6 @@ def _continue_wandb_run(config, args) -> Path | str | None:
 def run_folder_without_logger(config) -> Path | str | None:
     """``fit`` with ``trainer.logger: false``: ``<default_root_dir>/runs/unisent/version_N``, or the newest
     there with ``--ckpt_path last`` (``None`` with a logger), never files the next such run would replace."""
-    from ..run_progress import last_checkpoint, latest_run
-
     if config.get("trainer.logger") not in (False, []):
         return None
     base = str(config.get("trainer.default_root_dir") or ".")
@@ -187,14 +182,12 @@ def run_folder_without_logger(config) -> Path | str | None:
 
 def _say(message: str) -> None:
     """One line on stderr from the first process (``unisent fit: ...``)."""
-    if all(os.environ.get(key, "0") == "0" for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
+    if is_rank_zero():
         print(f"unisent fit: {message}", file=sys.stderr, flush=True)
 
 
 def _resuming_line(run: Path | str, ckpt: Path | str, local: str | None = None) -> str:
     """``resuming RUN from checkpoints/last.ckpt (step 7, 0 epoch(s) done)`` (``local``: a URL's local copy)."""
-    from ..run_progress import checkpoint_progress
-
     progress = checkpoint_progress(local or ckpt)
     where = f" (step {progress.global_step}, {progress.epochs_done} epoch(s) done)" if progress else ""
     if is_remote(str(run)):
@@ -214,9 +207,7 @@ def _name(run: Path | str) -> str:
 
 
 def _versions(root: Path | str) -> list[str]:
-    """The names of ``root``'s ``version_*`` folders."""
-    if not is_remote(str(root)):
-        return [d.name for d in Path(root).glob("version_*")]
+    """The names of ``root``'s ``version_*`` folders (a local folder or a URL)."""
     fs, path = filesystem(str(root))
     try:
         return [posixpath.basename(p.rstrip("/")) for p in fs.glob(join(path, "version_*"))]
@@ -241,8 +232,6 @@ def localize_ckpt_path(config) -> None:
 def _quiet_resume_warnings() -> None:
     """Lightning's "directory not empty" warnings when resuming into the run's own: nothing is lost here,
     and a warning always wrong here would teach users to ignore it elsewhere."""
-    import warnings
-
     warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
 
@@ -250,8 +239,6 @@ def _quiet_resume_warnings() -> None:
 def refuse_finished_run(config, ckpt_path: Any) -> None:
     """``NothingToTrain`` when ``ckpt_path`` is at or past ``config``'s ``trainer.max_steps``/``max_epochs``
     (counted from the run's start, as Lightning does); an unreadable file is left to the loading checks."""
-    from ..run_progress import checkpoint_progress, stopping_point_reached
-
     if isinstance(ckpt_path, str) and is_remote(ckpt_path) and config.get("ckpt_path") == ckpt_path:
         localize_ckpt_path(config)  # the copy that Lightning loads, checked here and by --ckpt_path's checks
         ckpt_path = config.get("ckpt_path")
@@ -276,8 +263,6 @@ def refuse_finished_run(config, ckpt_path: Any) -> None:
 def separate_from_training_run(config, subcommand: str) -> None:
     """``validate``/``test``/``predict`` log into ``<run>-<subcommand>-<k>`` beside the training run (of the
     ``--ckpt_path`` or the logger's version), never into it, where they would overwrite its files."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
-
     localize_ckpt_path(config)  # a URL: its checked local copy is what Lightning loads
     logger, cls = _configured_logger(config)
     if logger is None or cls is None or not issubclass(cls, (CSVLogger, TensorBoardLogger)):
@@ -305,19 +290,9 @@ def separate_from_training_run(config, subcommand: str) -> None:
 
 def _keep_metrics(run: Path | str) -> None:
     """Keep the interrupted attempt's metrics.csv, which CSVLogger would delete, as metrics-<k>.csv."""
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
-
     if getattr(rank_zero_only, "rank", 0) != 0:
         return
-    if is_remote(str(run)):
-        fs, path = filesystem(str(run))
-        if fs.isfile(join(path, "metrics.csv")):
-            k = next(k for k in itertools.count() if not fs.exists(join(path, f"metrics-{k}.csv")))
-            fs.mv(join(path, "metrics.csv"), join(path, f"metrics-{k}.csv"))
-        return
-    run = Path(run)
-    metrics = run / "metrics.csv"
-    if not metrics.is_file():
-        return
-    k = next(k for k in itertools.count() if not (run / f"metrics-{k}.csv").exists())
-    metrics.rename(run / f"metrics-{k}.csv")
+    fs, path = filesystem(str(run))  # a local folder or a URL
+    if fs.isfile(join(path, "metrics.csv")):
+        k = next(k for k in itertools.count() if not fs.exists(join(path, f"metrics-{k}.csv")))
+        fs.mv(join(path, "metrics.csv"), join(path, f"metrics-{k}.csv"))

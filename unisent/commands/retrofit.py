@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -63,10 +62,6 @@ def retrofit(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str]) -> None:
     """``unisent retrofit``: build a retrofitted model and save it (``retrofit``)."""
-    run_command(retrofit, sys.argv[1:] if argv is None else argv, "unisent retrofit")
-
-
-if __name__ == "__main__":
-    main()
+    run_command(retrofit, argv, "unisent retrofit")

@@ -61,14 +61,11 @@ def info_nce(
     if query.shape != positives.shape:
         raise ValueError(f"query {tuple(query.shape)} and positives {tuple(positives.shape)} differ in shape")
     batch = query.shape[0]
-    offset = label_offset(batch) if gather else 0
     maybe_gather: Callable[[torch.Tensor], torch.Tensor] = gather_with_grad if gather else (lambda t: t)
-    all_pos = maybe_gather(positives)
-    labels = torch.arange(batch, device=query.device) + offset
-    logits = cosine_logits(query, all_pos, temperature)  # (batch, global_batch)
+    labels = torch.arange(batch, device=query.device) + (label_offset(batch) if gather else 0)
+    logits = cosine_logits(query, maybe_gather(positives), temperature)  # (batch, global_batch)
     if hard_negatives is not None:
-        all_neg = maybe_gather(hard_negatives)
-        neg_logits = cosine_logits(query, all_neg, temperature)  # (batch, global_batch)
+        neg_logits = cosine_logits(query, maybe_gather(hard_negatives), temperature)  # (batch, global_batch)
         if hard_negative_weight:
             # (batch, global_batch): the weight sits at each anchor's own negative
             weight = torch.zeros_like(neg_logits)
@@ -83,6 +80,5 @@ def info_nce(
         logits = logits.masked_fill(exclude, float("-inf"))
     loss = F.cross_entropy(logits, labels)
     if symmetric:
-        all_query = maybe_gather(query)
-        loss = (loss + F.cross_entropy(cosine_logits(positives, all_query, temperature), labels)) / 2
+        loss = (loss + F.cross_entropy(cosine_logits(positives, maybe_gather(query), temperature), labels)) / 2
     return loss

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 import torch
+from torch.utils.data import get_worker_info
 
 from ..data.schema import pad_batch
 from ..encoders.encoder import Encoder
@@ -166,18 +167,9 @@ class AMRSimCSE(Objective):
         self.seed = seed
         self._draw_state: dict[str, Any] = {}
 
-        text_keys: list[str] = []
-        optional: list[str] = []
-        for view in self.views:
-            slot = self.slot_of[view]
-            for form in self.possible_forms(view):
-                key = self.key(slot, form)
-                if key not in text_keys:
-                    text_keys.append(key)
-                if form != "text" and key not in optional:
-                    optional.append(key)
-        self.batch_keys = self.text_keys = tuple(text_keys)
-        self.optional_keys = tuple(optional)
+        fields = [(self.key(self.slot_of[v], form), form) for v in self.views for form in self.possible_forms(v)]
+        self.batch_keys = self.text_keys = tuple(dict.fromkeys(key for key, _ in fields))
+        self.optional_keys = tuple(dict.fromkeys(key for key, form in fields if form != "text"))
 
     # ------------------------------------------------------------------------------------ forms
     @staticmethod
@@ -206,12 +198,9 @@ class AMRSimCSE(Objective):
 
     def possible_forms(self, view: str) -> list[str]:
         """The forms a view can take (text always: it is the fallback)."""
-        forms = ["text"] + [f for f in self.form_probabilities(view) if f != "text"]
-        return forms
+        return ["text"] + [f for f in self.form_probabilities(view) if f != "text"]
 
     def _generator(self) -> torch.Generator:
-        from torch.utils.data import get_worker_info
-
         info = get_worker_info()
         worker = info.id if info is not None else -1
         key = (os.getpid(), worker)

@@ -32,6 +32,15 @@ class _ProjectionSettings(TypedDict):  # SentenceProjection's arguments but hidd
 
 
 # ------------------------------------------------------------------------------------------ masking
+def _check_masking(ratio: float, mask_prob: float, random_prob: float, ratio_name: str) -> None:
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"{ratio_name} must be in (0, 1], got {ratio}")
+    if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
+        raise ValueError(
+            f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}"
+        )
+
+
 def mask_tokens(
     input_ids: torch.Tensor,  # (batch, seq)
     attention_mask: torch.Tensor,  # (batch, seq)
@@ -51,12 +60,7 @@ def mask_tokens(
     minus specials) with ``random_prob``, else stays. ``generator``: default the global RNG. Returns the corrupted
     ids and a bool mask of the positions to predict, both (batch, seq).
     """
-    if not 0.0 < ratio <= 1.0:
-        raise ValueError(f"mask ratio must be in (0, 1], got {ratio}")
-    if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
-        raise ValueError(
-            f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}"
-        )
+    _check_masking(ratio, mask_prob, random_prob, "mask ratio")
     device = input_ids.device
 
     def rand(*shape: int) -> torch.Tensor:
@@ -233,12 +237,7 @@ class CMLM(Objective):
         max_length: int | None = None,
     ) -> None:
         super().__init__(weight=weight, name=name, max_length=max_length)
-        if not 0.0 < mask_ratio <= 1.0:
-            raise ValueError(f"mask_ratio must be in (0, 1], got {mask_ratio}")
-        if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
-            raise ValueError(
-                f"need mask_prob, random_prob >= 0 and mask_prob + random_prob <= 1, got {mask_prob}, {random_prob}"
-            )
+        _check_masking(mask_ratio, mask_prob, random_prob, "mask_ratio")
         if not 0.0 <= swap_prob <= 1.0:
             raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
         if positions not in ("own", "continuous"):

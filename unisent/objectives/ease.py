@@ -320,12 +320,9 @@ class EASE(Objective):
         n_entities = candidates.shape[0]
         counts = sorted(Counter(cast(list[int], gold.tolist())).values(), reverse=True)  # pyright: ignore[reportUnknownMemberType]  # torch: a bare list
         result: dict[str, Any] = {"records": len(texts), "entities": n_entities}
-        for k in ks:
-            result[f"top{k}"] = float((ranks <= k).float().mean())
-        for k in ks:
-            result[f"chance_top{k}"] = min(1.0, k / n_entities)
-        for k in ks:
-            result[f"best_fixed_ranking_top{k}"] = sum(counts[:k]) / len(texts)
+        result |= {f"top{k}": float((ranks <= k).float().mean()) for k in ks}
+        result |= {f"chance_top{k}": min(1.0, k / n_entities) for k in ks}
+        result |= {f"best_fixed_ranking_top{k}": sum(counts[:k]) / len(texts) for k in ks}
         result["median_rank"] = float(ranks.float().median())
         result["mean_reciprocal_rank"] = float((1.0 / ranks.float()).mean())
         return result

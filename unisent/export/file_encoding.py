@@ -28,7 +28,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -73,21 +73,6 @@ class EmptyInputError(EncodeInputError):
 
 class OutputExistsError(FileExistsError):
     """The output file exists and ``overwrite`` is off."""
-
-
-@dataclass
-class ScanResult:
-    """The first pass over an input file.
-
-    Attributes:
-        rows: number of rows (= output rows).
-        empty: ``(output row, where)`` of the first ``MAX_LISTED`` empty rows.
-        n_empty: number of empty rows.
-    """
-
-    rows: int = 0
-    empty: list[tuple[int, str]] = field(default_factory=list)
-    n_empty: int = 0
 
 
 @dataclass
@@ -299,7 +284,7 @@ def encode_file(
     """
     input_path, output_path = Path(input_path).expanduser(), Path(output_path).expanduser()
     _check_arguments(input_path, output_path, overwrite, on_empty, max_length, batch_size, chunk_size)
-    scan = _scan_all(input_path, column, encoding, on_empty)
+    rows, n_empty = _scan_all(input_path, column, encoding, on_empty)
     model, spec = _model_to_run(model, device, backend, onnx_file, truncate_dim)
     meta = {"model": spec, "input": input_path.name, "column": column, "normalize": normalize}
     meta |= {"precision": precision, "on_empty": on_empty, "backend": getattr(model, "backend", "torch")}
@@ -311,13 +296,13 @@ def encode_file(
     length_context = nullcontext(None) if max_length is None else max_length_context(model, max_length)
 
     start = time.perf_counter()
-    bar = tqdm(total=scan.rows, desc="encode", unit="sent", disable=not progress, smoothing=0.1)
+    bar = tqdm(total=rows, desc="encode", unit="sent", disable=not progress, smoothing=0.1)
     try:
         with length_context, collect_truncation() as truncation, atomic_write(output_path, "wb") as fh:
             writer: _NpyWriter | _ParquetWriter = (
-                _NpyWriter(fh, scan.rows)
+                _NpyWriter(fh, rows)
                 if output_path.suffix.lower() == ".npy"
-                else _ParquetWriter(fh, scan.rows, {"unisent": json.dumps(meta)})
+                else _ParquetWriter(fh, rows, {"unisent": json.dumps(meta)})
             )
             try:
                 for chunk in _chunks(iter_texts(input_path, column, encoding), chunk_size):
@@ -336,13 +321,13 @@ def encode_file(
     truncated, _, limit = truncation.worst
     if truncated:  # once for the whole file
         hint = "pass --max-length (max_length=...)"
-        message = truncation_message(truncated, scan.rows - scan.n_empty, limit, hint)
+        message = truncation_message(truncated, rows - n_empty, limit, hint)
         warnings.warn(TruncationWarning(message), stacklevel=2)
     return EncodeSummary(
         output=output_path,
-        rows=scan.rows,
+        rows=rows,
         dim=int(writer.dim or 0),
-        empty_rows=scan.n_empty,
+        empty_rows=n_empty,
         seconds=time.perf_counter() - start,
         truncated=truncated,
         max_length=limit or getattr(getattr(model, "config", None), "max_length", None),
@@ -372,32 +357,33 @@ def _check_arguments(
         raise OutputExistsError(f"{output_path} exists; pass --overwrite (overwrite=True) to replace it")
 
 
-def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> ScanResult:
-    """The first pass: count and validate the rows of ``input_path``; no rows, or empty rows under
-    ``on_empty="error"``, raise."""
-    scan = ScanResult()
+def _scan_all(input_path: Path, column: str, encoding: str, on_empty: str) -> tuple[int, int]:
+    """The first pass: count and validate the rows of ``input_path``: ``(rows, empty rows)``; no rows, or empty
+    rows under ``on_empty="error"``, raise."""
+    rows = n_empty = 0
+    empty: list[tuple[int, str]] = []  # (output row, where) of the first MAX_LISTED empty rows
     for row, (where, text) in enumerate(iter_texts(input_path, column, encoding)):
-        scan.rows += 1
+        rows += 1
         if not text.strip():
-            scan.n_empty += 1
-            if len(scan.empty) < MAX_LISTED:
-                scan.empty.append((row, where))
-    if scan.rows == 0:
+            n_empty += 1
+            if len(empty) < MAX_LISTED:
+                empty.append((row, where))
+    if rows == 0:
         header = ", or has only a header" if input_path.suffix.lower() in (".csv", ".tsv") else ""
         raise EmptyInputError(
             input_path, 0, f"has no sentences to encode (the file is empty{header}); nothing was written"
         )
-    if scan.n_empty and on_empty == "error":
-        listed = "; ".join(f"{where} (output row {row})" for row, where in scan.empty)
-        more = f" and {scan.n_empty - len(scan.empty)} more" if scan.n_empty > len(scan.empty) else ""
+    if n_empty and on_empty == "error":
+        listed = "; ".join(f"{where} (output row {row})" for row, where in empty)
+        more = f" and {n_empty - len(empty)} more" if n_empty > len(empty) else ""
         raise EncodeInputError(
             input_path,
             0,
-            f"{scan.empty[0][1]} is empty: {scan.n_empty} empty row(s) of {scan.rows}: {listed}{more}. Every row "
+            f"{empty[0][1]} is empty: {n_empty} empty row(s) of {rows}: {listed}{more}. Every row "
             f"must be a sentence so that output rows line up with input rows; remove them, or pass --on-empty zero "
             f"(on_empty='zero') to write a zero vector for each",
         )
-    return scan
+    return rows, n_empty
 
 
 def _model_to_run(

@@ -245,7 +245,8 @@ class RetrofittedEncoder(InferenceModel):
         return F.normalize(out, dim=-1) if normalize else out
 
     # ------------------------------------------------------------------------------------ save/load
-    def config(self, text_kind: str) -> dict[str, Any]:
+    def config(self) -> dict[str, Any]:
+        text_kind = "sentence-transformers" if is_sentence_transformer(self.text_encoder) else "unisent"
         return {
             "format": "unisent-retrofit",
             "version": 1,
@@ -258,13 +259,13 @@ class RetrofittedEncoder(InferenceModel):
             "dimension": self.dimension,
         }
 
-    def save_config(self, directory: str | os.PathLike, text_kind: str) -> Path:
+    def save_config(self, directory: str | os.PathLike) -> Path:
         """Write ``retrofit.json`` (combination, parser spec, linearisation) and, for a pre-parsed lookup,
         the lookup itself (``amr_lookup.jsonl``), so that the directory works on its own."""
         from ..amr.parsing import PreParsedAMR
 
         directory = Path(directory)
-        config = self.config(text_kind)
+        config = self.config()
         if isinstance(self.parser, PreParsedAMR):
             with atomic_write(directory / LOOKUP_FILE) as fh:
                 for sentence, graph in self.parser.graphs.items():
@@ -292,14 +293,12 @@ class RetrofittedEncoder(InferenceModel):
         text = self.text_encoder
         if is_sentence_transformer(text):
             text.save(str(directory / TEXT_DIR))
-            kind = "sentence-transformers"
         elif callable(getattr(text, "save_pretrained", None)):
             text.save_pretrained(directory / TEXT_DIR)
-            kind = "unisent"
         else:
             raise TypeError(f"cannot save the text encoder ({type(text).__name__}): it has no save_pretrained")
         self.amr_encoder.save_pretrained(directory / AMR_DIR)
-        return self.save_config(directory, kind)
+        return self.save_config(directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, parser: Any = None) -> RetrofittedEncoder:
@@ -408,11 +407,9 @@ class RetrofittedEncoder(InferenceModel):
         text_dir, amr_dir = Path(out) / TEXT_DIR, Path(out) / AMR_DIR
         if is_sentence_transformer(self.text_encoder):
             self.text_encoder.save(str(text_dir))
-            kind = "sentence-transformers"
         elif isinstance(self.text_encoder, InferenceModel):
             text_dir.mkdir()
             write(self.text_encoder, text_dir)
-            kind = "unisent"
         else:
             raise NotExportableError(
                 f"the text encoder ({type(self.text_encoder).__name__}) is neither a Sentence "
@@ -420,7 +417,7 @@ class RetrofittedEncoder(InferenceModel):
             )
         amr_dir.mkdir()
         write(self.amr_encoder, amr_dir)
-        self.save_config(out, kind)
+        self.save_config(out)
         return True
 
     def sentence_transformers_facts(self) -> list[tuple[str, str]]:

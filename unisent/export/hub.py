@@ -135,8 +135,6 @@ def _front_matter_of(readme: Path) -> dict[str, Any]:
 
 
 def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
 

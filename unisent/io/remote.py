@@ -222,11 +222,10 @@ def localize(url: str | os.PathLike[str], kind: str | None = None) -> str:
             "(UNISENT_REMOTE_MAX_BYTES raises it)"
         )
     target = remote_cache_dir() / hashlib.sha256(url.encode()).hexdigest()
-    local = target / (prefix + name)
     stamps = {key: _stamp(info) for key, (_, info) in plan.items()}
     if not _fresh(target, stamps, plan):
         _download(fs, url, target, plan, stamps)
-    return str(local)
+    return str(target / (prefix + name))
 
 
 def _run_config(fs: Any, folder: str, key: str) -> dict[str, tuple[str, dict]]:

@@ -47,6 +47,16 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
 
 
+def recipe_files(parts: bool = False) -> list[Path]:
+    """The repository's recipes (not its logger, trainer, override and sweep fragments): those of one run, or with
+    ``parts`` those that declare ``parts:`` (trained and merged by ``unisent.commands.parts``)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "recipes"
+    found = [p for p in root.rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts)]
+    return sorted(p for p in found if ("parts" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {})) == parts)
+
+
 def sample_sentences() -> list[str]:
     return (SAMPLE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
 

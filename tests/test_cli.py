@@ -10,13 +10,13 @@ import yaml
 from unisent.cli import main
 from unisent.resources import EVALUATION_DATA_DIR  # noqa: E402
 
+from .conftest import recipe_files
+
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(
-    p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts)
-)
+RECIPES = recipe_files()
 
 
 @pytest.mark.integration

@@ -17,10 +17,10 @@ import pytest
 import torch
 import yaml
 
+from .conftest import recipe_files
+
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(
-    p for p in (ROOT / "recipes").rglob("*.yaml") if not {"loggers", "overrides", "sweeps", "trainers"} & set(p.parts)
-)
+RECIPES = recipe_files()
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -166,6 +166,12 @@ def _lightning(argv: Sequence[str]) -> None:
     from .commands.fitting import interrupt_message, requeue_if_preempted, requeue_lines, run_lightning
     from .commands.resume_discovery import NothingToTrain
 
+    if command == "fit":
+        from .commands import parts
+
+        configs, rest = parts.split_words(words)
+        if (found := parts.parts_recipe(configs)) is not None:  # a recipe of parts: trained, then merged
+            return parts.main(found, rest)
     try:
         outcome = run_lightning(words, verbose=verbose)
     except ArgumentError as err:

@@ -26,6 +26,7 @@ def evaluate(
     mteb_data: str | None = None,
     max_length: int | None = None,
     truncate_dim: int | None = None,
+    cost: bool = False,
 ) -> None:
     """The papers' evaluation protocols on a checkpoint, a saved model or a preset.
 
@@ -56,6 +57,9 @@ def evaluate(
             backbone's limit or the recipe's model.encoder.inference_max_length, not its training max_length)
         truncate_dim: score the first D coordinates of each embedding (a Matryoshka-trained model; cosine
             on the truncated vectors)
+        cost: also measure the model's cost against its start: parameters per part (shared encoder, a head's
+            own layers, heads), file sizes, and fp32 encode time per output (vectors, Gaussians) of 512 STS-B
+            dev sentences (the results' "cost")
     """
     import sys
 
@@ -82,6 +86,11 @@ def evaluate(
             results["config"]["truncate_dim"] = truncate_dim
     results["config"]["model"] = model
     sys.stdout.write(format_markdown(results))
+    if cost:
+        from ..inference.cost import cost_table
+
+        results["cost"] = _measure_cost(model, batch_size=min(batch_size, 64))
+        sys.stdout.write("\n".join(["", "Cost:", "", *cost_table(results["cost"]), ""]))
     if output:
         from ..io import write_json
 
@@ -226,3 +235,27 @@ def _check_model(model: str) -> None:
 
 def main(argv: Sequence[str]) -> None:
     run_command(evaluate, argv, "unisent evaluate")
+
+
+def _measure_cost(model: str, batch_size: int = 64, precision: str = "fp32", sentences: int = 512) -> dict:
+    """``model_cost`` of the model ``unisent.load`` reads from ``model`` against its start (the backbone its run's
+    ``config.yaml`` or its merge's ``merge.json`` names; none for a preset or a bare model folder), on the first
+    ``sentences`` sentences of the bundled STS-B dev set."""
+    import json
+    from pathlib import Path
+
+    from .._loader import load
+    from ..export.source import load_export_source
+    from ..inference.cost import model_cost
+    from ..resources import EVALUATION_DATA_DIR
+
+    rows = (EVALUATION_DATA_DIR / "sts" / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
+    texts = [cell for row in rows for cell in row.split("\t")[5:7]][:sentences]
+    source = load_export_source(model)
+    start_name = source.record.base_model
+    merged = Path(model).parent / "merge.json"
+    if start_name is None and Path(model).is_dir() and merged.is_file():
+        start_name = json.loads(merged.read_text(encoding="utf-8")).get("start")
+    start = load(start_name) if start_name and start_name != str(model) else None
+    folder = model if Path(model).is_dir() else None
+    return model_cost(source.model, folder, texts, start, batch_size, precision)

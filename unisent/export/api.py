@@ -229,6 +229,7 @@ def export_model(
                 check=check,
                 license=license,
                 language=list(language) if language else None,
+                folder=tmp,
             )
         (tmp / "README.md").write_text(card, encoding="utf-8")
         share_files(tmp, every_file=True)

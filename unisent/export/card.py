@@ -143,12 +143,13 @@ def render_card(
     check: tuple[float | None, str] | None = None,
     license: str | None = None,
     language: list[str] | None = None,
+    folder: Path | None = None,
 ) -> str:
     """The README.md of an exported model: front matter (``card_metadata``) and the sections, with no local absolute
     path (``scrub_paths``). ``title`` defaults to [`default_name`][unisent.export.default_name]; ``results``:
     ``read_results`` output; ``check``: ``(max difference, how)`` of
     [`Exporter.verify`][unisent.export.Exporter.verify]; ``license`` and ``language`` default to the backbone's
-    (licence: ``other``)."""
+    (licence: ``other``); ``folder``: the export's files, whose sizes the cost section lists."""
     from .._version import __version__
 
     title = title or default_name(source)
@@ -172,6 +173,7 @@ def render_card(
             "",
         ]
 
+    lines += _cost(source.model, results, folder)
     lines += ["## Training objectives", ""]
     if record.objectives:
         for obj in record.objectives:
@@ -215,6 +217,27 @@ def render_card(
     if citations:
         lines += ["## Citation", ""] + [f"- {c}" for c in dict.fromkeys(citations)] + [""]
     return scrub_paths("\n".join(lines).rstrip() + "\n")
+
+
+def _cost(model: Any, results: dict[str, Any] | None, folder: Path | None) -> list[str]:
+    """The card's cost section: parameters per part, the export's files and, when ``results`` has them
+    (``unisent evaluate --cost``), encode times per output against the start."""
+    from ..inference.cost import cost_table, file_sizes, parameter_parts
+
+    measured = (results or {}).get("cost")
+    parts = parameter_parts(model)
+    cost = {**(measured or {}), "parameters": parts, "total_parameters": sum(parts.values())}
+    if folder is not None:
+        files = {k: v for k, v in file_sizes(folder).items() if k != "README.md"}
+        cost |= {"files": files, "total_bytes": sum(files.values())}
+    lines = ["## Cost", "", *cost_table(cost), ""]
+    if not measured:
+        lines += [
+            "Encode time: not measured for this card (`unisent evaluate --model MODEL --cost --output "
+            "results.json`, then `unisent export ... --results results.json`).",
+            "",
+        ]
+    return lines
 
 
 def _setting(value) -> str:

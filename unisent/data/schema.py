@@ -62,9 +62,7 @@ class BatchSchema:
             for key in self.text_keys:
                 ids, mask = pad_batch([f[key] for f in features], pad_id, length)
                 batch[key] = {"input_ids": ids, "attention_mask": mask}
-        for key in self.batch_keys:
-            if key in self.text_keys:
-                continue
+        for key in [key for key in self.batch_keys if key not in self.text_keys]:
             values = [f[key] for f in features]
             batch[key] = torch.as_tensor(values) if isinstance(values[0], (int, float, bool)) else values
         return batch

@@ -327,9 +327,7 @@ def records_step(
                     writer.write(json.dumps(record, ensure_ascii=False) + "\n")
                     stats["records"] += 1
                     stats["records_with_hard_negative"] += negative is not None
-                    used.add(eid)
-                    if negative is not None:
-                        used.add(negative)
+                    used.update(e for e in (eid, negative) if e is not None)
         with atomic_write(paths["entities.tsv"]) as ents:
             ents.write("id\ttitle\tcount\n")
             for eid, n in sorted(entity_count.items(), key=lambda x: (-x[1], x[0])):

@@ -75,15 +75,11 @@ def _docstring(function: Callable) -> tuple[str, dict[str, str]]:
 
 def _list_item(hint: Any) -> Any | None:
     """``list[X]`` or ``Optional[list[X]]`` -> ``X``, else ``None``."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)] if _is_optional(hint) else [hint]
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if type(None) in typing.get_args(hint) else [hint]
     if len(args) == 1 and typing.get_origin(args[0]) is list:
         (item,) = typing.get_args(args[0]) or (str,)
         return item
     return None
-
-
-def _is_optional(hint: Any) -> bool:
-    return type(None) in typing.get_args(hint)
 
 
 class _Flag(ActionYesNo):

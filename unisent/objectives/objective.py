@@ -39,10 +39,6 @@ class EncodeFn(Protocol):
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **options: Any) -> torch.Tensor: ...
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-
-
 @dataclass
 class ObjectiveOutput(Mapping[str, torch.Tensor]):
     """What [`Objective.forward`][unisent.objectives.Objective.forward] returns when it reports metrics as well as loss
@@ -174,7 +170,8 @@ class Objective(nn.Module, metaclass=_RecordsInitArgs):
     @classmethod
     def default_name(cls) -> str:
         """The class's ``name``, else its snake-case class name without ``_objective``."""
-        return cls.name or re.sub(r"_objective$", "", _snake(cls.__name__))
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
+        return cls.name or re.sub(r"_objective$", "", snake)
 
     @classmethod
     def name_in_recipe(cls, init_args: Mapping[str, Any] | None) -> str:

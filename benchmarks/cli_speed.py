@@ -59,9 +59,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import _model_path, _sentence_source, _sentences  # noqa: E402
+from throughput import _model_path, _sentence_source, _sentences, cpu_description  # noqa: E402
 
-from unisent.hardware import choose_precision, cpu_description, cpu_flags  # noqa: E402
+from unisent.hardware import choose_precision, cpu_flags  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmarks-cli.json"

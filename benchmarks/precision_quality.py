@@ -32,8 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cli_speed import _unisent  # noqa: E402
-
-from unisent.hardware import cpu_description  # noqa: E402
+from throughput import cpu_description  # noqa: E402  # a sibling script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmarks-precision.json"

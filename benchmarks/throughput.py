@@ -38,8 +38,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from unisent.hardware import cpu_description  # noqa: E402
+from unisent.hardware import cpu_flags, cpu_info  # noqa: E402
 from unisent.resources import AMR_ADDITIONS, AMR_PREDICATES  # noqa: E402
+
+
+def cpu_description() -> str:
+    """CPU model, family and the flags that decide the precision, e.g. ``AMD EPYC, family 26 model 2 (avx2,
+    avx512f, avx512_bf16)``: what every benchmark figure is recorded with (the family tells a Zen 5 from a Zen 3
+    where a virtual machine names only ``AMD EPYC``)."""
+    import platform
+
+    fields, flags = cpu_info(), cpu_flags()
+    model = fields.get("model name", "")
+    if model and "cpu family" in fields:
+        model += f", family {fields['cpu family']} model {fields.get('model', '?')}"
+    model = model or platform.processor() or platform.machine()
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+    return f"{model} ({', '.join(shown) or 'no AVX2/AVX-512/AMX flags'})"
+
 
 #: the repository's training, benchmark and test samples (not in the wheel)
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples"

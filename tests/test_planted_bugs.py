@@ -63,7 +63,7 @@ ZEN4 = (
 def test_auto_is_bf16_only_on_cpus_with_avx512_bf16_or_amx(flags, bf16, monkeypatch, tmp_path):
     info = tmp_path / "cpuinfo"  # read as /proc/cpuinfo is: the flags of the first processor
     info.write_text(f"processor\t: 0\nmodel name\t: test CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
-    _, read = hardware._cpuinfo.__wrapped__(str(info))
+    read = frozenset(hardware.cpu_info.__wrapped__(str(info))["flags"].split())
     assert read == frozenset(flags.split()) and ("avx512f" in read) and ("avx512_bf16" in read) == bf16
     monkeypatch.setattr(hardware, "cpu_flags", lambda: read)
     assert hardware.choose_precision("cpu").bf16 is bf16

@@ -33,8 +33,8 @@ __all__ = [
     "PRECISIONS",
     "PrecisionChoice",
     "choose_precision",
-    "cpu_description",
     "cpu_flags",
+    "cpu_info",
     "inference_precision",
     "int8_arch",
     "resolve_precision",
@@ -82,13 +82,13 @@ class PrecisionChoice:
 
 
 @functools.cache
-def _cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
-    """``(model, flags)`` of the first processor in ``path``; the model with its family (``AMD EPYC, family 26
-    model 2``: the family tells a Zen 5 from a Zen 3 where a virtual machine names only ``AMD EPYC``)."""
+def cpu_info(path: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The fields of the first processor in ``path`` (``model name``, ``cpu family``, ``flags`` ...); empty where
+    it cannot be read (e.g. macOS)."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
-        return "", frozenset()
+        return {}
     fields: dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -97,24 +97,12 @@ def _cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
             continue
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
-    model = fields.get("model name", "")
-    if model and "cpu family" in fields:
-        model += f", family {fields['cpu family']} model {fields.get('model', '?')}"
-    return model, frozenset(fields.get("flags", "").split())
+    return fields
 
 
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``/proc/cpuinfo``; empty where it cannot be read, e.g. macOS)."""
-    return _cpuinfo()[1]
-
-
-def cpu_description() -> str:
-    """CPU model, family and the flags that decide the precision, e.g. ``AMD EPYC, family 26 model 2 (avx2,
-    avx512f, avx512_bf16)``: what every benchmark figure is recorded with."""
-    model, flags = _cpuinfo()
-    model = model or platform.processor() or platform.machine()
-    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
-    return f"{model} ({', '.join(shown) or 'no AVX2/AVX-512/AMX flags'})"
+    return frozenset(cpu_info().get("flags", "").split())
 
 
 def choose_precision(device: str = "cpu", flags: frozenset[str] | None = None) -> PrecisionChoice:

@@ -146,6 +146,14 @@ def test_one_command_equals_the_three_command_route_and_resumes_after_sigterm_in
     finished = run_cli(["fit", "-c", str(again)], env=env)
     assert finished.returncode == 0 and "merged already" in finished.stderr
 
+    # both parts at once, each a `unisent fit` process with its log: the same model
+    both = _parts(recipe, tmp_path / "both", precision="32-true")
+    done = run_cli(["fit", "-c", str(both), "--parts.jobs", "2"], env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "started part only-gausscse" in done.stderr and "finished part without-gausscse (status 0)" in done.stderr
+    assert (tmp_path / "both" / "seed3" / "parts" / "only-gausscse.log").stat().st_size > 0
+    _assert_same(tmp_path / "both" / "seed3", three)
+
 
 @pytest.mark.integration
 @pytest.mark.parametrize("path", recipe_files(parts=True), ids=lambda p: p.name)

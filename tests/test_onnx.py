@@ -82,6 +82,11 @@ def test_the_onnx_backend_encodes_as_the_torch_model(int8_export, encoder_dir):
     assert int8_export.notes[0].startswith("onnx fp32 (onnx/model.onnx) against torch")
     with pytest.raises(ValueError, match="bf16 is the torch backend's"):
         fp32.encode(SENTENCES, precision="bf16")
+    # the direction tasks count tokens as the torch model does (it returned (ids, truncated) and broke them)
+    from unisent.evaluation.tasks.nli_tasks import token_counts
+
+    torch_model = unisent.load(str(encoder_dir))
+    assert token_counts(fp32, SENTENCES).tolist() == token_counts(torch_model, SENTENCES).tolist()
 
 
 def test_the_int8_file_has_sentence_transformers_name_and_its_check_is_printed(int8_export, encoder_dir):

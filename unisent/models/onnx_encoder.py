@@ -184,7 +184,12 @@ class OnnxEncoder:
             self.max_length = before
 
     # ---------------------------------------------------------------------------------- encoding
-    def tokenize_ids(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
+    def tokenize_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, truncated at the maximum length, as ``Encoder.tokenize_ids`` (the token counts of
+        the direction tasks' "hypothesis not shorter" read it)."""
+        return self._tokenize_counting(texts)[0]
+
+    def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
         """Token ids per text, truncated at the maximum length, and how many were truncated."""
         limit = self.max_length
         ids = self.tokenizer(
@@ -206,7 +211,7 @@ class OnnxEncoder:
             raise TypeError("encode takes a list of sentences, not a single string")
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        ids, truncated = self.tokenize_ids(sentences)
+        ids, truncated = self._tokenize_counting(sentences)
         report_truncation(self, truncated, len(ids), self.max_length)
         n_batches = -(-len(ids) // batch_size)
         workers = max(1, min(workers or min(self.threads, 4), n_batches, self.threads))

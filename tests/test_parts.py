@@ -146,11 +146,17 @@ def test_one_command_equals_the_three_command_route_and_resumes_after_sigterm_in
     finished = run_cli(["fit", "-c", str(again)], env=env)
     assert finished.returncode == 0 and "merged already" in finished.stderr
 
-    # both parts at once, each a `unisent fit` process with its log: the same model
+    # both parts at once, each a `unisent fit` process with its log; SIGTERM in each part's 2nd step (a scheduler
+    # stopping the job), then the same command: the same model
     both = _parts(recipe, tmp_path / "both", precision="32-true")
+    stopped = run_cli(
+        ["fit", "-c", str(both), "--parts.jobs", "2"], env={**env, "UNISENT_FAULT": "train_step@2=SIGTERM"}
+    )
+    assert stopped.returncode == 143 and "interrupted (SIGTERM)" in stopped.stderr, stopped.stderr[-2000:]
+    assert "started part only-gausscse" in stopped.stderr and "started part without-gausscse" in stopped.stderr
     done = run_cli(["fit", "-c", str(both), "--parts.jobs", "2"], env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "started part only-gausscse" in done.stderr and "finished part without-gausscse (status 0)" in done.stderr
+    assert "finished part without-gausscse (status 0)" in done.stderr
     assert (tmp_path / "both" / "seed3" / "parts" / "only-gausscse.log").stat().st_size > 0
     _assert_same(tmp_path / "both" / "seed3", three)
 
@@ -172,3 +178,22 @@ def test_the_shipped_parts_recipes_read_and_their_parts_are_recipes_the_cli_take
         assert exit_.value.code in (0, None)
         printed = yaml.safe_load(capsys.readouterr().out)
         assert len(printed["model"]["objectives"]) == len(part.run.objectives)
+
+
+@pytest.mark.parametrize(("job", "failed", "status"), [(None, None, 143), ("77", None, 0), ("77", "no scontrol", 1)])
+def test_a_preempted_slurm_job_of_parts_is_requeued_as_a_plain_fit_is(monkeypatch, capsys, job, failed, status):
+    from unisent import resume
+    from unisent.commands import parts
+    from unisent.commands.ablate.run import StudyInterrupted
+
+    def stopped(path, words):
+        raise StudyInterrupted("interrupted (SIGTERM); each part saved its last checkpoint", 143)
+
+    asked = []
+    monkeypatch.setattr(parts, "fit_parts", stopped)
+    monkeypatch.setattr(resume, "slurm_job_id", lambda: job)
+    monkeypatch.setattr(resume, "requeue_slurm_job", lambda j: asked.append(j) or failed)
+    with pytest.raises(SystemExit) as exit_:
+        parts.main(Path("r.yaml"), [])
+    assert exit_.value.code == status and asked == ([job] if job else [])
+    assert ("requeued SLURM job 77" in capsys.readouterr().err) == (status == 0)

@@ -33,6 +33,8 @@ __all__ = ["KEYS", "Part", "fit_parts", "main", "parts_recipe", "read_parts", "s
 
 #: the keys of ``parts:`` (``--parts.KEY VALUE`` overrides one; ``--seed_everything N`` is ``--parts.seed N``)
 KEYS = ("recipe", "out", "seed", "precision", "conflict_every", "jobs", "train", "merge")
+#: the exit statuses of a ``unisent fit`` that a signal stopped after saving (SIGINT, SIGUSR1, SIGTERM)
+INTERRUPTED = (130, 138, 143)
 #: the keys of one entry of ``parts.train``
 PART_KEYS = ("name", "leave_out", "only", "steps", "balancer")
 #: the keys of ``parts.merge`` (``unisent.merging.merge_runs``' settings)
@@ -242,7 +244,9 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     waiting, active, failed = list(todo), [], []
     stop: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    forwarded = False
+    caught = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # Ctrl-C, and a scheduler's stop and warning
+    previous = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in caught}
     try:
         while waiting or active:
             while waiting and len(active) < jobs and not stop:
@@ -253,8 +257,10 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
                 print(f"unisent fit: started part {part.name}: {part.steps} steps (log: {log})", file=sys.stderr)
                 proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env)
                 active.append((part, proc, handle, time.perf_counter(), log))
-            for _, proc, *_ in active if stop else ():
-                proc.send_signal(signal.SIGTERM if stop[0] == signal.SIGTERM else signal.SIGINT)
+            if stop and not forwarded:  # once: each part saves its checkpoint and stops
+                for _, proc, *_ in active:
+                    proc.send_signal(stop[0])
+                forwarded = True
             time.sleep(1)
             for item in [a for a in active if a[1].poll() is not None]:
                 part, proc, handle, start, log = item
@@ -262,7 +268,9 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
                 active.remove(item)
                 seconds[part.name] = round(time.perf_counter() - start, 1)
                 print(f"unisent fit: finished part {part.name} (status {proc.returncode})", file=sys.stderr)
-                if proc.returncode != 0 and not stop:
+                if proc.returncode in INTERRUPTED and not stop:  # the part itself was signalled (a scheduler)
+                    stop.append(proc.returncode - 128)
+                elif proc.returncode != 0 and not stop:
                     failed.append(f"{part.name} (status {proc.returncode}, log {log})")
     finally:
         for signum, handler in previous.items():
@@ -291,4 +299,16 @@ def main(path: Path, words: Sequence[str]) -> None:
         sys.exit(f"unisent fit: error: {err}")
     except StudyInterrupted as err:
         print(f"unisent fit: {err}", file=sys.stderr)
-        sys.exit(err.status)
+        from ..resume import requeue_slurm_job, slurm_job_id
+
+        job = slurm_job_id()
+        if job is None or err.status not in (128 + signal.SIGUSR1, 128 + signal.SIGTERM):
+            sys.exit(err.status)
+        failed = requeue_slurm_job(job)  # as a plain fit does: the job's script runs again and continues
+        print(
+            f"unisent fit: could not requeue SLURM job {job}: {failed}"
+            if failed
+            else f"unisent fit: requeued SLURM job {job}: its script runs again and continues the parts",
+            file=sys.stderr,
+        )
+        sys.exit(1 if failed else 0)

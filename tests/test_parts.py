@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from unisent.commands import parts as parts_command
 from unisent.commands.function_commands import UsageError
 from unisent.commands.parts import read_parts, split_words
 
@@ -106,7 +108,7 @@ def test_mistakes_are_one_line_naming_the_file_and_key(tiny_recipe, tmp_path, ex
 
 @pytest.mark.integration
 def test_one_command_equals_the_three_command_route_and_resumes_after_sigterm_in_each_part(
-    tiny_recipe, tmp_path, unisent_cli
+    tiny_recipe, tmp_path, unisent_cli, monkeypatch
 ):
     recipe = _recipe(tiny_recipe, tmp_path)
     # the three commands of docs/merging.md, on the same seed
@@ -154,9 +156,11 @@ def test_one_command_equals_the_three_command_route_and_resumes_after_sigterm_in
     )
     assert stopped.returncode == 143 and "interrupted (SIGTERM)" in stopped.stderr, stopped.stderr[-2000:]
     assert "started part only-gausscse" in stopped.stderr and "started part without-gausscse" in stopped.stderr
+    monkeypatch.setattr(parts_command, "PROGRESS_SECONDS", 0.0)  # a progress line every second (the fork keeps it)
     done = run_cli(["fit", "-c", str(both), "--parts.jobs", "2"], env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished part without-gausscse (status 0)" in done.stderr
+    assert re.search(r"unisent fit: without-gausscse step [0-4]/4\n", done.stderr)
     assert (tmp_path / "both" / "seed3" / "parts" / "only-gausscse.log").stat().st_size > 0
     _assert_same(tmp_path / "both" / "seed3", three)
 
@@ -197,3 +201,12 @@ def test_a_preempted_slurm_job_of_parts_is_requeued_as_a_plain_fit_is(monkeypatc
         parts.main(Path("r.yaml"), [])
     assert exit_.value.code == status and asked == ([job] if job else [])
     assert ("requeued SLURM job 77" in capsys.readouterr().err) == (status == 0)
+
+
+def test_a_parts_step_is_the_last_its_metrics_logged(tmp_path):
+    from unisent.commands.parts import Part, _step
+
+    part = Part("p", None, 4, tmp_path)
+    assert _step(part) == 0  # nothing logged yet
+    (tmp_path / "metrics.csv").write_text("epoch,step,train/loss\n0,0,1.0\n0,2,0.5\n0,,\n", encoding="utf-8")
+    assert _step(part) == 2

@@ -35,6 +35,8 @@ __all__ = ["KEYS", "Part", "fit_parts", "main", "parts_recipe", "read_parts", "s
 KEYS = ("recipe", "out", "seed", "precision", "conflict_every", "jobs", "train", "merge")
 #: the exit statuses of a ``unisent fit`` that a signal stopped after saving (SIGINT, SIGUSR1, SIGTERM)
 INTERRUPTED = (130, 138, 143)
+#: seconds between the progress lines of parts trained as processes
+PROGRESS_SECONDS = 30.0
 #: the keys of one entry of ``parts.train``
 PART_KEYS = ("name", "leave_out", "only", "steps", "balancer")
 #: the keys of ``parts.merge`` (``unisent.merging.merge_runs``' settings)
@@ -227,6 +229,17 @@ def _trained(part: Part) -> bool:
     return progress is not None and progress.global_step >= part.steps
 
 
+def _step(part: Part) -> int:
+    """The last optimiser step ``part`` logged (its ``metrics.csv``; 0 before the first)."""
+    import csv
+
+    try:
+        with (part.folder / "metrics.csv").open(encoding="utf-8") as f:
+            return max((int(row["step"]) for row in csv.DictReader(f) if row.get("step")), default=0)
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
     """Train ``todo`` in this process (``jobs`` 1) or as ``jobs`` ``unisent fit`` processes with their share of
     the CPUs; each part's training seconds. Raises ``StudyInterrupted`` when a signal stopped a part."""
@@ -244,7 +257,7 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     waiting, active, failed = list(todo), [], []
     stop: list[int] = []
-    forwarded = False
+    forwarded, shown = False, time.perf_counter()
     caught = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)  # Ctrl-C, and a scheduler's stop and warning
     previous = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in caught}
     try:
@@ -262,6 +275,10 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
                     proc.send_signal(stop[0])
                 forwarded = True
             time.sleep(1)
+            if time.perf_counter() - shown > PROGRESS_SECONDS and active:  # one line for every part at work
+                shown = time.perf_counter()
+                steps = ", ".join(f"{p.name} step {_step(p)}/{p.steps}" for p, *_ in active)
+                print(f"unisent fit: {steps}", file=sys.stderr)
             for item in [a for a in active if a[1].poll() is not None]:
                 part, proc, handle, start, log = item
                 handle.close()

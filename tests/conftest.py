@@ -37,6 +37,8 @@ LONGEST_FIRST = (
     "test_resume",
     "test_object_storage",
     "test_ablate",
+    "test_parts",
+    "test_parts_jobs",
     "test_plugins",
     "test_recipes",
 )

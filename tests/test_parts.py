@@ -127,6 +127,8 @@ def test_one_command_equals_the_three_command_route_and_resumes_after_sigterm_in
     _assert_same(folder, three)
     record = json.loads((folder / "parts.json").read_text())
     assert [p["name"] for p in record["parts"]] == ["without-gausscse", "only-gausscse"]
+    assert set(record["cost"]["parameters"]) == {"shared encoder", "own top layers (a head's own tower)", "head"}
+    assert record["cost"]["files"]["gaussian_head.pt"] == (folder / "encoder" / "gaussian_head.pt").stat().st_size
     merge = json.loads((folder / "merge.json").read_text())
     assert [Path(r["checkpoint"]).parts[-3] for r in merge["runs"]] == ["without-gausscse", "only-gausscse"]
 

@@ -155,7 +155,10 @@ def _override(settings: dict[str, Any], overrides: Sequence[str], path: Path) ->
 def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Train the parts of ``path`` (``jobs`` at a time) and merge them into ``OUT/seed<S>``: its ``encoder/``,
     ``checkpoints/last.ckpt``, ``merge.json`` (provenance: each part's checkpoint and SHA-256) and
-    ``parts.json`` (each part's recipe, objectives, steps and training time). Returns ``parts.json``'s record."""
+    ``parts.json`` (each part's recipe, objectives, steps and training time; the model's parameters per part and
+    its files, ``unisent.inference.cost``). Returns ``parts.json``'s record."""
+    from .._loader import load
+    from ..inference.cost import model_cost
     from ..merging import merge_runs
     from .ablate.plan import run_recipe
 
@@ -211,6 +214,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
             for p, r in zip(parts, recipes)
         ],
         "merge": {k: merge_record[k] for k in ("method", "weights", "density", "scale", "seed")},
+        "cost": model_cost(load(str(folder / "encoder")), folder / "encoder"),  # `unisent evaluate --cost`: times
     }
     with atomic_write(record_path) as f:
         f.write(json.dumps(record, indent=1) + "\n")

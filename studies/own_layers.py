@@ -10,6 +10,7 @@ SICK train's, what ``BestOnDev`` reads) and STS-B test; the route's own choice (
     python -m studies.own_layers train --joint runs/parts --out runs/own-layers --seeds 42 43 44 \\
         --data-dir ../shared/data
     python -m studies.own_layers table docs/results/unified/own-layers-cost.json --join runs/own-layers/*.json \\
+        --joint-results runs/parts/results/without-gausscse/seed*.json \\
         --page docs/results/unified/own-layers-cost.md --plot docs/results/unified/own-layers-cost.png
 """
 
@@ -148,11 +149,11 @@ def page(record: dict, plot_name: str | None) -> str:
         start = record.get("start") or {}
         lines += ["", f"The route's choice (`own_layers: {CHOSEN}`) on the whole panel, per seed, and the start:", ""]
         lines += ["| model | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-        for r in chosen:
-            cells = " | ".join(
-                f"{r['scores'].get(c):.2f}" if r["scores"].get(c) is not None else "n/a" for c in columns
-            )
-            lines.append(f"| seed {r['seed']} | {cells} |")
+        named = [(f"seed {r['seed']}", r["scores"]) for r in chosen]
+        named += [(f"its joint part alone (no GaussCSE), seed {k}", v) for k, v in record.get("joint_part", {}).items()]
+        for name, scores in named:
+            cells = " | ".join(f"{scores.get(c):.2f}" if scores.get(c) is not None else "n/a" for c in columns)
+            lines.append(f"| {name} | {cells} |")
         cells = " | ".join(f"{start[c]:.2f}" if start.get(c) is not None else "n/a" for c in columns)
         lines.append(f"| the start (all-MiniLM-L6-v2) | {cells} |")
     if plot_name:
@@ -174,16 +175,21 @@ def plot(record: dict, path: Path) -> None:
         by_k.setdefault(row["own_layers"], []).append(row)
     ks = sorted(by_k)
     added = [sum(v for p, v in by_k[k][0]["parameters"].items() if p != "shared encoder") / 1e6 for k in ks]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, sts) = plt.subplots(1, 2, figsize=(10, 4))
     for column, label in ((record["test"], "test (SNLI)"), (record["dev"], "dev (SICK train)")):
         stats = [interval([r["scores"][column] for r in by_k[k]]) for k in ks]
         ax.errorbar(added, [m for m, _ in stats], yerr=[c or 0 for _, c in stats], marker="o", capsize=3, label=label)
-    for k, x in zip(ks, added):
-        ax.annotate(f"{k}", (x, ax.get_ylim()[0]), textcoords="offset points", xytext=(0, 4), ha="center")
     ax.axhline(65, color="grey", linestyle=":", label="target 65 (test)")
-    ax.set_xlabel("parameters the head's own layers and maps add (millions; numbers: own_layers)")
     ax.set_ylabel("direction accuracy x100 (hypothesis not shorter)")
-    ax.legend()
+    stats = [interval([r["scores"]["stsb-test"] for r in by_k[k]]) for k in ks]
+    sts.errorbar(added, [m for m, _ in stats], yerr=[c or 0 for _, c in stats], marker="o", capsize=3, color="C2")
+    sts.axhline(82.03, color="grey", linestyle=":", label="the start 82.03")
+    sts.set_ylabel("STS-B test, Spearman x100")
+    for axis in (ax, sts):
+        for k, x in zip(ks, added):
+            axis.annotate(f"{k}", (x, axis.get_ylim()[0]), textcoords="offset points", xytext=(0, 4), ha="center")
+        axis.set_xlabel("added parameters, millions (labels: own_layers)")
+        axis.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -203,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     table = sub.add_parser("table")
     table.add_argument("record", type=Path, help="the kept JSON (with --join: written from the --join files)")
     table.add_argument("--join", type=Path, nargs="+", help="train's JSON files (one per process): their rows")
+    table.add_argument("--joint-results", type=Path, nargs="*", help="with --join: the joint part's result files")
     table.add_argument("--page", type=Path)
     table.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -211,11 +218,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.join:
         parts = [json.loads(p.read_text(encoding="utf-8")) for p in args.join]
-        record = {
-            **parts[0],
-            "rows": sorted((r for p in parts for r in p["rows"]), key=lambda r: (r["own_layers"], r["seed"])),
-        }
-        record["start"] = next((p["start"] for p in parts if p.get("start")), None)
+        record = {k: v for p in parts for k, v in p.items() if k != "rows"}
+        for path in args.joint_results or []:  # unisent ablate's result files of the joint part, per seed
+            joint = json.loads(path.read_text(encoding="utf-8"))
+            record.setdefault("joint_part", {})[str(joint["run"]["seed"])] = joint["scores"]
+        record["rows"] = sorted((r for p in parts for r in p["rows"]), key=lambda r: (r["own_layers"], r["seed"]))
         args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     record = json.loads(args.record.read_text(encoding="utf-8"))
     text = page(record, args.plot.name if args.plot else None)

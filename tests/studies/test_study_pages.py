@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from studies import ablation_pages, merge_parts
+from studies import ablation_pages, merge_parts, own_layers
 from studies.ablation_pages import combine, pages, publish
 from unisent.commands.ablate.summarise import summarize, summary_table
 
@@ -197,6 +197,18 @@ def test_the_merge_of_parts_tradeoffs_on_the_page_come_from_their_kept_results(k
     assert (UNIFIED / kept.replace(".json", "-tradeoff.png")).is_file()
 
 
+def test_the_own_layers_page_comes_from_its_kept_results():
+    """docs/results/unified/own-layers-cost.md's table is ``python -m studies.own_layers table`` of the JSON kept
+    beside it, and its plot is there."""
+    page = (UNIFIED / "own-layers-cost.md").read_text(encoding="utf-8")
+    start, end = "<!-- own_layers own-layers-cost.json -->\n", "<!-- /own_layers own-layers-cost.json -->"
+    block = page[page.index(start) + len(start) : page.index(end)]
+    record = json.loads((UNIFIED / "own-layers-cost.json").read_text(encoding="utf-8"))
+    assert block == "\n" + own_layers.page(record, "own-layers-cost.png") + "\n"
+    assert (UNIFIED / "own-layers-cost.png").is_file()
+    assert {r["own_layers"] for r in record["rows"]} == set(range(6))
+
+
 def test_every_generated_block_of_the_pages_is_written_again_by_a_test():
     """No block of the pages escapes the tests above: each ``<!-- unisent ablate NAME -->`` block is a case of
     the kept-results test (on the page it is on), each ``<!-- merge_parts ... -->`` block one of the parts' cases;
@@ -204,11 +216,13 @@ def test_every_generated_block_of_the_pages_is_written_again_by_a_test():
     found, parts, tradeoffs = set(), set(), set()
     for name in PAGES:
         text = (RESULTS / name).read_text(encoding="utf-8")
-        for marker in re.findall(r"<!-- (unisent ablate|merge_parts)( [^>]*)? -->", text):
+        for marker in re.findall(r"<!-- (unisent ablate|merge_parts|own_layers)( [^>]*)? -->", text):
             kind, rest = marker[0], marker[1]
             end = f"<!-- /{kind}{rest} -->"
             assert text.count(end) == 1, f"{name}: {kind}{rest} has no single end marker"
-            if kind == "unisent ablate":
+            if kind == "own_layers":
+                assert (name, rest) == ("unified/own-layers-cost.md", " own-layers-cost.json")
+            elif kind == "unisent ablate":
                 found.add((name.removeprefix("unified/"), rest))
             elif rest.startswith(" tradeoff "):
                 tradeoffs.add((name, rest.removeprefix(" tradeoff ")))

@@ -194,3 +194,16 @@ def test_a_parts_step_is_the_last_its_metrics_logged(tmp_path):
     assert _step(part) == 0  # nothing logged yet
     (tmp_path / "metrics.csv").write_text("epoch,step,train/loss\n0,0,1.0\n0,2,0.5\n0,,\n", encoding="utf-8")
     assert _step(part) == 2
+
+
+def test_a_merge_that_refuses_the_parts_is_one_line(monkeypatch, capsys):
+    from unisent.commands import parts
+    from unisent.merging import MergeError
+
+    def refused(path, words):
+        raise MergeError("runs/x/parts/only-gausscse: runs of different backbones")
+
+    monkeypatch.setattr(parts, "fit_parts", refused)
+    with pytest.raises(SystemExit) as exit_:
+        parts.main(Path("r.yaml"), [])
+    assert exit_.value.code == "unisent fit: error: runs/x/parts/only-gausscse: runs of different backbones"

@@ -309,6 +309,7 @@ def _train(todo: list[tuple[Part, Path]], jobs: int) -> dict[str, float]:
 def main(path: Path, words: Sequence[str]) -> None:
     """``unisent fit -c PATH WORDS`` for a parts recipe: mistakes one line (status 2; a failed part: 1), a signal
     the status ``unisent fit`` gives (130, 143) with the command that continues."""
+    from ..merging import MergeError
     from .ablate.run import StudyInterrupted
     from .function_commands import fail
 
@@ -316,7 +317,7 @@ def main(path: Path, words: Sequence[str]) -> None:
         fit_parts(path, words)
     except UsageError as err:
         fail("unisent fit", str(err))
-    except (CommandFailed, FileNotFoundError) as err:
+    except (CommandFailed, FileNotFoundError, MergeError) as err:  # a merge's refusal names the part's run
         sys.exit(f"unisent fit: error: {err}")
     except StudyInterrupted as err:
         print(f"unisent fit: {err}", file=sys.stderr)

@@ -41,7 +41,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "training",
         (
             "lightning_module",
-            "training_step",
             "balancers",
             "training_config",
             "checkpoint_record",

@@ -22,8 +22,8 @@ against that copy (``PYTHONPATH=<copy>``), then the copy restored and the module
    ``PrefixStore(f"unisent/start_{restart}", agent)``.
    test_join_elastic_group_keys_carry_the_restart_number: with it, failed (the restart sees the first start's
    key); without, passes (<0.1 s).
-7. mutant: training_step.py ``TrainingStep.run``'s cached branch adding ``objective.total(out.terms)`` for
-   ``weight * objective.total(out.terms)``.
+7. mutant: lightning_module.py ``UnisentModule._run_objective``'s cached branch adding ``objective.total(out.terms)``
+   for ``weight * objective.total(out.terms)``.
    test_a_static_weight_is_kept_on_the_cached_path: with it, failed (cached loss 1.426, uncached 0.713); without,
    passes (1 s).
 
@@ -297,7 +297,8 @@ def test_join_elastic_group_keys_carry_the_restart_number(monkeypatch):
 
 # ------------------------------------------------------------------------------------------ (7) GradCache
 # Catches mutant 7: the cached path (model.cache_chunk) dropping the objective's static weight (``weight *`` left out
-# of TrainingStep.run's cached branch): with weight 0.5 its loss and gradients were twice the uncached step's.
+# of UnisentModule._run_objective's cached branch): with weight 0.5 its loss and gradients were twice the uncached
+# step's.
 def test_a_static_weight_is_kept_on_the_cached_path(tiny_bert_dir, tmp_path):
     torch.manual_seed(0)
     module = UnisentModule(

@@ -1,4 +1,15 @@
-"""The one LightningModule: an encoder, any number of weighted objectives, optimiser and schedule."""
+"""The one LightningModule: an encoder, any number of weighted objectives, optimiser and schedule.
+
+One training step, by contract: batch -> embed -> loss -> gradient row -> balancer -> optimiser.
+
+1. **embed**: an in-batch objective makes its views with [`embed`][unisent.objectives.Objective.embed] from the encoder,
+   or under ``cache_chunk`` from a ``CachedEncode``; any other objective runs its own ``forward``;
+2. **loss**: the objective's loss, times its static weight;
+3. **gradient row**: [`unisent.balancers.StepGradients.add`][unisent.balancers.StepGradients.add] takes its gradients at
+   once (freeing its graph); under GradCache each chunk is then replayed into the row (``add_chunk``);
+4. **balancer**: ``UnisentModule.finish_step`` combines the rows into the loss Lightning calls ``backward`` on;
+5. **optimiser**: Lightning's automatic optimisation.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +23,10 @@ from typing import Any, cast
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 
-from .balancers import Balancer, ConflictLog, Static, weight_value
+from .balancers import Balancer, ConflictLog, Static, StepGradients, weight_value
 from .checkpoint_record import CHECKPOINT_KEY, module_from_checkpoint
 from .encoders import Encoder, EncoderConfig
 from .inference.base import save_at_inference_length
@@ -22,12 +34,18 @@ from .io.model_files import load_state
 from .io.remote import is_remote, join, staged_folder
 from .lightning_compat import should_accumulate
 from .objectives import Objective, SimCSE
+from .objectives.grad_cache import CachedEncode
+from .objectives.objective import ObjectiveOutput
 from .optim import AdamW, split_weight_decay, warmup_linear_lambda
 from .testing import fault_point
 from .training_config import EvaluationConfig, ModelConfigError, TrainConfig, check_weight_schedule, train_from_flat
-from .training_step import TrainingStep
 
 __all__ = ["UnisentModule", "parameter_groups"]
+
+
+def _takes_one_backward(strategy: Any) -> bool:
+    """Whether a Lightning strategy takes the gradients in one backward call of its own (FSDP, DeepSpeed)."""
+    return isinstance(strategy, (FSDPStrategy, DeepSpeedStrategy))
 
 
 def _clock(device: torch.device) -> float:
@@ -148,17 +166,10 @@ class UnisentModule(L.LightningModule):
                 "applies to in-batch objectives, those that implement embed and loss (SimCSE, EASE, GaussCSE, "
                 "BitextRetrieval, AMRSimCSE, Matryoshka of one of them)"
             )
-        self._step_runner = TrainingStep(names, train.cache_chunk)  # embed, loss, gradients, balancer: one step
+        self._gradients = StepGradients(names)  # the gradient rows and the balancer of one step (module doc)
+        #: rows per encoder pass under GradCache (``None``: no cache)
+        self.cache_chunk: int | None = train.cache_chunk
         self._conflicts = ConflictLog(train.conflict_every)
-
-    @property
-    def cache_chunk(self) -> int | None:
-        """Rows per encoder pass under GradCache (``None``: no cache)."""
-        return self._step_runner.cache_chunk
-
-    @cache_chunk.setter
-    def cache_chunk(self, rows: int | None) -> None:
-        self._step_runner.cache_chunk = rows
 
     @property
     def objective_list(self) -> list[Objective]:
@@ -207,7 +218,7 @@ class UnisentModule(L.LightningModule):
                     self.log(f"train/{objective.name}/{term}", float("nan"), on_step=True, batch_size=1)
                 continue
             start = _clock(self.device) if several else 0.0
-            out = self._step_runner.run(objective, self.encoder, sub, weight)
+            out = self._run_objective(objective, sub, weight)
             if several:
                 seconds[objective.name] = _clock(self.device) - start
                 self.log(f"train/{objective.name}/batch_size", float(_batch_len(sub)), on_step=True, batch_size=1)
@@ -224,6 +235,20 @@ class UnisentModule(L.LightningModule):
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
+
+    def _run_objective(self, objective: Objective, batch: dict[str, Any], weight: float) -> ObjectiveOutput:
+        """Stages 1-3 for one objective: its terms and metrics (for the logs); its gradients are taken."""
+        if not (self.cache_chunk and objective.in_batch):
+            out = ObjectiveOutput.of(objective(self.encoder, batch))
+            self._gradients.add(objective.name, weight * objective.total(out.terms))
+            return out
+        encode = CachedEncode(self.encoder, self.cache_chunk)
+        out = ObjectiveOutput.of(objective.loss(objective.embed(encode, batch), batch))
+        grads = self._gradients.add(objective.name, weight * objective.total(out.terms), encode.leaves)
+        if encode.leaves and self._gradients.shared:  # a frozen encoder: nothing to replay for
+            for vectors, grad in encode.replay(grads):
+                self._gradients.add_chunk(objective.name, vectors, grad)
+        return out
 
     # ------------------------------------------------------------------------------------ balancing
     def _shared_params(self) -> list[torch.nn.Parameter]:
@@ -246,17 +271,29 @@ class UnisentModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # the run folder, asked on every process (under DDP trainer.log_dir is a collective): conflicts.csv
         self._conflicts.run_dir = self.trainer.log_dir if self._trainer is not None else None
-        self._step_runner.check_strategy(self._trainer.strategy if self._trainer is not None else None)
+        strategy = self._trainer.strategy if self._trainer is not None else None
+        # GradCache refused, in one line, under a strategy that takes the gradients in one backward call
+        if self.cache_chunk and _takes_one_backward(strategy):
+            raise ModelConfigError(
+                f"model.train.cache_chunk (GradCache) needs each objective's gradients inside the training step; "
+                f"{type(strategy).__name__} takes them in one backward call of its own: use DDP, or unset cache_chunk"
+            )
 
     def start_step(self, step: int | None = None) -> None:
         """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): each objective's step
-        (``TrainingStep.run``), then ``finish_step``."""
+        (``_run_objective``), then ``finish_step``
+        ([`unisent.balancers.StepGradients.start`][unisent.balancers.StepGradients.start])."""
         step = self.global_step if step is None else step
         last = self._last_micro_batch()
         self._step = (step, last, self._conflicts.due(step, last))
         strategy = self._trainer.strategy if self._trainer is not None else None
-        self._step_runner.start(
-            self.balancer, self._shared_params(), self._own_params(), conflicts=self._step[2], strategy=strategy
+        self._gradients.start(
+            self.balancer,
+            self._shared_params(),
+            self._own_params(),
+            conflicts=self._step[2],
+            deferred=_takes_one_backward(strategy),
+            cached=bool(self.cache_chunk),
         )
 
     def finish_step(self) -> torch.Tensor:
@@ -264,8 +301,8 @@ class UnisentModule(L.LightningModule):
         parameter's own loss's); its value, logged as ``train/loss``, is the plain sum of the losses (a
         loss-level balancer: their weighted sum plus its regularizer)."""
         step, last, _ = self._step
-        loss, stats, weights = self._step_runner.finish(last=last, step=step, parameters=self.parameters())
-        gradients = self._step_runner.gradients
+        gradients = self._gradients
+        loss, stats, weights = gradients.finish(last=last, step=step, parameters=self.parameters())
         if not gradients.values:
             return loss
         if not isinstance(self.balancer, Static):

@@ -2,7 +2,7 @@
 objective's batch of any size in the memory of one chunk.
 
 An in-batch loss cannot be split into micro-batches, so GradCache splits the *encoder* instead
-(``unisent.training_step`` runs it): (1) ``embed`` gets a ``CachedEncode``, which encodes chunk by
+(``unisent.lightning_module`` runs it): (1) ``embed`` gets a ``CachedEncode``, which encodes chunk by
 chunk *without a graph*, remembering each chunk's random state, and returns leaf tensors; (2) the objective's
 unchanged ``loss`` runs on the leaves and its gradient w.r.t. them is taken; (3) ``CachedEncode.replay``
 encodes each chunk again *with* a graph under the same random state (same dropout, same vectors), and

@@ -142,7 +142,7 @@ def length_rule_row(data_dir: str, tokenizer_model: str = "minilm-l6") -> dict:
     """The reference row of the direction column: no model, the rule "the longer sentence (in the
     tokenizer's tokens) is the premise" on the same SNLI test entailment pairs; a tie counts as wrong."""
     import unisent
-    from unisent.data.benchmark_readers.nli_readers import read_aligned_nli
+    from unisent.data.benchmark_readers import read_aligned_nli
 
     snli = Path(data_dir) / "nli" / "snli"
     pairs = read_aligned_nli(*(snli / f"{f}.test" for f in ("s1", "s2", "labels")))

@@ -17,8 +17,7 @@ def read_nli_pairs(fmt: Literal["snli", "xnli", "sick"], path: str, split: str =
     """``(premises, hypotheses, lower-cased labels)`` read by the evaluation readers from ``snli`` (a
     directory of ``s1``/``s2``/``labels.<split>``), ``xnli`` (``premise<TAB>hypothesis<TAB>label`` tsv) or
     ``sick`` (the SICK txt with ``entailment_judgment``)."""
-    from ..data.benchmark_readers.nli_readers import read_pair_tsv, read_snli
-    from ..data.benchmark_readers.sts_readers import read_sick_entailment
+    from ..data.benchmark_readers import read_pair_tsv, read_sick_entailment, read_snli
 
     if fmt == "snli":
         pairs = read_snli(path, split)

@@ -20,7 +20,6 @@ __all__ = [
     "check_repo_id",
     "dataset_id",
     "display_path",
-    "eval_results",
     "hub_id",
     "model_index",
     "push_to_hub",
@@ -164,25 +163,6 @@ def backbone_metadata(base_model: str | None) -> dict[str, Any]:
             found["language"] = _as_list(meta["language"])
     known = KNOWN_BACKBONES.get(hub_id(base_model) or "", {})
     return {**known, **found}
-
-
-def eval_results(results: dict[str, Any]) -> list[Any]:
-    """``huggingface_hub.EvalResult`` objects of ``unisent evaluate`` results, one per task (percent)."""
-    from huggingface_hub import EvalResult
-
-    return [
-        EvalResult(
-            task_type=entry["task"]["type"],
-            dataset_type=dataset["type"],
-            dataset_name=dataset["name"],
-            dataset_split=dataset.get("split"),
-            metric_type=metric["type"],
-            metric_value=metric["value"],
-            metric_name=metric["name"],
-        )
-        for entry in model_index("", results)[0]["results"]
-        for dataset, metric in [(entry["dataset"], entry["metrics"][0])]
-    ]
 
 
 def model_index(name: str, results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -168,7 +168,7 @@ def quantize_int8(source: Path, target: Path, arch: str, per_channel: bool = Tru
 
 def stsb_test() -> tuple[list[str], list[str], np.ndarray]:
     """The bundled STS-B test set: ``(first sentences, second sentences, gold scores)``."""
-    from ..data.benchmark_readers.sts_readers import read_stsbenchmark
+    from ..data.benchmark_readers import read_stsbenchmark
     from ..resources import EVALUATION_DATA_DIR
 
     data = read_stsbenchmark(Path(EVALUATION_DATA_DIR) / "sts" / "stsbenchmark" / "sts-test.csv")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...data.record_errors import RecordError
-from ...data.records import iter_records
+from .record_errors import RecordError
+from .records import iter_records
 
 __all__ = [
     "BuccCorpus",

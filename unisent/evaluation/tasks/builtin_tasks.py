@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from ...data.benchmark_readers import (
     NLI_LABELS,
@@ -72,19 +73,19 @@ STSB_CROSS_LANGS = ("de", "es")
 # downstreams/text-clustering/data/monolingual_benchmark/: name -> (reader, files under clustering/stc/,
 # optional). GoogleNews-* are optional: the shared data bundle does not carry them.
 STC_SETS = {
-    "agnews": (read_labeled_tsv, ("agnews.txt",), False),
-    "searchsnippets": (read_text_and_labels, ("searchsnippets.txt", "searchsnippets_label.txt"), False),
-    "stackoverflow": (read_text_and_labels, ("stackoverflow.txt", "stackoverflow_label.txt"), False),
-    "biomedical": (read_text_and_labels, ("biomedical.txt", "biomedical_label.txt"), False),
-    "tweet": (read_labeled_jsonl, ("tweet.txt",), False),
-    "googlenews-s": (read_labeled_tsv, ("s.txt",), True),
-    "googlenews-t": (read_labeled_tsv, ("t.txt",), True),
-    "googlenews-ts": (read_labeled_tsv, ("ts.txt",), True),
-}
-STC_TITLES = {
-    "googlenews-s": "GoogleNews-S (snippet)",
-    "googlenews-t": "GoogleNews-T (title)",
-    "googlenews-ts": "GoogleNews-TS (title and snippet)",
+    "agnews": ("agnews", read_labeled_tsv, ("agnews.txt",), False),
+    "searchsnippets": (
+        "searchsnippets",
+        read_text_and_labels,
+        ("searchsnippets.txt", "searchsnippets_label.txt"),
+        False,
+    ),
+    "stackoverflow": ("stackoverflow", read_text_and_labels, ("stackoverflow.txt", "stackoverflow_label.txt"), False),
+    "biomedical": ("biomedical", read_text_and_labels, ("biomedical.txt", "biomedical_label.txt"), False),
+    "tweet": ("tweet", read_labeled_jsonl, ("tweet.txt",), False),
+    "googlenews-s": ("GoogleNews-S (snippet)", read_labeled_tsv, ("s.txt",), True),
+    "googlenews-t": ("GoogleNews-T (title)", read_labeled_tsv, ("t.txt",), True),
+    "googlenews-ts": ("GoogleNews-TS (title and snippet)", read_labeled_tsv, ("ts.txt",), True),
 }
 MEWSC16_LANGS = ("ar", "ca", "cs", "de", "en", "eo", "es", "fa", "fr", "ja", "ko", "pl", "pt", "ru", "sv", "tr")
 # The 112 languages of the LASER Tatoeba test sets (ISO 639-3, as in the file names).
@@ -98,6 +99,8 @@ TATOEBA_LANGS = tuple(
 BUCC_LANGS = ("de", "fr", "ru", "zh")
 XNLI_LANGS = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 PAWSX_LANGS = ("de", "en", "es", "fr", "ja", "ko", "zh")
+#: the groups whose tasks are also in the group ``multilingual``
+MULTILINGUAL = ("stsb-multi", "stsb-multi-cross", "sts17", "mewsc16", "tatoeba", "bucc", "xnli", "pawsx")
 
 TASKS: dict[str, Task] = {}
 GROUPS: dict[str, tuple[str, ...]] = {}
@@ -121,142 +124,80 @@ def register_task(task: Task, groups: tuple[str, ...] | None = None) -> Task:
     return task
 
 
+def _add(kind: type[Task], name: str, group: str, description: str, *, held_out: bool = False, **fields: Any) -> None:
+    """Register ``kind(name=..., group=..., description=..., **fields)`` in ``group`` (and in ``multilingual`` when
+    ``group`` is in ``MULTILINGUAL``); ``held_out``, a set for choosing settings: in no group but ``all``."""
+    groups = () if held_out else (group, "multilingual") if group in MULTILINGUAL else (group,)
+    register_task(kind(name=name, group=group, description=description, **fields), groups)
+
+
 def _sts_tasks() -> None:
     for name, subsets in STS_YEARS.items():
         folder = f"sts/{name.upper()}-en-test"
         files = [(f"{folder}/STS.input.{s}.txt", f"{folder}/STS.gs.{s}.txt") for s in subsets]
-        register_task(
-            STSSubsetsTask(
-                name=name,
-                group="sts",
-                description=f"{name.upper()} ({len(subsets)} SentEval subsets), Spearman x100 of all pairs",
-                optional=True,
-                subsets=tuple((s, Source(pair, read_senteval_sts)) for s, pair in zip(subsets, files)),
-            )
-        )
+        description = f"{name.upper()} ({len(subsets)} SentEval subsets), Spearman x100 of all pairs"
+        sources = tuple((s, Source(pair, read_senteval_sts)) for s, pair in zip(subsets, files))
+        _add(STSSubsetsTask, name, "sts", description, optional=True, subsets=sources)
+    # the dev set is for model selection: the "sts" group (SimCSE's STS average) leaves it out
     for split in ("dev", "test"):
-        register_task(
-            STSTask(
-                name=f"stsb-{split}",
-                group="sts",
-                description=f"STS Benchmark {split} (SentEval csv), Spearman x100",
-                source=Source((f"{STSB}/sts-{split}.csv",), read_stsbenchmark),
-            ),
-            # the dev set is for model selection: the "sts" group (SimCSE's STS average) leaves it out
-            groups=("sts",) if split == "test" else (),
-        )
-    sick = {
-        "test": ("sick-r", "SICK_test_annotated.txt", "test set"),
-        "trial": ("sick-r-dev", "SICK_trial.txt", "trial set"),
-    }
-    for split, (name, file, what) in sick.items():
-        register_task(
-            STSTask(
-                name=name,
-                group="sts",
-                description=f"SICK relatedness, {what}{' (500 pairs)' if split == 'trial' else ''}, Spearman x100",
-                source=Source((f"{SICK}/{file}",), read_sick_relatedness),
-            ),
-            # like stsb-dev: the trial set is for model selection, out of the "sts" average
-            groups=None if split == "test" else (),
-        )
-    register_task(
-        AlignUniformTask(
-            name="stsb-align-uniform",
-            group="analysis",
-            description="alignment (pairs scored >= 4) and uniformity on STS-B dev (Wang & Isola 2020)",
-            source=Source((f"{STSB}/sts-dev.csv",), read_stsbenchmark),
-        )
-    )
+        source = Source((f"{STSB}/sts-{split}.csv",), read_stsbenchmark)
+        description = f"STS Benchmark {split} (SentEval csv), Spearman x100"
+        _add(STSTask, f"stsb-{split}", "sts", description, source=source, held_out=split == "dev")
+    # like stsb-dev: the trial set is for model selection, out of the "sts" average
+    for name, file, what in (
+        ("sick-r", "test_annotated", "test set"),
+        ("sick-r-dev", "trial", "trial set (500 pairs)"),
+    ):
+        source = Source((f"{SICK}/SICK_{file}.txt",), read_sick_relatedness)
+        description = f"SICK relatedness, {what}, Spearman x100"
+        _add(STSTask, name, "sts", description, source=source, held_out=file == "trial")
+    source = Source((f"{STSB}/sts-dev.csv",), read_stsbenchmark)
+    description = "alignment (pairs scored >= 4) and uniformity on STS-B dev (Wang & Isola 2020)"
+    _add(AlignUniformTask, "stsb-align-uniform", "analysis", description, source=source)
 
 
 def _multilingual_sts_tasks() -> None:
     for lang in STSB_MULTI_LANGS:
-        register_task(
-            STSTask(
-                name=f"stsb-multi-{lang}",
-                group="stsb-multi",
-                description=f"stsb-multi-mt {lang} test (machine-translated STS-B), Spearman x100",
-                source=Source((f"sts/stsb-multi-mt/stsb-{lang}-test.csv",), read_stsb_multi),
-            ),
-            groups=("stsb-multi", "multilingual"),
-        )
+        source = Source((f"sts/stsb-multi-mt/stsb-{lang}-test.csv",), read_stsb_multi)
+        description = f"stsb-multi-mt {lang} test (machine-translated STS-B), Spearman x100"
+        _add(STSTask, f"stsb-multi-{lang}", "stsb-multi", description, source=source)
     for lang in STSB_CROSS_LANGS:
         for split in ("dev", "test"):
-            register_task(
-                STSTask(
-                    name=f"stsb-multi-en-{lang}" + ("-dev" if split == "dev" else ""),
-                    group="stsb-multi-cross",
-                    description=f"stsb-multi-mt {split}, English sentence 1 vs {lang} sentence 2, Spearman x100",
-                    source=Source(
-                        tuple(f"sts/stsb-multi-mt/stsb-{x}-{split}.csv" for x in ("en", lang)), read_stsb_multi_cross
-                    ),
-                ),
-                # like stsb-dev: the dev sets are for model selection, in no group but "all"
-                groups=("stsb-multi-cross", "multilingual") if split == "test" else (),
-            )
+            files = tuple(f"sts/stsb-multi-mt/stsb-{x}-{split}.csv" for x in ("en", lang))
+            source = Source(files, read_stsb_multi_cross)
+            description = f"stsb-multi-mt {split}, English sentence 1 vs {lang} sentence 2, Spearman x100"
+            name = f"stsb-multi-en-{lang}" + ("-dev" if split == "dev" else "")
+            # like stsb-dev: the dev sets are for model selection, in no group but "all"
+            _add(STSTask, name, "stsb-multi-cross", description, source=source, held_out=split == "dev")
     for pair, filename in STS17_FILES.items():
-        register_task(
-            STSTask(
-                name=f"sts17-{pair}",
-                group="sts17",
-                description=f"STS17 {pair} (extended release), Spearman x100",
-                optional=True,
-                source=Source((f"sts/STS17-test/{filename}",), read_sts17),
-            ),
-            groups=("sts17", "multilingual"),
-        )
+        source = Source((f"sts/STS17-test/{filename}",), read_sts17)
+        description = f"STS17 {pair} (extended release), Spearman x100"
+        _add(STSTask, f"sts17-{pair}", "sts17", description, source=source, optional=True)
 
 
 def _clustering_tasks() -> None:
-    for name, (reader, files, optional) in STC_SETS.items():
-        register_task(
-            ClusteringTask(
-                name=f"stc-{name}",
-                group="stc",
-                description=f"{STC_TITLES.get(name, name)} short-text clustering, K-means accuracy x100 "
-                "(mean of 3 seeds)",
-                optional=optional,
-                source=Source(tuple(f"clustering/stc/{f}" for f in files), reader),
-            )
-        )
+    for name, (title, reader, files, optional) in STC_SETS.items():
+        source = Source(tuple(f"clustering/stc/{f}" for f in files), reader)
+        description = f"{title} short-text clustering, K-means accuracy x100 (mean of 3 seeds)"
+        _add(ClusteringTask, f"stc-{name}", "stc", description, source=source, optional=optional)
+    drop_empty = partial(read_text_and_labels, drop_empty=True)
     for lang in MEWSC16_LANGS:  # empty sentences (a sentence-splitter artefact) dropped with their category, as EASE
         files = (f"clustering/mewsc16/{lang}_sentences.txt", f"clustering/mewsc16/{lang}_categories.txt")
-        register_task(
-            ClusteringTask(
-                name=f"mewsc16-{lang}",
-                group="mewsc16",
-                description=f"MewsC-16 {lang} news clustering, K-means accuracy x100 (mean of 3 seeds)",
-                source=Source(files, partial(read_text_and_labels, drop_empty=True)),
-            ),
-            groups=("mewsc16", "multilingual"),
-        )
+        description = f"MewsC-16 {lang} news clustering, K-means accuracy x100 (mean of 3 seeds)"
+        _add(ClusteringTask, f"mewsc16-{lang}", "mewsc16", description, source=Source(files, drop_empty))
 
 
 def _retrieval_tasks() -> None:
     for lang in TATOEBA_LANGS:
         stem = f"retrieval/tatoeba/tatoeba.{lang}-eng"
-        register_task(
-            TatoebaTask(
-                name=f"tatoeba-{lang}",
-                group="tatoeba",
-                description=f"Tatoeba {lang}<->eng retrieval, accuracy x100 (mean of both directions)",
-                source=Source((f"{stem}.{lang}", f"{stem}.eng"), read_parallel),
-            ),
-            groups=("tatoeba", "multilingual"),
-        )
+        description = f"Tatoeba {lang}<->eng retrieval, accuracy x100 (mean of both directions)"
+        source = Source((f"{stem}.{lang}", f"{stem}.eng"), read_parallel)
+        _add(TatoebaTask, f"tatoeba-{lang}", "tatoeba", description, source=source)
     for lang in BUCC_LANGS:
         stem = f"retrieval/bucc2018/{lang}-en/{lang}-en.training"
-        register_task(
-            BuccTask(
-                name=f"bucc-{lang}",
-                group="bucc",
-                description=f"BUCC 2018 {lang}-en mining (training split), margin kNN k=4, F1 x100",
-                optional=True,
-                source=Source((f"{stem}.{lang}", f"{stem}.en", f"{stem}.gold"), read_bucc_files),
-            ),
-            groups=("bucc", "multilingual"),
-        )
+        source = Source((f"{stem}.{lang}", f"{stem}.en", f"{stem}.gold"), read_bucc_files)
+        description = f"BUCC 2018 {lang}-en mining (training split), margin kNN k=4, F1 x100"
+        _add(BuccTask, f"bucc-{lang}", "bucc", description, source=source, optional=True)
 
 
 def _transfer_tasks() -> None:
@@ -268,54 +209,23 @@ def _transfer_tasks() -> None:
         "mpqa": ("MPQA opinion polarity", read_binary_files, ("mpqa.pos", "mpqa.neg")),
     }
     for name, (title, reader, files) in binary.items():
-        register_task(
-            CrossValidatedProbeTask(
-                name=name,
-                group="transfer",
-                description=f"{title}, logistic regression, 10-fold CV accuracy x100",
-                source=Source(tuple(f"{SENTEVAL}/{f}" for f in files), reader),
-            )
-        )
+        source = Source(tuple(f"{SENTEVAL}/{f}" for f in files), reader)
+        description = f"{title}, logistic regression, 10-fold CV accuracy x100"
+        _add(CrossValidatedProbeTask, name, "transfer", description, source=source)
     sst = [Source((f"{SENTEVAL}/sst2/sentiment-{split}",), read_sst) for split in ("train", "dev", "test")]
-    register_task(
-        SplitProbeTask(
-            name="sst2",
-            group="transfer",
-            description="SST-2 binary sentiment, logistic regression (C on dev), test accuracy x100",
-            train=sst[0],
-            dev=sst[1],
-            test=sst[2],
-        )
-    )
-    register_task(
-        SplitProbeTask(
-            name="trec",
-            group="transfer",
-            description="TREC 6-way question type, logistic regression (C by CV), test accuracy x100",
-            train=Source((f"{SENTEVAL}/TREC.train",), read_trec),
-            test=Source((f"{SENTEVAL}/TREC.test",), read_trec),
-        )
-    )
-    register_task(
-        SplitProbeTask(
-            name="mrpc",
-            group="transfer",
-            description="MRPC paraphrase, [u,v,|u-v|,u*v] logistic regression, test accuracy (and F1) x100",
-            train=Source((f"{SENTEVAL}/mrpc/msr_paraphrase_train.txt",), read_mrpc),
-            test=Source((f"{SENTEVAL}/mrpc/msr_paraphrase_test.txt",), read_mrpc),
-            positive_label="1",
-        )
-    )
-    register_task(
-        SplitProbeTask(
-            name="sick-e",
-            group="transfer",
-            description="SICK entailment 3-way, [u,v,|u-v|,u*v] logistic regression (C on trial), accuracy",
-            train=Source((f"{SICK}/SICK_train.txt",), read_sick_entailment),
-            dev=Source((f"{SICK}/SICK_trial.txt",), read_sick_entailment),
-            test=Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment),
-        )
-    )
+    description = "SST-2 binary sentiment, logistic regression (C on dev), test accuracy x100"
+    _add(SplitProbeTask, "sst2", "transfer", description, train=sst[0], dev=sst[1], test=sst[2])
+    trec = [Source((f"{SENTEVAL}/TREC.{split}",), read_trec) for split in ("train", "test")]
+    description = "TREC 6-way question type, logistic regression (C by CV), test accuracy x100"
+    _add(SplitProbeTask, "trec", "transfer", description, train=trec[0], test=trec[1])
+    mrpc = [Source((f"{SENTEVAL}/mrpc/msr_paraphrase_{split}.txt",), read_mrpc) for split in ("train", "test")]
+    description = "MRPC paraphrase, [u,v,|u-v|,u*v] logistic regression, test accuracy (and F1) x100"
+    _add(SplitProbeTask, "mrpc", "transfer", description, train=mrpc[0], test=mrpc[1], positive_label="1")
+    sick = [
+        Source((f"{SICK}/SICK_{split}.txt",), read_sick_entailment) for split in ("train", "trial", "test_annotated")
+    ]
+    description = "SICK entailment 3-way, [u,v,|u-v|,u*v] logistic regression (C on trial), accuracy"
+    _add(SplitProbeTask, "sick-e", "transfer", description, train=sick[0], dev=sick[1], test=sick[2])
 
 
 def _nli_tasks() -> None:
@@ -324,24 +234,11 @@ def _nli_tasks() -> None:
     }
     sick_test = Source((f"{SICK}/SICK_test_annotated.txt",), read_sick_entailment)
     for name, test in (("snli", snli["test"]), ("sick", sick_test)):
-        register_task(
-            NLIThresholdTask(
-                name=f"{name}-nli",
-                group="nli",
-                description=f"{name.upper()} test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev",
-                dev=snli["dev"],
-                test=test,
-            )
-        )
+        description = f"{name.upper()} test 2-way (entailment vs rest) by sim(hyp||pre), threshold from SNLI dev"
+        _add(NLIThresholdTask, f"{name}-nli", "nli", description, dev=snli["dev"], test=test)
     for name, source in (("snli", snli["test"]), ("sick", sick_test)):
-        register_task(
-            EntailmentDirectionTask(
-                name=f"{name}-direction",
-                group="nli",
-                description=f"{name.upper()} test entailment pairs: which sentence entails (sim, variance)",
-                source=source,
-            )
-        )
+        description = f"{name.upper()} test entailment pairs: which sentence entails (sim, variance)"
+        _add(EntailmentDirectionTask, f"{name}-direction", "nli", description, source=source)
     # Held-out direction sets for choosing settings, in no group but `all` (like stsb-dev). Not SNLI dev: the
     # unified recipes train GaussCSE on SNLI dev's triples. SICK's trial split is the split of sick-r-dev; its
     # train split (669 pairs with the hypothesis at least as long in MiniLM's tokens) is nine times the size, and
@@ -350,42 +247,30 @@ def _nli_tasks() -> None:
         ("sick-direction-dev", "trial", "SICK trial entailment pairs (144)"),
         ("sick-direction-train", "train", "SICK train entailment pairs (1,299), held out"),
     ):
-        register_task(
-            EntailmentDirectionTask(
-                name=name,
-                group="nli",
-                description=f"{description}: which sentence entails; for choosing settings",
-                source=Source((f"{SICK}/SICK_{split}.txt",), read_sick_entailment),
-            ),
-            groups=(),
-        )
+        source = Source((f"{SICK}/SICK_{split}.txt",), read_sick_entailment)
+        description = f"{description}: which sentence entails; for choosing settings"
+        _add(EntailmentDirectionTask, name, "nli", description, source=source, held_out=True)
     # The quickstart's held-out test, bundled in unisent/resources (the default --data-dir; LICENSE.md
     # there): in no group but `all`, and optional there.
-    register_task(
-        EntailmentDirectionTask(
-            name="snli-direction-sample",
-            group="nli",
-            description=f"SNLI test, 1,000 entailment pairs bundled in {SNLI_SAMPLE}: which sentence entails",
-            optional=True,
-            source=Source((SNLI_SAMPLE,), partial(read_pair_tsv, labels=NLI_LABELS)),
-        ),
-        groups=(),
+    sample = Source((SNLI_SAMPLE,), partial(read_pair_tsv, labels=NLI_LABELS))
+    description = f"SNLI test, 1,000 entailment pairs bundled in {SNLI_SAMPLE}: which sentence entails"
+    _add(
+        EntailmentDirectionTask,
+        "snli-direction-sample",
+        "nli",
+        description,
+        held_out=True,
+        optional=True,
+        source=sample,
     )
     for family, langs, labels in (("xnli", XNLI_LANGS, NLI_LABELS), ("pawsx", PAWSX_LANGS, PAWSX_LABELS)):
         reader = partial(read_pair_tsv, labels=labels)
         english = Source((f"nli/{family}/dev-en.tsv",), reader)
         title = "XNLI 3-way" if family == "xnli" else "PAWS-X paraphrase"
         for lang in langs:
-            register_task(
-                ZeroShotProbeTask(
-                    name=f"{family}-{lang}",
-                    group=family,
-                    description=f"{title} zero-shot: probe on English dev, accuracy x100 on test-{lang}",
-                    train=english,
-                    test=Source((f"nli/{family}/test-{lang}.tsv",), reader),
-                ),
-                groups=(family, "multilingual"),
-            )
+            test = Source((f"nli/{family}/test-{lang}.tsv",), reader)
+            description = f"{title} zero-shot: probe on English dev, accuracy x100 on test-{lang}"
+            _add(ZeroShotProbeTask, f"{family}-{lang}", family, description, train=english, test=test)
 
 
 _sts_tasks()

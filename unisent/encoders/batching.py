@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,6 +16,7 @@ import torch
 from ..data.schema import pad_batch
 
 __all__ = [
+    "TokenIds",
     "TruncationCount",
     "TruncationWarning",
     "collect_truncation",
@@ -149,3 +151,60 @@ def ordered_map(fn, items: Iterable, workers: int, per_thread: int = 1) -> Itera
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+class TokenIds:
+    """Tokenising for ``encode`` (the torch ``Encoder``'s and the ONNX runner's): the class has a ``tokenizer``
+    and a ``config.max_length``."""
+
+    tokenizer: Any
+    config: Any
+
+    def tokenize_ids(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids per text, truncated, with special tokens and without padding."""
+        return self.tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=max_length or self.config.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+
+    def _special_suffix(self) -> int | None:
+        """How many special tokens end a tokenised text (BERT's ``[SEP]``: 1), read once from the
+        tokenizer's special-tokens mask; None when it truncates on the left or the mask says nothing."""
+        side = getattr(self.tokenizer, "truncation_side", "right")
+        cached = self.__dict__.get("_suffix_cache")
+        if cached is not None and cached[0] is self.tokenizer and cached[1] == side:
+            return cached[2]
+        suffix: int | None = None
+        if side == "right":
+            mask = self.tokenizer("a b", return_special_tokens_mask=True)["special_tokens_mask"]
+            content = [i for i, special in enumerate(mask) if not special]
+            suffix = len(mask) - content[-1] - 1 if content else None
+        self.__dict__["_suffix_cache"] = (self.tokenizer, side, suffix)
+        return suffix
+
+    def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
+        """``tokenize_ids`` at ``config.max_length``, and how many texts it
+        truncated.
+
+        Tokenised once with one token more than allowed: a text that reaches ``max_length + 1`` tokens
+        was truncated (counted on the list lengths, no loop over tokens). Those rows lose their last
+        content token by slicing, before the special tokens that end them, which is what truncating
+        at ``max_length`` gives (tested); a tokenizer that truncates on the left tokenises them again."""
+        limit = self.config.max_length
+        ids = self.tokenize_ids(texts, limit + 1)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        over: list[int] = np.flatnonzero(lengths > limit).tolist()
+        if over:
+            suffix = self._special_suffix()
+            if suffix is None:
+                for i, row in zip(over, self.tokenize_ids([texts[i] for i in over], limit)):
+                    ids[i] = row
+            else:
+                for i in over:
+                    row = ids[i]
+                    ids[i] = row[: limit - suffix] + row[len(row) - suffix :]
+        return ids, len(over)

@@ -11,7 +11,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -19,7 +18,7 @@ from ..hardware import inference_precision
 from ..inference.model_types import register_model
 from ..io import write_json
 from ..io.model_files import ModelFileError, check_fits, load_state, read_model_json, read_state, weight_shapes
-from .batching import length_batches, ordered_map, reference_batching_enabled, report_truncation
+from .batching import TokenIds, length_batches, ordered_map, reference_batching_enabled, report_truncation
 from .config import POOLER_WEIGHTS, UNISENT_CONFIG, EncoderConfig
 from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
@@ -60,7 +59,7 @@ def _check_pooler_sizes(location: str, pooler: str, hidden_size: int, declared: 
 
 
 @register_model("encoder")
-class Encoder(EncoderModel):
+class Encoder(EncoderModel, TokenIds):
     """Backbone + pooler. ``forward`` maps token ids to sentence vectors; ``encode`` maps strings.
 
     How it is exported and described (model card, Sentence Transformers modules, ``transformers``
@@ -190,56 +189,6 @@ class Encoder(EncoderModel):
         newer = hasattr(type(self.backbone), "is_activation_checkpointing")
         flag = "is_activation_checkpointing" if newer else "is_gradient_checkpointing"
         return self.training and bool(getattr(self.backbone, flag, False))
-
-    # ----------------------------------------------------------------------------------- tokenising
-    def tokenize_ids(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
-        """Token ids per text, truncated, with special tokens and without padding."""
-        return self.tokenizer(
-            list(texts),
-            truncation=True,
-            max_length=max_length or self.config.max_length,
-            padding=False,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )["input_ids"]
-
-    def _special_suffix(self) -> int | None:
-        """How many special tokens end a tokenised text (BERT's ``[SEP]``: 1), read once from the
-        tokenizer's special-tokens mask; None when it truncates on the left or the mask says nothing."""
-        side = getattr(self.tokenizer, "truncation_side", "right")
-        cached = self.__dict__.get("_suffix_cache")
-        if cached is not None and cached[0] is self.tokenizer and cached[1] == side:
-            return cached[2]
-        suffix: int | None = None
-        if side == "right":
-            mask = self.tokenizer("a b", return_special_tokens_mask=True)["special_tokens_mask"]
-            content = [i for i, special in enumerate(mask) if not special]
-            suffix = len(mask) - content[-1] - 1 if content else None
-        self.__dict__["_suffix_cache"] = (self.tokenizer, side, suffix)
-        return suffix
-
-    def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
-        """[`tokenize_ids`][unisent.encoders.Encoder.tokenize_ids] at ``config.max_length``, and how many texts it
-        truncated.
-
-        Tokenised once with one token more than allowed: a text that reaches ``max_length + 1`` tokens
-        was truncated (counted on the list lengths, no loop over tokens). Those rows lose their last
-        content token by slicing, before the special tokens that end them, which is what truncating
-        at ``max_length`` gives (tested); a tokenizer that truncates on the left tokenises them again."""
-        limit = self.config.max_length
-        ids = self.tokenize_ids(texts, limit + 1)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        over: list[int] = np.flatnonzero(lengths > limit).tolist()
-        if over:
-            suffix = self._special_suffix()
-            if suffix is None:
-                for i, row in zip(over, self.tokenize_ids([texts[i] for i in over], limit)):
-                    ids[i] = row
-            else:
-                for i in over:
-                    row = ids[i]
-                    ids[i] = row[: limit - suffix] + row[len(row) - suffix :]
-        return ids, len(over)
 
     # ----------------------------------------------------------------------------------- inference
     def encode(

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from ..encoders.batching import TokenIds, length_batches, ordered_map, report_truncation
 from ..io.model_files import ModelFileError, check_model_directory, inside, read_model_json
 
 __all__ = ["ONNX_DIR", "ONNX_FP32", "ONNX_RECORD", "OnnxEncoder", "OnnxMissingError", "int8_file_name", "require_onnx"]
@@ -77,7 +78,7 @@ def _read_record(directory: Path) -> dict[str, Any]:
     return record
 
 
-class OnnxEncoder:
+class OnnxEncoder(TokenIds):
     """An ONNX export run by onnxruntime; ``encode`` (and ``encode_gaussian`` for GaussCSE) as the torch model's.
 
     Args:
@@ -184,29 +185,7 @@ class OnnxEncoder:
             self.max_length = before
 
     # ---------------------------------------------------------------------------------- encoding
-    def tokenize_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, truncated at the maximum length, as ``Encoder.tokenize_ids`` (the token counts of
-        the direction tasks' "hypothesis not shorter" read it)."""
-        return self._tokenize_counting(texts)[0]
-
-    def _tokenize_counting(self, texts: Sequence[str]) -> tuple[list[list[int]], int]:
-        """Token ids per text, truncated at the maximum length, and how many were truncated."""
-        limit = self.max_length
-        ids = self.tokenizer(
-            list(texts), truncation=True, max_length=limit + 1, padding=False, return_attention_mask=False
-        )["input_ids"]
-        over = [i for i, row in enumerate(ids) if len(row) > limit]
-        if over:
-            again = self.tokenizer(
-                [texts[i] for i in over], truncation=True, max_length=limit, padding=False, return_attention_mask=False
-            )["input_ids"]
-            for i, row in zip(over, again):
-                ids[i] = row
-        return ids, len(over)
-
     def _run(self, outputs: Sequence[str], sentences: Sequence[str], batch_size: int, workers: int | None, progress):
-        from ..encoders.batching import length_batches, ordered_map, report_truncation
-
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of sentences, not a single string")
         if batch_size < 1:

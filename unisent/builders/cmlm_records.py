@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from ..data.benchmark_readers import NLI_LABELS, read_tatoeba
 from ..data.records import iter_records
 from .nli_records import read_nli_pairs, write_jsonl
 
@@ -23,7 +24,6 @@ __all__ = [
     "COMMANDS",
 ]
 
-NLI_LABELS = ("entailment", "neutral", "contradiction")
 _TATOEBA = re.compile(r"^tatoeba\.([^.]+)-eng\.\1$")
 
 
@@ -59,20 +59,6 @@ def consecutive_pairs(documents: Iterable[list[str]], max_pairs: int = 0) -> Ite
 def tatoeba_languages(directory: str | Path) -> list[str]:
     """Languages with a ``tatoeba.<lang>-eng.<lang>`` file in ``directory``."""
     return sorted(m.group(1) for p in Path(directory).iterdir() if (m := _TATOEBA.match(p.name)))
-
-
-def _aligned(source_path: Path, target_path: Path) -> Iterator[tuple[int, str, str]]:
-    for path in (source_path, target_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist")
-    with source_path.open(encoding="utf-8") as fs, target_path.open(encoding="utf-8") as ft:
-        lineno = 0
-        for lineno, (s, t) in enumerate(zip(fs, ft), 1):
-            yield lineno, s.strip(), t.strip()
-        if fs.readline() or ft.readline():
-            raise ValueError(
-                f"{source_path} and {target_path} have different numbers of lines (differ after line {lineno})"
-            )
 
 
 def bitext_pairs(
@@ -112,8 +98,8 @@ def bitext_pairs(
         return
     for other in files:
         lang = other.suffix[1:]  # tatoeba.<lang>-eng.<lang>
-        english = other.with_name(f"tatoeba.{lang}-eng.eng")
-        for _, text, eng in _aligned(other, english):
+        pairs = read_tatoeba(other.parent, lang)  # stripped; files of different lengths: a DataFormatError
+        for text, eng in zip(pairs.source, pairs.target):
             if text and eng:
                 source, target = (eng, text) if english_source else (text, eng)
                 yield {"source": source, "target": target, "language": lang}

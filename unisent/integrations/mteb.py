@@ -24,6 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
+try:
+    import mteb
+    from mteb.models.abs_encoder import AbsEncoder
+except ImportError as err:  # pragma: no cover - mteb is a dependency of unisent[dev] / unisent[mteb]
+    raise ImportError("MTEB is not installed: pip install 'unisent[mteb]' (or pip install mteb)") from err
+
 __all__ = ["MTEBDataError", "MTEBEncoder", "run_tasks", "write_sts_dataset"]
 
 #: similarities on (n, d) embeddings, as Sentence Transformers defines them (distances negated)
@@ -34,22 +40,7 @@ class MTEBDataError(RuntimeError):
     """An MTEB task's data is neither given locally nor in the Hugging Face cache (one line)."""
 
 
-def _require_mteb():
-    try:
-        import mteb
-    except ImportError as err:  # pragma: no cover - mteb is a dependency of unisent[dev] / unisent[mteb]
-        raise ImportError("MTEB is not installed: pip install 'unisent[mteb]' (or pip install mteb)") from err
-    return mteb
-
-
-def _encoder_base():
-    _require_mteb()
-    from mteb.models.abs_encoder import AbsEncoder
-
-    return AbsEncoder
-
-
-class MTEBEncoder(_encoder_base()):
+class MTEBEncoder(AbsEncoder):
     """A unisent model in MTEB's encoder protocol.
 
     Args:
@@ -255,7 +246,6 @@ def run_tasks(
         MTEBDataError: a task's data is not available offline.
         KeyError: an unknown task name (MTEB's message).
     """
-    mteb = _require_mteb()
     encoder = (
         model
         if isinstance(model, MTEBEncoder)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +117,7 @@ def ablate(
     steps = run_steps(config, steps)
     chosen = panel_columns(config, columns)
     targets = panel_targets(config, chosen)
-    own = _own_columns(config)
+    own = dict(((config.get("model") or {}).get("evaluation") or {}).get("panel_own") or {})
     units = groups(objective_names(config), group or [])
     passed = _passed(steps, chosen, **options)
     merged = tuple(merged_units(config, units)) if "merge" in kinds else ()
@@ -161,10 +161,15 @@ def ablate(
     results = run_all(study, [r for r in planned if r.key not in missing], jobs)
     rows = summarize(results, chosen)
     summary = {"recipe": str(recipe_path), "steps": steps, "seeds": seeds, "columns": chosen, "rows": rows}
-    summary |= _verdicts(rows, own, targets, units)
+    # the summary's judgements of its rows: the best balancer, and each row against the panel's targets
+    summary["best_balancer"] = best_balancer(rows, own)
+    if targets:
+        summary["targets"] = target_verdicts(rows, targets, own, units)
     # what the table is made of besides the rows, so that ablation.json alone writes it again
     summary |= {"own": own, "units": {u: list(m) for u, m in units.items()}, "panel_targets": targets}
-    summary["command"] = _command(recipe_path, passed, seeds, kinds) + (" --tabulate" if tabulate else "")
+    # the command line that ran the study
+    command = ["unisent", "ablate", str(recipe_path), *passed, "--seeds", *map(str, seeds), "--runs", *kinds]
+    summary["command"] = " ".join(command) + (" --tabulate" if tabulate else "")
     if missing:
         summary["missing"] = missing
     write(folder / "ablation.json", json.dumps(summary, indent=1) + "\n")
@@ -210,50 +215,23 @@ def _check_options(balancers: list[str], kinds: list[str], jobs: int, merges: li
     return merges
 
 
-def _own_columns(config: dict[str, Any]) -> dict[str, str]:
-    evaluation = (config.get("model") or {}).get("evaluation") or {}
-    return dict(evaluation.get("panel_own") or {})
+#: the options every run of the study is started with, in this order (``_passed``)
+PASSED = ("out", "steps", "conflict_every", "group", "leave_out", "balancers", "merges", "columns", "data_dir")
+PASSED += ("entity_records", "no_keep_checkpoints", "precision")
 
 
-def _passed(
-    steps: int,
-    columns: Sequence[str],
-    *,
-    out: str,
-    conflict_every: int,
-    group: Sequence[str],
-    leave_out: Sequence[str],
-    balancers: Sequence[str],
-    merges: Sequence[str],
-    data_dir: str | None,
-    entity_records: str | None,
-    keep_checkpoints: bool,
-    precision: str | None = None,
-) -> list[str]:
-    """The options every run of the study is started with (``--jobs`` workers, sweep trials, the summary's command)."""
-    passed = [f"--out={out}", f"--steps={steps}", f"--conflict_every={conflict_every}"]
-    passed += [f"--group={g}" for g in group] + [f"--leave_out={u}" for u in leave_out]
-    passed += [f"--balancers={b}" for b in balancers] + [f"--merges={m}" for m in merges]
-    passed += [f"--columns={c}" for c in columns] + ([f"--data_dir={data_dir}"] if data_dir else [])
-    passed += [f"--entity_records={entity_records}"] if entity_records else []
-    passed += [] if keep_checkpoints else ["--no_keep_checkpoints"]
-    passed += [f"--precision={precision}"] if precision else []
+def _passed(steps: int, columns: Sequence[str], **options: Any) -> list[str]:
+    """The options every run of the study is started with (``--jobs`` workers, sweep trials, the summary's command):
+    ``--KEY=VALUE`` in the order of ``PASSED``, a list's once per item, ``None`` or empty left out, and
+    ``--no_keep_checkpoints`` for ``keep_checkpoints`` false."""
+    values = {**options, "steps": steps, "columns": columns, "no_keep_checkpoints": not options["keep_checkpoints"]}
+    passed = []
+    for key in PASSED:
+        value = values.get(key)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v is not None and v is not False and v != "":
+                passed.append(f"--{key}" if v is True else f"--{key}={v}")
     return passed
-
-
-def _command(recipe: Path, passed: list[str], seeds: Sequence[int], kinds: Sequence[str]) -> str:
-    """The command line that ran the study (``ablation.json``'s ``command``)."""
-    return " ".join(["unisent", "ablate", str(recipe), *passed, "--seeds", *map(str, seeds), "--runs", *kinds])
-
-
-def _verdicts(
-    rows: list[dict[str, Any]], own: dict[str, str], targets: dict[str, float], units: Mapping[str, Sequence[str]]
-) -> dict[str, Any]:
-    """The summary's judgements of its rows: the best balancer, and each row against the panel's targets."""
-    verdicts: dict[str, Any] = {"best_balancer": best_balancer(rows, own)}
-    if targets:
-        verdicts["targets"] = target_verdicts(rows, targets, own, units)
-    return verdicts
 
 
 #: options that wrote this project's results pages; they live in its studies/ folder now (not in the package)

@@ -56,12 +56,12 @@ def _drop(delta: torch.Tensor, density: float, generator: torch.Generator | None
 
 
 def _disjoint_mean(deltas: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """TIES' elected sign and weighted mean over the runs that agree with it (``deltas``: runs x ...)."""
-    shape = (-1,) + (1,) * (deltas.dim() - 1)
-    weighted = deltas * weights.view(shape)
+    """TIES' elected sign and weighted mean over the runs that agree with it (``deltas``: runs x ...; ``weights``:
+    runs x 1 x ...)."""
+    weighted = deltas * weights
     elected = torch.sign(weighted.sum(0))
     agree = (torch.sign(deltas) == elected) & (deltas != 0)
-    divisor = (weights.view(shape) * agree).sum(0)
+    divisor = (weights * agree).sum(0)
     merged = (weighted * agree).sum(0)
     return torch.where(divisor != 0, merged / torch.where(divisor != 0, divisor, 1), torch.zeros_like(merged))
 
@@ -92,17 +92,15 @@ def merge_tensors(
         raise ValueError(f"{len(tensors)} tensors and {len(weights)} weights: give one weight per run")
     dtype = tensors[0].dtype
     stacked = torch.stack([t.to(torch.float32) for t in tensors])
-    w = torch.tensor([float(x) for x in weights], dtype=torch.float32)
+    w = torch.tensor([float(x) for x in weights], dtype=torch.float32).view((-1,) + (1,) * (stacked.dim() - 1))
     if method == "linear":
-        shape = (-1,) + (1,) * (stacked.dim() - 1)
-        return ((stacked * w.view(shape)).sum(0) / w.sum()).to(dtype)
+        return ((stacked * w).sum(0) / w.sum()).to(dtype)
     if base is None:
         raise ValueError(f"merge method {method!r} needs the starting model's weights (task vectors)")
     start = base.to(torch.float32)
     deltas = stacked - start
     if method == "task_arithmetic":
-        shape = (-1,) + (1,) * (deltas.dim() - 1)
-        merged = (deltas * w.view(shape)).sum(0)
+        merged = (deltas * w).sum(0)
     elif method == "ties":
         merged = _disjoint_mean(torch.stack([_trim(d, density) for d in deltas]), w)
     else:  # dare_ties

@@ -15,7 +15,6 @@ vector there is 0), the same shapes, one definition of each objective.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -229,11 +228,10 @@ def _merge_state(
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    from huggingface_hub.utils.sha import sha_fileobj  # by chunks of 1 MiB
+
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return sha_fileobj(f).hex()
 
 
 def merge_runs(

@@ -49,9 +49,28 @@ def load(
     backend: str = "torch",
     onnx_file: str | None = None,
 ) -> Any:
-    """Load an inference model from a preset name, a hub id, a saved directory or a checkpoint, in eval mode.
+    """Load an inference model from a preset name, a saved directory or a checkpoint, in eval mode.
 
-    See ``unisent.load`` for the arguments (the same function).
+    Args:
+        model: ``minilm-l6`` (or any preset), a directory written by ``save_pretrained`` / ``unisent
+            fit`` (``<log dir>/encoder``) or ``unisent export``, a Hugging Face model directory or hub
+            id, or a Lightning ``.ckpt`` file from ``unisent fit``.
+        device: where to put it (default: CPU).
+        backend: ``torch`` (default) or ``onnx``: a directory of ``unisent export --format onnx`` run by onnxruntime
+            ([`unisent.export.OnnxEncoder`][unisent.export.OnnxEncoder], same ``encode``;
+            ``pip install 'unisent[onnx]'``).
+        onnx_file: with ``backend="onnx"``: ``int8``, ``fp32`` or a file name in ``onnx/`` (default: the
+            int8 file where the export has one, else fp32).
+
+    ``encode`` follows one precision rule (``unisent.hardware``): ``precision="auto"`` unless told,
+    bf16 where the device computes fast in bf16, fp32 elsewhere; the onnx backend runs its file's own.
+
+    A saved directory is loaded as the model type it records (``unisent_model.json``) or whose marker files it holds,
+    among every model type of unisent ([`unisent.models`][unisent.models]) and those registered from outside
+    ([`unisent.inference.register_model`][unisent.inference.register_model]); a ``.ckpt`` is rebuilt with its objectives
+    (``unisent.lightning_module.UnisentModule.from_checkpoint``). Nothing needs importing first: this is the one loader
+    (``unisent._loader``, which the package's own modules call, and ``unisent.load``, the same function), imported by
+    the package root as it is, so that ``import unisent`` stays light: it imports nothing heavy until called.
 
     Raises:
         FileNotFoundError: a ``.ckpt`` that does not exist.

@@ -45,24 +45,8 @@ def _pipeline(config: ProbeConfig, regression: BaseEstimator) -> Pipeline:
     return make_pipeline(*([StandardScaler()] if config.standardize else []), regression)
 
 
-def _regression(config: ProbeConfig, c: float) -> Pipeline:
-    return _pipeline(config, LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed))
-
-
-def _regression_cv(config: ProbeConfig) -> Pipeline:
-    folds = StratifiedKFold(config.inner_kfold, shuffle=True, random_state=config.seed)
-    regression = LogisticRegressionCV(
-        Cs=list(config.c_grid),  # pyright: ignore[reportArgumentType]  # unannotated: typed by its default 10
-        cv=folds,
-        scoring="accuracy",
-        max_iter=config.max_iter,
-        random_state=config.seed,
-    )
-    return _pipeline(config, regression)
-
-
 # scikit-learn 1.9 announces changes of LogisticRegressionCV defaults that do not affect an L2 model
-# scored by accuracy (both set explicitly above) and of the layout of its fitted attributes.
+# scored by accuracy (both set explicitly in fit_probe) and of the layout of its fitted attributes.
 _SKLEARN_TRANSITION = r".*(l1_ratios|use_legacy_attributes|fitted attributes).*"
 
 
@@ -79,13 +63,22 @@ def fit_probe(
     config = config or ProbeConfig()
     labels = np.asarray(labels)
     if dev is None:
+        folds = StratifiedKFold(config.inner_kfold, shuffle=True, random_state=config.seed)
+        regression = LogisticRegressionCV(
+            Cs=list(config.c_grid),  # pyright: ignore[reportArgumentType]  # unannotated: typed by its default 10
+            cv=folds,
+            scoring="accuracy",
+            max_iter=config.max_iter,
+            random_state=config.seed,
+        )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_SKLEARN_TRANSITION, category=FutureWarning)
-            model = _regression_cv(config).fit(features, labels)
+            model = _pipeline(config, regression).fit(features, labels)
         return model, {"C": float(np.ravel(cast(LogisticRegressionCV, model[-1]).C_)[0])}
     best: tuple[float, float, Pipeline] | None = None
     for c in config.c_grid:
-        model = _regression(config, c).fit(features, labels)
+        regression = LogisticRegression(C=c, max_iter=config.max_iter, random_state=config.seed)
+        model = _pipeline(config, regression).fit(features, labels)
         score = accuracy_score(np.asarray(dev[1]), model.predict(dev[0]))
         if best is None or score > best[0]:
             best = (score, c, model)

@@ -144,10 +144,8 @@ def _sts_tasks() -> None:
         description = f"STS Benchmark {split} (SentEval csv), Spearman x100"
         _add(STSTask, f"stsb-{split}", "sts", description, source=source, held_out=split == "dev")
     # like stsb-dev: the trial set is for model selection, out of the "sts" average
-    for name, file, what in (
-        ("sick-r", "test_annotated", "test set"),
-        ("sick-r-dev", "trial", "trial set (500 pairs)"),
-    ):
+    sick = {"sick-r": ("test_annotated", "test set"), "sick-r-dev": ("trial", "trial set (500 pairs)")}
+    for name, (file, what) in sick.items():
         source = Source((f"{SICK}/SICK_{file}.txt",), read_sick_relatedness)
         description = f"SICK relatedness, {what}, Spearman x100"
         _add(STSTask, name, "sts", description, source=source, held_out=file == "trial")
@@ -221,9 +219,7 @@ def _transfer_tasks() -> None:
     mrpc = [Source((f"{SENTEVAL}/mrpc/msr_paraphrase_{split}.txt",), read_mrpc) for split in ("train", "test")]
     description = "MRPC paraphrase, [u,v,|u-v|,u*v] logistic regression, test accuracy (and F1) x100"
     _add(SplitProbeTask, "mrpc", "transfer", description, train=mrpc[0], test=mrpc[1], positive_label="1")
-    sick = [
-        Source((f"{SICK}/SICK_{split}.txt",), read_sick_entailment) for split in ("train", "trial", "test_annotated")
-    ]
+    sick = [Source((f"{SICK}/SICK_{s}.txt",), read_sick_entailment) for s in ("train", "trial", "test_annotated")]
     description = "SICK entailment 3-way, [u,v,|u-v|,u*v] logistic regression (C on trial), accuracy"
     _add(SplitProbeTask, "sick-e", "transfer", description, train=sick[0], dev=sick[1], test=sick[2])
 

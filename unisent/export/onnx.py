@@ -141,7 +141,7 @@ def _quiet_root_logging() -> Iterator[None]:
         root.setLevel(level)
 
 
-def quantize_int8(source: Path, target: Path, arch: str, per_channel: bool = True) -> dict[str, Any]:
+def quantize_int8(source: Path, target: Path, arch: str) -> dict[str, Any]:
     """Dynamic int8 quantisation of ``source`` into ``target`` (onnxruntime's ``quantize_dynamic``: int8
     weights, activations quantised at run time); returns its settings for the record."""
     import onnx
@@ -153,13 +153,13 @@ def quantize_int8(source: Path, target: Path, arch: str, per_channel: bool = Tru
             str(source),
             str(target),
             weight_type=QuantType.QInt8,
-            per_channel=per_channel,
+            per_channel=True,
             reduce_range=reduce_range,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     return {
         "method": "onnxruntime quantize_dynamic",
-        "weights": f"int8, per {'channel' if per_channel else 'tensor'}",
+        "weights": "int8, per channel",
         "activations": "uint8, per batch at run time",
         "reduce_range": reduce_range,
         "arch": arch,
@@ -175,34 +175,21 @@ def stsb_test() -> tuple[list[str], list[str], np.ndarray]:
     return list(data.sentences1), list(data.sentences2), np.asarray(data.scores, dtype=np.float64)
 
 
-def stsb_spearman(vectors: dict[str, np.ndarray], first: list[str], second: list[str], gold: np.ndarray) -> float:
-    """Spearman x 100 of the pairs' cosine similarities against the gold scores."""
-    from scipy.stats import spearmanr
-
-    cosine = _row_cosines(np.stack([vectors[s] for s in first]), np.stack([vectors[s] for s in second]))
-    return float(spearmanr(cosine, gold).statistic * 100)  # pyright: ignore[reportAttributeAccessIssue]  # scipy's decorator hides the result type
-
-
-def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """The smallest cosine between row ``i`` of ``a`` and row ``i`` of ``b``."""
-    return float(_row_cosines(a, b).min())
-
-
-def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
-
-
 def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
     """The int8 file against the fp32 file of the export in ``directory``, on the bundled STS-B test set:
-    ``stsb_fp32``, ``stsb_int8`` (Spearman x 100), ``min_cosine`` and ``sentences``."""
+    ``stsb_fp32``, ``stsb_int8`` (Spearman x 100 of the pairs' cosines, ``unisent.evaluation.metrics.sts_spearman``),
+    ``min_cosine`` (the smallest between a sentence's two vectors) and ``sentences``."""
+    from ..evaluation.metrics.similarity import cosine_similarity, sts_spearman
+
     first, second, gold = stsb_test()
     unique = list(dict.fromkeys(first + second))
-    encoded = {file: OnnxEncoder(directory, file).encode(unique, batch_size).numpy() for file in ("fp32", "int8")}
-    rows = {file: dict(zip(unique, vectors)) for file, vectors in encoded.items()}
+    row = {sentence: i for i, sentence in enumerate(unique)}
+    encoded = {file: OnnxEncoder(directory, file).encode(unique, batch_size) for file in ("fp32", "int8")}
+    pairs = {file: (v[[row[s] for s in first]], v[[row[s] for s in second]]) for file, v in encoded.items()}
     return {
-        "stsb_fp32": stsb_spearman(rows["fp32"], first, second, gold),
-        "stsb_int8": stsb_spearman(rows["int8"], first, second, gold),
-        "min_cosine": min_cosine(encoded["int8"], encoded["fp32"]),
+        "stsb_fp32": sts_spearman(*pairs["fp32"], gold),
+        "stsb_int8": sts_spearman(*pairs["int8"], gold),
+        "min_cosine": float(cosine_similarity(encoded["int8"], encoded["fp32"]).min()),
         "sentences": len(unique),
     }
 

@@ -6,7 +6,6 @@ read by [`unisent.data.records.iter_records`][unisent.data.iter_records]; this m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,16 +27,6 @@ class RecordFile(Protocol):
     def max_records(self) -> int: ...
     @property
     def on_error(self) -> str: ...
-
-
-@dataclass
-class _File:
-    """A bare path as a ``RecordFile``."""
-
-    path: str
-    columns: dict[str, str] = field(default_factory=dict)
-    max_records: int = 0
-    on_error: str = "raise"
 
 
 def _check_text(record: Record, keys: Sequence[str]) -> RecordError | None:
@@ -63,8 +52,11 @@ def read_records(
     Fields in ``optional`` (a subset of ``required``) may be missing or null; they read as ``None``.
     ``source_key``: the source's key in the recipe (``data.train.simcse``), named by the hints. Malformed
     records raise one [`RecordError`][unisent.data.RecordError] listing them, unless ``on_error="skip"``."""
-    file: RecordFile = _File(path=source) if isinstance(source, str) else source
-    path = Path(file.path).expanduser()
+    if isinstance(source, str):  # a bare path: its columns as they are, all its records, malformed ones raise
+        raw, rename, max_records, on_error = source, {}, 0, "raise"
+    else:
+        raw, rename, max_records, on_error = source.path, source.columns, source.max_records, source.on_error
+    path = Path(raw).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"training data file {str(path)!r} does not exist")
     columns: dict[str, list[Any]] = {key: [] for key in required}
@@ -84,7 +76,7 @@ def read_records(
         path,
         fields=needed,
         optional=[key for key in required if key in optional],
-        rename=file.columns,
+        rename=rename,
         on_error=problem,
     )
     for record in records:
@@ -95,10 +87,10 @@ def read_records(
         for key in required:
             columns[key].append(record.data[key])
         kept += 1
-        if file.max_records and kept >= file.max_records:
+        if max_records and kept >= max_records:
             break
     if n_problems:
-        report_malformed(str(path), problems, n_problems, required, file.on_error, kept, source_key)
+        report_malformed(str(path), problems, n_problems, required, on_error, kept, source_key)
     if kept == 0:
         raise RecordError(path, 0, f"no usable records (fields needed: {', '.join(required)})")
     return columns

@@ -181,15 +181,11 @@ class TokenizedStream(torch.utils.data.IterableDataset):
         chunk: list[dict[str, Any]] = []
         for record in self._records(skip):
             chunk.append(record)
-            if len(chunk) == self.batch_size:
-                yield from self._tokenized(chunk)
+            if len(chunk) == self.batch_size:  # tokenised a batch at a time
+                rows = {key: [r[key] for r in chunk] for key in self.required}
+                rows.update(self.tokenizer(rows))
+                yield from ({key: rows[key][i] for key in self.required} for i in range(len(chunk)))
                 chunk = []
-
-    def _tokenized(self, chunk: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        rows = {key: [r[key] for r in chunk] for key in self.required}
-        rows.update(self.tokenizer(rows))
-        for i in range(len(chunk)):
-            yield {key: rows[key][i] for key in self.required}
 
 
 class StreamLoader(torch.utils.data.DataLoader):

@@ -53,12 +53,6 @@ def remove_outputs(out: Path, names: Iterable[str]) -> list[str]:
     return removed
 
 
-def iter_pages(path: Path) -> Iterator[dict]:
-    """The pages of ``sentences.jsonl``, one ``{"page", "sentences", "page_links"}`` at a time."""
-    for record in iter_records(path, "jsonl"):
-        yield record.data
-
-
 def extract_step(
     dump: str | Path,
     out: str | Path,
@@ -260,7 +254,8 @@ def count_step(out: str | Path, log=print) -> dict[str, int]:
     remove_outputs(out, RECORD_FILES)
     resolve = resolver(read_redirects(out / "redirects.tsv"))
     counts: Counter = Counter()
-    for page in iter_pages(out / "sentences.jsonl"):
+    # the pages of sentences.jsonl, one {"page", "sentences", "page_links"} at a time
+    for page in (record.data for record in iter_records(out / "sentences.jsonl", "jsonl")):
         for sent in page["sentences"]:
             counts.update(resolve(t) for _, _, t in sent["links"])
     with atomic_write(path) as writer:
@@ -306,7 +301,7 @@ def records_step(
     stats: Counter = Counter()
     used: set[str] = set()
     with atomic_write(paths["records.jsonl"]) as writer:
-        for page in iter_pages(out / "sentences.jsonl"):
+        for page in (record.data for record in iter_records(out / "sentences.jsonl", "jsonl")):
             excluded = {
                 id_of[t] for t in map(resolve, page["page_links"] + [normalize_title(page["page"])]) if t in id_of
             }

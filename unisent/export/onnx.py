@@ -187,8 +187,8 @@ def int8_quality(directory: Path, batch_size: int = 32) -> dict[str, float]:
     encoded = {file: OnnxEncoder(directory, file).encode(unique, batch_size) for file in ("fp32", "int8")}
     pairs = {file: (v[[row[s] for s in first]], v[[row[s] for s in second]]) for file, v in encoded.items()}
     return {
-        "stsb_fp32": sts_spearman(*pairs["fp32"], gold),
-        "stsb_int8": sts_spearman(*pairs["int8"], gold),
+        "stsb_fp32": sts_spearman(*pairs["fp32"], gold.tolist()),
+        "stsb_int8": sts_spearman(*pairs["int8"], gold.tolist()),
         "min_cosine": float(cosine_similarity(encoded["int8"], encoded["fp32"]).min()),
         "sentences": len(unique),
     }

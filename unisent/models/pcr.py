@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..inference.base import InferenceModel, STModule
@@ -85,21 +84,19 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
         comps = comps.to(x.device)
         return x - (x @ comps.T) @ comps
 
-    def encode(
+    def embed(
         self,
         sentences: Sequence[str],
-        batch_size: int = 64,
-        *,
-        normalize: bool = False,
-        precision: str = "auto",
-        show_progress_bar: bool = False,
+        batch_size: int,
+        precision: str,
+        show_progress_bar: bool,
         language: str | Sequence[str] | None = None,
     ) -> torch.Tensor:
-        """Embed, remove the language's components, then (optionally) L2-normalise: float32 (n, dim)."""
+        """The wrapped model's vectors with the language's components removed (``encode`` then L2-normalises them
+        with ``normalize``): float32 (n, dim)."""
         language = self._language(language)
         options = {"precision": precision, "show_progress_bar": show_progress_bar}
-        out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **options), language)
-        return F.normalize(out, dim=-1) if normalize else out
+        return self.pcr.transform(self.encoder.encode(sentences, batch_size, **options), language)
 
     # ------------------------------------------------------------------------------ save / load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:

@@ -251,12 +251,8 @@ def run_tasks(
         if isinstance(model, MTEBEncoder)
         else MTEBEncoder(model, similarity, name=name, batch_size=batch_size, device=device)
     )
-    loaded = []
-    sources = {}
-    for task_name in tasks:
-        task = mteb.get_task(task_name)
-        sources[task.metadata.name] = load_task_data(task, data_dir)
-        loaded.append(task)
+    loaded = [mteb.get_task(task_name) for task_name in tasks]  # an unknown name: MTEB's KeyError before any loading
+    sources = {task.metadata.name: load_task_data(task, data_dir) for task in loaded}
     result = mteb.evaluate(
         encoder,  # pyright: ignore[reportArgumentType]  # MTEB's EncoderProtocol includes AbsEncoder's __init__
         loaded,

@@ -152,9 +152,6 @@ def _sts_tasks() -> None:
     source = Source((f"{STSB}/sts-dev.csv",), read_stsbenchmark)
     description = "alignment (pairs scored >= 4) and uniformity on STS-B dev (Wang & Isola 2020)"
     _add(AlignUniformTask, "stsb-align-uniform", "analysis", description, source=source)
-
-
-def _multilingual_sts_tasks() -> None:
     for lang in STSB_MULTI_LANGS:
         source = Source((f"sts/stsb-multi-mt/stsb-{lang}-test.csv",), read_stsb_multi)
         description = f"stsb-multi-mt {lang} test (machine-translated STS-B), Spearman x100"
@@ -173,7 +170,7 @@ def _multilingual_sts_tasks() -> None:
         _add(STSTask, f"sts17-{pair}", "sts17", description, source=source, optional=True)
 
 
-def _clustering_tasks() -> None:
+def _clustering_and_retrieval_tasks() -> None:
     for name, (title, reader, files, optional) in STC_SETS.items():
         source = Source(tuple(f"clustering/stc/{f}" for f in files), reader)
         description = f"{title} short-text clustering, K-means accuracy x100 (mean of 3 seeds)"
@@ -183,9 +180,6 @@ def _clustering_tasks() -> None:
         files = (f"clustering/mewsc16/{lang}_sentences.txt", f"clustering/mewsc16/{lang}_categories.txt")
         description = f"MewsC-16 {lang} news clustering, K-means accuracy x100 (mean of 3 seeds)"
         _add(ClusteringTask, f"mewsc16-{lang}", "mewsc16", description, source=Source(files, drop_empty))
-
-
-def _retrieval_tasks() -> None:
     for lang in TATOEBA_LANGS:
         stem = f"retrieval/tatoeba/tatoeba.{lang}-eng"
         description = f"Tatoeba {lang}<->eng retrieval, accuracy x100 (mean of both directions)"
@@ -270,9 +264,7 @@ def _nli_tasks() -> None:
 
 
 _sts_tasks()
-_multilingual_sts_tasks()
-_clustering_tasks()
-_retrieval_tasks()
+_clustering_and_retrieval_tasks()
 _transfer_tasks()
 _nli_tasks()
 

@@ -79,13 +79,11 @@ class STSSubsetsTask(Task):
         gold = [g for _, data in loaded for g in data.scores]
         scores = score_pairs(embedder, first, second)
         result = sts_correlation(scores, gold)
-        per_subset, sizes, offset = [], [], 0
-        for name, data in loaded:
-            subset = sts_correlation(scores[offset : offset + len(data)], data.scores)["spearman"]
-            result[f"spearman_{name}"] = subset
-            per_subset.append(subset)
-            sizes.append(len(data))
-            offset += len(data)
+        sizes = [len(data) for _, data in loaded]
+        per_subset = [
+            sts_correlation(part, data.scores)["spearman"] for part, (_, data) in zip(scores.split(sizes), loaded)
+        ]
+        result |= {f"spearman_{name}": subset for (name, _), subset in zip(loaded, per_subset)}
         result["spearman_mean"] = sum(per_subset) / len(per_subset)
         result["spearman_wmean"] = sum(s * n for s, n in zip(per_subset, sizes)) / sum(sizes)
         result["n_pairs"] = float(len(gold))

@@ -9,6 +9,13 @@ from .function_commands import CommandFailed, UsageError, quiet_transformers, re
 
 __all__ = ["evaluate", "main"]
 
+#: what ``--mteb`` keeps as MTEB's protocol runs it: the option that would change it, and how MTEB tasks run
+MTEB_FIXED = (
+    ("--precision", "in fp32 (leave --precision out)"),
+    ("--max-length", "at the model's own length"),
+    ("--truncate-dim", "on the full embeddings"),
+)
+
 
 def evaluate(
     *,
@@ -73,15 +80,35 @@ def evaluate(
         return
     if not model:
         raise UsageError("--model is required (or --list)")
-    if mteb:
-        _check_mteb_options(precision, max_length, truncate_dim)
-        _check_model(model)
-        results = _evaluate_mteb(model, mteb, mteb_data, batch_size, similarity, device, quiet)
+    if mteb:  # MTEB's own protocol: fp32, the model's own length, the full embeddings
+        given = (precision != "fp32", max_length is not None, truncate_dim is not None)
+        for (option, how), refused in zip(MTEB_FIXED, given):
+            if refused:
+                raise UsageError(f"{option} applies to --tasks; MTEB tasks run {how}")
     else:
         _check_tasks(tasks)  # a mistyped task name or model path fails before torch and the model load
-        _check_model(model)
-        cuts = (max_length, truncate_dim)
-        results = _evaluate_tasks(model, tasks, data_dir, batch_size, similarity, device, precision, quiet, *cuts)
+    _check_model(model)
+    if mteb:
+        results = _evaluate_mteb(model, mteb, mteb_data, batch_size, similarity, device, quiet)
+    else:  # --tasks at precision (auto resolved, said here), at --max-length, cut at --truncate-dim
+        if quiet:
+            quiet_transformers()
+        from ..evaluation import evaluate as run_evaluation
+        from ..evaluation.similarities import get_similarity
+        from ..hardware import inference_precision
+
+        bf16, said = inference_precision(precision, device)
+        if precision == "auto":
+            print(f"unisent evaluate: {said}", file=sys.stderr)
+        results = run_evaluation(
+            _load_cut(model, device, max_length, truncate_dim),
+            tasks,
+            data_dir,
+            batch_size=batch_size,
+            progress=not quiet,
+            similarity=None if similarity == "auto" else get_similarity(similarity),
+            precision="bf16" if bf16 else "fp32",
+        )
         if truncate_dim is not None:
             results["config"]["truncate_dim"] = truncate_dim
     results["config"]["model"] = model
@@ -105,41 +132,6 @@ def evaluate(
         )
 
 
-def _evaluate_tasks(
-    model: str,
-    tasks: str,
-    data_dir,
-    batch_size: int,
-    similarity: str,
-    device,
-    precision: str,
-    quiet: bool,
-    *cuts,
-) -> dict:
-    """``--tasks`` at ``precision`` (``auto`` resolved, said here); ``cuts``: ``--max-length``, ``--truncate-dim``."""
-    import sys
-
-    if quiet:
-        quiet_transformers()
-    from ..evaluation import evaluate as run_evaluation
-    from ..evaluation.similarities import get_similarity
-    from ..hardware import inference_precision
-
-    bf16, said = inference_precision(precision, device)
-    if precision == "auto":
-        print(f"unisent evaluate: {said}", file=sys.stderr)
-    loaded = _load_cut(model, device, *cuts)
-    return run_evaluation(
-        loaded,
-        tasks,
-        data_dir,
-        batch_size=batch_size,
-        progress=not quiet,
-        similarity=None if similarity == "auto" else get_similarity(similarity),
-        precision="bf16" if bf16 else "fp32",
-    )
-
-
 def _load_cut(model: str, device: str | None, max_length: int | None, truncate_dim: int | None):
     """``unisent.load(model)`` at ``--max-length``, cut at ``--truncate-dim``; a value refused is a usage error."""
     import unisent
@@ -157,16 +149,6 @@ def _load_cut(model: str, device: str | None, max_length: int | None, truncate_d
         return loaded if truncate_dim is None else TruncatedModel(loaded, truncate_dim)
     except ValueError as err:
         raise UsageError(str(err)) from None
-
-
-def _check_mteb_options(precision: str, max_length: int | None, truncate_dim: int | None) -> None:
-    """``--mteb`` runs MTEB's own protocol: fp32, the model's own length, the full embeddings."""
-    if precision != "fp32":
-        raise UsageError("--precision applies to --tasks; MTEB tasks run in fp32 (leave --precision out)")
-    if max_length is not None:
-        raise UsageError("--max-length applies to --tasks; MTEB tasks run at the model's own length")
-    if truncate_dim is not None:
-        raise UsageError("--truncate-dim applies to --tasks; MTEB tasks run on the full embeddings")
 
 
 def _evaluate_mteb(

@@ -319,18 +319,13 @@ def main(path: Path, words: Sequence[str]) -> None:
         fail("unisent fit", str(err))
     except (CommandFailed, FileNotFoundError, MergeError) as err:  # a merge's refusal names the part's run
         sys.exit(f"unisent fit: error: {err}")
-    except StudyInterrupted as err:
+    except StudyInterrupted as err:  # a preempted SLURM job is requeued as a plain fit is: the parts continue
         print(f"unisent fit: {err}", file=sys.stderr)
-        from ..resume import requeue_slurm_job, slurm_job_id
+        from ..resume import Interrupt
+        from .fitting import FitOutcome, requeue_if_preempted, requeue_lines
 
-        job = slurm_job_id()
-        if job is None or err.status not in (128 + signal.SIGUSR1, 128 + signal.SIGTERM):
-            sys.exit(err.status)
-        failed = requeue_slurm_job(job)  # as a plain fit does: the job's script runs again and continues
-        print(
-            f"unisent fit: could not requeue SLURM job {job}: {failed}"
-            if failed
-            else f"unisent fit: requeued SLURM job {job}: its script runs again and continues the parts",
-            file=sys.stderr,
-        )
-        sys.exit(1 if failed else 0)
+        stopped = Interrupt(signal=signal.Signals(err.status - 128).name)
+        outcome = requeue_if_preempted(FitOutcome("fit", interrupted=stopped))
+        for line in requeue_lines("unisent fit", ["--ckpt_path", "last"], outcome):
+            print(line, file=sys.stderr)
+        sys.exit(outcome.status)

@@ -9,7 +9,7 @@ from types import ModuleType
 
 from jsonargparse import ArgumentParser
 
-from .function_commands import IMPORT_HELP, call, command_parser, parse, summary
+from .function_commands import IMPORT_HELP, call, command_parser, parse, run_command, summary
 
 __all__ = ["build_parser", "builder_modules", "builders", "main"]
 
@@ -48,10 +48,7 @@ def main(argv: Sequence[str]) -> None:
     functions = builders()
     words = list(argv)
     if words and words[0] in functions:  # parse the builder's own options: its errors name it
-        command = words[0]
-        function = functions[command]
-        prog = f"{PROG} {command}"
-        call(function, parse(command_parser(function, prog), words[1:]), prog)
+        run_command(functions[words[0]], words[1:], f"{PROG} {words[0]}")
         return
     values = parse(build_parser(), words)  # --help, or an unknown builder (listed in the error)
     command = values["builder"]

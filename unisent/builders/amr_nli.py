@@ -53,7 +53,7 @@ def read_slot_records(path: str | Path) -> tuple[list[dict[str, Any]], tuple[str
 
 
 def _graphs(
-    parser, sentences: list[str], lang: str, on_missing: str, linearize_kwargs: dict, failures: Counter, what: str
+    parser, sentences: list[str], lang: str, on_missing: str, linearize_kwargs: dict, failures: Counter
 ) -> list[str | None]:
     """Parse and linearise; a batch that fails is retried sentence by sentence to isolate failures."""
     from ..amr.linearize import linearize
@@ -68,7 +68,7 @@ def _graphs(
         on_missing,
         failures,
         f"graph ({lang})",
-        lambda sentence: f"{what}: could not parse/linearise {sentence!r} ({lang})",
+        lambda sentence: f"parser: could not parse/linearise {sentence!r} ({lang})",
     )
 
 
@@ -141,14 +141,12 @@ def amr_nli_records(
     def flush(chunk: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         sentences = list(dict.fromkeys(r[s] for r in chunk for s in slots))
         forms = {
-            "graph": dict(
-                zip(sentences, _graphs(parser, sentences, source_language, on_missing, kwargs, failures, "parser"))
-            )
+            "graph": dict(zip(sentences, _graphs(parser, sentences, source_language, on_missing, kwargs, failures)))
         }
         for lang in languages:
             translated = _translations(translator, sentences, lang, on_missing, failures)
             present = [t for t in dict.fromkeys(translated) if t is not None]
-            parsed = dict(zip(present, _graphs(parser, present, lang, on_missing, kwargs, failures, "parser")))
+            parsed = dict(zip(present, _graphs(parser, present, lang, on_missing, kwargs, failures)))
             forms[f"graph_{lang}"] = {s: (parsed[t] if t is not None else None) for s, t in zip(sentences, translated)}
         for record in chunk:
             out = dict(record)

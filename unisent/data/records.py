@@ -57,21 +57,6 @@ class Record:
         return RecordError(self.path, self.line, message, field=field, unit=self.unit)
 
 
-def record_format(path: str | os.PathLike) -> str:
-    """The [`iter_records`][unisent.data.iter_records] format of ``path`` from its suffix (a directory is
-    ``"dataset"``); an unknown suffix is a ``ValueError``."""
-    path = Path(path)
-    if path.is_dir():
-        return "dataset"
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(
-            f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)} "
-            "(or name one with format=)"
-        )
-    return FORMATS[suffix]
-
-
 @dataclass(frozen=True)
 class _Options:
     path: Path
@@ -155,10 +140,16 @@ def iter_records(
     The file is opened when iteration starts; a missing path (``FileNotFoundError``) and bad
     arguments (``ValueError``) raise at the call, malformed records while iterating."""
     path = Path(path).expanduser()
-    if format is None:
+    if format is None:  # from the suffix (a directory is "dataset"); an unknown suffix is a ValueError
         if not path.exists():
             raise FileNotFoundError(f"data file {str(path)!r} does not exist")
-        format = record_format(path)  # type: ignore[assignment]
+        suffix = path.suffix.lower()
+        if not path.is_dir() and suffix not in FORMATS:
+            raise ValueError(
+                f"{path}: unsupported format {suffix!r}; supported: {', '.join(SUPPORTED_FORMATS)} "
+                "(or name one with format=)"
+            )
+        format = "dataset" if path.is_dir() else FORMATS[suffix]  # type: ignore[assignment]
     if format not in _FORMAT_NAMES:
         raise ValueError(f"unknown record format {format!r}; one of {', '.join(_FORMAT_NAMES)}")
     if format == "dataset":

@@ -71,20 +71,6 @@ class JacobianAccumulator:
             self.matrix.zero_()
         self.rows = set()
 
-    def add(
-        self,
-        losses: dict[str, torch.Tensor],
-        shared: Sequence[torch.nn.Parameter],
-        own: dict[str, list[torch.nn.Parameter]],
-    ) -> Pairs:
-        """Add each objective's gradient on ``shared`` to its row; return its ``own`` parameters' gradients."""
-        pairs: Pairs = []
-        for name, loss in losses.items():  # each objective's graph is its own: one backward pass over each
-            grads = grad_or_none(loss, [*shared, *own[name]], allow_unused=True)
-            add_to_row(self.row(name, shared), shared, grads)
-            pairs += [(p, g) for p, g in zip(own[name], grads[len(shared) :]) if g is not None]
-        return pairs
-
     def row(self, name: str, shared: Sequence[torch.nn.Parameter]) -> torch.Tensor:
         """Objective ``name``'s row of the matrix (a view: what is added to it counts), made on first use."""
         size = sum(p.numel() for p in shared)
@@ -104,32 +90,6 @@ class JacobianAccumulator:
         if names == self.names:
             return self.matrix, names
         return self.matrix[[self.names.index(n) for n in names]], names
-
-    def combine(
-        self,
-        balancer: Balancer,
-        losses: dict[str, torch.Tensor],
-        shared: Sequence[torch.nn.Parameter],
-        own: dict[str, list[torch.nn.Parameter]],
-        *,
-        last: bool,
-        step: int,
-        conflicts: bool = False,
-        parameters: Iterable[torch.nn.Parameter] = (),
-    ) -> tuple[torch.Tensor, dict[str, Any] | None]:
-        """The loss to call ``backward`` on for one micro-batch (its gradient:
-        [`add`][unisent.balancers.JacobianAccumulator.add]'s own-parameter gradients and, on the ``last`` micro-batch,
-        [`update`][unisent.balancers.JacobianAccumulator.update]'s; its value is meaningless), and the step's conflict
-        statistics."""
-        pairs = self.add(losses, shared, own)
-        stats = None
-        if last:
-            update, stats = self.update(balancer, shared, step=step, conflicts=conflicts, parameters=parameters)
-            pairs += update
-        loss = surrogate(pairs)
-        if loss is None:  # no own parameters and an accumulating micro-batch: nothing reaches a parameter yet
-            loss = shared[0].sum() * 0.0
-        return loss, stats
 
     def update(
         self,

@@ -86,11 +86,17 @@ class StepGradients:
                 raise RuntimeError("cached objectives need their gradients at once (StepGradients.start(cached=True))")
             self.losses[name] = loss
             return []
+        grads = self._take(name, loss, leaves)
+        self.seconds += time.perf_counter() - start
+        return grads
+
+    def _take(self, name: str, loss: torch.Tensor, leaves: Sequence[torch.Tensor] = ()) -> list[torch.Tensor | None]:
+        """``name``'s gradients of ``loss``: added to its shared row and its own parameters' pairs; the leaves'
+        returned."""
         own = self.own.get(name, [])
         grads = grad_or_none(loss, [*leaves, *self.shared, *own], allow_unused=True)
         self._accumulate(self._row(name), grads[len(leaves) : len(leaves) + len(self.shared)])
         self.pairs += [(p, g) for p, g in zip(own, grads[len(leaves) + len(self.shared) :]) if g is not None]
-        self.seconds += time.perf_counter() - start
         return list(grads[: len(leaves)])
 
     def add_chunk(self, name: str, vectors: torch.Tensor, grad: torch.Tensor) -> None:
@@ -126,8 +132,12 @@ class StepGradients:
         if not values:  # no objective had a loss (switched off, or exhausted loaders)
             return torch.zeros((), device=self.shared[0].device), None, {}
         weights: dict[str, torch.Tensor] = {}
-        if self.deferred:
-            loss, stats, weights = self._deferred(last, step, parameters)
+        if self.deferred and self.balancer.gradient_level and self.shared:
+            for name, graph in self.losses.items():  # every graph alive until here: one gradient pass over each
+                self._take(name, graph)
+            self.losses = {}
+        elif self.deferred:
+            loss, stats, weights = self._deferred(step)
             self.seconds += time.perf_counter() - start
             return loss, stats, weights
         if self.balancer.gradient_level:
@@ -147,27 +157,13 @@ class StepGradients:
         self.seconds += time.perf_counter() - start
         return loss - loss.detach() + value, stats, weights
 
-    def _deferred(
-        self, last: bool, step: int, parameters: Iterable[torch.nn.Parameter]
-    ) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
+    def _deferred(self, step: int) -> tuple[torch.Tensor, dict[str, Any] | None, dict[str, torch.Tensor]]:
         """Every graph alive until here; a loss-level weighted sum, with hooks that divide each own
         parameter's gradient by its objective's weight."""
-        losses, values, balancer = self.losses, self.values, self.balancer
+        losses, balancer = self.losses, self.balancer
         self.losses = {}
         if not self.shared:  # nothing shared to balance (a frozen encoder): each own parameter gets its own loss's
             return cast(torch.Tensor, sum(losses.values())), None, {}  # not empty: values has a loss
-        if balancer.gradient_level:
-            loss, stats = self.jacobian.combine(
-                balancer,
-                losses,
-                self.shared,
-                self.own,
-                last=last,
-                step=step,
-                conflicts=self.conflicts,
-                parameters=parameters,
-            )
-            return loss - loss.detach() + sum(values.values()), stats, {}
         stats = loss_level_conflicts(losses, self.shared) if self.conflicts else None
         weights = balancer.weights(losses, step)
         loss = cast(torch.Tensor, sum(weights[n] * losses[n] for n in losses))

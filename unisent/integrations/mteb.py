@@ -107,10 +107,8 @@ class MTEBEncoder(AbsEncoder):
 
         texts = [text for batch in inputs for text in batch["text"]]
         batch_size = int(kwargs.get("batch_size") or self.batch_size)
-        options: dict[str, Any] = {}
         prompt_name = self.get_prompt_name(task_metadata, prompt_type) if self.model_prompts else None
-        if prompt_name is not None:
-            options["prompt_name"] = prompt_name
+        options = {"prompt_name": prompt_name} if prompt_name is not None else {}
         # Sentence Transformers' batches, in fp32 (not ``auto``): the vectors unisent evaluate scores
         with reference_batching():
             if self.gaussian:

@@ -83,7 +83,7 @@ class HuggingFaceExporter(ModelFormat):
         model.write_huggingface(out)
 
     def facts(self, model: InferenceModel) -> list[tuple[str, str]]:
-        return model.huggingface_facts()
+        return model.card_facts()
 
     def usage(self, model: InferenceModel) -> str:
         return model.huggingface_usage()

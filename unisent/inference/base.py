@@ -354,11 +354,6 @@ embeddings = model.encode({_ST_USAGE_SENTENCES})
         ``huggingface`` in ``export_formats``)."""
         raise NotExportableError(f"{type(self).__name__} declares no huggingface export")
 
-    def huggingface_facts(self) -> list[tuple[str, str]]:
-        """The card's rows for a ``huggingface`` export (default:
-        [`card_facts`][unisent.inference.InferenceModel.card_facts])."""
-        return self.card_facts()
-
     def huggingface_usage(self) -> str:
         """Markdown of the card's usage section for a ``huggingface`` export."""
         raise NotExportableError(f"{type(self).__name__} declares no huggingface export")

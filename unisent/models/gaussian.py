@@ -94,26 +94,15 @@ class GaussianHeadSettings:
 class GaussianHead(nn.Module):
     """Two linear maps of the pooled vector: a mean and a positive diagonal variance.
 
-    Its arguments are the fields of ``GaussianHeadSettings`` (``config``; ``settings``: as saved).
+    Its arguments are the fields of ``GaussianHeadSettings`` (``config``; ``settings``: as saved): ``hidden_size``,
+    then the others by keyword.
     """
 
-    def __init__(
-        self,
-        hidden_size: int,
-        variance: Literal["exp", "softplus", "elu"] = "exp",
-        mean_activation: Literal["none", "tanh"] = "none",
-        var_floor: float = 1e-6,
-        point: Literal["mean", "pooled"] = "mean",
-        length_input: bool = False,
-        pooler: str | None = None,
-        own_layers: int = 0,
-    ) -> None:
+    def __init__(self, hidden_size: int, **settings: Any) -> None:
         super().__init__()
-        self.config = GaussianHeadSettings(
-            hidden_size, variance, mean_activation, var_floor, point, length_input, pooler, own_layers
-        )
+        self.config = GaussianHeadSettings(hidden_size, **settings)
         self.mean = nn.Linear(hidden_size, hidden_size)
-        self.var = nn.Linear(hidden_size + int(length_input), hidden_size)
+        self.var = nn.Linear(hidden_size + int(self.config.length_input), hidden_size)
         self.layers = nn.ModuleList()  # the own top layers, from [`attach`][unisent.models.GaussianHead.attach]
 
     def attach(self, encoder: nn.Module) -> GaussianHead:

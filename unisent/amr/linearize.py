@@ -26,13 +26,16 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
 import penman
 from penman.exceptions import PenmanError
 
 from .authors_style import authors_tokens
 from .penman_blocks import MAX_DEPTH, AMRError, PenmanBlock, as_tree, block_error, check_depth, iter_penman_blocks
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 __all__ = ["LinearizedAMR", "linearize", "linearize_blocks", "linearize_file", "linearize_string", "linearize_tokens"]
 
@@ -44,6 +47,15 @@ STYLES: tuple[str, ...] = ("clean", "authors")
 
 # ``~e.3``, ``~3,4``: surface alignments at the end of a concept, role or literal
 _ALIGNMENT = re.compile(r"~(?:[A-Za-z]\.?)?\d+(?:,\d+)*$")
+
+
+class LinearizeOptions(TypedDict, total=False):
+    """The options every lineariser passes on to [`linearize_tokens`][unisent.amr.linearize_tokens] (its defaults)."""
+
+    style: Style
+    parentheses: bool
+    drop_wiki: bool
+    quote_strings: bool
 
 
 class LinearizedAMR(NamedTuple):
@@ -108,7 +120,7 @@ def _walk(tree: penman.Tree, *, drop_wiki: bool, quote_strings: bool) -> list[tu
     return out
 
 
-def _check_style(style: str, quote_strings: bool) -> None:
+def _check_style(style: str = "clean", quote_strings: bool = False, **_: object) -> None:
     if style not in STYLES:
         raise ValueError(f"style must be one of {', '.join(map(repr, STYLES))}, got {style!r}")
     if style == "authors" and quote_strings:
@@ -146,44 +158,27 @@ def linearize_tokens(
     return [text for kind, text in pairs if parentheses or kind not in ("open", "close")]
 
 
-def linearize(
-    graph: str | penman.Tree | penman.Graph,
-    *,
-    style: Style = "clean",
-    parentheses: bool = True,
-    drop_wiki: bool = True,
-    quote_strings: bool = False,
-) -> str:
+def linearize(graph: str | penman.Tree | penman.Graph, **options: Unpack[LinearizeOptions]) -> str:
     """The linearisation of one graph: [`linearize_tokens`][unisent.amr.linearize_tokens] joined by single spaces.
 
     ``linearize("(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))")`` is
     ``"( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )"``.
     """
-    return " ".join(
-        linearize_tokens(graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings)
-    )
+    return " ".join(linearize_tokens(graph, **options))
 
 
 def linearize_blocks(
-    blocks: Iterable[PenmanBlock],
-    *,
-    errors: list[AMRError] | None = None,
-    style: Style = "clean",
-    parentheses: bool = True,
-    drop_wiki: bool = True,
-    quote_strings: bool = False,
+    blocks: Iterable[PenmanBlock], *, errors: list[AMRError] | None = None, **options: Unpack[LinearizeOptions]
 ) -> Iterator[tuple[PenmanBlock, str]]:
     """Linearise each block of [`iter_penman_blocks`][unisent.amr.iter_penman_blocks]; yields
     ``(block, linearisation)``. A malformed graph is skipped: its [`AMRError`][unisent.amr.AMRError] is appended to
     ``errors`` if given, else logged as a warning."""
-    _check_style(style, quote_strings)
+    _check_style(**options)
     for block in blocks:
         try:
             if not block.graph.strip():
                 raise ValueError("metadata without a graph")
-            graph = linearize(
-                block.graph, style=style, parentheses=parentheses, drop_wiki=drop_wiki, quote_strings=quote_strings
-            )
+            graph = linearize(block.graph, **options)
         except (PenmanError, ValueError, RecursionError) as err:
             if isinstance(err, RecursionError):  # nested deeply enough to exhaust the stack despite the depth check
                 err = ValueError(f"the graph nests too deeply to be read (the limit is {MAX_DEPTH} levels)")
@@ -197,49 +192,21 @@ def linearize_blocks(
 
 
 def linearize_string(
-    text: str,
-    *,
-    source: str = "<string>",
-    errors: list[AMRError] | None = None,
-    style: Style = "clean",
-    parentheses: bool = True,
-    drop_wiki: bool = True,
-    quote_strings: bool = False,
+    text: str, *, source: str = "<string>", errors: list[AMRError] | None = None, **options: Unpack[LinearizeOptions]
 ) -> Iterator[LinearizedAMR]:
     """Linearise every graph of PENMAN ``text``; yields ``(id, metadata, graph)`` in file order
     (malformed graphs: as in [`linearize_blocks`][unisent.amr.linearize_blocks])."""
-    for block, graph in linearize_blocks(
-        iter_penman_blocks(text, source),
-        errors=errors,
-        style=style,
-        parentheses=parentheses,
-        drop_wiki=drop_wiki,
-        quote_strings=quote_strings,
-    ):
+    for block, graph in linearize_blocks(iter_penman_blocks(text, source), errors=errors, **options):
         yield LinearizedAMR(block.id, block.metadata, graph)
 
 
 def linearize_file(
-    path: str | os.PathLike,
-    *,
-    errors: list[AMRError] | None = None,
-    style: Style = "clean",
-    parentheses: bool = True,
-    drop_wiki: bool = True,
-    quote_strings: bool = False,
+    path: str | os.PathLike, *, errors: list[AMRError] | None = None, **options: Unpack[LinearizeOptions]
 ) -> Iterator[LinearizedAMR]:
     """[`linearize_string`][unisent.amr.linearize_string] over a PENMAN file (UTF-8); errors name the file and line. A
     missing file or a bad ``style`` raises at once, not on the first iteration."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
-    _check_style(style, quote_strings)
-    return linearize_string(
-        path.read_text(encoding="utf-8"),
-        source=str(path),
-        errors=errors,
-        style=style,
-        parentheses=parentheses,
-        drop_wiki=drop_wiki,
-        quote_strings=quote_strings,
-    )
+    _check_style(**options)
+    return linearize_string(path.read_text(encoding="utf-8"), source=str(path), errors=errors, **options)

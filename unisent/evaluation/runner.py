@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["evaluate", "format_markdown", "list_tasks", "merge_results"]
 
-AGGREGATE_EXCLUDED = ("all",)
 THREE_DECIMALS = ("threshold", "alignment", "uniformity")
 
 
@@ -246,7 +245,7 @@ def _group_scores(task_results: dict[str, dict[str, Any]]) -> dict[str, dict[str
     for group, members in GROUPS.items():
         ran = [name for name in members if name in task_results]
         metrics = {task_results[name]["main_metric"] for name in ran}
-        if group in AGGREGATE_EXCLUDED or len(ran) < 2 or len(metrics) != 1:
+        if group == "all" or len(ran) < 2 or len(metrics) != 1:
             continue
         scores[group] = {
             "main_metric": metrics.pop(),

@@ -13,15 +13,8 @@ if TYPE_CHECKING:  # the metrics (torch, scipy) are imported when a task runs, n
     import torch
 
     from ..encoding import Embedder
-    from ..metrics.similarity import Representation
 
 __all__ = ["AlignUniformTask", "STSSubsetsTask", "STSTask", "score_pairs"]
-
-
-def _rows(rep: Representation, start: int, stop: int) -> Representation:
-    if isinstance(rep, tuple):
-        return tuple(part[start:stop] for part in rep)
-    return rep[start:stop]
 
 
 def _unscored(count: int) -> dict[str, float]:
@@ -33,7 +26,9 @@ def score_pairs(embedder: Embedder, sentences1: list[str], sentences2: list[str]
     """(n,) scores ``embedder.similarity(rep(sentences1), rep(sentences2))``, both sides encoded in one call."""
     n = len(sentences1)
     rep = embedder.represent(sentences1 + sentences2)
-    return embedder.similarity(_rows(rep, 0, n), _rows(rep, n, 2 * n))
+    if isinstance(rep, tuple):  # (mu, var)
+        return embedder.similarity(tuple(part[:n] for part in rep), tuple(part[n:] for part in rep))
+    return embedder.similarity(rep[:n], rep[n:])
 
 
 @dataclass(frozen=True, kw_only=True)

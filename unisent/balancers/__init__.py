@@ -25,9 +25,8 @@ from .conflicts import (
     read_conflicts,
 )
 from .gradient_level import Anchored, JacobianAggregator, MissingDependencyError, PCGrad
-from .jacobian import JacobianAccumulator
 from .loss_level import DWA, Static, Uncertainty
-from .step_gradients import StepGradients
+from .step_gradients import JacobianAccumulator, StepGradients
 
 __all__ = [
     "DWA",

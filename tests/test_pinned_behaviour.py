@@ -4,7 +4,7 @@ fails on one plausible bug that the rest of the default suite let through when i
 against unisent's own output:
 
 - two gradient-level optimiser steps of a real ``Trainer`` against each step computed alone
-  (``balancers/jacobian.py``: the per-objective gradient matrix reset after each optimiser step);
+  (``balancers/step_gradients.py``: the per-objective gradient matrix reset after each optimiser step);
 - a mean exactly on its target and an own column exactly on its interval's edge
   (``commands/ablate/summarise.py``: ``>=``, not ``>``);
 - one source tokenised at two lengths into one cache (``data/token_cache.py``: ``max_length`` in the
@@ -95,7 +95,7 @@ LR = 0.1
     ids=["PCGrad", "UPGrad", "Mean"],
 )
 def test_each_gradient_level_step_aggregates_only_its_own_gradients(tiny_bert_dir, tmp_path, balancer, by_hand, atol):
-    """Pins the reset of the per-objective gradient matrix after each optimiser step (``balancers/jacobian.py``,
+    """Pins the reset of the per-objective gradient matrix after each optimiser step (``balancers/step_gradients.py``,
     ``JacobianAccumulator.take``): without it, step 2 aggregates step 1's gradients plus its own. Two
     optimiser steps of a real ``Trainer`` (SGD, constant rate); at each step the gradient the optimiser
     sees on the shared parameter equals the balancer's rule applied by hand to that step's two gradients

@@ -83,12 +83,6 @@ def _retarget_settings(out: Path, tmp: Path) -> None:
             write_json(settings_file, settings)
 
 
-def _config_model(model: nn.Module) -> str | None:
-    """``model.config.model`` of an in-memory encoder (the backbone it was built from), if any."""
-    value = getattr(getattr(model, "config", None), "model", None)
-    return value if isinstance(value, str) and value else None
-
-
 def _write_truncate_dim(directory: Path, format: str, dim: int) -> None:
     """Add ``truncate_dim`` to the export's ``config_sentence_transformers.json``, where Sentence
     Transformers reads it when loading (``SentenceTransformer._parse_model_config``)."""
@@ -178,11 +172,12 @@ def export_model(
     if isinstance(source, ExportSource):
         src = replace(source, record=replace(source.record, settings=list(source.record.settings)))
     elif isinstance(source, nn.Module):
+        base = getattr(getattr(source, "config", None), "model", None)  # the backbone of an in-memory encoder
         src = ExportSource(
             source.eval(),
             "in-memory model",
             type(source).__name__,
-            TrainingRecord(base_model=_config_model(source), data=list(training_data or [])),
+            TrainingRecord(base_model=base if isinstance(base, str) and base else None, data=list(training_data or [])),
         )
     else:
         src = load_export_source(source, training_data)

@@ -133,10 +133,6 @@ def _front_matter_of(readme: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _as_list(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-
-
 def backbone_metadata(base_model: str | None) -> dict[str, Any]:
     """``{"license": ..., "language": [...]}`` of the backbone as far as known: its local card's front
     matter, else ``KNOWN_BACKBONES``."""
@@ -159,8 +155,9 @@ def backbone_metadata(base_model: str | None) -> dict[str, Any]:
         meta = _front_matter_of(directory / "README.md")
         if meta.get("license"):
             found["license"] = str(meta["license"])
-        if meta.get("language"):
-            found["language"] = _as_list(meta["language"])
+        language = meta.get("language")
+        if language:
+            found["language"] = [str(v) for v in language] if isinstance(language, (list, tuple)) else [str(language)]
     known = KNOWN_BACKBONES.get(hub_id(base_model) or "", {})
     return {**known, **found}
 

@@ -75,13 +75,6 @@ def _objective_from_instance(objective: Any) -> ObjectiveRecord:
     )
 
 
-def _objective_from_spec(spec: dict[str, Any], *, source: str, field: str) -> ObjectiveRecord:
-    """From a run's ``{"class_path", "init_args"}``, built through the objectives' registry only, on the ``meta``
-    device (the card needs its record, not its tensors: ``hidden_size: 16000`` allocates nothing)."""
-    with torch.device("meta"):
-        return _objective_from_instance(objective_from_record(spec, source=source, field=field))
-
-
 def _find_run_config(candidates: list[Path]) -> Path | None:
     return next((d / RUN_CONFIG for d in candidates if (d / RUN_CONFIG).is_file()), None)
 
@@ -181,10 +174,12 @@ def _apply_run_config(record: TrainingRecord, path: Path | None, *, objectives: 
     if base and not record.base_model:
         record.base_model = str(base)
     specs = _dig(config, "model.objectives")
-    if objectives and isinstance(specs, list):
-        record.objectives = [
-            _objective_from_spec(s, source=str(path), field=f"model.objectives[{i}]") for i, s in enumerate(specs)
-        ]
+    if objectives and isinstance(specs, list):  # built through the objectives' registry only, on the ``meta``
+        with torch.device("meta"):  # device (the card needs its record, not its tensors: ``hidden_size: 16000``)
+            record.objectives = [
+                _objective_from_instance(objective_from_record(s, source=str(path), field=f"model.objectives[{i}]"))
+                for i, s in enumerate(specs)
+            ]
 
 
 def _checkpoint_progress(path: Path) -> list[tuple[str, str]]:

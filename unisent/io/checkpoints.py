@@ -194,6 +194,6 @@ def convert_checkpoint(source: str | os.PathLike, out: str | os.PathLike) -> Pat
     buffer.seek(0)
     torch.load(buffer, map_location="cpu", weights_only=True)
     target = Path(out).expanduser()
-    with atomic_write(target, "wb", encoding=None, durable=True) as handle:
+    with atomic_write(target, "wb", durable=True) as handle:
         handle.write(buffer.getvalue())
     return target

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = ["atomic_write", "fsync_directory", "remove_stale_temporaries", "temporary_name", "write_json"]
 
@@ -66,8 +66,8 @@ def fsync_directory(directory: str | os.PathLike) -> None:
 
 @contextmanager
 def atomic_write(
-    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", durable: bool = False, **open_kwargs
-) -> Iterator[IO]:
+    path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8", durable: bool = False
+) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; on success it replaces ``path`` in one step, on an
     exception it is removed. Its directory is created; the file gets ``0o666`` minus the umask (not
     ``mkstemp``'s ``0o600``); ``durable``: fsync the file and its directory (checkpoints)."""
@@ -77,7 +77,7 @@ def atomic_write(
     umask = os.umask(0)
     os.umask(umask)
     try:
-        with open(tmp, mode, encoding=None if "b" in mode else encoding, **open_kwargs) as fh:
+        with open(tmp, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
             if durable:
                 fh.flush()

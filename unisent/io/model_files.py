@@ -211,16 +211,12 @@ def _parse_json(data: bytes, where: str, max_depth: int) -> Any:
 
 
 def read_model_json(
-    path: str | os.PathLike[str],
-    expect: type | tuple[type, ...] | None = None,
-    *,
-    max_bytes: int = MODEL_JSON_BYTES,
-    max_depth: int = MODEL_JSON_DEPTH,
+    path: str | os.PathLike[str], expect: type | tuple[type, ...] | None = None, *, max_bytes: int = MODEL_JSON_BYTES
 ) -> Any:
-    """A model's JSON file, from a regular file only, with a size and depth limit; ``expect``: the type the
-    top level must have. A [`ModelFileError`][unisent.io.ModelFileError] for anything else."""
+    """A model's JSON file, from a regular file only, with a size and depth (``MODEL_JSON_DEPTH``) limit; ``expect``:
+    the type the top level must have. A [`ModelFileError`][unisent.io.ModelFileError] for anything else."""
     path = Path(path)
-    value = _parse_json(read_model_bytes(path, max_bytes, "a model's JSON file"), str(path), max_depth)
+    value = _parse_json(read_model_bytes(path, max_bytes, "a model's JSON file"), str(path), MODEL_JSON_DEPTH)
     if expect is not None and not isinstance(value, expect):
         want = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
         kind = {"dict": "a JSON object", "list": "a JSON list"}.get(want, want)

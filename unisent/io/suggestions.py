@@ -15,12 +15,10 @@ def closest_hint(name: object, choices: Iterable[str], n: int = 1) -> str:
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
-def unknown_name(key: str, what: str, name: object, choices: Iterable[str], listing: str | None = None) -> str:
-    """One line: ``KEY: unknown WHAT 'NAME' (did you mean 'X'?); valid: A, B, C`` (``listing`` replaces the
-    list of ``choices`` after the semicolon, for a long or open set)."""
+def unknown_name(key: str, what: str, name: object, choices: Iterable[str]) -> str:
+    """One line: ``KEY: unknown WHAT 'NAME' (did you mean 'X'?); valid: A, B, C``."""
     choices = list(choices)
-    valid = listing if listing is not None else f"valid: {', '.join(choices)}"
-    return f"{key}: unknown {what} {str(name)!r}{closest_hint(name, choices)}; {valid}"
+    return f"{key}: unknown {what} {str(name)!r}{closest_hint(name, choices)}; valid: {', '.join(choices)}"
 
 
 def unknown_objectives(key: str, names: Iterable[object], objectives: Iterable[str]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..io.files import atomic_write
 from ..io.model_files import check_model_directory
 from .methods import METHODS, merge_tensors
 
@@ -295,11 +296,9 @@ def merge_runs(
         "objectives": {name: [str(inputs[r].path) for r, _ in found] for name, found in owners.items()},
         "runs": [{"checkpoint": str(item.path), "sha256": _sha256(item.path)} for item in inputs],
     }
-    (target / "checkpoints").mkdir(parents=True, exist_ok=True)
     ckpt = {CHECKPOINT_KEY: union.run_config(), "state_dict": state, "global_step": 0, "merge": record}
-    partial = target / "checkpoints" / "last.ckpt.partial"
-    torch.save(ckpt, partial)
-    os.replace(partial, target / "checkpoints" / "last.ckpt")
+    with atomic_write(target / "checkpoints" / "last.ckpt", "wb") as fh:  # whole or not at all
+        torch.save(ckpt, fh)
     encoder_dir, lengths = save_at_inference_length(model, target / "encoder")
     (target / "merge.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"unisent merge: {method} of {len(inputs)} runs saved to {encoder_dir}{lengths}", file=sys.stderr)

@@ -202,7 +202,7 @@ class UnisentModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         """Each objective's forward pass and at once its gradients, then the balancer's combination."""
-        self.start_step()
+        step, last = self.start_step()
         several = len(self.objectives) > 1
         seconds: dict[str, float] = {}
         for objective in self.objective_list:
@@ -231,7 +231,7 @@ class UnisentModule(L.LightningModule):
         spent = sum(seconds.values())
         for name, value in seconds.items():  # each objective's share of this step's forward time
             self.log(f"train/{name}/forward_share", value / spent if spent > 0 else 0.0, on_step=True, batch_size=1)
-        total = self.finish_step()
+        total = self.finish_step(step, last)
         self.log("train/loss", total.detach(), on_step=True, prog_bar=True, batch_size=1)
         fault_point("train_step")  # (benchmarks/soak.py: a kill in the middle of a step; no-op otherwise)
         return total
@@ -279,28 +279,26 @@ class UnisentModule(L.LightningModule):
                 f"{type(strategy).__name__} takes them in one backward call of its own: use DDP, or unset cache_chunk"
             )
 
-    def start_step(self, step: int | None = None) -> None:
-        """Begin a micro-batch of optimiser step ``step`` (default: the trainer's): each objective's step
-        (``_run_objective``), then ``finish_step``
-        ([`unisent.balancers.StepGradients.start`][unisent.balancers.StepGradients.start])."""
-        step = self.global_step if step is None else step
-        last = self._last_micro_batch()
-        self._step = (step, last, self._conflicts.due(step, last))
+    def start_step(self) -> tuple[int, bool]:
+        """Begin a micro-batch of the trainer's optimiser step: each objective's step (``_run_objective``), then
+        ``finish_step`` ([`unisent.balancers.StepGradients.start`][unisent.balancers.StepGradients.start]); the
+        step and whether the optimiser steps after this micro-batch, for ``finish_step``."""
+        step, last = self.global_step, self._last_micro_batch()
         strategy = self._trainer.strategy if self._trainer is not None else None
         self._gradients.start(
             self.balancer,
             self._shared_params(),
             self._own_params(),
-            conflicts=self._step[2],
+            conflicts=self._conflicts.due(step, last),
             deferred=_takes_one_backward(strategy),
             cached=bool(self.cache_chunk),
         )
+        return step, last
 
-    def finish_step(self) -> torch.Tensor:
+    def finish_step(self, step: int, last: bool) -> torch.Tensor:
         """The loss whose gradient is the balancer's combination on the shared encoder (and each own
         parameter's own loss's); its value, logged as ``train/loss``, is the plain sum of the losses (a
         loss-level balancer: their weighted sum plus its regularizer)."""
-        step, last, _ = self._step
         gradients = self._gradients
         loss, stats, weights = gradients.finish(last=last, step=step, parameters=self.parameters())
         if not gradients.values:

@@ -98,18 +98,14 @@ class BestOnDev(L.Callback):
         for name, step in self.stopped.items():  # resumed: the stops of the run so far hold again
             cast("UnisentModule", pl_module).stop_objective(name, step)
 
-    def _due(self, trainer, pl_module, step: int) -> bool:
-        start = self.start_step if self.start_step is not None else pl_module.encoder_start_step
-        return step >= trainer.estimated_stepping_batches or (
-            step >= start and (step - start) % self.every_n_steps == 0
-        )
-
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         step = trainer.global_step
         if step == self._last_step:
             return  # (gradient accumulation: one reading per optimiser step)
         self._last_step = step
-        if not self._due(trainer, pl_module, step):
+        start = self.start_step if self.start_step is not None else cast("UnisentModule", pl_module).encoder_start_step
+        last = step >= trainer.estimated_stepping_batches
+        if not last and (step < start or (step - start) % self.every_n_steps != 0):
             for name, column in self.columns.items():  # or Lightning repeats the last reading at every step
                 pl_module.log(f"dev/{name}/{column}", float("nan"), on_step=True, batch_size=1)
             return
@@ -132,7 +128,7 @@ class BestOnDev(L.Callback):
                 self.stopped[name] = step
                 cast("UnisentModule", pl_module).stop_objective(name, step)
                 self._restore(objectives[name], f"stopped at step {step}")
-        if step >= trainer.estimated_stepping_batches:
+        if last:
             for name in self.columns:
                 if name not in self.stopped:
                     self._restore(objectives[name], "at the last step")

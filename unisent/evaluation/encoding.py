@@ -138,16 +138,12 @@ class Embedder:
         position = {s: i for i, s in enumerate(unique)}
         index = torch.tensor([position[s] for s in sentences], dtype=torch.long)
         result = tuple(torch.stack([r[k] for r in rows])[index] for k in range(len(rows[0])))
-        self._remember(cache, fresh)
+        if self.cache_size > 0:
+            for sentence, row in fresh.items():
+                cache[sentence] = tuple(part.clone() for part in row)
+            while len(cache) > self.cache_size:
+                cache.popitem(last=False)
         return result
-
-    def _remember(self, cache: OrderedDict[str, tuple[Tensor, ...]], fresh: dict[str, tuple[Tensor, ...]]) -> None:
-        if self.cache_size <= 0:
-            return
-        for sentence, row in fresh.items():
-            cache[sentence] = tuple(part.clone() for part in row)
-        while len(cache) > self.cache_size:
-            cache.popitem(last=False)
 
 
 def _is_unisent(model: Any) -> bool:

@@ -50,14 +50,13 @@ def split_imports(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return modules, rest
 
 
-def load_entry_points() -> list[str]:
-    """Load every entry point of the group ``unisent.plugins`` (once per process); their names. A failure
+def load_entry_points() -> None:
+    """Load every entry point of the group ``unisent.plugins`` (once per process). A failure
     is a [`PluginError`][unisent.plugins.PluginError] of status 1 naming the distribution."""
     global _loaded_entry_points
     if _loaded_entry_points:
-        return []
+        return
     _loaded_entry_points = True
-    names: list[str] = []
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(entry, "dist", None)
         where = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
@@ -71,8 +70,6 @@ def load_entry_points() -> list[str]:
                 f"failed: {type(err).__name__}: {err} (fix it, or pip uninstall {dist.name if dist else 'it'})",
                 status=1,
             ) from err
-        names.append(entry.name)
-    return names
 
 
 def reset() -> None:

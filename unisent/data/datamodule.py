@@ -26,9 +26,9 @@ __all__ = ["UnisentDataModule"]
 _COMBINE_MODES = ("max_size_cycle", "min_size", "max_size", "sequential")
 
 
-class _TrainLoader(DataLoader):
-    """A training loader over a [`ResumableSampler`][unisent.data.ResumableSampler], resumable to Lightning (no
-    mid-epoch warning). Its position is kept by
+class _TrainLoader(StreamLoader):
+    """A training loader over a [`ResumableSampler`][unisent.data.ResumableSampler] or a stream (``StreamLoader``'s
+    resume), resumable to Lightning (no mid-epoch warning). Its position is kept by
     [`UnisentDataModule.state_dict`][unisent.data.UnisentDataModule.state_dict]: Lightning loads loader states only into
     loaders built after the checkpoint is read, and ``configure_optimizers`` builds them before
     (Lightning-AI/pytorch-lightning#20550)."""
@@ -38,10 +38,6 @@ class _TrainLoader(DataLoader):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Nothing to do: see the class docstring."""
-
-
-class _StreamTrainLoader(StreamLoader, _TrainLoader):
-    """The training loader of a stream: ``StreamLoader``'s resume, ``_TrainLoader``'s state."""
 
 
 class UnisentDataModule(L.LightningDataModule):
@@ -261,7 +257,7 @@ class UnisentDataModule(L.LightningDataModule):
         if isinstance(dataset, TokenizedStream):
             self.streams[name] = dataset
             workers = dataset.active_workers(self.num_workers) if self.num_workers else 0
-            return self._train_loader(_StreamTrainLoader, dataset, dataset.batch_size, objective, workers)
+            return self._train_loader(dataset, dataset.batch_size, objective, workers)
         if len(dataset) < batch_size:
             raise DataConfigError(
                 f"objective {name!r} has {len(dataset)} training records, fewer than one batch of {batch_size}; "
@@ -285,10 +281,10 @@ class UnisentDataModule(L.LightningDataModule):
         self.samplers[name] = sampler
         columns = list(objective.batch_keys)
         dataset = dataset.select_columns(columns).with_format(None)
-        return self._train_loader(_TrainLoader, dataset, batch_size, objective, self.num_workers, sampler=sampler)
+        return self._train_loader(dataset, batch_size, objective, self.num_workers, sampler=sampler)
 
-    def _train_loader(self, loader, dataset, batch_size: int, objective, workers: int, **sampler) -> DataLoader:
-        return loader(
+    def _train_loader(self, dataset, batch_size: int, objective, workers: int, **sampler) -> DataLoader:
+        return _TrainLoader(
             dataset,
             batch_size=batch_size,
             drop_last=True,  # contrastive losses gather equal-sized batches across processes

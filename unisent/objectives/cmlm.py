@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -22,13 +22,6 @@ CITATION = (
     "Yang, Zhang, Cer, Darve and Kurzweil (Yang et al.). Universal Sentence Representation Learning with "
     "Conditional Masked Language Model. EMNLP 2021. https://aclanthology.org/2021.emnlp-main.502"
 )
-
-
-class _ProjectionSettings(TypedDict):  # SentenceProjection's arguments but hidden_size
-    num_projections: int
-    mlp_size: int
-    activation: Literal["gelu", "relu", "tanh"]
-    identity: bool
 
 
 # ------------------------------------------------------------------------------------------ masking
@@ -246,7 +239,7 @@ class CMLM(Objective):
             raise ValueError(f"head_init must be 'auto' or 'fresh', got {head_init!r}")
         if num_projections < 1:
             raise ValueError(f"num_projections must be >= 1, got {num_projections}")
-        self.projection_settings: _ProjectionSettings = {
+        self.projection_settings: dict[str, Any] = {  # SentenceProjection's arguments but hidden_size
             "num_projections": num_projections,
             "mlp_size": projection_size,
             "activation": projection_activation,

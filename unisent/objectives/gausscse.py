@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, cast
 
 import torch
 
@@ -13,16 +13,6 @@ from ..models.gaussian import GaussianEncoder, GaussianHead
 from .objective import EncodeFn, Objective, encode_views
 
 __all__ = ["GaussCSE", "GaussianHead", "GaussianEncoder"]
-
-
-class _HeadSettings(TypedDict):  # GaussianHead's arguments but hidden_size
-    variance: Literal["exp", "softplus", "elu"]
-    mean_activation: Literal["none", "tanh"]
-    var_floor: float
-    point: Literal["mean", "pooled"]
-    length_input: bool
-    pooler: str | None
-    own_layers: int
 
 
 CITATION = (
@@ -97,7 +87,7 @@ class GaussCSE(Objective):
         self.similarity: Literal["sum", "mean"] = similarity
         self.param_lr = head_lr
         self.encoder_grad = float(encoder_grad)
-        self.head_settings: _HeadSettings = {
+        self.head_settings: dict[str, Any] = {  # GaussianHead's arguments but hidden_size
             "variance": variance,
             "mean_activation": mean_activation,
             "var_floor": var_floor,

@@ -189,13 +189,11 @@ class InferenceModel(nn.Module):
         normalize: bool = False,
         precision: str = "auto",
         show_progress_bar: bool = False,
-        **options: Any,
     ) -> Tensor:
         """The one signature of every model type's ``encode`` (a type may add keywords): float32 (n, d) on the CPU,
         rows in input order; ``precision``: ``auto``, ``fp32`` or ``bf16`` (``unisent.hardware``). By default
-        [`embed`][unisent.inference.InferenceModel.embed]'s vectors, L2-normalised with ``normalize``; ``options``: the
-        type's own keywords, passed on to ``embed`` (``PCREncoder``'s ``language``)."""
-        out = self.embed(sentences, batch_size, precision, show_progress_bar, **options)
+        [`embed`][unisent.inference.InferenceModel.embed]'s vectors, L2-normalised with ``normalize``."""
+        out = self.embed(sentences, batch_size, precision, show_progress_bar)
         return nn.functional.normalize(out, dim=-1) if normalize else out
 
     def embed(self, sentences: Sequence[str], batch_size: int, precision: str, show_progress_bar: bool) -> Tensor:

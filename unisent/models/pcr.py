@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..inference.base import InferenceModel, STModule
@@ -84,19 +85,21 @@ class PCREncoder(EncoderWrapper[InferenceModel]):
         comps = comps.to(x.device)
         return x - (x @ comps.T) @ comps
 
-    def embed(
+    def encode(
         self,
         sentences: Sequence[str],
-        batch_size: int,
-        precision: str,
-        show_progress_bar: bool,
+        batch_size: int = 64,
+        *,
+        normalize: bool = False,
+        precision: str = "auto",
+        show_progress_bar: bool = False,
         language: str | Sequence[str] | None = None,
     ) -> torch.Tensor:
-        """The wrapped model's vectors with the language's components removed (``encode`` then L2-normalises them
-        with ``normalize``): float32 (n, dim)."""
+        """Embed, remove the language's components, then (optionally) L2-normalise: float32 (n, dim)."""
         language = self._language(language)
         options = {"precision": precision, "show_progress_bar": show_progress_bar}
-        return self.pcr.transform(self.encoder.encode(sentences, batch_size, **options), language)
+        out = self.pcr.transform(self.encoder.encode(sentences, batch_size, **options), language)
+        return F.normalize(out, dim=-1) if normalize else out
 
     # ------------------------------------------------------------------------------ save / load
     def save_pretrained(self, directory: str | os.PathLike) -> Path:

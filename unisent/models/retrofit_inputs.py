@@ -20,8 +20,7 @@ __all__ = [
     "dimension_of",
     "is_penman",
     "is_sentence_transformer",
-    "load_amr_encoder",
-    "load_text_encoder",
+    "load_encoder",
     "resolve_parser",
     "resolve_paths",
 ]
@@ -54,31 +53,24 @@ def _sentence_transformer(directory: str | os.PathLike):
     return SentenceTransformer(str(directory), device="cpu", trust_remote_code=False)
 
 
-def load_text_encoder(spec: Any) -> Any:
-    """A text encoder from what the user gives.
+def load_encoder(spec: Any, what: str = "a text encoder") -> Any:
+    """A text encoder (or with ``what="an AMR encoder"``, the AMR encoder) from what the user gives.
 
     * a model object with ``encode`` (an ``unisent.load`` result, a ``SentenceTransformer``): as is;
     * a Sentence Transformers directory (``modules.json`` and no ``unisent_encoder.json``): loaded with
-      ``SentenceTransformer`` (``unisent.load`` would read its backbone without its modules);
+      ``SentenceTransformer`` (``unisent.load`` would read its backbone without its modules); a text encoder only;
     * anything else (a preset, a saved unisent directory, a hub id): read as ``unisent.load`` reads it;
       a ``.ckpt`` is refused with a message: pass ``unisent.load(ckpt)``, the loaded model (rebuilding a
       run's heads needs the training module, above this layer; ``unisent retrofit`` does that for you).
     """
     if not isinstance(spec, (str, os.PathLike)):
         if not callable(getattr(spec, "encode", None)):
-            raise TypeError(f"a text encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
+            raise TypeError(f"{what} needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
         return spec
     path = Path(spec).expanduser()
-    if path.is_dir() and (path / "modules.json").is_file() and not (path / "unisent_encoder.json").is_file():
+    text = what == "a text encoder"
+    if text and path.is_dir() and (path / "modules.json").is_file() and not (path / "unisent_encoder.json").is_file():
         return _sentence_transformer(path)
-    return load_saved(str(spec))
-
-
-def load_amr_encoder(spec: Any) -> Any:
-    if not isinstance(spec, (str, os.PathLike)):
-        if not callable(getattr(spec, "encode", None)):
-            raise TypeError(f"an AMR encoder needs an encode(sentences, batch_size) method; got {type(spec).__name__}")
-        return spec
     return load_saved(str(spec))
 
 
@@ -121,7 +113,7 @@ def resolve_parser(parser: Any, source: str = "parser") -> tuple[Any, dict | Non
     )
 
 
-def resolve_paths(init_args: Any, directory: Path, source: str | os.PathLike | None = None) -> dict[str, Any]:
+def resolve_paths(init_args: Any, directory: Path, source: str | os.PathLike) -> dict[str, Any]:
     """The file names in a parser spec read from ``source`` (``retrofit.json``) -> paths in ``directory``.
 
     A string that names something in ``directory`` becomes its path there (``inside``:
@@ -132,7 +124,6 @@ def resolve_paths(init_args: Any, directory: Path, source: str | os.PathLike | N
     Raises:
         ModelFileError: naming ``source``, the argument and the path.
     """
-    source = source if source is not None else directory / "retrofit.json"
     if not isinstance(init_args, Mapping):
         raise ModelFileError(f"{source}: parser.init_args must be a JSON object, got {init_args!r:.80}")
 

@@ -54,8 +54,7 @@ from .retrofit_inputs import (
     dimension_of,
     is_penman,
     is_sentence_transformer,
-    load_amr_encoder,
-    load_text_encoder,
+    load_encoder,
     resolve_parser,
     resolve_paths,
 )
@@ -106,7 +105,7 @@ class RetrofittedEncoder(InferenceModel):
 
     Args:
         text_encoder: any sentence encoder: an ``unisent.load`` result (of a ``.ckpt`` too) or a preset or saved
-            directory, a ``SentenceTransformer`` or a Sentence Transformers directory (see ``load_text_encoder``).
+            directory, a ``SentenceTransformer`` or a Sentence Transformers directory (see ``load_encoder``).
         amr_encoder: the AMR encoder (an [`Encoder`][unisent.encoders.Encoder] trained with
             [`AMRSimCSE`][unisent.objectives.AMRSimCSE], e.g. ``<run>/encoder``), or its directory.
         combination: ``norm_concat`` (default, the paper's best), ``concat``, ``sum`` or ``norm_sum``.
@@ -139,8 +138,8 @@ class RetrofittedEncoder(InferenceModel):
         super().__init__()
         if combination not in COMBINATIONS:
             raise ValueError(f"unknown combination {combination!r}; valid: {', '.join(COMBINATIONS)}")
-        self.text_encoder = load_text_encoder(text_encoder)
-        self.amr_encoder = load_amr_encoder(amr_encoder)
+        self.text_encoder = load_encoder(text_encoder)
+        self.amr_encoder = load_encoder(amr_encoder, "an AMR encoder")
         self.combination = combination
         self.parser, self.parser_spec = resolve_parser(parser)
         self.language = language
@@ -339,8 +338,8 @@ class RetrofittedEncoder(InferenceModel):
             }
         linearization = config.get("linearization", {})
         model = cls(
-            load_text_encoder(str(text_dir)),
-            load_amr_encoder(str(amr_dir)),
+            load_encoder(str(text_dir)),
+            load_encoder(str(amr_dir), "an AMR encoder"),
             config["combination"],
             parser,
             language=config.get("language", "en"),

@@ -10,7 +10,6 @@ import logging
 from dataclasses import replace
 
 from .config import EncoderConfig
-from .poolers import pooler_class
 from .presets import PRESETS, Preset
 from .st_files import SentenceTransformersPooler, read_sentence_transformers, split_normalize
 
@@ -32,8 +31,6 @@ def resolve_encoder_config(config: EncoderConfig) -> EncoderConfig:
         config.pooler = preset.pooler if preset else "cls"
     if config.normalize is None:
         config.normalize = preset.normalize if preset else False
-    config.pooler = str(config.pooler)
-    pooler_class(config.pooler)  # a clear error for an unknown pooler (it lists the registered ones)
     if not config.max_length:
         config.max_length = preset.max_length if preset else 32
     if config.max_length < 1:

@@ -81,21 +81,18 @@ def fixed_names(prefix: str, classes: Iterable[type]) -> Mapping[str, type]:
     return _PrefixTable(prefix, {cls.__name__: cls for cls in classes})
 
 
-class _PrefixTable(Mapping[str, type]):
+class _PrefixTable(dict[str, type]):
+    """``prefix + short name`` -> class, and any other dotted name under ``prefix`` by its last part."""
+
     def __init__(self, prefix: str, by_short: dict[str, type]) -> None:
+        super().__init__({f"{prefix}{short}": cls for short, cls in by_short.items()})
         self.prefix, self.by_short = prefix, by_short
         self.shown_names = [f"{prefix}*.{short}" for short in by_short]
 
-    def __getitem__(self, name: str) -> type:
+    def __missing__(self, name: str) -> type:
         if not (name.startswith(self.prefix) and _DOTTED.fullmatch(name)):
             raise KeyError(name)
         return self.by_short[name.rpartition(".")[2]]
-
-    def __iter__(self):
-        return iter(f"{self.prefix}{short}" for short in self.by_short)
-
-    def __len__(self) -> int:
-        return len(self.by_short)
 
 
 def resolve(name: Any, table: Mapping[str, T], *, source: str, field: str, what: str) -> T:

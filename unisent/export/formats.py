@@ -21,17 +21,22 @@ class ModelFormat(Exporter[InferenceModel]):
     own ``export_checks``."""
 
     def verify(self, model: InferenceModel, out: Path, sentences: Sequence[str]) -> tuple[float | None, str]:
+        from .._loader import load  # the written directory read back as ``unisent.load`` reads it
+
         checks = []
         if model.generic_export_check:
             expected = model.encode(list(sentences), precision="fp32")
             checks.append(
                 (
-                    max_abs_diff(_reloaded(out).encode(list(sentences), precision="fp32"), expected),
+                    max_abs_diff(load(out).encode(list(sentences), precision="fp32"), expected),
                     f"`unisent.load(DIR).encode` on {len(sentences)} sentences",
                 )
             )
             checks += self.library_checks(out, sentences, expected)
-        return _combined(checks + model.export_checks(out, sentences, self.format))
+        checks += model.export_checks(out, sentences, self.format)
+        if not checks:  # the largest difference of all checks and how they were made
+            return None, "not checked: the model declares no check"
+        return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)
 
     def library_checks(self, out: Path, sentences: Sequence[str], expected: Any) -> list[tuple[float, str]]:
         """The format's own library loading ``out``, against ``expected`` (none by default)."""
@@ -89,13 +94,6 @@ class HuggingFaceExporter(ModelFormat):
         return model.huggingface_usage()
 
 
-def _combined(checks: list[tuple[float, str]]) -> tuple[float | None, str]:
-    """The largest difference of all checks and how they were made."""
-    if not checks:
-        return None, "not checked: the model declares no check"
-    return max(diff for diff, _ in checks), " and ".join(how for _, how in checks)
-
-
 def write_sentence_transformers(model: InferenceModel, out: Path) -> None:
     """Write a directory that ``SentenceTransformer(out)`` and ``unisent.load(out)`` both load: the model's
     own layout where it has one, else its root files and the modules it declares, with the Sentence
@@ -123,10 +121,3 @@ def write_sentence_transformers(model: InferenceModel, out: Path) -> None:
         out / "config_sentence_transformers.json",
         {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine", **model_config},
     )
-
-
-def _reloaded(out: Path):
-    """The written directory read back as ``unisent.load`` reads it."""
-    from .._loader import load
-
-    return load(out)

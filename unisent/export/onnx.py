@@ -74,7 +74,6 @@ INT8_MAX_STSB_DROP = 0.5
 #: ... or when a sentence's int8 vector has a cosine below this to its fp32 vector
 INT8_MIN_COSINE = 0.9
 OPSET = 17
-QUANTIZE = ("int8",)
 
 
 @contextmanager
@@ -129,18 +128,6 @@ def _export_dynamo(export: Callable[..., Any], names: list[str], path: Path) -> 
         data.unlink()
 
 
-@contextmanager
-def _quiet_root_logging() -> Iterator[None]:
-    """onnxruntime's quantiser advises pre-processing through the root logger on every call: not here."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
-
-
 def quantize_int8(source: Path, target: Path, arch: str) -> dict[str, Any]:
     """Dynamic int8 quantisation of ``source`` into ``target`` (onnxruntime's ``quantize_dynamic``: int8
     weights, activations quantised at run time); returns its settings for the record."""
@@ -148,7 +135,10 @@ def quantize_int8(source: Path, target: Path, arch: str) -> dict[str, Any]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     reduce_range = arch not in ("avx512_vnni", "arm64")  # u8 x s8 products saturate without VNNI's 32-bit sums
-    with _quiet_root_logging():
+    root = logging.getLogger()  # onnxruntime's quantiser advises pre-processing through it on every call: not here
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
         quantize_dynamic(
             str(source),
             str(target),
@@ -157,6 +147,8 @@ def quantize_int8(source: Path, target: Path, arch: str) -> dict[str, Any]:
             reduce_range=reduce_range,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+    finally:
+        root.setLevel(level)
     return {
         "method": "onnxruntime quantize_dynamic",
         "weights": "int8, per channel",
@@ -213,8 +205,8 @@ class OnnxExporter(SentenceTransformersExporter):
     def configure(self, quantize: str | None = None, force: bool = False, arch: str | None = None) -> None:
         """``quantize``: None or ``int8``; ``force``: keep an int8 file that fails its gate; ``arch``: the
         int8 file's name (default: this CPU's, ``unisent.hardware.int8_arch``)."""
-        if quantize is not None and quantize not in QUANTIZE:
-            raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+        if quantize not in (None, "int8"):
+            raise ValueError(f"quantize must be one of int8, got {quantize!r}")
         self.quantize, self.force, self.arch = quantize, force, arch
 
     # ------------------------------------------------------------------------------ writing

@@ -29,6 +29,8 @@ __all__ = [
     "LabeledTexts",
     "ParallelSentences",
     "ScoredPairs",
+    "iter_tsv_rows",
+    "parse_float",
     "read_aligned_nli",
     "read_binary_files",
     "read_bucc_files",

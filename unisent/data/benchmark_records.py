@@ -1,6 +1,7 @@
 """Record types (plain lists in small dataclasses) and the file dialects shared by the benchmark
 readers: one text per line, or tab-separated fields without a header, quotes taken literally. Files are
-read by [`unisent.data.records.iter_records`][unisent.data.iter_records].
+read by [`unisent.data.records.iter_records`][unisent.data.iter_records]. Its names are exported by
+``unisent.data.benchmark_readers``.
 """
 
 from __future__ import annotations
@@ -11,19 +12,6 @@ from pathlib import Path
 
 from .record_errors import RecordError
 from .records import iter_records
-
-__all__ = [
-    "BuccCorpus",
-    "DataFormatError",
-    "LabeledPairs",
-    "LabeledTexts",
-    "ParallelSentences",
-    "ScoredPairs",
-    "iter_tsv_rows",
-    "parse_float",
-    "read_lines",
-]
-
 
 #: A record of a benchmark file does not have the expected layout: ``DataFormatError(path, line,
 #: message)``, line 0 for a problem of the whole file (the I/O layer's ``unisent.data.records.RecordError``).

@@ -246,10 +246,9 @@ class StepGradients:
             pairs, stats = self._gradient_level(last, step, parameters)
             extra, value = None, sum(values.values())
         else:
-            pairs, stats, weights, extra = self._loss_level(step)
-            value = sum((w.detach() if torch.is_tensor(w := weights[n]) else w) * values[n] for n in values)
-            regularizer = self.balancer.regularizer(values)
-            value = value if regularizer is None else value + regularizer.detach()
+            pairs, stats, weights, total = self._loss_level(step)
+            # the balancer's own parameters (Uncertainty's log-variances) learn from its weighted loss
+            extra, value = (total if total.requires_grad else None), total.detach()
         loss = surrogate(pairs)
         if extra is not None:
             loss = extra if loss is None else loss + extra
@@ -268,9 +267,7 @@ class StepGradients:
             return cast(torch.Tensor, sum(losses.values())), None, {}  # not empty: values has a loss
         stats = loss_level_conflicts(losses, self.shared) if self.conflicts else None
         weights = balancer.weights(losses, step)
-        loss = cast(torch.Tensor, sum(weights[n] * losses[n] for n in losses))
-        regularizer = balancer.regularizer(losses)
-        loss = loss if regularizer is None else loss + regularizer
+        loss = self._weighted(weights, losses)
         if not isinstance(balancer, Static):
             for name, w in weights.items():
                 w = weight_value(w)
@@ -290,9 +287,7 @@ class StepGradients:
         own = {id(p) for p, _ in self.pairs}
         return self.pairs + [(p, g) for p, g in shared if id(p) not in own], stats
 
-    def _loss_level(
-        self, step: int
-    ) -> tuple[Pairs, dict[str, Any] | None, dict[str, torch.Tensor], torch.Tensor | None]:
+    def _loss_level(self, step: int) -> tuple[Pairs, dict[str, Any] | None, dict[str, torch.Tensor], torch.Tensor]:
         values, rows = self.values, self.rows
         assert rows is not None  # made by start for a loss-level balancer
         stats = None
@@ -309,11 +304,10 @@ class StepGradients:
                 update.add_(rows[self.names.index(name)], alpha=weight_value(weights[name]))
         slices = torch.split(update, [p.numel() for p in self.shared])
         pairs = self.pairs + [(p, g.view_as(p)) for p, g, r in zip(self.shared, slices, self.reached) if r]
-        # the balancer's own parameters (Uncertainty's log-variances): the gradient of its weighted loss
-        extra = None
-        if any(torch.is_tensor(w) and w.requires_grad for w in weights.values()):
-            extra = cast(torch.Tensor, sum(weights[n] * values[n] for n in values))
-        regularizer = self.balancer.regularizer(values)
-        if regularizer is not None:
-            extra = regularizer if extra is None else extra + regularizer
-        return pairs, stats, weights, extra
+        return pairs, stats, weights, self._weighted(weights, values)
+
+    def _weighted(self, weights: dict[str, torch.Tensor], losses: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``sum_i w_i * L_i`` plus the balancer's regularizer."""
+        total = cast(torch.Tensor, sum(weights[n] * losses[n] for n in losses))
+        regularizer = self.balancer.regularizer(losses)
+        return total if regularizer is None else total + regularizer

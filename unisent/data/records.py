@@ -23,15 +23,8 @@ __all__ = ["FORMATS", "SUPPORTED_FORMATS", "Record", "iter_records"]
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".txt": "txt", ".parquet": "parquet"}
 SUPPORTED_FORMATS = (*FORMATS, "a saved datasets directory")
 _FORMAT_NAMES = ("jsonl", "csv", "tsv", "txt", "parquet", "dataset")
-_JSON_TYPES = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-}
+#: the JSON names of the values ``json.loads`` gives; the others (int, float) are numbers
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
 _BATCH_ROWS = 4096
 
 
@@ -262,7 +255,7 @@ def _iter_jsonl(options: _Options) -> Iterator[Record]:
                 RecordError(
                     path,
                     lineno,
-                    f"is a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}, expected an object with "
+                    f"is a JSON {_JSON_TYPES.get(type(value), 'number')}, expected an object with "
                     f"field(s) {', '.join(map(repr, options.wanted))}",
                 )
             )

@@ -65,11 +65,14 @@ def _as_paths(sources: PathLike | Sequence[PathLike]) -> list[Path]:
     return paths
 
 
-def _field(record: dict, keys: Sequence[str], path: Path, lineno: int) -> str:
-    for key in keys:
-        if isinstance(record.get(key), str):
-            return record[key]
-    raise ValueError(f"{path}:{lineno}: no string field {' or '.join(map(repr, keys))} in {sorted(record)}")
+def string_field(record: object, keys: Sequence[str], path: Path, lineno: int) -> str:
+    """The first of ``keys`` that holds a string in a jsonl record, else a ``ValueError`` naming the file and line."""
+    if isinstance(record, dict):
+        for key in keys:
+            if isinstance(record.get(key), str):
+                return record[key]
+    found = sorted(record) if isinstance(record, dict) else type(record).__name__
+    raise ValueError(f"{path}:{lineno}: no string field {' or '.join(map(repr, keys))} in {found}")
 
 
 def _look_up(table: Mapping[str, str], sentences: Sequence[str], what: str, lang: str, origin: str) -> list[str]:
@@ -109,8 +112,8 @@ class PreParsedAMR:
             if path.suffix == ".jsonl":
                 for rec in iter_records(path, "jsonl", blank_lines="skip"):
                     lineno, record = rec.line, rec.data
-                    text = _field(record, TEXT_KEYS, path, lineno)
-                    self.graphs.setdefault(_key(text), _field(record, GRAPH_KEYS, path, lineno))
+                    text = string_field(record, TEXT_KEYS, path, lineno)
+                    self.graphs.setdefault(_key(text), string_field(record, GRAPH_KEYS, path, lineno))
             else:
                 for block in iter_penman_blocks(path.read_text(encoding="utf-8"), str(path)):
                     if block.metadata.get("snt") and block.graph.strip():
@@ -154,9 +157,9 @@ class PreTranslated:
         for path in paths:
             for rec in iter_records(path, "jsonl", blank_lines="skip"):
                 lineno, record = rec.line, rec.data
-                text = _field(record, ("text",), path, lineno)
-                lang = _field(record, ("lang",), path, lineno)
-                translation = _field(record, ("translation",), path, lineno)
+                text = string_field(record, ("text",), path, lineno)
+                lang = string_field(record, ("lang",), path, lineno)
+                translation = string_field(record, ("translation",), path, lineno)
                 self.translations.setdefault(lang, {}).setdefault(_key(text), translation)
 
     @property

@@ -8,7 +8,6 @@ subword embeddings of its [`readable_form`][unisent.amr.readable_form]. Usage: d
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from collections import Counter
@@ -22,6 +21,7 @@ from penman.exceptions import PenmanError
 
 from ..data.records import iter_records
 from .linearize import _walk
+from .parsing import string_field
 from .penman_blocks import AMRError, as_tree, block_error, iter_penman_blocks
 
 __all__ = ["count_symbols", "count_symbols_in_file", "extend_vocabulary", "readable_form"]
@@ -66,14 +66,8 @@ def count_symbols_in_file(
     if not path.is_file():
         raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
     if path.suffix == ".jsonl":
-        graphs = []
-        for rec in iter_records(path, "jsonl", blank_lines="skip"):
-            lineno, record = rec.line, rec.data
-            if not isinstance(record, dict) or not isinstance(record.get("graph"), str):
-                found = sorted(record) if isinstance(record, dict) else type(record).__name__
-                raise ValueError(f"{path}:{lineno}: no string field 'graph' in {found}")
-            graphs.append(record["graph"])
-        return count_symbols(graphs)
+        records = iter_records(path, "jsonl", blank_lines="skip")
+        return count_symbols([string_field(rec.data, ("graph",), path, rec.line) for rec in records])
     counts: Counter[str] = Counter()
     for block in iter_penman_blocks(path.read_text(encoding="utf-8"), str(path)):
         try:
@@ -142,11 +136,8 @@ def extend_vocabulary(model: Any, symbols: Iterable[str], *, tokenizer: Any = No
     added = [s for s in new if ids[s] is not None and ids[s] >= old_len]
 
     old_rows = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > old_rows:
-        kwargs = {}
-        if "mean_resizing" in inspect.signature(model.resize_token_embeddings).parameters:
-            kwargs["mean_resizing"] = False  # every new row is overwritten below
-        model.resize_token_embeddings(len(tokenizer), **kwargs)
+    if len(tokenizer) > old_rows:  # (transformers >= 4.46 takes mean_resizing; every new row is overwritten below)
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     weight = model.get_input_embeddings().weight
     with torch.no_grad():
         fallback = weight[: min(old_len, old_rows)].mean(0)

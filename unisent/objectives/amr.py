@@ -177,9 +177,12 @@ class AMRSimCSE(Objective):
         """The record field of a form: ``text`` -> ``slot``; ``graph_de`` -> ``slot_graph_de``."""
         return slot if form == "text" else f"{slot}_{form}"
 
-    def _probabilities(self) -> dict[str, float]:
-        """The form distribution of a drawn view."""
-        probs: dict[str, float] = {}
+    def form_probabilities(self, view: str = "anchor") -> dict[str, float]:
+        """``{form: probability}`` of a view: ``text``, ``graph`` (English), ``graph_xx``."""
+        setting = self.forms[view]
+        if setting != "draw":
+            return {setting: 1.0}
+        probs: dict[str, float] = {}  # the form distribution of a drawn view
         weights = cast(list[float], self.language_weights.tolist())  # pyright: ignore[reportUnknownMemberType]  # torch: a bare list
         for lang, w in zip(self.languages, weights):
             if lang == self.source_language:
@@ -187,14 +190,7 @@ class AMRSimCSE(Objective):
                 probs["graph"] = probs.get("graph", 0.0) + w * self.graph_probability
             else:
                 probs[f"graph_{lang}"] = w
-        return probs
-
-    def form_probabilities(self, view: str = "anchor") -> dict[str, float]:
-        """``{form: probability}`` of a view: ``text``, ``graph`` (English), ``graph_xx``."""
-        setting = self.forms[view]
-        if setting != "draw":
-            return {setting: 1.0}
-        return {form: p for form, p in self._probabilities().items() if p > 0}
+        return {form: p for form, p in probs.items() if p > 0}
 
     def possible_forms(self, view: str) -> list[str]:
         """The forms a view can take (text always: it is the fallback)."""

@@ -227,19 +227,9 @@ def _check_lines(files: Sequence[Path], fmt: str) -> None:
 def source_fingerprint(resolved: ResolvedSource, dataset=None) -> dict[str, Any]:
     """What identifies a source's data in a cache key: its description and each local file's path, size and
     modification time, or ``datasets``' fingerprint of a loaded repository or Hub dataset."""
-    source = resolved.source
-    parts: dict[str, Any] = {
-        "kind": resolved.kind,
-        "path": source.path,
-        "name": source.name,
-        "split": source.split,
-        "revision": source.revision,
-        "data_files": source.data_files,
-        "format": resolved.format,
-        "columns": source.columns,
-        "max_records": source.max_records,
-        "on_error": source.on_error,
-    }
+    described = ("path", "name", "split", "revision", "data_files", "columns", "max_records", "on_error")
+    parts: dict[str, Any] = {"kind": resolved.kind, "format": resolved.format}
+    parts.update({name: getattr(resolved.source, name) for name in described})
     if resolved.kind in ("files", "saved"):
         files = resolved.files
         if resolved.kind == "saved":

@@ -320,17 +320,11 @@ def open_dataset(resolved: ResolvedSource, streaming: bool = False):
         builder, kwargs = _builder_kwargs(resolved)
         with _parse_errors_once(builder):
             return datasets.load_dataset(builder, split="train", streaming=streaming, **kwargs)
-    kwargs = {
-        "name": source.name,
-        "split": source.split,
-        "revision": source.revision,
-        "data_files": source.data_files,
-        "streaming": streaming,
-    }
+    kwargs = {key: getattr(source, key) for key in ("name", "split", "revision", "data_files")}
     if resolved.kind == "repo":
-        return datasets.load_dataset(str(Path(source.path).expanduser()), **kwargs)
+        return datasets.load_dataset(str(Path(source.path).expanduser()), streaming=streaming, **kwargs)
     try:
-        return datasets.load_dataset(source.path, **kwargs)
+        return datasets.load_dataset(source.path, streaming=streaming, **kwargs)
     except (ConnectionError, FileNotFoundError, OSError, DatasetNotFoundError) as err:
         raise _hub_error(resolved, err) from None
 

@@ -124,7 +124,7 @@ def refit_one(source: str, train: list[dict], held: list[dict], xnli: list[tuple
 
     row = {"encoder": str(source), "pooler": args.pooler or "the encoder's"}
     row["pairs_hns"] = {name: int(s[2].sum()) for name, s in sets.items()}
-    if hasattr(model, "encode_gaussian") and model.head.pooler == args.pooler:  # the vectors it was trained on
+    if hasattr(model, "encode_gaussian") and model.head.config.pooler == args.pooler:  # the vectors it was trained on
         row["own head"] = score(model.head)
     size = train_pre.shape[1]
     torch.manual_seed(0)

@@ -125,15 +125,6 @@ class GaussianHead(nn.Module):
         """The settings as ``gaussian_head.json`` holds them (``GaussianHeadSettings.saved``)."""
         return self.config.saved()
 
-    @property
-    def length_input(self) -> bool:
-        return self.config.length_input
-
-    @property
-    def pooler(self) -> str | None:
-        """The pooler whose vectors the head reads; ``None``: the encoder's."""
-        return self.config.pooler
-
     def forward(self, pooled: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(batch, hidden) -> ``(mu, var)``, each (batch, hidden), in float32. ``lengths`` (batch,): token
         counts, needed (and only read) with ``length_input``.
@@ -149,7 +140,7 @@ class GaussianHead(nn.Module):
         if self.config.mean_activation == "tanh":
             mu = torch.tanh(mu)
         var_in = pooled
-        if self.length_input:
+        if self.config.length_input:
             if lengths is None:
                 raise ValueError("this Gaussian head reads each sentence's token count (length_input): pass lengths")
             log_len = lengths.to(device=pooled.device, dtype=pooled.dtype).clamp(min=1).log().unsqueeze(-1)
@@ -199,8 +190,8 @@ class GaussianEncoder(EncoderWrapper):
         """Token ids (batch, seq) -> point embeddings (batch, hidden): the means, or the pooled vectors."""
         if self.point == "pooled":
             return self.encoder(input_ids, attention_mask)
-        pooled = self.encoder(input_ids, attention_mask, pooler=self.head.pooler, top_layers=self.head.top_layers)
-        return self.head(pooled)[0]
+        head = self.head
+        return head(self.encoder(input_ids, attention_mask, pooler=head.config.pooler, top_layers=head.top_layers))[0]
 
     @torch.inference_mode()
     def encode_gaussian(
@@ -218,10 +209,10 @@ class GaussianEncoder(EncoderWrapper):
             batch_size,
             precision=precision,
             show_progress_bar=show_progress_bar,
-            pooler=self.head.pooler,
+            pooler=self.head.config.pooler,
             top_layers=self.head.top_layers,
         )
-        if self.head.length_input:  # the token counts ride along as a last column, chunked with the vectors
+        if self.head.config.length_input:  # the token counts ride along as a last column, chunked with the vectors
             lengths = torch.tensor([len(ids) for ids in self.encoder.tokenize_ids(sentences)], dtype=pooled.dtype)
             mu, var = zip(
                 *self.map_head(
@@ -272,8 +263,8 @@ class GaussianEncoder(EncoderWrapper):
                 "a Gaussian head over its own top layers has no Sentence Transformers modules for its means "
                 "(with point: pooled the encoder's vectors export, and unisent.load reads the head)"
             )
-        if self.head.pooler is not None:  # the means: the head's own pooling (e.g. cls), then its mean layer
-            pool = self.encoder.named_pooler(self.head.pooler)
+        if self.head.config.pooler is not None:  # the means: the head's own pooling (e.g. cls), then its mean layer
+            pool = self.encoder.named_pooler(self.head.config.pooler)
             return (
                 pool.sentence_transformers_modules(self.encoder.backbone.config)
                 + self.head_sentence_transformers_modules()
@@ -331,9 +322,10 @@ sim = model.similarity(["A man is playing a guitar."], ["Someone plays music."])
         ([`encode`][unisent.inference.InferenceModel.encode]'s point embeddings), ``mean`` and ``variance``
         (``encode_gaussian``'s); the token counts a ``length_input`` head reads are the attention mask's sums."""
         encoder = self.encoder.onnx_graph(normalize=False)
-        pool = None if self.head.pooler is None else self.encoder.named_pooler(self.head.pooler)
+        name = self.head.config.pooler
+        pool = None if name is None else self.encoder.named_pooler(name)
         if pool is not None and pool.needs_hidden_states:
-            raise NotExportableError(f"a Gaussian head that reads the {self.head.pooler!r} vectors has no ONNX graph")
+            raise NotExportableError(f"a Gaussian head that reads the {name!r} vectors has no ONNX graph")
         if self.head.top_layers is not None and (pool or self.encoder.pooler).needs_hidden_states:
             raise NotExportableError("a Gaussian head over its own top layers pools the last layer only in ONNX")
         graph = _GaussianOnnxGraph(
@@ -376,7 +368,7 @@ class _GaussianOnnxGraph(nn.Module):
             read = pooled if self.pool is None else self.pool(last, attention_mask, None)
         else:
             last, pooled, read = self._own_layers(input_ids, attention_mask, token_type_ids)
-        lengths = attention_mask.sum(dim=1) if self.head.length_input else None
+        lengths = attention_mask.sum(dim=1) if self.head.config.length_input else None
         mu, var = self.head._forward(read.float(), lengths)
         if self.point == "pooled":
             point = F.normalize(pooled, dim=-1) if self.normalize_pooled else pooled

@@ -138,7 +138,7 @@ class GaussCSE(Objective):
         """The loss of the head's Gaussians of ``views``; ``dim``: of their first ``dim`` coordinates (the
         marginal Gaussians)."""
         head = self._built_head()
-        if head.length_input:  # token counts per view, from the attention masks
+        if head.config.length_input:  # token counts per view, from the attention masks
             gauss = [head(v, batch[k]["attention_mask"].sum(dim=1)) for v, k in zip(views, self.text_keys)]
         else:
             gauss = [head(v) for v in views]

@@ -74,6 +74,10 @@ def _hub_kwargs(location: str) -> dict:
 
 
 def _not_available(model: str, err: Exception) -> ModelNotAvailableError:
+    """What to raise for ``err`` of loading ``model``: for a local directory ``err`` itself (raised here: its own
+    message names the file), else that the hub could not give it."""
+    if Path(model).is_dir():
+        raise err
     if _offline():
         why = "HF_HUB_OFFLINE is set"
     elif _REACHABLE.get(os.environ.get("HF_ENDPOINT", "https://huggingface.co")) is False:
@@ -111,8 +115,6 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
         hub = _hub_kwargs(location)
         config = AutoConfig.from_pretrained(location, **hub, **(config_overrides or {}))
     except (OSError, ValueError) as err:
-        if Path(location).is_dir():
-            raise
         raise _not_available(location, err) from err
     if Path(location).is_dir():
         check_backbone_sizes(location, config)
@@ -129,12 +131,10 @@ def load_backbone(location: str, *, attn_implementation: str = DEFAULT_ATTENTION
                 f"({getattr(config, 'model_type', '?')}): {first} Use 'sdpa' (the default: the model's own "
                 f"attention where SDPA is not supported) or 'eager'."
             ) from err
-        if isinstance(err, ImportError) or Path(location).is_dir():
+        if isinstance(err, ImportError):
             raise
         raise _not_available(location, err) from err
     except OSError as err:
-        if Path(location).is_dir():
-            raise
         raise _not_available(location, err) from err
 
 
@@ -172,8 +172,6 @@ def load_tokenizer(location: str):
     try:
         return AutoTokenizer.from_pretrained(location, **_hub_kwargs(location))
     except (OSError, ValueError) as err:
-        if Path(location).is_dir():
-            raise
         raise _not_available(location, err) from err
     except Exception as err:  # tokenizers' own errors (a tokenizer.json it cannot read) are plain Exceptions
         if not Path(location).is_dir():

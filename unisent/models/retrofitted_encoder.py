@@ -244,9 +244,14 @@ class RetrofittedEncoder(InferenceModel):
         return F.normalize(out, dim=-1) if normalize else out
 
     # ------------------------------------------------------------------------------------ save/load
-    def config(self) -> dict[str, Any]:
+    def save_config(self, directory: str | os.PathLike) -> Path:
+        """Write ``retrofit.json`` (combination, parser spec, linearisation) and, for a pre-parsed lookup,
+        the lookup itself (``amr_lookup.jsonl``), so that the directory works on its own."""
+        from ..amr.parsing import PreParsedAMR
+
+        directory = Path(directory)
         text_kind = "sentence-transformers" if is_sentence_transformer(self.text_encoder) else "unisent"
-        return {
+        config = {
             "format": "unisent-retrofit",
             "version": 1,
             "combination": self.combination,
@@ -257,14 +262,6 @@ class RetrofittedEncoder(InferenceModel):
             "linearization": {"parentheses": self.parentheses, "drop_wiki": self.drop_wiki},
             "dimension": self.dimension,
         }
-
-    def save_config(self, directory: str | os.PathLike) -> Path:
-        """Write ``retrofit.json`` (combination, parser spec, linearisation) and, for a pre-parsed lookup,
-        the lookup itself (``amr_lookup.jsonl``), so that the directory works on its own."""
-        from ..amr.parsing import PreParsedAMR
-
-        directory = Path(directory)
-        config = self.config()
         if isinstance(self.parser, PreParsedAMR):
             with atomic_write(directory / LOOKUP_FILE) as fh:
                 for sentence, graph in self.parser.graphs.items():

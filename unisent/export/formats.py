@@ -80,8 +80,7 @@ class HuggingFaceExporter(ModelFormat):
     """An inference model as a ``transformers`` directory plus unisent's files."""
 
     format = HUGGINGFACE
-    library_name = "transformers"
-    pipeline_tag = "feature-extraction"
+    library_name = "transformers"  # pipeline_tag: Exporter's feature-extraction
     tags = ("feature-extraction",)
 
     def write(self, model: InferenceModel, out: Path) -> None:

@@ -2,7 +2,7 @@
 poolers that declare their Sentence Transformers modules (``poolers``), the [`Encoder`][unisent.encoders.Encoder]
 (``encoder``; its export declarations in ``export_declarations``), its settings (``config``,
 resolved by ``resolution``), a Sentence Transformers model's files and modules (``st_files``),
-prompts (``prompts``), batching (``batching``) and the unpadded forward (``packed``).
+prompts (``encoder``), batching (``batching``) and the unpadded forward (``packed``).
 
 Importing the package registers the built-in poolers, ``sentence-transformers`` included."""
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -24,7 +24,6 @@ from .export_declarations import EncoderModel
 from .loading import load_backbone, load_tokenizer, resolve_model_location
 from .packed import packed_forward, supports_packing
 from .poolers import Pooler, build_pooler, check_export_modes, head_pooler, pooler_class
-from .prompts import apply_prompt, pooled_prompt
 from .resolution import resolve_encoder_config
 from .st_files import set_lowercase
 
@@ -56,6 +55,35 @@ def _check_pooler_sizes(location: str, pooler: str, hidden_size: int, declared: 
         for key, value in module["config"].items()
     }
     check_fits(build, shapes, config_file=settings_file, settings=fields, weights_file=weights_file)
+
+
+def apply_prompt(
+    tokenizer,
+    declared: dict[str, Any],
+    sentences: Sequence[str],
+    prompt: str | None = None,
+    prompt_name: str | None = None,
+) -> tuple[list[str], int | None]:
+    """Prompts as Sentence Transformers applies them: ``(sentences with the prompt in front, the prompt's length in
+    tokens or None)``. The prompt text ``encode`` prepends: ``prompt``, else ``prompts[prompt_name]``, else the
+    default prompt, else none; ``declared``: ``EncoderConfig.sentence_transformers`` (``{}``: no prompts). The
+    length, without a trailing special token, is what ``Pooling(include_prompt=False)`` leaves out (the pooler's
+    ``prompt_length``)."""
+    prompts = declared.get("prompts") or {}
+    if prompt is None and prompt_name is not None:
+        if prompt_name not in prompts:
+            raise ValueError(
+                f"prompt_name {prompt_name!r} is not one of the model's prompts ({', '.join(prompts) or 'none'})"
+            )
+        prompt = prompts[prompt_name]
+    elif prompt is None:
+        default = declared.get("default_prompt_name")
+        prompt = prompts.get(default) if default else None
+    if not prompt:
+        return list(sentences), None
+    ids = tokenizer(prompt)["input_ids"]
+    length = len(ids) - int(bool(ids) and ids[-1] in set(tokenizer.all_special_ids))
+    return [prompt + s for s in sentences], length
 
 
 @register_model("encoder")
@@ -279,11 +307,13 @@ class Encoder(EncoderModel, TokenIds):
                     emb = nn.functional.normalize(emb, dim=-1)
                 return idx, emb.cpu()
 
+        # the pooler leaves out the prompt's tokens (poolers without prompt support ignore it) while this runs
+        prompt_before, self.pooler.prompt_length = self.pooler.prompt_length, prompt_length
         try:
-            with pooled_prompt(self.pooler, prompt_length):
-                for idx, emb in ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
-                    out[torch.as_tensor(idx)] = emb
+            for idx, emb in ordered_map(embed, batches, workers, per_thread=max(1, threads // workers)):
+                out[torch.as_tensor(idx)] = emb
         finally:
+            self.pooler.prompt_length = prompt_before
             torch.set_num_threads(threads)  # the workers set their share; restore the caller's setting
             for module, mode in was_training:
                 module.train(mode)

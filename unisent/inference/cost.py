@@ -116,13 +116,8 @@ def cost_table(cost: dict[str, Any]) -> list[str]:
         times = [f"{name} {s:.3f} s" for name, s in cost["encode_seconds"].items()]
         line = f"Encode time of {cost['sentences']:,} sentences ({cost['precision']}): {', '.join(times)}"
         if start:
-            line += f"; the start's vectors {start['encode_seconds']['vectors']:.3f} s"
-            line += (
-                " ("
-                + ", ".join(
-                    f"{k.removesuffix('_seconds')} x{v:.2f}" for k, v in cost["vs_start"].items() if k != "parameters"
-                )
-                + ")"
-            )
+            vs_start = cost["vs_start"]
+            ratios = [f"{k.removesuffix('_seconds')} x{v:.2f}" for k, v in vs_start.items() if k != "parameters"]
+            line += f"; the start's vectors {start['encode_seconds']['vectors']:.3f} s ({', '.join(ratios)})"
         lines += ["", line + "."]
     return lines

@@ -25,12 +25,12 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
 import penman
 from penman.exceptions import PenmanError
 
+from ..data.file_checks import require_file
 from .authors_style import authors_tokens
 from .penman_blocks import MAX_DEPTH, AMRError, PenmanBlock, as_tree, block_error, check_depth, iter_penman_blocks
 
@@ -205,8 +205,6 @@ def linearize_file(
 ) -> Iterator[LinearizedAMR]:
     """[`linearize_string`][unisent.amr.linearize_string] over a PENMAN file (UTF-8); errors name the file and line. A
     missing file or a bad ``style`` raises at once, not on the first iteration."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
+    path = require_file(path, "AMR file")
     _check_style(**options)
     return linearize_string(path.read_text(encoding="utf-8"), source=str(path), errors=errors, **options)

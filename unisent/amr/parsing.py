@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..data.file_checks import require_file
 from ..data.records import iter_records
 from .penman_blocks import iter_penman_blocks
 
@@ -58,11 +59,7 @@ def _key(sentence: str) -> str:
 def _as_paths(sources: PathLike | Sequence[PathLike]) -> list[Path]:
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    paths = [Path(p) for p in sources]
-    for path in paths:
-        if not path.is_file():
-            raise FileNotFoundError(f"pre-computed AMR data {str(path)!r} does not exist")
-    return paths
+    return [require_file(p, "pre-computed AMR data") for p in sources]
 
 
 def string_field(record: object, keys: Sequence[str], path: Path, lineno: int) -> str:

@@ -12,13 +12,13 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import penman
 import torch
 from penman.exceptions import PenmanError
 
+from ..data.file_checks import require_file
 from ..data.records import iter_records
 from .linearize import _walk
 from .parsing import string_field
@@ -62,9 +62,7 @@ def count_symbols_in_file(
 ) -> Counter[str]:
     """[`count_symbols`][unisent.amr.count_symbols] over a PENMAN file or a jsonl with a ``graph`` field (linearised
     graphs); a malformed PENMAN graph is appended to ``errors`` (raised when ``errors`` is None)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"AMR file {str(path)!r} does not exist")
+    path = require_file(path, "AMR file")
     if path.suffix == ".jsonl":
         records = iter_records(path, "jsonl", blank_lines="skip")
         return count_symbols([string_field(rec.data, ("graph",), path, rec.line) for rec in records])

@@ -85,7 +85,7 @@ def continue_last_run(config) -> None:
         if not is_remote(str(dirpath)):
             refuse_finished_run(config, last_checkpoint(dirpath))
         elif (ckpt := last_checkpoint(str(dirpath))) is not None:
-            config["ckpt_path"] = _local_checkpoint(str(ckpt))  # the copy Lightning loads, checked by the CLI
+            config["ckpt_path"] = localize(str(ckpt), "checkpoint")  # the copy Lightning loads, checked by the CLI
             refuse_finished_run(config, config["ckpt_path"])
             _say(f"resuming from {ckpt}")
         return
@@ -106,7 +106,7 @@ def continue_last_run(config) -> None:
             return
         from ..checkpoint_record import check_unisent_checkpoint
 
-        local = _local_checkpoint(str(ckpt))  # a URL: the copy Lightning loads
+        local = localize(str(ckpt), "checkpoint")  # a URL: the copy Lightning loads
         check_unisent_checkpoint(local)  # read as data before Lightning loads it: a file with code is refused
         config["ckpt_path"] = local
         _say(_resuming_line(run, ckpt, local))
@@ -132,7 +132,7 @@ def _continue_versioned_run(config, args, keep_metrics: bool) -> Path | str | No
             _say(f"--ckpt_path last: no run under {root} has a checkpoint; starting a new run")
             return None
     last = last_checkpoint(_join(run, "checkpoints"))
-    refuse_finished_run(config, _local_checkpoint(str(last)) if last is not None else None)  # a URL: its copy
+    refuse_finished_run(config, localize(str(last), "checkpoint") if last is not None else None)  # a URL: its copy
     name = _name(run)
     args["version"] = int(name[8:]) if name.startswith("version_") and name[8:].isdigit() else name
     if keep_metrics:
@@ -149,7 +149,7 @@ def _continue_wandb_run(config, args) -> Path | str | None:
     run = latest_run(_join(str(args.get("save_dir") or "."), project))
     if run is not None:
         last = last_checkpoint(_join(run, "checkpoints"))
-        refuse_finished_run(config, _local_checkpoint(str(last)) if last is not None else None)
+        refuse_finished_run(config, localize(str(last), "checkpoint") if last is not None else None)
         args["id"] = _name(run)
     return run
 
@@ -166,7 +166,7 @@ def run_folder_without_logger(config) -> Path | str | None:
         if run is None and last_checkpoint(_join(base, "checkpoints")) is not None:
             return None  # a run written before runs got their own folder: it goes on where it is
         if run is not None and (ckpt := last_checkpoint(_join(run, "checkpoints"))) is not None:
-            local = _local_checkpoint(str(ckpt))
+            local = localize(str(ckpt), "checkpoint")
             refuse_finished_run(config, local)
             config["ckpt_path"] = local
             _say(f"trainer.logger is false; {_resuming_line(run, ckpt, local)}")
@@ -215,18 +215,12 @@ def _versions(root: Path | str) -> list[str]:
         return []
 
 
-def _local_checkpoint(ckpt: str) -> str:
-    """A checkpoint URL's local copy (``unisent.io.remote.localize``), the path Lightning then loads: the
-    checks read the same bytes; a local path as it is."""
-    return localize(ckpt, "checkpoint") if is_remote(ckpt) else ckpt
-
-
 def localize_ckpt_path(config) -> None:
     """``--ckpt_path s3://...``: the local copy instead, so that the checks of the file and Lightning read
     the same bytes."""
     ckpt = config.get("ckpt_path")
     if isinstance(ckpt, str) and is_remote(ckpt):
-        config["ckpt_path"] = _local_checkpoint(ckpt)
+        config["ckpt_path"] = localize(ckpt, "checkpoint")
 
 
 def _quiet_resume_warnings() -> None:

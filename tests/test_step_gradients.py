@@ -125,8 +125,8 @@ def test_one_step_equals_the_previous_order(tiny_bert_dir, name):
         assert torch.equal(a, b)
     batch = _batch(new)
     if name.endswith("-deferred"):
-        start = new._step_runner.gradients.start
-        new._step_runner.gradients.start = lambda *a, **k: start(*a, **(k | {"deferred": True}))  # noqa: E731
+        start = new._gradients.start
+        new._gradients.start = lambda *a, **k: start(*a, **(k | {"deferred": True}))  # noqa: E731
     logged = {}
     new.log = lambda key, value, **kw: logged.__setitem__(key, value)  # noqa: E731
     loss = new.training_step(batch, 0)

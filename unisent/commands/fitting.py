@@ -69,7 +69,7 @@ def fit(config_files: Sequence[str | Path], overrides: Sequence[str] = (), *, ve
 def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
     """``unisent fit|validate|test|predict ...`` (``argv`` includes the command word), quiet unless
     ``verbose``; Ctrl-C or SIGTERM returns with ``interrupted`` set instead of raising."""
-    from .train import FitInterrupted, quiet, run_dir_of
+    from .train import TRAINER_DEFAULTS, FitInterrupted, UnisentCLI, UnisentSaveConfig, quiet, run_dir_of
 
     words = [str(word) for word in argv]
     command = next((word for word in words if word in SUBCOMMANDS), None)
@@ -77,7 +77,25 @@ def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
     previous = _terminate_as_interrupt(received) if command == "fit" else {}
     try:
         with contextlib.nullcontext() if verbose else quiet():
-            cli = _cli(words, verbose)
+            from ..data import UnisentDataModule
+            from ..lightning_module import UnisentModule
+
+            cli = UnisentCLI(
+                UnisentModule,
+                UnisentDataModule,
+                save_config_callback=UnisentSaveConfig,
+                trainer_defaults=TRAINER_DEFAULTS if verbose else {**TRAINER_DEFAULTS, "enable_model_summary": False},
+                save_config_kwargs={"overwrite": True},
+                auto_configure_optimizers=False,
+                args=words,
+                verbose=verbose,
+                # errors raise (one line in unisent.cli, not the usage block); no abbreviation: `--trainer.max_step`
+                parser_kwargs={
+                    "exit_on_error": False,
+                    "allow_abbrev": False,
+                    **{name: {"exit_on_error": False, "allow_abbrev": False} for name in SUBCOMMANDS},
+                },
+            )
     except KeyboardInterrupt as err:
         found = err.interrupt if isinstance(err, FitInterrupted) else Interrupt()
         run_dir = err.run_dir if isinstance(err, FitInterrupted) else None
@@ -90,35 +108,9 @@ def run_lightning(argv: Sequence[str], *, verbose: bool = False) -> FitOutcome:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     precision = getattr(cli.trainer, "precision_choice", None)
-    return FitOutcome(command, run_dir_of(cli.trainer), _last_checkpoint(cli.trainer), precision=precision)
-
-
-def _cli(words: list[str], verbose: bool):
-    from ..data import UnisentDataModule
-    from ..lightning_module import UnisentModule
-    from .train import TRAINER_DEFAULTS, UnisentCLI, UnisentSaveConfig
-
-    return UnisentCLI(
-        UnisentModule,
-        UnisentDataModule,
-        save_config_callback=UnisentSaveConfig,
-        trainer_defaults=TRAINER_DEFAULTS if verbose else {**TRAINER_DEFAULTS, "enable_model_summary": False},
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-        args=words,
-        verbose=verbose,
-        # errors raise (one line in unisent.cli, not the usage block); no abbreviation: `--trainer.max_step`
-        parser_kwargs={
-            "exit_on_error": False,
-            "allow_abbrev": False,
-            **{name: {"exit_on_error": False, "allow_abbrev": False} for name in SUBCOMMANDS},
-        },
-    )
-
-
-def _last_checkpoint(trainer: Any) -> Path | None:
-    path = getattr(getattr(trainer, "checkpoint_callback", None), "last_model_path", None)
-    return Path(path) if path and Path(path).is_file() else None
+    last = getattr(getattr(cli.trainer, "checkpoint_callback", None), "last_model_path", None)
+    checkpoint = Path(last) if last and Path(last).is_file() else None
+    return FitOutcome(command, run_dir_of(cli.trainer), checkpoint, precision=precision)
 
 
 def _terminate_as_interrupt(received: dict[str, str]) -> dict[int, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from ..io import atomic_write, closest_hint
+from ..io import closest_hint
 from .function_commands import CommandFailed, UsageError
 
 __all__ = ["KEYS", "Part", "fit_parts", "main", "parts_recipe", "read_parts", "split_words"]
@@ -161,6 +161,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
     from ..inference.cost import model_cost
     from ..merging import merge_runs
     from .ablate.plan import run_recipe
+    from .ablate.run import write
 
     recipe = Path(path)
     settings, config, parts = read_parts(recipe, overrides)
@@ -179,9 +180,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
             "version": part.folder.name,
         }
         part_path = part.folder.parent / f"{part.name}.yaml"
-        part_path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_write(part_path) as f:
-            f.write(yaml.safe_dump(part_config, sort_keys=False))
+        write(part_path, yaml.safe_dump(part_config, sort_keys=False))  # its folder made too
         recipes.append(part_path)
     todo = [(p, r) for p, r in zip(parts, recipes) if not _trained(p)]
     print(f"unisent fit: {len(parts)} parts of {recipe} in {folder}; {len(todo)} to train", file=sys.stderr)
@@ -216,8 +215,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
         "merge": {k: merge_record[k] for k in ("method", "weights", "density", "scale", "seed")},
         "cost": model_cost(load(str(folder / "encoder")), folder / "encoder"),  # `unisent evaluate --cost`: times
     }
-    with atomic_write(record_path) as f:
-        f.write(json.dumps(record, indent=1) + "\n")
+    write(record_path, json.dumps(record, indent=1) + "\n")
     print(f"unisent fit: merged {len(parts)} parts; the model is {folder / 'encoder'}", file=sys.stderr)
     return record
 

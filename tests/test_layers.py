@@ -104,7 +104,7 @@ ALLOWED_DYNAMIC_IMPORTS: dict[str, str] = {
     "unisent/evaluation/metrics/__init__.py": "the lazy table _LAZY (its entries are edges)",
     "unisent/cli.py": "the command table (its module names are edges: ALLOWED_STRING_PATHS)",
     "unisent/commands/resume_discovery.py": "the logger class a user's config names",
-    "unisent/commands/config_errors.py": "the module of a class path a user mistyped, for a suggestion",
+    "unisent/commands/function_commands.py": "the module of a class path a user mistyped, for a suggestion",
     "unisent/encoders/presets.py": "a preset's model package (package:NAME, third-party)",
     "unisent/models/onnx_encoder.py": "whether onnx/onnxruntime are installed",
     "unisent/builders/ease/_extra.py": "the EASE builders' optional dependencies",

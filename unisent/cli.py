@@ -96,13 +96,6 @@ OPTIONS: tuple[tuple[str, tuple[tuple[str, str, str | None, str], ...]], ...] = 
     ),
 )
 
-_SUMMARY = {
-    "fit": "Train a model from a recipe: unisent fit -c recipes/quickstart.yaml",
-    "validate": "Run the validation loop (model.evaluation.val_tasks) on a checkpoint.",
-    "test": "Run the test loop (model.evaluation.test_tasks) on a checkpoint.",
-    "predict": "Write the embeddings of data.predict.",
-}
-
 
 def short_help(command: str) -> str:
     """The ``--help`` of ``unisent COMMAND`` (one of fit, validate, test, predict)."""
@@ -119,7 +112,7 @@ def short_help(command: str) -> str:
         f"usage: {prog} [-c RECIPE.yaml] [--KEY VALUE ...] [--ckpt_path {_CKPT_PATH[command][0]}] [--print_config] "
         f"[{FULL_HELP}]",
         "",
-        _SUMMARY[command],
+        LIGHTNING_COMMANDS[command][:1].upper() + LIGHTNING_COMMANDS[command][1:],
         "",
         "Every key of the recipe is an option (--trainer.max_steps=400, --trainer.max_steps 400); these are the",
         f"ones changed most ({NAME}: a key of the recipe's data.train). Every option with its type and default:",
@@ -162,8 +155,8 @@ def _lightning(argv: Sequence[str]) -> None:
     traceback = os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
     from jsonargparse import ArgumentError
 
-    from .commands.config_errors import config_error, describe_user_error, user_error_in_chain
     from .commands.fitting import interrupt_message, requeue_if_preempted, requeue_lines, run_lightning
+    from .commands.function_commands import config_error, describe_user_error, fail, user_error_in_chain
     from .commands.resume_discovery import NothingToTrain
 
     if command == "fit":
@@ -177,8 +170,6 @@ def _lightning(argv: Sequence[str]) -> None:
     except ArgumentError as err:
         if traceback:
             raise
-        from .commands.function_commands import fail
-
         fail(prog, config_error(str(err), words), words)
     except NothingToTrain as err:
         sys.exit(f"{prog}: error: {err}")
@@ -200,12 +191,13 @@ def _lightning(argv: Sequence[str]) -> None:
         sys.exit(outcome.status)
 
 
-#: Lightning's commands (LightningCLI over UnisentModule and UnisentDataModule): name -> one line of help
+#: Lightning's commands (LightningCLI over UnisentModule and UnisentDataModule): name -> one line of help (also
+#: the summary of the command's own ``--help``)
 LIGHTNING_COMMANDS: dict[str, str] = {
     "fit": "train a model from a recipe: unisent fit -c recipes/quickstart.yaml",
-    "validate": "run the validation loop (dev-set evaluation) on a checkpoint",
-    "test": "run the test loop (test-set evaluation) on a checkpoint",
-    "predict": "write the embeddings of a prediction set",
+    "validate": "run the validation loop (model.evaluation.val_tasks) on a checkpoint",
+    "test": "run the test loop (model.evaluation.test_tasks) on a checkpoint",
+    "predict": "write the embeddings of data.predict",
 }
 
 #: the other commands: name -> (module, function taking argv)

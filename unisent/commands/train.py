@@ -12,7 +12,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 from ..resume import Interrupt
 from ..trainer import UnisentTrainer
-from .config_errors import did_you_mean
+from .function_commands import did_you_mean
 from .resume_discovery import (
     SPECIAL_CKPT_PATHS,
     continue_last_run,

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ...io import atomic_write
-from ..function_commands import CommandFailed, UsageError
+from ..function_commands import CommandFailed, UsageError, config_error, describe_user_error, user_error_in_chain
 from .plan import UNTRAINED, Run, run_recipe
 
 MERGE = "merge"
@@ -162,7 +162,6 @@ def fit_run(recipe_path: Path, key: str) -> str | int | None:
     as ``CommandFailed``, Ctrl-C or SIGTERM as ``StudyInterrupted``."""
     from jsonargparse import ArgumentError
 
-    from ..config_errors import config_error, describe_user_error, user_error_in_chain
     from ..fitting import fit
     from ..resume_discovery import NothingToTrain
 

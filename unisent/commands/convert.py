@@ -5,7 +5,7 @@ callbacks may hold other objects for harmless reasons, which this reads once, on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from .function_commands import UsageError, run_command
@@ -43,5 +43,4 @@ def convert_checkpoint(source: str, *, trust: bool = False, out: str | None = No
     return written
 
 
-def main(argv: Sequence[str]) -> None:
-    run_command(convert_checkpoint, argv, "unisent convert-checkpoint")
+main = partial(run_command, convert_checkpoint, prog="unisent convert-checkpoint")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from .function_commands import UsageError, quiet_transformers, require_positive, run_command
@@ -74,8 +74,16 @@ def encode(
     from ..hardware import inference_precision
 
     run: str | OnnxEncoder = model  # a name, or the ONNX model loaded here
-    if backend == "onnx":
-        run, said = _onnx_model(model, precision, onnx_file, device)
+    if backend == "onnx":  # the loaded OnnxEncoder, and the words that tell the user
+        from ..io.remote import localize
+        from ..models.onnx_encoder import OnnxEncoder
+
+        if precision == "bf16":
+            raise UsageError("--precision bf16 is the torch backend's; --backend onnx runs an fp32 or int8 file")
+        if device not in (None, "cpu"):
+            raise UsageError(f"--backend onnx runs on the CPU (onnxruntime), not on {device}")
+        run = OnnxEncoder(localize(model), onnx_file or ("fp32" if precision == "fp32" else None))
+        said = f"backend onnx: {run.precision}, onnx/{run.path.name}"
     elif onnx_file is not None:
         raise UsageError("--onnx-file applies to --backend onnx")
     else:  # resolved once, here, for the device: the model encodes in what the line says
@@ -120,19 +128,4 @@ def encode(
         print(f"unisent encode: warning: {message}", file=sys.stderr)
 
 
-def _onnx_model(model: str, precision: str, onnx_file: str | None, device: str | None) -> tuple[OnnxEncoder, str]:
-    """``(the loaded OnnxEncoder, the words that tell the user)`` for --backend onnx."""
-    from ..models.onnx_encoder import OnnxEncoder
-
-    if precision == "bf16":
-        raise UsageError("--precision bf16 is the torch backend's; --backend onnx runs an fp32 or int8 file")
-    if device not in (None, "cpu"):
-        raise UsageError(f"--backend onnx runs on the CPU (onnxruntime), not on {device}")
-    from ..io.remote import localize
-
-    runner = OnnxEncoder(localize(model), onnx_file or ("fp32" if precision == "fp32" else None))
-    return runner, f"backend onnx: {runner.precision}, onnx/{runner.path.name}"
-
-
-def main(argv: Sequence[str]) -> None:
-    run_command(encode, argv, "unisent encode")
+main = partial(run_command, encode, prog="unisent encode")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 from .function_commands import CommandFailed, UsageError, quiet_transformers, require_positive, run_command
@@ -215,8 +215,7 @@ def _check_model(model: str) -> None:
         )
 
 
-def main(argv: Sequence[str]) -> None:
-    run_command(evaluate, argv, "unisent evaluate")
+main = partial(run_command, evaluate, prog="unisent evaluate")
 
 
 def _measure_cost(model: str, batch_size: int = 64, precision: str = "fp32", sentences: int = 512) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 from .function_commands import CommandFailed, UsageError, require_positive, run_command
@@ -117,5 +117,4 @@ def export(
         print(f"pushed to https://huggingface.co/{push_to} ({url})")
 
 
-def main(argv: Sequence[str]) -> None:
-    run_command(export, argv, "unisent export")
+main = partial(run_command, export, prog="unisent export")

@@ -3,7 +3,7 @@ model ([`unisent.merging.merge_runs`][unisent.merging.merge_runs]; docs/merging.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 from .function_commands import run_command
@@ -43,5 +43,4 @@ def merge(
     return merge_runs(runs, out, method=method, weights=weights, density=density, scale=scale, seed=seed)
 
 
-def main(argv: Sequence[str]) -> None:
-    run_command(merge, argv, "unisent merge")
+main = partial(run_command, merge, prog="unisent merge")

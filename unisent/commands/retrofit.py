@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 from .function_commands import run_command
@@ -62,6 +62,5 @@ def retrofit(
     )
 
 
-def main(argv: Sequence[str]) -> None:
-    """``unisent retrofit``: build a retrofitted model and save it (``retrofit``)."""
-    run_command(retrofit, argv, "unisent retrofit")
+#: ``unisent retrofit``: build a retrofitted model and save it (``retrofit``).
+main = partial(run_command, retrofit, prog="unisent retrofit")

@@ -212,6 +212,7 @@ RECIPE_SAMPLES = {
     "EASE": ("ease_fewrel.jsonl", {}),
     "CMLM": ("cmlm_pairs.jsonl", {}),
     "BitextRetrieval": ("cmlm_pairs.jsonl", {"s1": "source", "s2": "target"}),
+    "Distill": ("sentences.txt", {}),
 }
 
 

@@ -396,6 +396,31 @@ def test_checkpoints_are_dropped_after_scoring_only_when_asked(tmp_path, monkeyp
     assert (folder / "encoder").is_dir() and (folder / "metrics.csv").exists()
 
 
+@pytest.mark.parametrize(("step", "trains"), [(2, False), (1, True)])
+def test_a_run_stopped_in_its_last_step_is_scored_from_its_checkpoint_not_trained_again(
+    tmp_path, monkeypatch, step, trains
+):
+    """A signal in a run's last step saves ``last.ckpt`` at its steps and stops before ``encoder/``: the same
+    command scores that checkpoint (``unisent fit --ckpt_path last`` would refuse: nothing to train); a
+    checkpoint short of the steps is trained on."""
+    import torch
+
+    from unisent.evaluation import panel
+
+    run = Run("only ease", "single", ("ease",), "static", 1)
+    last = tmp_path / "out" / "runs" / run.slug / "seed1" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    torch.save({"global_step": step, "epoch": 0, "state_dict": {}}, last)
+    fits, seen = [], {}
+    monkeypatch.setattr(ablate_run, "fit_run", lambda recipe_path, key: fits.append(key))
+    monkeypatch.setattr(panel, "evaluate_panel", lambda model, columns, *a, **k: seen.update(model=model) or {})
+    monkeypatch.setattr(ablate_run.Study, "write_recipe", lambda self, r: tmp_path / "r.yaml")
+    config = {"model": {"objectives": []}, "data": {"train": {}}, "trainer": {}}
+    study = ablate_run.Study(tmp_path / "r.yaml", config, tmp_path / "out", 2, [], None, 0, None, [])
+    study.execute(run)
+    assert fits == ([run.key] if trains else []) and seen["model"] == str(last)
+
+
 def test_precision_is_pinned_recorded_per_run_and_named_per_seed(tmp_path, monkeypatch):
     """``--precision`` is every run's ``trainer.precision`` (and is passed on to ``--jobs`` workers); a result
     records what its run trained in (``auto``: this machine's choice, bf16 only with AVX512-BF16 or AMX), and

@@ -95,6 +95,11 @@ def test_split_words_and_the_settings_read(tiny_recipe, tmp_path):
         ({"train": [{"only": ["ease"], "leave_out": ["amr"]}]}, [], "give leave_out: (train the others"),
         ({"merge": {"methd": "ties"}}, [], "merge: keys are method, weights, density, scale"),
         ({}, ["--trainer.max_steps", "3"], "--trainer.max_steps: a parts recipe"),
+        (
+            {"train": [{"only": ["ease"], "steps": 2}, {"only": ["ease"], "steps": 4}]},
+            [],
+            "train[1]: a second part named 'only-ease' would train in the first one's folder",
+        ),
     ],
 )
 def test_mistakes_are_one_line_naming_the_file_and_key(tiny_recipe, tmp_path, extra, overrides, message):

@@ -122,6 +122,8 @@ def read_parts(path: Path, overrides: Sequence[str] = ()) -> tuple[dict[str, Any
             kept = tuple(n for n in names if n not in members)
             run = Run(f"without {label}", "leave-one-out", kept, balancer, seed)
         name = str(spec.get("name") or run.slug)
+        if name in [p.name for p in parts]:
+            raise UsageError(f"{at}: a second part named {name!r} would train in the first one's folder: name: it")
         parts.append(Part(name, run, steps, folder / "parts" / name))
     merge = dict(settings.get("merge") or {})
     if [k for k in merge if k not in MERGE_KEYS]:
@@ -161,7 +163,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
     from ..inference.cost import model_cost
     from ..merging import merge_runs
     from .ablate.plan import run_recipe
-    from .ablate.run import write
+    from .ablate.run import trained, write
 
     recipe = Path(path)
     settings, config, parts = read_parts(recipe, overrides)
@@ -182,7 +184,7 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
         part_path = part.folder.parent / f"{part.name}.yaml"
         write(part_path, yaml.safe_dump(part_config, sort_keys=False))  # its folder made too
         recipes.append(part_path)
-    todo = [(p, r) for p, r in zip(parts, recipes) if not _trained(p)]
+    todo = [(p, r) for p, r in zip(parts, recipes) if not trained(p.folder, p.steps)]
     print(f"unisent fit: {len(parts)} parts of {recipe} in {folder}; {len(todo)} to train", file=sys.stderr)
     seconds = _train(todo, int(settings.get("jobs", 1)))
     merged = folder / "merge.partial"
@@ -218,17 +220,6 @@ def fit_parts(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> di
     write(record_path, json.dumps(record, indent=1) + "\n")
     print(f"unisent fit: merged {len(parts)} parts; the model is {folder / 'encoder'}", file=sys.stderr)
     return record
-
-
-def _trained(part: Part) -> bool:
-    """Whether ``part`` is done: its ``encoder/`` saved, or its last checkpoint at its steps (a signal in the
-    last step stops the run after that checkpoint, before ``encoder/``; the merge reads the checkpoint)."""
-    from ..run_progress import checkpoint_progress
-
-    if (part.folder / "encoder").is_dir():
-        return True
-    progress = checkpoint_progress(part.folder / "checkpoints" / "last.ckpt")
-    return progress is not None and progress.global_step >= part.steps
 
 
 def _step(part: Part) -> int:

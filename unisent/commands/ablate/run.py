@@ -21,7 +21,7 @@ from .plan import UNTRAINED, Run, run_recipe
 
 MERGE = "merge"
 
-__all__ = ["Study", "StudyInterrupted", "fit_run", "log_to_wandb", "run_all", "sweep_file", "write"]
+__all__ = ["Study", "StudyInterrupted", "fit_run", "log_to_wandb", "run_all", "sweep_file", "trained", "write"]
 
 
 class StudyInterrupted(Exception):
@@ -102,9 +102,10 @@ class Study:
             else:
                 recipe_path = self.write_recipe(run)
                 result["recipe"] = str(recipe_path)
-                if not (folder / "encoder").exists():  # trained to the end before: do not train again
+                if not trained(folder, self.steps):  # trained to the end before: do not train again
                     result["precision"] = fit_run(recipe_path, run.key)  # what it trained in
-            model, ckpt = str(folder / "encoder"), folder / "checkpoints" / "last.ckpt"
+            ckpt = folder / "checkpoints" / "last.ckpt"
+            model = str(folder / "encoder") if (folder / "encoder").exists() else str(ckpt)  # stopped in its last step
             result |= {"steps": self.steps if run.kind != MERGE else 0, "folder": str(folder)}
             result["train_seconds"] = round(time.perf_counter() - start, 1)
         result = self._score(run, result, model, ckpt, self.columns)
@@ -157,6 +158,17 @@ class Study:
         return merge_runs(inputs, folder, method=run.slug[len("merge-") :], seed=run.seed)
 
 
+def trained(folder: Path, steps: int) -> bool:
+    """Whether the run in ``folder`` is done: its ``encoder/`` saved, or its last checkpoint at ``steps`` (a signal
+    in the last step stops the run after that checkpoint, before ``encoder/``; the checkpoint is then the model)."""
+    from ...run_progress import checkpoint_progress
+
+    if (folder / "encoder").is_dir():
+        return True
+    progress = checkpoint_progress(folder / "checkpoints" / "last.ckpt")
+    return progress is not None and progress.global_step >= steps
+
+
 def fit_run(recipe_path: Path, key: str) -> str | int | None:
     """``unisent fit -c RECIPE --ckpt_path last`` in this process, and the precision it trained in: user errors
     as ``CommandFailed``, Ctrl-C or SIGTERM as ``StudyInterrupted``."""
@@ -180,8 +192,8 @@ def fit_run(recipe_path: Path, key: str) -> str | int | None:
     if stopped is not None:
         left = f"its last checkpoint is {stopped.checkpoint}" if stopped.checkpoint else "no checkpoint was saved"
         raise StudyInterrupted(
-            f"interrupted ({stopped.signal}) in {key}; {left}; the same command continues the study (finished runs "
-            "are kept, this one goes on from its last checkpoint)",
+            f"interrupted ({stopped.signal}) in {key}; {left}; the same command continues (finished runs are kept, "
+            "this one goes on from its last checkpoint)",
             outcome.status,
         )
     return outcome.precision

@@ -12,6 +12,10 @@ SICK train's, what ``BestOnDev`` reads) and STS-B test; the route's own choice (
     python -m studies.own_layers table docs/results/unified/own-layers-cost.json --join runs/own-layers/*.json \\
         --joint-results runs/parts/results/without-gausscse/seed*.json \\
         --page docs/results/unified/own-layers-cost.md --plot docs/results/unified/own-layers-cost.png
+    python -m studies.own_layers score runs/four-papers/seed51 --record runs/four-papers/seed51.json  # a row
+
+The second seed set is trained by the one command (``unisent fit -c recipes/unified/four-papers.yaml
+--seed_everything 51``); ``score`` adds its run to ``table --join`` as a row of the panel.
 """
 
 from __future__ import annotations
@@ -113,13 +117,36 @@ def train(args: argparse.Namespace) -> None:
         (args.out / "start.json").write_text(json.dumps({"rows": [], "start": scores}, indent=1) + "\n", "utf-8")
 
 
+def score(args: argparse.Namespace) -> None:
+    """A run folder of the one command (``unisent fit -c recipes/unified/four-papers.yaml``) on the route's columns,
+    as a row of ``table --join`` (``one_command``: in the panel, not in the trade-off over ``k``)."""
+    import unisent
+    from unisent.evaluation.panel import evaluate_panel
+    from unisent.inference.cost import parameter_parts
+
+    record = json.loads((args.run / "parts.json").read_text(encoding="utf-8"))
+    model = str(args.run / "encoder")
+    scores = evaluate_panel(model, ROUTE_COLUMNS, args.data_dir, ckpt=str(args.run / "checkpoints" / "last.ckpt"))
+    row = {
+        "own_layers": CHOSEN,
+        "seed": record["seed"],
+        "one_command": True,
+        "parameters": parameter_parts(unisent.load(model)),
+        "scores": {c: scores[c].get("score") for c in ROUTE_COLUMNS},
+        "parts_train_seconds": {p["name"]: p["train_seconds"] for p in record["parts"]},
+    }
+    args.record.write_text(json.dumps({"rows": [row]}, indent=1) + "\n", encoding="utf-8")
+    print(f"own_layers: {args.run}: {row['scores']}", file=sys.stderr)
+
+
 def page(record: dict, plot_name: str | None) -> str:
     """The page's table (mean and 95% interval over seeds per ``k``) and, for the route's choice, the panel."""
     from unisent.commands.ablate.summarise import interval
 
     by_k: dict[int, list[dict]] = {}
     for row in record["rows"]:
-        by_k.setdefault(row["own_layers"], []).append(row)
+        if not row.get("one_command"):  # the second seed set's runs of the one command: in the panel only
+            by_k.setdefault(row["own_layers"], []).append(row)
     shared = record["rows"][0]["parameters"]["shared encoder"]
 
     def cell(rows: list[dict], column: str) -> str:
@@ -143,13 +170,15 @@ def page(record: dict, plot_name: str | None) -> str:
             f"| {k}{mark} | {added / 1e6:.2f}M | {100 * added / shared:.0f}% | {cell(rows, record['test'])} | "
             f"{cell(rows, record['dev'])} | {cell(rows, 'stsb-test')} | {seeds} |"
         )
-    chosen = by_k.get(CHOSEN, [])
+    chosen = by_k.get(CHOSEN, []) + [r for r in record["rows"] if r.get("one_command")]
     if chosen:
         columns = [c for c in ROUTE_COLUMNS if any(c in r["scores"] for r in chosen)]
         start = record.get("start") or {}
         lines += ["", f"The route's choice (`own_layers: {CHOSEN}`) on the whole panel, per seed, and the start:", ""]
         lines += ["| model | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-        named = [(f"seed {r['seed']}", r["scores"]) for r in chosen]
+        named = [
+            (f"seed {r['seed']}" + (" (the one command)" if r.get("one_command") else ""), r["scores"]) for r in chosen
+        ]
         named += [(f"its joint part alone (no GaussCSE), seed {k}", v) for k, v in record.get("joint_part", {}).items()]
         for name, scores in named:
             cells = " | ".join(f"{scores.get(c):.2f}" if scores.get(c) is not None else "n/a" for c in columns)
@@ -172,7 +201,8 @@ def plot(record: dict, path: Path) -> None:
 
     by_k: dict[int, list[dict]] = {}
     for row in record["rows"]:
-        by_k.setdefault(row["own_layers"], []).append(row)
+        if not row.get("one_command"):
+            by_k.setdefault(row["own_layers"], []).append(row)
     ks = sorted(by_k)
     added = [sum(v for p, v in by_k[k][0]["parameters"].items() if p != "shared encoder") / 1e6 for k in ks]
     fig, (ax, sts) = plt.subplots(1, 2, figsize=(10, 4))
@@ -212,9 +242,16 @@ def main(argv: list[str] | None = None) -> None:
     table.add_argument("--joint-results", type=Path, nargs="*", help="with --join: the joint part's result files")
     table.add_argument("--page", type=Path)
     table.add_argument("--plot", type=Path)
+    scored = sub.add_parser("score", help="score a run folder of the one command on the route's columns")
+    scored.add_argument("run", type=Path, help="OUT/seed<S> of unisent fit -c recipes/unified/four-papers.yaml")
+    scored.add_argument("--record", type=Path, required=True, help="the JSON to write (one row, for table --join)")
+    scored.add_argument("--data-dir", default="../shared/data")
     args = parser.parse_args(argv)
     if args.command == "train":
         train(args)
+        return
+    if args.command == "score":
+        score(args)
         return
     if args.join:
         parts = [json.loads(p.read_text(encoding="utf-8")) for p in args.join]
